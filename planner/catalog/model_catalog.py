@@ -1,0 +1,74 @@
+"""The built-in model catalog (one config.json per model) and resolving a scenario's model reference."""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from planner.architecture import ModelArchitecture
+from planner.catalog.hf_config import architecture_from_config
+from planner.catalog.synthetic import parse_size_id, synthetic_architecture
+from planner.errors import PlanningError
+
+MODELS_DIR = Path(__file__).with_name("models")
+
+
+@lru_cache(maxsize=1)
+def catalog_model_ids() -> tuple[str, ...]:
+    return tuple(sorted(path.stem for path in MODELS_DIR.glob("*.json")))
+
+
+@lru_cache(maxsize=None)
+def _read(model_id: str) -> str:
+    path = MODELS_DIR / f"{model_id}.json"
+    try:
+        return path.read_text()
+    except OSError as exc:
+        raise PlanningError(f"catalog file {path} cannot be read: {exc.strerror}") from None
+
+
+def load_catalog_config(model_id: str) -> dict[str, Any]:
+    """The catalog's config.json for `model_id` (a fresh dict each call)."""
+    if model_id not in catalog_model_ids():
+        raise PlanningError(
+            f"unknown model '{model_id}'. Use a catalog id ({', '.join(catalog_model_ids())}), "
+            "a size such as 'dense-70b' or 'moe-400b', or upload a config.json"
+        )
+    try:
+        return json.loads(_read(model_id))
+    except json.JSONDecodeError as exc:
+        raise PlanningError(f"catalog file {MODELS_DIR / (model_id + '.json')} is corrupt: {exc.msg} (line {exc.lineno})") from None
+
+
+def model_metadata(model_id: str) -> dict[str, Any]:
+    """Display name, published sizes and source of a catalog model (the `_headroom` block)."""
+    meta = load_catalog_config(model_id).get("_headroom") or {}
+    return {"display_name": model_id, **meta}
+
+
+@lru_cache(maxsize=256)
+def _catalog_architecture(model_id: str) -> ModelArchitecture:
+    config = load_catalog_config(model_id)
+    return architecture_from_config(config, name=config.get("_headroom", {}).get("display_name", model_id))
+
+
+def resolve_model(reference: str | dict[str, Any] | ModelArchitecture) -> ModelArchitecture:
+    """A catalog id, a size id ('dense-70b', 'moe-1t'), an inline config.json dict, or an architecture."""
+    if isinstance(reference, ModelArchitecture):
+        return reference
+    if isinstance(reference, str):
+        size = parse_size_id(reference)
+        if size is not None:
+            moe, params = size
+            return _synthetic(params, moe)
+        return _catalog_architecture(reference)
+    if isinstance(reference, dict):
+        return architecture_from_config(reference)
+    raise PlanningError("model must be a catalog id, a size such as 'dense-70b', or a config.json object")
+
+
+@lru_cache(maxsize=64)
+def _synthetic(params: float, moe: bool) -> ModelArchitecture:
+    return synthetic_architecture(params, moe)
