@@ -1,0 +1,11 @@
+"""Headroom's engine: closed-form memory, roofline timing and cost for LLM inference and training.
+
+Public API: `plan(scenario)`, the scenario classes, and `PlanningError`. Never imports streamlit.
+"""
+
+from planner.errors import PlanningError, explain
+from planner.plan import plan
+from planner.scenario import InferenceScenario, parse_scenario
+
+__all__ = ["plan", "InferenceScenario", "parse_scenario", "PlanningError", "explain"]
+__version__ = "0.1.0"

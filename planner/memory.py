@@ -1,0 +1,173 @@
+"""Memory terms, one function each, per GPU.
+
+Scope of every term: one GPU on the most loaded pipeline stage. Arguments that describe the
+scenario (tensor_parallel, bytes per element, sequences, tokens, ...) may be Python numbers or numpy
+arrays of equal shape; the model description (`ModelArchitecture`, `ParameterCounts`) is fixed.
+"""
+
+from __future__ import annotations
+
+from planner.architecture import (
+    LayerParameters,
+    ModelArchitecture,
+    ParameterCounts,
+    cached_tokens_per_layer_sum,
+    kv_elements_per_token_per_layer,
+)
+from planner.arrays import ceil_div, ceil_to_multiple, maximum, minimum, where
+
+GIB = 1 << 30
+
+
+# ---------------------------------------------------------------------------------------------
+# pipeline stage geometry
+
+
+def stage_layers(arch: ModelArchitecture, pipeline_parallel):
+    """Layers on the most loaded stage: ceil(L / p) (80 layers on 3 stages -> 27, 27, 26)."""
+    return ceil_div(arch.num_layers, pipeline_parallel)
+
+
+def stage_moe_layers(arch: ModelArchitecture, pipeline_parallel):
+    """MoE layers on the most loaded stage, taking the stage with the most of them (dense-first layers
+    sit on the first stage, so a later stage can be all MoE)."""
+    return minimum(stage_layers(arch, pipeline_parallel), arch.num_moe_layers)
+
+
+# ---------------------------------------------------------------------------------------------
+# weights
+
+
+def _layer_weight_bytes(layer: LayerParameters, arch: ModelArchitecture, tensor_parallel, expert_shards,
+                        linear_bytes, high_precision_bytes):
+    # K/V projections replicate once TP exceeds the KV heads: each rank keeps max(kv/tp, 1) heads.
+    kv_share = maximum(1 / tensor_parallel, 1 / arch.num_kv_heads)
+    linear = (
+        layer.attention_sharded / tensor_parallel
+        + layer.attention_kv * kv_share
+        + layer.attention_replicated
+        + layer.mlp_dense / tensor_parallel
+        + layer.experts_routed / expert_shards
+        + layer.experts_shared / tensor_parallel
+    )
+    small = (layer.attention_bias + layer.mlp_bias) / tensor_parallel + layer.router + layer.norms
+    return linear * linear_bytes + small * high_precision_bytes
+
+
+def weight_bytes(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel,
+                 expert_parallel, linear_bytes, high_precision_bytes, embedding_bytes):
+    """Parameter bytes resident on one GPU of the most loaded pipeline stage.
+
+    Linear layers are split across tensor-parallel ranks (Megatron column/row parallel), the vocabulary
+    of embedding and lm_head too (vocab-parallel); routed experts are split across max(TP, EP) ranks;
+    norms, routers and MLA's latent down-projections are replicated. With PP > 1 the first stage holds
+    the embedding and the last the output head (a tied head needs its own copy there); the heaviest
+    stage is charged the larger of the two.
+    """
+    expert_shards = maximum(tensor_parallel, expert_parallel)
+    moe_layers = stage_moe_layers(arch, pipeline_parallel)
+    dense_layers = stage_layers(arch, pipeline_parallel) - moe_layers
+    layers = dense_layers * _layer_weight_bytes(
+        counts.dense_layer, arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes
+    )
+    if counts.moe_layer is not None:
+        layers = layers + moe_layers * _layer_weight_bytes(
+            counts.moe_layer, arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes
+        )
+    embedding = (counts.embedding / tensor_parallel + counts.position_embedding) * embedding_bytes
+    head_matrix = counts.lm_head if counts.lm_head else counts.embedding
+    head = head_matrix / tensor_parallel * embedding_bytes + counts.final_norms * high_precision_bytes
+    single_stage = embedding + head - where(counts.lm_head == 0, head_matrix / tensor_parallel * embedding_bytes, 0)
+    edges = where(pipeline_parallel > 1, maximum(embedding, head), single_stage)
+    return layers + edges
+
+
+# ---------------------------------------------------------------------------------------------
+# KV cache
+
+
+def kv_cache_bytes_per_sequence(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, context_tokens,
+                                kv_bytes_per_element, block_tokens=1, honor_sliding_window=True):
+    """KV bytes one sequence of `context_tokens` holds on one GPU (its stage's layers, its TP shard).
+
+    Per token and layer: `2 * kv_heads_per_rank * head_dim` elements (MLA: `kv_lora_rank + rope_dim`).
+    Paged engines allocate whole blocks, so the context is rounded up to `block_tokens`; sliding-window
+    layers keep at most `sliding_window` tokens (vLLM, Gemma-2's alternating layers).
+    """
+    tokens = ceil_to_multiple(context_tokens, block_tokens)
+    layers = stage_layers(arch, pipeline_parallel)
+    if honor_sliding_window:
+        token_layers = cached_tokens_per_layer_sum(arch, tokens, layers)
+    else:
+        token_layers = layers * tokens
+    return token_layers * kv_elements_per_token_per_layer(arch, tensor_parallel) * kv_bytes_per_element
+
+
+def kv_cache_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, sequences, context_tokens,
+                   kv_bytes_per_element, block_tokens=1, honor_sliding_window=True):
+    """KV cache on one GPU: sequences on its replica x bytes per sequence (linear in both)."""
+    return sequences * kv_cache_bytes_per_sequence(
+        arch, tensor_parallel, pipeline_parallel, context_tokens, kv_bytes_per_element, block_tokens,
+        honor_sliding_window,
+    )
+
+
+def kv_block_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, kv_bytes_per_element, block_tokens):
+    """One paged block (block_tokens tokens, every layer of the stage, full attention) on one GPU."""
+    return (
+        block_tokens
+        * stage_layers(arch, pipeline_parallel)
+        * kv_elements_per_token_per_layer(arch, tensor_parallel)
+        * kv_bytes_per_element
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# activations and workspace (inference)
+
+
+def inference_activation_bytes(arch: ModelArchitecture, tensor_parallel, tokens, activation_bytes=2):
+    """Peak transient activations of one forward step over `tokens` tokens (a prefill chunk or a decode
+    batch) on one GPU. Inference frees each layer's intermediates, so the peak is one layer's widest
+    moment: the residual stream and its normalized copy (2h) plus the larger of the attention
+    projections (q, k, v and output, split across TP) and the MLP's gate/up/activation tensors
+    (3 x width / TP; an MoE token runs its k experts plus the shared ones).
+    """
+    h = arch.hidden_size
+    if arch.uses_mla:
+        attention = arch.num_attention_heads * (
+            2 * (arch.qk_nope_head_dim + arch.qk_rope_head_dim) + 2 * arch.v_head_dim
+        ) / tensor_parallel + arch.kv_lora_rank + arch.qk_rope_head_dim
+    else:
+        kv_heads = maximum(arch.num_kv_heads / tensor_parallel, 1)
+        attention = (2 * arch.num_attention_heads / tensor_parallel + 2 * kv_heads) * arch.head_dim
+    dense_width = arch.intermediate_size if arch.num_dense_layers else 0
+    moe_width = arch.experts_per_token * arch.expert_intermediate_size + arch.shared_expert_intermediate_size
+    mlp = 3 * max(dense_width, moe_width) / tensor_parallel
+    return tokens * (2 * h + maximum(attention, mlp)) * activation_bytes
+
+
+def logits_bytes(arch: ModelArchitecture, rows, logits_bytes_per_element=4):
+    """fp32 logits over the whole vocabulary for `rows` sampled positions (gathered on every TP rank).
+
+    Engines compute logits only for the last position of each sequence in a step.
+    """
+    return rows * arch.vocab_size * logits_bytes_per_element
+
+
+# ---------------------------------------------------------------------------------------------
+# runtime
+
+
+CUDA_CONTEXT_BYTES = 0.5 * GIB
+COMMUNICATION_BUFFER_BYTES = 0.25 * GIB
+CUDA_GRAPH_BYTES = 0.25 * GIB
+
+
+def runtime_overhead_bytes(is_accelerator, world_size):
+    """Memory the framework holds outside tensors: CUDA context and cuBLAS workspaces (~0.5 GiB on
+    Hopper with lazy module loading), CUDA graph pools (~0.25 GiB), and NCCL buffers (~0.25 GiB) when
+    GPUs communicate. Documented defaults; a calibration replaces them with the measured value."""
+    gpu = where(is_accelerator, 1.0, 0.0)
+    communicating = where(world_size > 1, 1.0, 0.0)
+    return gpu * (CUDA_CONTEXT_BYTES + CUDA_GRAPH_BYTES + communicating * COMMUNICATION_BUFFER_BYTES)

@@ -1,0 +1,160 @@
+"""What `plan()` returns: frozen pydantic records whose JSON is the CLI/CSV contract.
+
+Breakdowns are data (named components; totals are computed fields), so the chart, the CSV and the
+tests read the same numbers.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, computed_field
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Equation(_Frozen):
+    """One traceable number: the formula, the same formula with this scenario's numbers, the result."""
+
+    name: str
+    formula: str
+    substituted: str
+    value: float
+    unit: str
+    source: str = ""
+
+
+class ModelSummary(_Frozen):
+    name: str
+    model_id: str
+    model_type: str
+    params_total: int
+    params_active: int
+    kv_cache_bytes_per_token: float  # whole model, every layer, no sharding, at the scenario's KV dtype
+    num_layers: int
+    hidden_size: int
+    max_context_tokens: int
+    parameter_breakdown: dict[str, int]
+
+
+class HardwareSummary(_Frozen):
+    id: str
+    name: str
+    memory_bytes: int
+    memory_bandwidth_bytes_per_second: float
+    peak_flops_per_second: float  # dense, at the scenario's compute dtype
+    compute_dtype: str
+    usd_per_gpu_hour: float
+    usd_per_gpu_hour_is_reference: bool
+
+
+class MemoryBreakdown(_Frozen):
+    """Per GPU (most loaded pipeline stage). `components` maps `<name>_bytes` to bytes."""
+
+    components: dict[str, float]
+    capacity_bytes: float
+    budget_bytes: float  # what the engine may use (capacity x utilization for serving)
+    host_bytes: float = 0.0  # memory moved to host RAM by offload, per GPU
+    max_concurrency: int | None = None
+    max_context_tokens: int | None = None
+    kv_blocks: int | None = None
+    max_micro_batch_size: int | None = None
+
+    @computed_field
+    @property
+    def total_bytes(self) -> float:
+        return float(sum(self.components.values()))
+
+    @computed_field
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.budget_bytes
+
+    @computed_field
+    @property
+    def headroom_bytes(self) -> float:
+        return self.budget_bytes - self.total_bytes
+
+    @computed_field
+    @property
+    def headroom_fraction(self) -> float:
+        return self.headroom_bytes / self.budget_bytes
+
+    @computed_field
+    @property
+    def dominant_component(self) -> str:
+        return max(self.components, key=self.components.__getitem__)
+
+
+class PhaseRoofline(_Frozen):
+    """One step of one phase on one GPU: the work, the time each resource needs, which binds."""
+
+    phase: str
+    tokens: float
+    flops: float
+    bytes: float
+    compute_seconds: float
+    memory_seconds: float
+    communication_seconds: float
+    seconds: float
+
+    @computed_field
+    @property
+    def arithmetic_intensity_flops_per_byte(self) -> float:
+        return self.flops / self.bytes if self.bytes else float("inf")
+
+    @computed_field
+    @property
+    def binding(self) -> Literal["compute", "memory_bandwidth", "communication"]:
+        times = {
+            "compute": self.compute_seconds,
+            "memory_bandwidth": self.memory_seconds,
+            "communication": self.communication_seconds,
+        }
+        return max(times, key=times.__getitem__)
+
+
+class InferencePerformance(_Frozen):
+    ttft_seconds: float
+    tpot_seconds: float  # mean time per output token, prefill interference included
+    decode_step_seconds: float  # one decode step alone
+    e2e_latency_seconds: float
+    output_tokens_per_second: float  # whole scenario (all GPUs)
+    output_tokens_per_second_per_gpu: float
+    output_tokens_per_second_per_replica: float
+    requests_per_second: float
+    prefill_share_of_time: float
+    prefill: PhaseRoofline
+    decode: PhaseRoofline
+    ridge_point_flops_per_byte: float
+
+
+class InferenceCost(_Frozen):
+    num_gpus: int
+    usd_per_gpu_hour: float
+    usd_per_hour: float
+    usd_per_month: float
+    usd_per_million_output_tokens: float
+    replicas_needed: int | None = None
+    gpus_needed: int | None = None
+
+
+Bottleneck = Literal["capacity", "memory_bandwidth", "compute", "communication"]
+
+
+class InferencePlan(_Frozen):
+    kind: Literal["inference"] = "inference"
+    scenario: dict
+    model: ModelSummary
+    hardware: HardwareSummary
+    memory: MemoryBreakdown
+    performance: InferencePerformance
+    cost: InferenceCost
+    bottleneck: Bottleneck
+    bottleneck_reason: str
+    warnings: list[str]
+    assumptions: list[str]
+    equations: list[Equation]
+    calibration: str | None = None

@@ -1,0 +1,79 @@
+"""Human-readable numbers, the single formatting module (the UI imports these too).
+
+Memory is shown in GiB (2^30 bytes); rates in SI (TB/s = 1e12 B/s, TFLOP/s = 1e12 FLOP/s).
+Precision is deliberately limited: the estimates are not better than ~5-10 %.
+"""
+
+from __future__ import annotations
+
+import math
+
+GIB = float(1 << 30)
+MIB = float(1 << 20)
+
+
+def _sig(value: float, digits: int = 3) -> str:
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    magnitude = math.floor(math.log10(abs(value)))
+    decimals = max(0, digits - 1 - magnitude)
+    return f"{value:,.{decimals}f}"
+
+
+def gib(num_bytes: float, digits: int = 3) -> str:
+    if num_bytes is None or not math.isfinite(num_bytes):
+        return "n/a"
+    if abs(num_bytes) < 0.1 * GIB:
+        return f"{_sig(num_bytes / MIB, digits)} MiB"
+    return f"{_sig(num_bytes / GIB, digits)} GiB"
+
+
+def seconds(value: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if value < 1e-3:
+        return f"{_sig(value * 1e6, 2)} µs"
+    if value < 1:
+        return f"{_sig(value * 1e3, 3)} ms"
+    if value < 120:
+        return f"{_sig(value, 3)} s"
+    if value < 7200:
+        return f"{_sig(value / 60, 3)} min"
+    if value < 3 * 86400:
+        return f"{_sig(value / 3600, 3)} h"
+    return f"{_sig(value / 86400, 3)} days"
+
+
+def rate(value: float, unit: str) -> str:
+    """SI-prefixed rate: rate(3.35e12, 'B/s') -> '3.35 TB/s'."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{_sig(value / factor)} {prefix}{unit}"
+    return f"{_sig(value)} {unit}"
+
+
+def count(value: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    for factor, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M"), (1e3, "k")):
+        if abs(value) >= factor:
+            return f"{_sig(value / factor)}{suffix}"
+    return _sig(value)
+
+
+def usd(value: float) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if abs(value) >= 100:
+        return f"${value:,.0f}"
+    if abs(value) >= 1:
+        return f"${value:,.2f}"
+    return f"${_sig(value, 2)}"
+
+
+def percent(fraction: float, digits: int = 0) -> str:
+    if fraction is None or not math.isfinite(fraction):
+        return "n/a"
+    return f"{fraction * 100:.{digits}f}%"
