@@ -1,0 +1,165 @@
+"""Scenario <-> URL query parameters: the whole plan lives in the link.
+
+Parameter names are `<prefix><field>` (the dashboard uses its widget keys, e.g. `inference_concurrency`),
+defaults are omitted so links stay short, and an inline model config or custom GPU travels as
+`cfg:` + base64url(zlib(JSON)). Reading is forgiving: every parameter is checked on its own; a bad one
+is reported by name and replaced by the default, never fatal.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import zlib
+from typing import Any, Iterable, Mapping
+from urllib.parse import urlencode
+
+from functools import lru_cache
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from planner.errors import PlanningError, explain
+from planner.scenario import InferenceScenario
+
+INLINE_PREFIX = "cfg:"
+MAX_PARAM_CHARS = 16_384  # a compressed config.json is ~1-2 kB; anything far larger is not ours
+MAX_INLINE_JSON_BYTES = 256 * 1024
+LAYOUT_FIELDS = ("num_gpus", "tensor_parallel", "pipeline_parallel", "expert_parallel", "data_parallel",
+                 "context_parallel")
+
+
+def scenario_classes() -> dict[str, type]:
+    from planner.training.scenario import TrainingScenario
+
+    return {"inference": InferenceScenario, "training": TrainingScenario}
+
+
+def encode_inline(value: dict) -> str:
+    raw = json.dumps(value, separators=(",", ":"), sort_keys=True).encode()
+    return INLINE_PREFIX + base64.urlsafe_b64encode(zlib.compress(raw, 9)).decode().rstrip("=")
+
+
+def decode_inline(text: str) -> dict:
+    body = text[len(INLINE_PREFIX):]
+    try:
+        packed = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+        decompressor = zlib.decompressobj()
+        raw = decompressor.decompress(packed, MAX_INLINE_JSON_BYTES)
+        if decompressor.unconsumed_tail:
+            raise ValueError("inline config is too large")
+        value = json.loads(raw)
+    except (ValueError, zlib.error) as exc:
+        raise ValueError(f"not a valid inline config ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError("inline config must be a JSON object")
+    return value
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict):
+        return encode_inline(value)
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value)) if abs(value) < 1e15 else repr(value)
+    return str(value)
+
+
+def scenario_to_query_params(scenario, prefix: str = "") -> dict[str, str]:
+    """Only the fields that differ from their defaults, as strings."""
+    defaults = type(scenario).model_fields
+    params = {}
+    for name, field in defaults.items():
+        if name == "kind":
+            continue
+        value = getattr(scenario, name)
+        if value == field.get_default(call_default_factory=True):
+            continue
+        if hasattr(value, "model_dump"):
+            value = value.model_dump(mode="json")
+        params[prefix + name] = _to_text(value)
+    return params
+
+
+def share_url(scenario, base_url: str = "http://localhost:8501", page: str | None = None, prefix: str | None = None) -> str:
+    page = page or scenario.kind
+    prefix = f"{page}_" if prefix is None else prefix
+    query = urlencode(scenario_to_query_params(scenario, prefix))
+    return f"{base_url.rstrip('/')}/{page}" + (f"?{query}" if query else "")
+
+
+def _from_text(cls: type, name: str, text: str) -> Any:
+    if len(text) > MAX_PARAM_CHARS:
+        raise ValueError(f"value is {len(text):,} characters long")
+    if text.startswith(INLINE_PREFIX):
+        return decode_inline(text)
+    annotation = str(cls.model_fields[name].annotation)
+    if text.lower() in ("none", "null", "") and "None" in annotation:
+        return None
+    if text.startswith("{") and ("dict" in annotation or "BaseModel" in annotation or "Config" in annotation):
+        return json.loads(text)
+    return text
+
+
+def query_params_to_scenario(params: Mapping[str, str | Iterable[str]], kind: str = "inference",
+                             prefix: str = "") -> tuple[Any, list[str]]:
+    """Build a scenario from query parameters. Returns (scenario, warnings); never raises for bad input.
+
+    Unknown parameters with our prefix are reported; repeated parameters use the last value; each
+    value is validated alone (type and range) and falls back to the default with a warning naming it.
+    A combination that is impossible (e.g. a layout the model cannot use) falls back to the default
+    layout, again with a warning.
+    """
+    cls = scenario_classes()[kind]
+    warnings: list[str] = []
+    fields: dict[str, Any] = {}
+    for key, raw in params.items():
+        if prefix and not key.startswith(prefix):
+            continue
+        name = key[len(prefix):]
+        if isinstance(raw, (list, tuple)):
+            if not raw:
+                continue
+            if len(raw) > 1:
+                warnings.append(f"'{key}' was given {len(raw)} times; the last value is used.")
+            raw = raw[-1]
+        text = str(raw)
+        if name not in cls.model_fields or name == "kind":
+            warnings.append(f"Unknown link parameter '{key}' was ignored.")
+            continue
+        try:
+            value = _from_text(cls, name, text)
+            _field_validator(cls).model_validate({name: value})
+        except (ValidationError, ValueError, PlanningError) as exc:
+            default = cls.model_fields[name].get_default(call_default_factory=True)
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            warnings.append(f"Link parameter '{key}' = '{shown}' is invalid ({_short(exc)}); using the default "
+                            f"{default!r}.")
+            continue
+        fields[name] = value
+    try:
+        return cls(**fields), warnings
+    except (ValidationError, PlanningError) as exc:
+        message = _short(exc)
+    layout_given = [f for f in LAYOUT_FIELDS if f in fields]
+    retry = {k: v for k, v in fields.items() if k not in LAYOUT_FIELDS}
+    try:
+        scenario = cls(**retry)
+        warnings.append(f"The link's layout ({', '.join(prefix + f for f in layout_given) or 'defaults'}) cannot "
+                        f"work: {message}. The default layout is used instead.")
+        return scenario, warnings
+    except (ValidationError, PlanningError) as exc:
+        warnings.append(f"The link describes an impossible plan ({_short(exc)}); the default scenario is shown.")
+        return cls(), warnings
+
+
+@lru_cache(maxsize=None)
+def _field_validator(cls: type) -> type[BaseModel]:
+    """The scenario's fields without its cross-field validation: checks one parameter at a time."""
+    fields = {name: (field.annotation, field) for name, field in cls.model_fields.items()}
+    return create_model(f"{cls.__name__}Fields", __config__=ConfigDict(extra="forbid"), **fields)
+
+
+def _short(exc: Exception) -> str:
+    text = explain(exc)
+    return text if len(text) <= 300 else text[:297] + "..."
