@@ -1,0 +1,67 @@
+"""Words for the dashboard: labels of plan fields and numbers formatted through planner.units.
+
+planner.units is the one formatting module; this file only picks which of its functions a unit needs.
+"""
+
+from __future__ import annotations
+
+import math
+
+from planner import units
+
+_ACRONYMS = {"kv": "KV", "lora": "LoRA", "gpu": "GPU", "hbm": "HBM", "moe": "MoE", "tp": "TP", "pp": "PP",
+             "dp": "DP", "ep": "EP", "cp": "CP", "zero": "ZeRO"}
+
+RESOURCE_WORDS = {
+    "capacity": "memory capacity",
+    "memory_bandwidth": "memory bandwidth",
+    "compute": "compute",
+    "communication": "communication",
+}
+
+
+def component_label(name: str) -> str:
+    """'kv_cache_bytes' -> 'KV cache'; 'optimizer_states_bytes' -> 'Optimizer states'."""
+    words = name.removesuffix("_bytes").removesuffix("_seconds").split("_")
+    words = [_ACRONYMS.get(w, w) for w in words if w]
+    if not words:
+        return name
+    first = words[0]
+    words[0] = first if first.isupper() else first[:1].upper() + first[1:]
+    return " ".join(words)
+
+
+def resource_label(name: str) -> str:
+    return RESOURCE_WORDS.get(name, name.replace("_", " "))
+
+
+def fmt(value: float | None, unit: str) -> str:
+    """A value with its unit, through planner.units: bytes in GiB, rates in SI, time adaptive."""
+    if value is None:
+        return "n/a"
+    if isinstance(value, float) and not math.isfinite(value):
+        return "∞" if value > 0 else "n/a"
+    unit_l = unit.lower()
+    if unit_l in ("bytes", "b"):
+        return units.gib(value)
+    if unit_l in ("seconds", "s"):
+        return units.seconds(value)
+    if unit_l in ("usd", "$"):
+        return units.usd(value)
+    if unit_l in ("fraction", "ratio"):
+        return units.percent(value, 1)
+    if unit_l.endswith("/s") and unit_l.startswith(("b", "flop")):
+        return units.rate(value, unit)
+    if unit_l in ("tokens/s", "requests/s", "sequences/s", "samples/s"):
+        return f"{units.count(value)} {unit}"
+    if unit_l in ("parameters", "tokens", "flops", "flop", "gpus", "steps", "sequences"):
+        return f"{units.count(value)} {unit}"
+    return f"{units.count(value)} {unit}".strip()
+
+
+def tokens(value: float | None) -> str:
+    return "n/a" if value is None else f"{units.count(value)} tokens"
+
+
+def gpu_short_name(name: str) -> str:
+    return name.removeprefix("NVIDIA ").removeprefix("AMD ").removeprefix("Instinct ")
