@@ -31,6 +31,7 @@ class ModelArchitecture(BaseModel):
     intermediate_size: int = Field(ge=0, le=4_000_000, description="dense MLP width (dense layers)")
     vocab_size: int = Field(gt=0, le=20_000_000)
     tie_word_embeddings: bool = False
+    lm_head_bias: bool = False  # GPT-J's output layer has a bias over the vocabulary
     max_context_tokens: int = Field(gt=0, le=1 << 30)
 
     mlp_gated: bool = True  # SwiGLU/GeGLU: gate, up, down; False: up, down (GeLU MLP)
@@ -299,7 +300,7 @@ def parameter_counts(arch: ModelArchitecture) -> ParameterCounts:
     return ParameterCounts(
         embedding=arch.vocab_size * h,
         position_embedding=arch.learned_position_embeddings * h,
-        lm_head=0 if arch.tie_word_embeddings else arch.vocab_size * h,
+        lm_head=(0 if arch.tie_word_embeddings else arch.vocab_size * h) + (arch.vocab_size if arch.lm_head_bias else 0),
         final_norms=arch.extra_norms * h * (2 if arch.norm_has_bias else 1),
         dense_layer=layer_parameters(arch, moe_layer=False),
         moe_layer=layer_parameters(arch, moe_layer=True) if arch.is_moe else None,

@@ -43,6 +43,7 @@ from planner.results import (
     PhaseRoofline,
 )
 from planner.scenario import InferenceScenario
+from planner.uncertainty import inference_bands
 from planner.units import count, gib, percent, rate, seconds, usd
 
 
@@ -126,7 +127,8 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
         )
         handoff = (pp - 1) * perf.p2p_seconds(message, hw.link_bytes_per_second, hw.link_latency_seconds,
                                               efficiency.communication)
-        step = pp * (maximum(compute_s, memory_s) + comm_s) + handoff
+        overhead = stage_layers * efficiency.layer_overhead_seconds
+        step = pp * (maximum(compute_s, memory_s) + comm_s + overhead) + handoff
         return dict(flops=flops, bytes=bytes_moved, compute=compute_s, memory=memory_s,
                     comm=comm_s + handoff / pp, seconds=step, tokens=tokens)
 
@@ -163,7 +165,8 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
         decode_comm = decode_comm + where(ep > tp, all_to_all, 0.0)
     handoff = (pp - 1) * perf.p2p_seconds(message, hw.link_bytes_per_second, hw.link_latency_seconds,
                                           efficiency.communication)
-    decode_step = pp * (maximum(decode_compute, decode_memory) + decode_comm) + handoff
+    decode_overhead = stage_layers * efficiency.layer_overhead_seconds
+    decode_step = pp * (maximum(decode_compute, decode_memory) + decode_comm + decode_overhead) + handoff
 
     # ---- steady state with continuous batching: each request costs its prefill share once and a
     # decode slot for output_tokens steps; a replica produces `sequences` tokens per decode step.
@@ -189,6 +192,7 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
         kv_blocks=kv_blocks,
         prefill=ttft_step,
         ttft_seconds=ttft_step["seconds"],
+        burst_ttft_seconds=maximum(sequences * prefill_seconds_per_request, ttft_step["seconds"]),
         prefill_seconds_per_request=prefill_seconds_per_request,
         decode=dict(flops=decode_flops, bytes=decode_bytes, compute=decode_compute, memory=decode_memory,
                     comm=decode_comm + handoff / pp, seconds=decode_step, tokens=micro_batch),
@@ -315,6 +319,7 @@ def plan_inference(scenario: InferenceScenario, calibration=None) -> InferencePl
     ridge = perf.ridge_point_flops_per_byte(hw.decode_peak_flops_per_second, hw.bandwidth_bytes_per_second)
     performance = InferencePerformance(
         ttft_seconds=float(m["ttft_seconds"]),
+        burst_ttft_seconds=float(m["burst_ttft_seconds"]),
         tpot_seconds=float(m["tpot_seconds"]),
         decode_step_seconds=float(m["decode_step_seconds"]),
         e2e_latency_seconds=float(m["e2e_latency_seconds"]),
@@ -368,6 +373,8 @@ def plan_inference(scenario: InferenceScenario, calibration=None) -> InferencePl
         warnings=_warnings(scenario, arch, accel, memory, m),
         assumptions=_assumptions(scenario, arch, efficiency, calibration),
         equations=_equations(scenario, arch, counts, hw, efficiency, m, linear_b, kv_b, kv_per_token),
+        uncertainty=inference_bands(memory.total_bytes, performance.ttft_seconds, performance.tpot_seconds,
+                                    performance.output_tokens_per_second, calibration),
         calibration=getattr(calibration, "label", None),
     )
 
@@ -425,7 +432,8 @@ def _assumptions(s: InferenceScenario, arch: ModelArchitecture, efficiency: Effi
         f"{s.kv_block_tokens} tokens, every sequence held at its full prompt + output length.",
         f"Efficiencies ({efficiency.source}): prefill GEMMs at {percent(efficiency.prefill_compute)} and decode at "
         f"{percent(efficiency.decode_compute)} of dense peak FLOP/s, HBM at {percent(efficiency.memory_bandwidth)} "
-        f"of peak bandwidth, collectives at {percent(efficiency.communication)} of link bandwidth.",
+        f"of peak bandwidth, collectives at {percent(efficiency.communication)} of link bandwidth, plus "
+        f"{efficiency.layer_overhead_seconds * 1e6:g} µs of launch/synchronisation overhead per layer per step.",
         "Roofline per step: time = max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + non-overlapped "
         "communication (2 tensor-parallel all-reduces per layer, pipeline hand-offs).",
         "Continuous batching: each request costs its share of a batched prefill chunk plus output_tokens decode "
@@ -486,12 +494,13 @@ def _equations(s: InferenceScenario, arch: ModelArchitecture, counts: ParameterC
                              f"{gib(m['prefill']['bytes'])} / ({rate(hw.bandwidth_bytes_per_second, 'B/s')} x "
                              f"{eff.memory_bandwidth:g})) + {seconds(m['prefill']['comm'])}",
                  value=float(m["ttft_seconds"]), unit="seconds"),
-        Equation(name="Decode step", formula="PP x max(FLOPs / (peak x eff), (weights read + KV read) / (BW x eff)) "
-                                            "+ all-reduces",
+        Equation(name="Decode step", formula="PP x (max(FLOPs / (peak x eff), (weights read + KV read) / (BW x eff)) "
+                                            "+ all-reduces + layers x overhead)",
                  substituted=f"{s.pipeline_parallel} x max({count(decode['flops'])}FLOP / "
                              f"({rate(hw.decode_peak_flops_per_second, 'FLOP/s')} x {eff.decode_compute:g}), "
                              f"{gib(decode['bytes'])} / ({rate(hw.bandwidth_bytes_per_second, 'B/s')} x "
-                             f"{eff.memory_bandwidth:g})) + {seconds(decode['comm'])}",
+                             f"{eff.memory_bandwidth:g})) + {seconds(decode['comm'])} + "
+                             f"{mem.stage_layers(arch, s.pipeline_parallel)} x {seconds(eff.layer_overhead_seconds)}",
                  value=float(m["decode_step_seconds"]), unit="seconds"),
         Equation(name="TPOT", formula="(sequences x prefill per request + output x decode step) / output",
                  substituted=f"({int(m['sequences_per_replica'])} x {seconds(m['prefill_seconds_per_request'])} + "

@@ -35,6 +35,9 @@ class Efficiency(BaseModel):
     communication: float = Field(default=0.75, gt=0, le=1)
     training_compute: float = Field(default=0.55, gt=0, le=1)
     host_link: float = Field(default=0.80, gt=0, le=1)
+    # Fixed cost per layer per forward step: kernel launches, synchronisation, small ops that neither
+    # FLOPs nor bytes capture. It is what makes batch-1 decode slower than its bandwidth roofline.
+    layer_overhead_seconds: float = Field(default=20e-6, ge=0, le=1e-2)
     source: str = "documented defaults"
 
 

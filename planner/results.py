@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
+from planner.uncertainty import Band
+
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -117,7 +119,8 @@ class PhaseRoofline(_Frozen):
 
 
 class InferencePerformance(_Frozen):
-    ttft_seconds: float
+    ttft_seconds: float  # a request arriving at an idle replica
+    burst_ttft_seconds: float  # the last request's TTFT when a replica's whole concurrency arrives at once
     tpot_seconds: float  # mean time per output token, prefill interference included
     decode_step_seconds: float  # one decode step alone
     e2e_latency_seconds: float
@@ -157,4 +160,5 @@ class InferencePlan(_Frozen):
     warnings: list[str]
     assumptions: list[str]
     equations: list[Equation]
+    uncertainty: dict[str, Band] = {}  # headline field (dotted path) -> range the measured value likely falls in
     calibration: str | None = None

@@ -243,6 +243,32 @@ def _parse_gpt_neox(config: dict) -> dict:
     )
 
 
+def _parse_gptj(config: dict) -> dict:
+    # GPT-J: attention and MLP in parallel from one LayerNorm; q/k/v/out without bias, MLP with bias,
+    # untied lm_head with a bias.
+    hidden = _get(config, "n_embd", "hidden_size")
+    heads = _get(config, "n_head", "num_attention_heads")
+    if hidden % heads:
+        raise PlanningError(f"config.json: n_embd {hidden} is not divisible by n_head {heads}")
+    return dict(
+        model_type="gptj",
+        num_layers=_get(config, "n_layer", "num_hidden_layers"),
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        num_kv_heads=heads,
+        head_dim=hidden // heads,
+        intermediate_size=_get(config, "n_inner", default=4 * hidden),
+        vocab_size=_get(config, "vocab_size"),
+        tie_word_embeddings=_get(config, "tie_word_embeddings", default=False, kind=bool),
+        lm_head_bias=True,
+        max_context_tokens=_get(config, "n_positions", "max_position_embeddings", default=2048),
+        mlp_gated=False,
+        norm_has_bias=True,
+        norms_per_layer=1,
+        mlp_bias=True,
+    )
+
+
 def _parse_opt(config: dict) -> dict:
     hidden = _get(config, "hidden_size")
     heads = _get(config, "num_attention_heads")
@@ -317,6 +343,7 @@ PARSERS: dict[str, Callable[[dict], dict]] = {
     "deepseek_v3": _parse_deepseek,
     "gpt2": _parse_gpt2,
     "gpt_neox": _parse_gpt_neox,
+    "gptj": _parse_gptj,
     "opt": _parse_opt,
     "bloom": _parse_bloom,
 }

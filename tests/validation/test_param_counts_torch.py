@@ -272,6 +272,25 @@ def build_gpt2(cfg: dict) -> nn.Module:
                     positions=_key(cfg, "n_positions", "max_position_embeddings"))
 
 
+def build_gptj(cfg: dict) -> nn.Module:
+    """GPTJForCausalLM: one LayerNorm per block feeding attention and MLP in parallel; q/k/v/out without bias,
+    fc_in/fc_out with bias; untied lm_head with a bias over the (padded) vocabulary."""
+    hidden = _key(cfg, "n_embd", "hidden_size")
+    inner = _key(cfg, "n_inner", default=4 * hidden)
+    layers = []
+    for _ in range(_key(cfg, "n_layer", "num_hidden_layers")):
+        block = nn.Module()
+        block.ln_1 = layer_norm(hidden)
+        for name in ("q_proj", "k_proj", "v_proj", "out_proj"):
+            setattr(block, name, nn.Linear(hidden, hidden, bias=False))
+        block.fc_in = nn.Linear(hidden, inner)
+        block.fc_out = nn.Linear(inner, hidden)
+        layers.append(block)
+    model = CausalLM(cfg["vocab_size"], hidden, layers, [layer_norm(hidden)], _key(cfg, "tie_word_embeddings", default=False))
+    model.lm_head.bias = nn.Parameter(torch.empty(cfg["vocab_size"]))
+    return model
+
+
 def build_gpt_neox(cfg: dict) -> nn.Module:
     hidden = cfg["hidden_size"]
     bias = _key(cfg, "attention_bias", default=True)
@@ -341,6 +360,7 @@ BUILDERS = {
     "deepseek_v2": build_deepseek,
     "deepseek_v3": build_deepseek,
     "gpt2": build_gpt2,
+    "gptj": build_gptj,
     "gpt_neox": build_gpt_neox,
     "opt": build_opt,
     "bloom": build_bloom,
@@ -401,6 +421,16 @@ def test_fused_experts_hold_the_same_elements_as_one_linear_per_expert():
         fused = FusedExperts(8, 4096, 14336)
     n = sum(p.numel() for p in per_expert.parameters())
     assert n == sum(p.numel() for p in fused.parameters()) == 8 * 3 * 4096 * 14336  # 1,409,286,144
+
+
+def test_gptj_hf_module_count():
+    if "gpt-j-6b" not in CATALOG:
+        pytest.skip("no GPT-J in the catalog")
+    # 28 layers x (LayerNorm 8,192 + q/k/v/out 4 x 4096^2 + fc_in 4096x16384 + 16384 + fc_out 16384x4096 + 4096)
+    per_layer = 8_192 + 4 * 4096 * 4096 + 2 * 4096 * 16384 + 16384 + 4096
+    assert per_layer == 201_355_264
+    expected = 28 * per_layer + 2 * 50_400 * 4096 + 50_400 + 8_192  # 6,050,882,784
+    assert torch_count(load_catalog_config("gpt-j-6b")) == expected == 6_050_882_784
 
 
 def test_tied_embedding_is_one_parameter():
@@ -500,9 +530,18 @@ def _exact_figures(note: str) -> list[int]:
 
 
 EXACT = [(m, n) for m in CATALOG for n in _exact_figures(_published(m).get("published_params_note", ""))]
+KNOWN_EXACT_DISAGREEMENTS = {
+    ("gpt-j-6b", 6_053_381_344): (
+        "PUBLISHED FIGURE DISAGREES, not an engine bug: EleutherAI's card says 6,053,381,344 but the HF "
+        "GPTJForCausalLM module built from the same config has 6,050,882,784 (28 x 201,355,264 + 2 x 50,400 x 4,096 "
+        "+ 50,400 lm_head bias + 8,192 ln_f), as the torch builder here confirms; the card's extra 2,498,560 "
+        "(0.04 %) is not explained by any tensor in the config."),
+}
 
 
-@pytest.mark.parametrize("model_id,figure", EXACT, ids=[f"{m}-{n}" for m, n in EXACT])
+@pytest.mark.parametrize("model_id,figure", [
+    pytest.param(m, n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_EXACT_DISAGREEMENTS[(m, n)]))
+    if (m, n) in KNOWN_EXACT_DISAGREEMENTS else (m, n) for m, n in EXACT], ids=[f"{m}-{n}" for m, n in EXACT])
 def test_total_equals_exact_figure_quoted_in_notes(model_id, figure):
     # e.g. Llama-2-7B 6,738,415,616, Llama-3-8B 8,030,261,248, Mixtral-8x7B 46,702,792,704, GPT-2 124,439,808
     assert parameter_counts(resolve_model(model_id)).total == figure

@@ -1,0 +1,80 @@
+"""`python -m planner search`: the best configurations under constraints, headless.
+
+    python -m planner search SCENARIO.json --constraint ttft_seconds<=0.5 --constraint tpot_seconds<=0.05 \\
+        --minimize usd_per_million_output_tokens --top 10 [--gpus h100-sxm,h200] [--max-gpus 16] [--format csv]
+
+SCENARIO.json fixes the model and workload (prompt/output tokens); the search varies GPU type, GPU
+count (powers of two up to --max-gpus), TP, PP, EP (MoE), weight/KV precision and concurrency.
+`--pareto COL,COL` prints the non-dominated set over those objectives (minimized) instead.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("search", help="best configurations under constraints (inference)")
+    p.add_argument("scenario")
+    p.add_argument("--constraint", action="append", default=[], help="e.g. ttft_seconds<=0.5 (repeatable)")
+    p.add_argument("--minimize", default="usd_per_million_output_tokens")
+    p.add_argument("--top", type=int, default=10)
+    p.add_argument("--gpus", default="", help="comma-separated catalog ids (default: the scenario's GPU)")
+    p.add_argument("--max-gpus", type=int, default=16)
+    p.add_argument("--pareto", default="", help="comma-separated objectives to minimize jointly")
+    p.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from planner.__main__ import CliError, _read_json, _scenarios
+    from planner.errors import PlanningError
+    from planner.sweep import evaluate_inference, inference_grid, powers_of_two
+    from planner.tradeoffs import apply_constraints, pareto_front, search
+
+    scenarios, _ = _scenarios(_read_json(args.scenario))
+    base = scenarios[0]
+    if base.kind != "inference":
+        raise CliError("search works on inference scenarios")
+    if not 1 <= args.max_gpus <= 4096:
+        raise CliError("--max-gpus must be between 1 and 4096")
+    if not 1 <= args.top <= 10_000:
+        raise CliError("--top must be between 1 and 10000")
+    arch = base.architecture()
+    layout = powers_of_two(min(args.max_gpus, 64))
+    grid = inference_grid(
+        base,
+        gpus=[g for g in args.gpus.split(",") if g] or None,
+        num_gpus=powers_of_two(args.max_gpus),
+        tensor_parallel=layout,
+        pipeline_parallel=[p for p in layout if p <= arch.num_layers],
+        expert_parallel=layout if arch.is_moe else [1],
+        weight_dtypes=["bf16", "fp8", "int8", "int4"],
+        kv_cache_dtypes=["bf16", "fp8"],
+        concurrency=sorted({base.concurrency, *powers_of_two(4096)}),
+    )
+    try:
+        frame = evaluate_inference(base, grid)
+        if args.pareto:
+            objectives = [c for c in args.pareto.split(",") if c]
+            result = pareto_front(apply_constraints(frame, args.constraint), minimize=objectives)
+            result = result.sort_values(objectives[0]).head(args.top)
+        else:
+            result = search(frame, args.constraint, args.minimize, args.top)
+    except (PlanningError, ValueError) as exc:
+        raise CliError(str(exc)) from None
+    columns = ["gpu", "num_gpus", "tensor_parallel", "pipeline_parallel", "expert_parallel", "weight_dtype",
+               "kv_cache_dtype", "concurrency", "ttft_seconds", "tpot_seconds", "output_tokens_per_second",
+               "usd_per_hour", "usd_per_million_output_tokens", "total_bytes"]
+    result = result[columns]
+    print(f"# {len(grid):,} configurations, {int(frame.valid.sum()):,} valid layouts, "
+          f"{len(apply_constraints(frame, args.constraint)):,} fit and meet the constraints", file=sys.stderr)
+    if args.format == "csv":
+        sys.stdout.write(result.to_csv(index=False))
+    elif args.format == "json":
+        sys.stdout.write(result.to_json(orient="records", indent=2) + "\n")
+    else:
+        sys.stdout.write((result.to_string(index=False) if len(result) else "no configuration meets the constraints")
+                         + "\n")
+    return 0

@@ -1,0 +1,178 @@
+"""TrainingScenario: one training or fine-tuning job on one cluster, validated at the edge.
+
+Layout convention (Megatron-core rank order, innermost first): tensor (TP) x context (CP) x data (DP)
+x pipeline (PP) = num_gpus. Expert parallelism (EP) is carved out of the data-parallel ranks, as in
+Megatron-core and DeepSpeed-MoE: EP must divide DP, and routed experts are sharded over TP x EP.
+`global_batch_size` and `micro_batch_size` count sequences of `sequence_length` tokens; gradient
+accumulation steps = global / (micro x DP).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from planner.errors import PlanningError
+from planner.scenario import MAX_TOKENS, ModelRef, _ScenarioBase
+
+Precision = Literal["mixed_bf16", "mixed_fp16", "amp_bf16", "bf16", "fp32"]
+Optimizer = Literal["adamw", "adam8bit", "sgd", "sgd_momentum", "adafactor"]
+Checkpointing = Literal["none", "selective", "full"]
+LoraModule = Literal["q", "k", "v", "o", "gate", "up", "down"]
+
+ALL_LINEAR: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
+
+
+class LoraConfig(BaseModel):
+    """Low-rank adapters (Hu et al. 2021) on the chosen projections; QLoRA (Dettmers et al. 2023)
+    additionally stores the frozen base linear layers in 4-bit NormalFloat."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    rank: int = Field(default=16, ge=1, le=4096)
+    target_modules: tuple[LoraModule, ...] = Field(
+        default=ALL_LINEAR, description="projections that get adapters (q, k, v, o, gate, up, down)"
+    )
+    quantize_base: bool = Field(default=False, description="QLoRA: frozen base linear layers in 4-bit NF4")
+    double_quantization: bool = Field(default=True, description="QLoRA: quantize the NF4 block scales too")
+
+    @field_validator("target_modules")
+    @classmethod
+    def _non_empty(cls, modules: tuple[str, ...]) -> tuple[str, ...]:
+        if not modules:
+            raise ValueError("LoRA needs at least one target module (q, k, v, o, gate, up, down)")
+        return tuple(dict.fromkeys(modules))
+
+
+class TrainingScenario(_ScenarioBase):
+    """Training (pre-training or full fine-tuning) or LoRA/QLoRA fine-tuning of one model."""
+
+    kind: Literal["training"] = "training"
+    model: ModelRef = "llama-3.1-8b"
+    num_gpus: int = Field(default=8, ge=1, le=100_000)
+    tensor_parallel: int = Field(default=1, ge=1, le=1024)
+    data_parallel: int | None = Field(
+        default=None, ge=1, le=100_000, description="None: num_gpus / (tensor x pipeline x context parallel)"
+    )
+    context_parallel: int = Field(default=1, ge=1, le=1024)
+    expert_parallel: int = Field(default=1, ge=1, le=65_536, description="carved out of data_parallel")
+    sequence_parallel: bool = Field(default=True, description="Megatron sequence parallelism (with TP > 1)")
+    virtual_pipeline_stages: int = Field(default=1, ge=1, le=128, description="> 1: interleaved 1F1B schedule")
+    zero_stage: Literal[0, 1, 2, 3] = Field(
+        default=1, description="ZeRO stage (0 = DDP, 1 = optimizer, 2 = + gradients, 3 = + parameters / FSDP)"
+    )
+    distributed_optimizer: bool = Field(default=False, description="Megatron's distributed optimizer (ZeRO-1 sharding)")
+    offload_optimizer: bool = Field(default=False, description="optimizer state and step on the CPU (ZeRO-Offload)")
+    offload_parameters: bool = Field(default=False, description="parameter shards in host RAM (ZeRO-Infinity/FSDP)")
+    optimizer: Optimizer = "adamw"
+    precision: Precision = "mixed_bf16"
+    grad_accumulation_fp32: bool = Field(
+        default=False, description="keep an fp32 gradient accumulation buffer next to 16-bit gradients"
+    )
+    micro_batch_size: int = Field(default=1, ge=1, le=MAX_TOKENS)
+    global_batch_size: int = Field(default=64, ge=1, le=MAX_TOKENS, description="sequences per optimizer step")
+    sequence_length: int = Field(default=4096, ge=1, le=MAX_TOKENS)
+    activation_checkpointing: Checkpointing = "none"
+    flash_attention: bool = True
+    dropout: bool = Field(default=False, description="hidden/attention dropout (GPT-3/Megatron); modern LLMs use none")
+    training_tokens: float = Field(default=1e9, gt=0, le=1e16)
+    gpus_per_node: int = Field(default=8, ge=1, le=1024, description="GPUs that share the NVLink domain")
+    inter_node_bandwidth_bytes_per_second: float = Field(
+        default=50e9, gt=0, le=1e13, description="network bandwidth per GPU between nodes, one direction"
+    )
+    lora: LoraConfig | None = None
+
+    @model_validator(mode="after")
+    def _valid_layout(self) -> "TrainingScenario":
+        arch = self.architecture()
+        self.accelerator()
+        self._check_tensor_parallel(arch)
+        self._check_pipeline(arch)
+        tp, pp, cp, ep = self.tensor_parallel, self.pipeline_parallel, self.context_parallel, self.expert_parallel
+        model_parallel = tp * pp * cp
+        if self.data_parallel is None:
+            if self.num_gpus % model_parallel:
+                raise PlanningError(
+                    f"num_gpus={self.num_gpus} is not a multiple of tensor_parallel x pipeline_parallel x "
+                    f"context_parallel = {tp} x {pp} x {cp} = {model_parallel}"
+                )
+        elif model_parallel * self.data_parallel != self.num_gpus:
+            raise PlanningError(
+                f"tensor_parallel x pipeline_parallel x context_parallel x data_parallel = {tp} x {pp} x {cp} x "
+                f"{self.data_parallel} = {model_parallel * self.data_parallel} GPUs, but num_gpus is {self.num_gpus}"
+            )
+        dp = self.dp
+        per_step = self.micro_batch_size * dp
+        if self.global_batch_size % per_step:
+            lower = max(per_step, self.global_batch_size // per_step * per_step)
+            raise PlanningError(
+                f"global_batch_size={self.global_batch_size} is not a multiple of micro_batch_size x data_parallel = "
+                f"{self.micro_batch_size} x {dp} = {per_step}: gradient accumulation needs whole micro-batches "
+                f"(use {lower} or {lower + per_step})"
+            )
+        if cp > 1:
+            if not self.flash_attention:
+                raise PlanningError("context_parallel > 1 needs flash_attention (ring attention is built on it)")
+            if self.sequence_length % (2 * cp):
+                raise PlanningError(
+                    f"sequence_length={self.sequence_length} must be a multiple of 2 x context_parallel = {2 * cp} "
+                    "(load-balanced causal context parallelism splits each sequence into 2 x CP chunks)"
+                )
+        if ep > 1:
+            if not arch.is_moe:
+                raise PlanningError(f"expert_parallel={ep} needs a mixture-of-experts model; {arch.name} is dense")
+            if arch.num_experts % ep:
+                raise PlanningError(f"expert_parallel={ep} does not divide the model's {arch.num_experts} experts")
+            if dp % ep:
+                raise PlanningError(
+                    f"expert_parallel={ep} must divide data_parallel={dp}: expert-parallel ranks are carved out of "
+                    "the data-parallel ranks"
+                )
+        v = self.virtual_pipeline_stages
+        if v > 1:
+            if pp == 1:
+                raise PlanningError("virtual_pipeline_stages > 1 (interleaved schedule) needs pipeline_parallel > 1")
+            if arch.num_layers % (pp * v):
+                raise PlanningError(
+                    f"the interleaved schedule needs the {arch.num_layers} layers to split evenly into "
+                    f"pipeline_parallel x virtual_pipeline_stages = {pp} x {v} = {pp * v} chunks"
+                )
+            if self.gradient_accumulation_steps % pp:
+                raise PlanningError(
+                    f"the interleaved schedule needs the number of micro-batches ({self.gradient_accumulation_steps}) "
+                    f"to be a multiple of pipeline_parallel={pp}"
+                )
+        if self.distributed_optimizer and self.zero_stage >= 2:
+            raise PlanningError(
+                "Megatron's distributed optimizer shards optimizer state only (ZeRO-1); combine it with zero_stage 0 "
+                "or 1, or use zero_stage 2/3 without it"
+            )
+        if self.offload_parameters and self.zero_stage != 3:
+            raise PlanningError("offload_parameters needs zero_stage 3 (parameters must be sharded to be offloaded)")
+        if self.offload_optimizer and self.effective_zero_stage == 0:
+            raise PlanningError("offload_optimizer needs zero_stage >= 1 or distributed_optimizer (ZeRO-Offload)")
+        if self.lora is not None and self.lora.quantize_base and self.precision == "fp32":
+            raise PlanningError("QLoRA computes in 16 bits; use precision mixed_bf16, amp_bf16 or bf16 with it")
+        return self
+
+    @property
+    def dp(self) -> int:
+        """Data-parallel degree (given or derived from the GPU count)."""
+        if self.data_parallel is not None:
+            return self.data_parallel
+        return self.num_gpus // (self.tensor_parallel * self.pipeline_parallel * self.context_parallel)
+
+    @property
+    def gradient_accumulation_steps(self) -> int:
+        """Micro-batches each data-parallel replica runs per optimizer step."""
+        return self.global_batch_size // (self.micro_batch_size * self.dp)
+
+    @property
+    def effective_zero_stage(self) -> int:
+        """ZeRO stage the memory follows: Megatron's distributed optimizer shards like ZeRO-1."""
+        return max(self.zero_stage, 1 if self.distributed_optimizer else 0)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch_size * self.sequence_length

@@ -1,0 +1,126 @@
+"""Session state shared by the pages: the cached ``plan()``, each page's current scenario, pinned plans.
+
+Keys written here (not widgets):
+- ``current_inference`` / ``current_training``: the last scenario each input page built.
+- ``pins``: list of ``Pin`` (plans pinned for Compare and Review), in the order they were pinned.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+from pydantic import ValidationError
+
+from planner import PlanningError, plan
+from planner.scenario import InferenceScenario
+from ui import sweeps
+
+KINDS = ("inference", "training")
+TRAINING_SCENARIO_FQN = "planner.training.scenario.TrainingScenario"
+
+
+def _scenario_hash(scenario) -> str:
+    """Frozen scenarios hash by their JSON: every field, nothing else (decision text included)."""
+    return f"{type(scenario).__name__}:{scenario.model_dump_json()}"
+
+
+_HASH_FUNCS = {InferenceScenario: _scenario_hash, TRAINING_SCENARIO_FQN: _scenario_hash}
+
+
+@st.cache_data(max_entries=256, show_spinner=False, hash_funcs=_HASH_FUNCS)
+def cached_plan(scenario):
+    """plan(scenario), cached per scenario for every session of this server."""
+    return plan(scenario)
+
+
+@st.cache_data(max_entries=32, show_spinner="Sweeping concurrency…", hash_funcs=_HASH_FUNCS)
+def concurrency_sweep(scenario, max_concurrency: int | None) -> pd.DataFrame:
+    return sweeps.concurrency_sweep(scenario, sweeps.concurrency_axis(scenario, max_concurrency))
+
+
+@st.cache_data(max_entries=32, show_spinner="Sweeping concurrency × context…", hash_funcs=_HASH_FUNCS)
+def context_grid(scenario, max_concurrency: int | None, model_max_context: int) -> pd.DataFrame:
+    return sweeps.context_concurrency_grid(
+        scenario, sweeps.concurrency_axis(scenario, max_concurrency), sweeps.context_axis(scenario, model_max_context)
+    )
+
+
+def scenario_class(kind: str) -> type:
+    if kind == "inference":
+        return InferenceScenario
+    from planner.training.scenario import TrainingScenario
+
+    return TrainingScenario
+
+
+def training_available() -> bool:
+    try:
+        scenario_class("training")
+    except ImportError:
+        return False
+    return True
+
+
+def build_scenario(kind: str, fields: dict[str, Any]):
+    """(scenario, None) or (None, error sentence)."""
+    try:
+        return scenario_class(kind)(**fields), None
+    except (ValidationError, PlanningError) as exc:
+        from planner import explain
+
+        return None, explain(exc)
+
+
+def remember(kind: str, scenario) -> None:
+    st.session_state[f"current_{kind}"] = scenario
+
+
+def remembered(kind: str):
+    return st.session_state.get(f"current_{kind}")
+
+
+# ------------------------------------------------------------------------------------------- pins
+
+
+@dataclass(frozen=True)
+class Pin:
+    id: str
+    scenario: Any
+    source: str  # "session", "link" or "csv"
+
+
+def pins() -> list[Pin]:
+    return list(st.session_state.get("pins", []))
+
+
+def set_pins(items: list[Pin]) -> None:
+    st.session_state["pins"] = list(items)
+
+
+def add_pins(scenarios, source: str) -> tuple[int, int]:
+    """Pin scenarios not pinned yet; returns (added, already there)."""
+    current = pins()
+    known = {_scenario_hash(p.scenario) for p in current}
+    added = skipped = 0
+    for scenario in scenarios:
+        key = _scenario_hash(scenario)
+        if key in known:
+            skipped += 1
+            continue
+        known.add(key)
+        current.append(Pin(id=uuid.uuid4().hex[:8], scenario=scenario, source=source))
+        added += 1
+    set_pins(current)
+    return added, skipped
+
+
+def remove_pin(pin_id: str) -> None:
+    set_pins([p for p in pins() if p.id != pin_id])
+
+
+def replace_pin(pin_id: str, scenario) -> None:
+    set_pins([Pin(p.id, scenario, p.source) if p.id == pin_id else p for p in pins()])
