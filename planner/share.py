@@ -18,6 +18,7 @@ from functools import lru_cache
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from planner.catalog import resolve_accelerator, resolve_model
 from planner.errors import PlanningError, explain
 from planner.scenario import InferenceScenario
 
@@ -130,6 +131,10 @@ def query_params_to_scenario(params: Mapping[str, str | Iterable[str]], kind: st
         try:
             value = _from_text(cls, name, text)
             _field_validator(cls).model_validate({name: value})
+            if name == "model":
+                resolve_model(value)
+            elif name == "gpu":
+                resolve_accelerator(value)
         except (ValidationError, ValueError, PlanningError) as exc:
             default = cls.model_fields[name].get_default(call_default_factory=True)
             shown = text if len(text) <= 40 else text[:37] + "..."

@@ -77,6 +77,9 @@ class TrainingScenario(_ScenarioBase):
     flash_attention: bool = True
     dropout: bool = Field(default=False, description="hidden/attention dropout (GPT-3/Megatron); modern LLMs use none")
     training_tokens: float = Field(default=1e9, gt=0, le=1e16)
+    overlap_grad_reduce: bool = Field(
+        default=True, description="reduce gradients during the last backward (DDP buckets, Megatron --overlap-grad-reduce)"
+    )
     gpus_per_node: int = Field(default=8, ge=1, le=1024, description="GPUs that share the NVLink domain")
     inter_node_bandwidth_bytes_per_second: float = Field(
         default=50e9, gt=0, le=1e13, description="network bandwidth per GPU between nodes, one direction"

@@ -605,3 +605,79 @@ def test_biased_layer_unsharded_matches():
 def test_biased_layer_tensor_parallel_shards():
     for tp in (2, 4):
         assert _opt_shard_bytes(tp) == _weight_bytes(GPT_STYLE, tp=tp)
+
+
+# ---------------------------------------------------------------------------------------------
+# DeepSeek-V3-style MLA + MoE layer: which tensors replicate and which split (vLLM DeepseekV2 modules)
+
+DSV3 = {
+    "model_type": "deepseek_v3", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,
+    "q_lora_rank": 24, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
+    "intermediate_size": 96, "moe_intermediate_size": 16, "n_routed_experts": 8, "num_experts_per_tok": 2,
+    "n_shared_experts": 2, "first_k_dense_replace": 1, "num_hidden_layers": 3, "vocab_size": 64,
+    "max_position_embeddings": 128, "topk_method": "noaux_tc", "tie_word_embeddings": False,
+}
+
+# suffix -> dim to chunk across TP ranks (None: every rank holds the whole tensor)
+DSV3_SPLIT = {
+    "q_a_proj.weight": None, "q_a_layernorm.weight": None,  # ReplicatedLinear + its norm
+    "kv_a_proj_with_mqa.weight": None, "kv_a_layernorm.weight": None,
+    "q_b_proj.weight": 0, "kv_b_proj.weight": 0,  # ColumnParallelLinear (heads)
+    "o_proj.weight": 1,  # RowParallelLinear
+    "gate.weight": None, "gate.e_score_correction_bias": None,  # ReplicatedLinear router
+    "gate_proj.weight": 0, "up_proj.weight": 0, "down_proj.weight": 1,  # dense, shared and routed experts
+    "input_layernorm.weight": None, "post_attention_layernorm.weight": None, "norm.weight": None,
+    "embed_tokens.weight": 0, "lm_head.weight": 0,  # vocab parallel
+}
+
+
+def _dsv3_model(cfg):
+    def mlp(width):
+        return nn.ModuleDict({"gate_proj": nn.Linear(64, width, bias=False), "up_proj": nn.Linear(64, width, bias=False),
+                              "down_proj": nn.Linear(width, 64, bias=False)})
+
+    model = nn.Module()
+    model.embed_tokens = nn.Embedding(64, 64)
+    model.layers = nn.ModuleList()
+    for i in range(cfg["num_hidden_layers"]):
+        layer = nn.Module()
+        attn = nn.Module()
+        attn.q_a_proj = nn.Linear(64, 24, bias=False)
+        attn.q_a_layernorm = RMSNorm(24)
+        attn.q_b_proj = nn.Linear(24, 4 * (8 + 4), bias=False)
+        attn.kv_a_proj_with_mqa = nn.Linear(64, 16 + 4, bias=False)
+        attn.kv_a_layernorm = RMSNorm(16)
+        attn.kv_b_proj = nn.Linear(16, 4 * (8 + 8), bias=False)
+        attn.o_proj = nn.Linear(4 * 8, 64, bias=False)
+        layer.self_attn = attn
+        if i < cfg["first_k_dense_replace"]:
+            layer.mlp = mlp(96)
+        else:
+            moe = nn.Module()
+            moe.gate = nn.Linear(64, 8, bias=False)
+            moe.gate.e_score_correction_bias = nn.Parameter(torch.zeros(8))
+            moe.experts = nn.ModuleList(mlp(16) for _ in range(8))
+            moe.shared_experts = mlp(32)
+            layer.mlp = moe
+        layer.input_layernorm = RMSNorm(64)
+        layer.post_attention_layernorm = RMSNorm(64)
+        model.layers.append(layer)
+    model.norm = RMSNorm(64)
+    model.lm_head = nn.Linear(64, 64, bias=False)
+    return model.to(BF16)
+
+
+@pytest.mark.parametrize("tp", [1, 2, 4])
+def test_mla_moe_tensor_parallel_shards(tp):
+    model = _dsv3_model(DSV3)
+    total = 0
+    for name, p in model.named_parameters():
+        rule = [dim for suffix, dim in DSV3_SPLIT.items() if name.endswith(suffix)]
+        assert len(rule) == 1 or name.endswith("norm.weight"), name
+        dim = rule[-1] if rule else None
+        shard = p if dim is None else torch.chunk(p, tp, dim=dim)[0]
+        total += shard.numel() * shard.element_size()
+    assert nbytes(model.parameters()) == _weight_bytes(DSV3)
+    # tests/test_architecture.py's DeepSeek toy (109,000 elements at vocab 50) with vocab 64: + 2 x 14 x 64
+    assert nbytes(model.parameters()) == (109_000 + 2 * 14 * 64) * 2
+    assert total == _weight_bytes(DSV3, tp=tp)

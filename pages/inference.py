@@ -1,0 +1,14 @@
+"""Inference: will this model serve this workload on these GPUs, how fast, at what cost?"""
+
+import streamlit as st
+
+from ui import controls, render, state
+
+state.ensure_app_navigation()
+st.title("Inference", anchor=False)
+form = controls.scenario_form("inference")
+render.link_warnings(form.link_warnings)
+if form.scenario is None:
+    st.error(f"This scenario cannot be planned: {form.error}", icon=":material/block:")
+    st.stop()
+render.inference_page(form.scenario, state.cached_plan(form.scenario))

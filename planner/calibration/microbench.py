@@ -1,0 +1,233 @@
+"""Device ceilings: matmul FLOP/s per dtype at prefill-like (square) and decode-like (skinny) shapes,
+copy bandwidth, and all-reduce bus bandwidth across GPUs.
+
+Sizes grow geometrically from a small probe while the next size is predicted to fit its share of the
+time budget and of the memory cap, so a slow dtype (bf16 on a CPU without bf16 units runs at well
+under 1 GFLOP/s) costs a fraction of a second instead of minutes. torch is only used inside functions.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from planner.calibration.context import ProfileContext
+from planner.calibration.device import BYTES_PER_ELEMENT
+from planner.calibration.record import AllReduceMeasurement, BandwidthMeasurement, MatmulMeasurement
+
+SQUARE_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
+SKINNY_ROWS = 16  # a decode step of 16 sequences: weight streaming dominates
+SKINNY_WIDTHS = (1024, 2048, 4096, 8192, 16384)
+BANDWIDTH_BUFFERS = tuple(16 << 20 << (2 * i) for i in range(6))  # 16 MiB ... 16 GiB (x4)
+MIN_CREDIBLE_BUFFER = 64 << 20  # smaller copies may run from the last-level cache of a CPU
+ALLREDUCE_MESSAGES = (1 << 20, 16 << 20, 128 << 20, 512 << 20)
+
+
+def _shapes(kind: str):
+    if kind == "square":
+        return [(n, n, n) for n in SQUARE_SIZES]
+    return [(SKINNY_ROWS, n, n) for n in SKINNY_WIDTHS]
+
+
+def _matmul_fn(ctx: ProfileContext, dtype: str, m: int, n: int, k: int):
+    torch = ctx.backend.torch
+    device = ctx.backend.tensor_device
+    if dtype == "fp8":
+        # torch._scaled_mm: A row-major, B column-major, per-tensor scales, bf16 output (Hopper/Ada fp8 GEMM).
+        a = torch.randn(m, k, device=device).to(torch.float8_e4m3fn)
+        b = torch.randn(n, k, device=device).to(torch.float8_e4m3fn).t()
+        scale = torch.ones((), device=device, dtype=torch.float32)
+
+        def run():
+            return torch._scaled_mm(a, b, scale_a=scale, scale_b=scale, out_dtype=torch.bfloat16)
+
+        return run, (a, b)
+    dt = ctx.backend.dtype(dtype)
+    a = torch.randn(m, k, device=device, dtype=dt)
+    b = torch.randn(k, n, device=device, dtype=dt)
+    out = torch.empty(m, n, device=device, dtype=dt)
+
+    def run():
+        return torch.matmul(a, b, out=out)
+
+    return run, (a, b, out)
+
+
+def matmul_ceilings(ctx: ProfileContext, dtypes: list[str], budget_seconds: float,
+                    skipped: dict[str, str]) -> list[MatmulMeasurement]:
+    """Measure each dtype at square and skinny shapes, largest size that fits its slice of the budget."""
+    results: list[MatmulMeasurement] = []
+    jobs = [(dtype, kind) for dtype in dtypes for kind in ("square", "skinny")]
+    for index, (dtype, kind) in enumerate(jobs):
+        ctx.progress(index / max(len(jobs), 1), f"matmul {dtype} {kind}")
+        slice_end = time.perf_counter() + budget_seconds / len(jobs)
+        previous: MatmulMeasurement | None = None
+        for m, n, k in _shapes(kind):
+            left = slice_end - time.perf_counter()
+            need = (m * k + k * n + m * n) * BYTES_PER_ELEMENT[dtype] * (3 if dtype == "fp8" else 1)
+            if need > ctx.memory_cap_bytes:
+                break
+            if previous is not None:
+                predicted = previous.seconds * (2.0 * m * n * k) / previous.flops
+                if predicted * 4 > left:  # warm-up + at least 3 timed calls
+                    break
+            ctx.check_cancel()
+            try:
+                fn, keep = _matmul_fn(ctx, dtype, m, n, k)
+                timing = ctx.measure(fn, max(left / 2, 1e-3), min_reps=3)
+            except Exception as exc:  # noqa: BLE001 - a dtype the device cannot run is a finding, not a crash
+                if ctx.backend.is_oom(exc):
+                    ctx.notes.append(f"matmul {dtype} {kind}: stopped at {m}x{n}x{k} (out of memory)")
+                    ctx.backend.empty_cache()
+                    break
+                skipped[f"matmul_{dtype}"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+                break
+            finally:
+                keep = fn = None  # noqa: F841 - free the operands before the next size
+            previous = MatmulMeasurement(dtype=dtype, shape=kind, m=m, n=n, k=k, seconds=timing.seconds,
+                                         reps=timing.reps)
+            results.append(previous)
+        ctx.backend.empty_cache()
+    return results
+
+
+def bandwidth_ceiling(ctx: ProfileContext, budget_seconds: float, max_buffer_bytes: int) -> list[BandwidthMeasurement]:
+    """dst.copy_(src) on growing buffers: each copy reads and writes the buffer (2 x bytes moved)."""
+    torch = ctx.backend.torch
+    device = ctx.backend.tensor_device
+    results: list[BandwidthMeasurement] = []
+    end = time.perf_counter() + budget_seconds
+    limit = min(max_buffer_bytes, ctx.memory_cap_bytes // 2)
+    for size in BANDWIDTH_BUFFERS:
+        if size > limit and results:
+            break
+        size = min(size, max(limit, 1 << 20))
+        left = end - time.perf_counter()
+        if results:
+            last = results[-1]
+            if last.seconds * size / last.buffer_bytes * 4 > left:
+                break
+        ctx.check_cancel()
+        try:
+            src = torch.ones(size // 4, dtype=torch.float32, device=device)
+            dst = torch.empty_like(src)
+            timing = ctx.measure(lambda: dst.copy_(src), max(left / 2, 1e-3), min_reps=3)
+        except Exception as exc:  # noqa: BLE001
+            if ctx.backend.is_oom(exc):
+                ctx.notes.append(f"bandwidth: stopped at {size >> 20} MiB (out of memory)")
+                ctx.backend.empty_cache()
+                break
+            raise
+        finally:
+            src = dst = None
+        results.append(BandwidthMeasurement(buffer_bytes=size, seconds=timing.seconds, reps=timing.reps))
+        if size >= limit:
+            break
+    if results and results[-1].buffer_bytes < MIN_CREDIBLE_BUFFER:
+        ctx.notes.append(f"bandwidth measured on {results[-1].buffer_bytes >> 20} MiB buffers only (budget or "
+                         "memory cap); caches may inflate it")
+    ctx.backend.empty_cache()
+    return results
+
+
+# ---------------------------------------------------------------------------------------------
+# all-reduce across processes (NCCL on GPUs; gloo on CPUs for tests)
+
+
+def allreduce_bus_bandwidth(world_size: int, message_sizes: list[int], *, backend: str = "nccl",
+                            device: str = "cuda", seconds_per_size: float = 0.5,
+                            timeout_seconds: float = 120.0) -> list[AllReduceMeasurement]:
+    """Spawn one process per rank, all-reduce each message size, and return rank 0's timings (the
+    slowest rank's time per all-reduce, after a barrier). Raises RuntimeError with the failing rank's
+    message when a worker fails or the group does not finish within `timeout_seconds`."""
+    import torch.multiprocessing as mp
+
+    context = mp.get_context("spawn")
+    with tempfile.TemporaryDirectory(prefix="headroom-allreduce-") as tmp:
+        init = Path(tmp, "rendezvous").as_uri()
+        procs = [context.Process(target=_allreduce_worker, daemon=True,
+                                 args=(rank, world_size, backend, device, init, list(message_sizes),
+                                       seconds_per_size, tmp))
+                 for rank in range(world_size)]
+        for proc in procs:
+            proc.start()
+        deadline = time.monotonic() + timeout_seconds
+        for proc in procs:
+            proc.join(max(deadline - time.monotonic(), 0.1))
+        stuck = [rank for rank, proc in enumerate(procs) if proc.is_alive()]
+        for rank in stuck:
+            procs[rank].terminate()
+            procs[rank].join(5)
+        errors = []
+        for rank in range(world_size):
+            error_file = Path(tmp, f"error-{rank}.txt")
+            if error_file.exists():
+                errors.append(f"rank {rank}: {error_file.read_text().strip()}")
+        if errors:
+            raise RuntimeError("all-reduce failed: " + "; ".join(errors))
+        if stuck:
+            raise RuntimeError(f"all-reduce did not finish within {timeout_seconds:.0f} s (ranks {stuck} stuck)")
+        failed = [rank for rank, proc in enumerate(procs) if proc.exitcode not in (0, None)]
+        if failed:
+            raise RuntimeError(f"all-reduce worker(s) {failed} exited with an error")
+        data = json.loads(Path(tmp, "result.json").read_text())
+    return [AllReduceMeasurement(backend=backend, world_size=world_size, message_bytes=row["bytes"],
+                                 seconds=row["seconds"], reps=row["reps"]) for row in data]
+
+
+def _allreduce_worker(rank: int, world_size: int, backend: str, device: str, init: str, sizes: list[int],
+                      seconds_per_size: float, out_dir: str) -> None:
+    try:
+        from datetime import timedelta
+
+        import torch
+        import torch.distributed as dist
+
+        if device == "cuda":
+            torch.cuda.set_device(rank)
+            dev = torch.device("cuda", rank)
+            sync = torch.cuda.synchronize
+        else:
+            dev = torch.device("cpu")
+
+            def sync():
+                return None
+
+        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size,
+                                timeout=timedelta(seconds=60))
+        rows = []
+        for size in sizes:
+            x = torch.ones(max(size // 4, 1), dtype=torch.float32, device=dev)
+            dist.all_reduce(x)
+            sync()
+            t0 = time.perf_counter()
+            dist.all_reduce(x)
+            sync()
+            once = time.perf_counter() - t0
+            reps = torch.tensor([max(1, min(200, int(seconds_per_size / max(once, 1e-6))))], device=dev)
+            dist.broadcast(reps, 0)  # every rank must run the same number of collectives
+            count = int(reps.item())
+            dist.barrier()
+            sync()
+            t0 = time.perf_counter()
+            for _ in range(count):
+                dist.all_reduce(x)
+            sync()
+            elapsed = torch.tensor([(time.perf_counter() - t0) / count], dtype=torch.float64, device=dev)
+            dist.all_reduce(elapsed, op=dist.ReduceOp.MAX)
+            rows.append({"bytes": x.numel() * 4, "seconds": float(elapsed.item()), "reps": count})
+            del x
+        if rank == 0:
+            tmp = Path(out_dir, "result.json.tmp")
+            tmp.write_text(json.dumps(rows))
+            os.replace(tmp, Path(out_dir, "result.json"))
+        dist.destroy_process_group()
+    except BaseException as exc:  # noqa: BLE001 - report to the parent, then fail the process
+        Path(out_dir, f"error-{rank}.txt").write_text(f"{type(exc).__name__}: {exc}")
+        raise SystemExit(1) from None
+
+
+__all__ = ["matmul_ceilings", "bandwidth_ceiling", "allreduce_bus_bandwidth", "ALLREDUCE_MESSAGES"]

@@ -1,0 +1,298 @@
+"""The calibration record: a small, versioned, frozen description of one profile run.
+
+`plan(scenario, calibration=record)` reads three fields (`efficiency`, `runtime_overhead_correction_bytes`,
+`label`); everything else says where those numbers came from: the device, the measured ceilings, the
+proxy model and its phase timings, and a predicted-vs-measured table with the error of each quantity.
+No torch here: records load, validate and plot on machines without it.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime, timezone
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, computed_field
+
+from planner.architecture import ModelArchitecture
+from planner.performance import Efficiency
+
+CALIBRATION_FORMAT = "headroom-calibration"
+CALIBRATION_VERSION = 1
+
+DeviceKind = Literal["cpu", "cuda"]
+ProxyDType = Literal["auto", "fp32", "bf16", "fp16"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ProfileSettings(_Frozen):
+    """What the user asked for (CLI flags / Calibrate page widgets)."""
+
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    seconds: float = Field(default=60.0, gt=0, le=3600, description="total time budget of the profile")
+    model: str = Field(default="llama-3.1-8b", min_length=1, max_length=200, description="catalog or size id")
+    layers: int | None = Field(default=None, ge=1, le=64, description="proxy layers (None: 4 on GPU, 2 on CPU)")
+    memory_share: float = Field(default=0.5, gt=0, le=0.9, description="most of the free memory the profile may use")
+    reference_gpu: str | None = Field(default=None, description="catalog accelerator the efficiencies refer to")
+    dtype: ProxyDType = "auto"
+    allreduce: bool = True
+    label: str | None = Field(default=None, max_length=200)
+
+
+class DeviceInfo(_Frozen):
+    kind: DeviceKind
+    name: str
+    memory_bytes: int = Field(ge=0, description="total device memory (host RAM for the CPU)")
+    free_memory_bytes: int = Field(ge=0, description="free when the profile started")
+    device_count: int = Field(default=1, ge=1)
+    torch_version: str
+    cuda_version: str | None = None
+    nccl_version: str | None = None
+    compute_capability: str | None = None
+    cpu_threads: int | None = None
+    platform: str = ""
+
+
+class MatmulMeasurement(_Frozen):
+    """C[m,n] = A[m,k] B[k,n] in `dtype`; `square` is prefill-like, `skinny` (small m) is decode-like."""
+
+    dtype: str
+    shape: Literal["square", "skinny"]
+    m: int
+    n: int
+    k: int
+    seconds: float = Field(gt=0)
+    reps: int = Field(ge=1)
+
+    @computed_field
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.m * self.n * self.k
+
+    @computed_field
+    @property
+    def flops_per_second(self) -> float:
+        return self.flops / self.seconds
+
+
+class BandwidthMeasurement(_Frozen):
+    """One device-to-device copy of `buffer_bytes`: it reads and writes the buffer (2 x bytes moved)."""
+
+    buffer_bytes: int = Field(gt=0)
+    seconds: float = Field(gt=0)
+    reps: int = Field(ge=1)
+
+    @computed_field
+    @property
+    def bytes_moved(self) -> float:
+        return 2.0 * self.buffer_bytes
+
+    @computed_field
+    @property
+    def bytes_per_second(self) -> float:
+        return self.bytes_moved / self.seconds
+
+
+class AllReduceMeasurement(_Frozen):
+    """One all-reduce of `message_bytes` over `world_size` ranks. Bus bandwidth follows nccl-tests:
+    algorithm bandwidth (bytes / time) x 2(n-1)/n, the per-link traffic of a ring all-reduce."""
+
+    backend: str
+    world_size: int = Field(ge=2)
+    message_bytes: int = Field(gt=0)
+    seconds: float = Field(gt=0)
+    reps: int = Field(ge=1)
+
+    @computed_field
+    @property
+    def algorithm_bytes_per_second(self) -> float:
+        return self.message_bytes / self.seconds
+
+    @computed_field
+    @property
+    def bus_bytes_per_second(self) -> float:
+        n = self.world_size
+        return self.algorithm_bytes_per_second * 2 * (n - 1) / n
+
+
+class Ceilings(_Frozen):
+    """Measured device ceilings; `skipped` says why a dtype or benchmark was not measured."""
+
+    matmul: list[MatmulMeasurement] = []
+    bandwidth: list[BandwidthMeasurement] = []
+    allreduce: list[AllReduceMeasurement] = []
+    skipped: dict[str, str] = {}
+
+    def best_matmul_flops_per_second(self, dtype: str, shape: str) -> float | None:
+        rates = [m.flops_per_second for m in self.matmul if m.dtype == dtype and m.shape == shape]
+        return max(rates) if rates else None
+
+    def bandwidth_bytes_per_second(self) -> float | None:
+        """The copy bandwidth of the largest buffer measured (smaller ones may sit in caches)."""
+        if not self.bandwidth:
+            return None
+        return max(self.bandwidth, key=lambda b: (b.buffer_bytes, b.bytes_per_second)).bytes_per_second
+
+    def bus_bytes_per_second(self) -> float | None:
+        """Bus bandwidth of the largest all-reduce message measured (bandwidth-bound, latency amortized)."""
+        if not self.allreduce:
+            return None
+        return max(self.allreduce, key=lambda a: (a.message_bytes, a.bus_bytes_per_second)).bus_bytes_per_second
+
+
+class ProxySpec(_Frozen):
+    """The proxy model actually run: a few layers of the chosen model (its architecture, with
+    `num_layers` = the proxy's layers), the operating points, and every cap applied to fit the budget."""
+
+    model_id: str
+    model_name: str
+    architecture: ModelArchitecture
+    source_num_layers: int
+    source_hidden_size: int
+    width_divisor: int = Field(default=1, ge=1, description="1 = the model's real width")
+    dtype: Literal["fp32", "bf16", "fp16"]
+    prefill_tokens: int = Field(ge=1)
+    holdout_prefill_tokens: int = Field(ge=1)
+    decode_batch: int = Field(ge=1)
+    decode_context_tokens: int = Field(ge=1)
+    holdout_decode_batch: int = Field(ge=1)
+    holdout_decode_context_tokens: int = Field(ge=1)
+    decode_steps: int = Field(ge=1)
+    train_micro_batch: int = Field(ge=1)
+    train_tokens: int = Field(ge=1, description="sequence length of the training micro-batch")
+    caps: list[str] = []
+
+
+class PhaseMeasurement(_Frozen):
+    """One proxy phase at one operating point. Times are medians over repetitions, for all proxy layers
+    (`seconds`) and per layer. `flops`/`bytes` are the engine's counts for this step. `tensor_bytes` are
+    the exact bytes of live tensors by component; `peak_memory_bytes` is the allocator peak (GPU only)."""
+
+    name: str
+    phase: Literal["prefill", "decode", "train"]
+    layers: int = Field(ge=1)
+    batch: int = Field(ge=1)
+    tokens: int = Field(ge=1, description="new tokens per step, all sequences")
+    context_tokens: int = Field(ge=0)
+    seconds: float = Field(gt=0)
+    seconds_per_layer: list[float] = []
+    reps: int = Field(ge=1)
+    flops: float = Field(ge=0)
+    bytes: float = Field(ge=0)
+    peak_memory_bytes: float | None = None
+    tensor_bytes: dict[str, float] = {}
+    breakdown_seconds: dict[str, float] = {}
+
+    @computed_field
+    @property
+    def mean_seconds_per_layer(self) -> float:
+        return self.seconds / self.layers
+
+
+Role = Literal["ceiling", "fit", "holdout", "memory"]
+
+
+class ComparisonRow(_Frozen):
+    """One measured quantity against the engine's prediction of it.
+
+    `predicted` uses the documented default efficiencies and the reference accelerator's catalog
+    peaks (what an uncalibrated plan assumes); `predicted_calibrated` uses this record's fitted
+    efficiencies and memory correction. Rows with role `fit` were used to fit an efficiency (their
+    calibrated error is ~0 by construction); `holdout` rows were not (their error is the real test).
+    """
+
+    quantity: str
+    phase: str
+    unit: str
+    role: Role
+    measured: float
+    predicted: float
+    predicted_calibrated: float | None = None
+    note: str = ""
+
+    @computed_field
+    @property
+    def error_fraction(self) -> float:
+        """(predicted - measured) / measured: +0.10 means the engine predicts 10 % too much."""
+        return _error(self.predicted, self.measured)
+
+    @computed_field
+    @property
+    def calibrated_error_fraction(self) -> float | None:
+        if self.predicted_calibrated is None:
+            return None
+        return _error(self.predicted_calibrated, self.measured)
+
+
+def _error(predicted: float, measured: float) -> float:
+    if measured == 0:
+        return 0.0 if predicted == 0 else float("inf")
+    return (predicted - measured) / measured
+
+
+class CalibrationRecord(_Frozen):
+    """A stored calibration. JSON on disk; `plan()` takes it as its `calibration` argument."""
+
+    format: Literal["headroom-calibration"] = CALIBRATION_FORMAT
+    version: Literal[1] = CALIBRATION_VERSION
+    id: str = Field(min_length=1, max_length=120, pattern=r"^[A-Za-z0-9._-]+$")
+    label: str = Field(min_length=1, max_length=200)
+    created_at: datetime
+    complete: bool = True
+    stopped_reason: str = ""
+    device: DeviceInfo
+    reference_gpu: str = Field(description="catalog accelerator whose peaks the efficiencies are relative to")
+    reference_peak_flops_per_second: float = Field(gt=0, description="catalog dense peak at the proxy's dtype")
+    reference_bandwidth_bytes_per_second: float = Field(gt=0)
+    reference_link_bytes_per_second: float = Field(gt=0)
+    settings: ProfileSettings
+    dtype: str
+    ceilings: Ceilings
+    proxy: ProxySpec | None = None
+    phases: list[PhaseMeasurement] = []
+    efficiency: Efficiency
+    efficiency_notes: dict[str, str] = {}
+    runtime_overhead_correction_bytes: float = 0.0
+    memory_correction_note: str = ""
+    predicted_vs_measured: list[ComparisonRow] = []
+    notes: list[str] = []
+    elapsed_seconds: float = Field(default=0.0, ge=0)
+
+    def applies_to(self, gpu_id) -> bool:
+        """Whether a scenario on catalog accelerator `gpu_id` is the hardware this record measured."""
+        return isinstance(gpu_id, str) and gpu_id == self.reference_gpu
+
+    def phase(self, name: str) -> PhaseMeasurement | None:
+        return next((p for p in self.phases if p.name == name), None)
+
+    def summary(self) -> str:
+        e = self.efficiency
+        state = "" if self.complete else " (partial)"
+        return (f"{self.label}{state}: {self.device.name}, relative to '{self.reference_gpu}': prefill "
+                f"{e.prefill_compute:.3g}, decode {e.decode_compute:.3g}, training {e.training_compute:.3g} of peak "
+                f"FLOP/s; memory bandwidth {e.memory_bandwidth:.3g}; communication {e.communication:.3g}")
+
+
+def make_record_id(device_name: str, created_at: datetime) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")[:40] or "device"
+    return f"{slug}-{created_at.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+
+
+__all__ = [
+    "CALIBRATION_FORMAT",
+    "CALIBRATION_VERSION",
+    "ProfileSettings",
+    "DeviceInfo",
+    "MatmulMeasurement",
+    "BandwidthMeasurement",
+    "AllReduceMeasurement",
+    "Ceilings",
+    "ProxySpec",
+    "PhaseMeasurement",
+    "ComparisonRow",
+    "CalibrationRecord",
+    "make_record_id",
+]

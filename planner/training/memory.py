@@ -1,0 +1,526 @@
+"""Training memory terms, one function each.
+
+Scope of every term: one GPU on one pipeline stage (the caller evaluates the first and the last stage
+and keeps the larger total: the first holds the most in-flight micro-batches, the last the output
+head and the logits). Scenario numbers (tensor_parallel, micro-batch, bytes per element, flags, ...)
+may be Python numbers or numpy arrays of one shape; the model (`ModelArchitecture`,
+`ParameterCounts`) is fixed. Flags are 0/1 (or bools); `recompute` is 0 = none, 1 = selective,
+2 = full. Memory is bytes; counts are elements.
+
+Sources: ZeRO (Rajbhandari et al. 2020, Sec. 3 and Fig. 1) for model states; Korthikanti et al. 2022
+("Reducing Activation Recomputation in Large Transformer Models", Sec. 4, Table 2, Eq. 5) for
+activations; Dettmers et al. 2023 (QLoRA, Sec. 3) for NF4 storage; bitsandbytes for 8-bit Adam.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from planner import memory as base_memory
+from planner.architecture import ModelArchitecture, ParameterCounts
+from planner.arrays import maximum, minimum, where
+
+# ---------------------------------------------------------------------------------------------
+# number formats
+
+
+@dataclass(frozen=True)
+class PrecisionBytes:
+    """Bytes per element of each model-state tensor under one precision recipe."""
+
+    param: float  # working parameters the forward pass reads
+    grad: float  # gradients autograd writes
+    master: float  # fp32 master copy the optimizer updates (0 when the parameters are the master)
+    state: float  # optimizer moments
+    activation: float  # saved activations (16-bit tensors; fp32 statistics are counted separately)
+    compute_dtype: str  # tensor-core format of the matmuls
+    description: str
+
+
+PRECISIONS: dict[str, PrecisionBytes] = {
+    "mixed_bf16": PrecisionBytes(2, 2, 4, 4, 2, "bf16", "bf16 parameters and gradients, fp32 master weights and "
+                                 "optimizer state (Megatron, DeepSpeed bf16; ZeRO's K = 12 for Adam)"),
+    "mixed_fp16": PrecisionBytes(2, 2, 4, 4, 2, "fp16", "fp16 parameters and gradients with loss scaling, fp32 "
+                                 "master weights and optimizer state (ZeRO paper, Megatron-LM 2021)"),
+    "amp_bf16": PrecisionBytes(4, 4, 0, 4, 2, "bf16", "fp32 parameters, gradients and optimizer state, matmuls "
+                               "autocast to bf16 (PyTorch AMP, HF Trainer bf16=True)"),
+    "bf16": PrecisionBytes(2, 2, 0, 2, 2, "bf16", "pure bf16: parameters, gradients and optimizer state in bf16, "
+                           "no master copy"),
+    "fp32": PrecisionBytes(4, 4, 0, 4, 4, "fp32", "everything in fp32"),
+}
+
+# bitsandbytes 8-bit optimizers: uint8 states quantized block-wise (256 values) with one fp32 absmax per block.
+ADAM8BIT_BLOCK = 256
+# QLoRA NF4: 64-weight blocks; double quantization stores the block scales in 8 bits with one fp32 scale
+# per 256 blocks (Dettmers et al. 2023, Sec. 3: 0.127 bits/parameter of scales instead of 0.5).
+NF4_BLOCK = 64
+NF4_DOUBLE_QUANT_BLOCK = 256
+
+
+def nf4_bytes_per_element(double_quantization=True):
+    """Storage of one NF4 weight: 4 bits plus its block scale (fp32 per 64, or 8-bit per 64 plus fp32 per
+    64 x 256 with double quantization). QLoRA Sec. 3."""
+    scales = where(double_quantization, 1 / NF4_BLOCK + 4 / (NF4_BLOCK * NF4_DOUBLE_QUANT_BLOCK), 4 / NF4_BLOCK)
+    return 0.5 + scales
+
+
+def optimizer_state_bytes_per_element(optimizer: str, state_bytes):
+    """Optimizer moments per trainable element, master copy excluded (None: factored, see Adafactor).
+
+    AdamW: m and v (Loshchilov & Hutter); 8-bit Adam: two uint8 states + an fp32 absmax per 256-value
+    block (bitsandbytes blockwise); SGD with momentum: one buffer; plain SGD: none (torch.optim.SGD
+    keeps no state without momentum).
+    """
+    per_element = {
+        "adamw": 2 * state_bytes,
+        "adam8bit": 2 * (1 + 4 / ADAM8BIT_BLOCK) + 0 * state_bytes,
+        "sgd": 0 * state_bytes,
+        "sgd_momentum": 1 * state_bytes,
+    }
+    return per_element.get(optimizer)
+
+
+# ---------------------------------------------------------------------------------------------
+# parameter geometry on one GPU
+
+
+@dataclass(frozen=True)
+class Matrix:
+    """One linear projection of a layer: input and output widths, how tensor parallelism splits it."""
+
+    module: str  # q, k, v, o, gate, up, down, router (LoRA target names)
+    d_in: int
+    d_out: int
+    split: str  # column | column_kv | row | none
+    expert: bool = False  # one per routed expert (count = experts)
+    count: int = 1
+
+
+def layer_matrices(arch: ModelArchitecture, moe_layer: bool) -> list[Matrix]:
+    """The projections of one layer, unsharded. Sums to the layer's matrix parameters
+    (`LayerParameters.linear + router`); used for LoRA adapter sizes and Adafactor's factored state."""
+    h = arch.hidden_size
+    out: list[Matrix] = []
+    if arch.uses_mla:
+        qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+        heads = arch.num_attention_heads
+        if arch.q_lora_rank:
+            out.append(Matrix("q", h, arch.q_lora_rank, "none"))
+            out.append(Matrix("q", arch.q_lora_rank, heads * qk, "column"))
+        else:
+            out.append(Matrix("q", h, heads * qk, "column"))
+        out.append(Matrix("k", h, arch.kv_lora_rank + arch.qk_rope_head_dim, "none"))
+        out.append(Matrix("v", arch.kv_lora_rank, heads * (arch.qk_nope_head_dim + arch.v_head_dim), "column"))
+        out.append(Matrix("o", heads * arch.v_head_dim, h, "row"))
+    else:
+        out.append(Matrix("q", h, arch.num_attention_heads * arch.head_dim, "column"))
+        out.append(Matrix("k", h, arch.num_kv_heads * arch.head_dim, "column_kv"))
+        out.append(Matrix("v", h, arch.num_kv_heads * arch.head_dim, "column_kv"))
+        out.append(Matrix("o", arch.num_attention_heads * arch.head_dim, h, "row"))
+
+    def mlp(width: int, expert: bool, count: int = 1) -> None:
+        if arch.mlp_gated or expert:
+            out.append(Matrix("gate", h, width, "column", expert, count))
+        out.append(Matrix("up", h, width, "column", expert, count))
+        out.append(Matrix("down", width, h, "row", expert, count))
+
+    if moe_layer:
+        mlp(arch.expert_intermediate_size, True, arch.num_experts)
+        if arch.shared_expert_intermediate_size:
+            # Shared experts are gated SwiGLU MLPs in every supported MoE family.
+            width = arch.shared_expert_intermediate_size
+            out += [Matrix("gate", h, width, "column"), Matrix("up", h, width, "column"),
+                    Matrix("down", width, h, "row")]
+        out.append(Matrix("router", h, arch.num_experts, "none"))
+    else:
+        mlp(arch.intermediate_size, False)
+    return out
+
+
+def _local_shape(m: Matrix, arch: ModelArchitecture, tensor_parallel, expert_parallel):
+    """(d_in, d_out, copies) of one matrix on one GPU: Megatron column/row splits, K/V replicated once TP
+    exceeds the KV heads, routed experts spread over EP (and split by TP inside, expert-TP = TP)."""
+    t = tensor_parallel
+    d_in, d_out = m.d_in + 0 * t, m.d_out + 0 * t
+    if m.split == "column":
+        d_out = m.d_out / t
+    elif m.split == "column_kv":
+        d_out = m.d_out * maximum(1 / t, 1 / arch.num_kv_heads)
+    elif m.split == "row":
+        d_in = m.d_in / t
+    copies = m.count / expert_parallel if m.expert else m.count + 0 * expert_parallel
+    return d_in, d_out, copies
+
+
+def _layers_only(counts: ParameterCounts) -> ParameterCounts:
+    return dataclasses.replace(counts, embedding=0, position_embedding=0, lm_head=0, final_norms=0)
+
+
+def stage_layer_parameter_elements(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel,
+                                   pipeline_parallel, expert_parallel, linear_bytes=1.0, other_bytes=1.0):
+    """Parameters of the transformer layers on one GPU of the most loaded stage (elements, or bytes when
+    `linear_bytes`/`other_bytes` are given). Reuses `planner.memory.weight_bytes` with the embedding and
+    head removed; routed experts are split over TP x EP (Megatron-core expert-TP = TP)."""
+    return base_memory.weight_bytes(_layers_only(counts), arch, tensor_parallel, pipeline_parallel,
+                                    tensor_parallel * expert_parallel, linear_bytes, other_bytes, other_bytes)
+
+
+def stage_expert_parameter_elements(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel,
+                                    pipeline_parallel, expert_parallel):
+    """Routed-expert parameters on one GPU of the stage with the most MoE layers (they shard over the
+    expert-data-parallel group, DP / EP, instead of DP)."""
+    routed = counts.moe_layer.experts_routed if counts.moe_layer else 0
+    return base_memory.stage_moe_layers(arch, pipeline_parallel) * routed / (tensor_parallel * expert_parallel)
+
+
+def edge_parameter_elements(counts: ParameterCounts, tensor_parallel, pipeline_parallel, first_stage: bool):
+    """Embedding (first stage) or output head and final norm (last stage) on one GPU; vocabulary-parallel
+    over TP. With one stage both live together and a tied head is the embedding itself; with PP > 1 the
+    last stage keeps its own copy of a tied head (Megatron)."""
+    embedding = counts.embedding / tensor_parallel + counts.position_embedding
+    head_matrix = (counts.lm_head if counts.lm_head else counts.embedding) / tensor_parallel
+    head = head_matrix + counts.final_norms
+    tied_copy = head_matrix if counts.lm_head == 0 else 0.0
+    single = embedding + head - tied_copy
+    own = embedding if first_stage else head
+    return where(pipeline_parallel > 1, own, single)
+
+
+def lora_adapter_elements(arch: ModelArchitecture, rank, target_modules, tensor_parallel, pipeline_parallel,
+                          expert_parallel, experts_only=False):
+    """LoRA adapter parameters (A: r x d_in, B: d_out x r per targeted projection) on one GPU of the most
+    loaded stage. Column-parallel projections keep A whole and split B; row-parallel ones split A and keep
+    B whole (PEFT/Megatron LoRA layout). MLP targets apply to every expert. `experts_only` counts only the
+    routed-expert adapters (they shard over DP / EP)."""
+    targets = set(target_modules)
+
+    def per_layer(moe_layer: bool):
+        total = 0.0
+        for m in layer_matrices(arch, moe_layer):
+            if m.module not in targets or (experts_only and not m.expert):
+                continue
+            d_in, d_out, copies = _local_shape(m, arch, tensor_parallel, expert_parallel)
+            total = total + copies * rank * (d_in + d_out)
+        return total
+
+    moe_layers = base_memory.stage_moe_layers(arch, pipeline_parallel)
+    dense_layers = base_memory.stage_layers(arch, pipeline_parallel) - moe_layers
+    total = dense_layers * per_layer(False)
+    if arch.is_moe:
+        total = total + moe_layers * per_layer(True)
+    return total
+
+
+def adafactor_state_elements(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel,
+                             pipeline_parallel, expert_parallel, first_stage: bool, lora_rank=None,
+                             lora_targets=()):
+    """Adafactor's factored second moment on one GPU (Shazeer & Stern 2018; torch.optim.Adafactor):
+    a row and a column vector (d_out + d_in) per matrix, a full vector per bias/norm; no first moment.
+    With LoRA, the factored states of the adapters (A: r + d_in, B: d_out + r)."""
+    t, ep = tensor_parallel, expert_parallel
+
+    def per_layer(moe_layer: bool):
+        matrices, vectors = 0.0, 0.0
+        for m in layer_matrices(arch, moe_layer):
+            d_in, d_out, copies = _local_shape(m, arch, t, ep)
+            if lora_rank is None:
+                matrices = matrices + copies * (d_in + d_out)
+            elif m.module in lora_targets:
+                matrices = matrices + copies * (d_in + d_out + 2 * lora_rank)
+        if lora_rank is None:
+            layer = counts.moe_layer if moe_layer else counts.dense_layer
+            vectors = layer.norms + (layer.attention_bias + layer.mlp_bias) / t
+        return matrices + vectors
+
+    moe_layers = base_memory.stage_moe_layers(arch, pipeline_parallel)
+    dense_layers = base_memory.stage_layers(arch, pipeline_parallel) - moe_layers
+    total = dense_layers * per_layer(False)
+    if arch.is_moe:
+        total = total + moe_layers * per_layer(True)
+    if lora_rank is None:
+        h = arch.hidden_size
+        embedding = (arch.vocab_size / t + h) + (arch.learned_position_embeddings + h if counts.position_embedding
+                                                 else 0)
+        head = (arch.vocab_size / t + h) + counts.final_norms
+        tied = counts.lm_head == 0
+        single = embedding + head - where(tied, arch.vocab_size / t + h, 0)
+        total = total + where(pipeline_parallel > 1, embedding if first_stage else head, single)
+    return total
+
+
+# ---------------------------------------------------------------------------------------------
+# model states (ZeRO Sec. 3: parameters, gradients, optimizer states)
+
+
+def zero_shards(zero_stage, group, from_stage):
+    """Ways a model state is split by ZeRO: over the data-parallel `group` once `zero_stage` reaches
+    `from_stage` (optimizer states: 1, gradients: 2, parameters: 3), else not at all."""
+    return where(zero_stage >= from_stage, group, 1)
+
+
+def weights_bytes(dense_bytes, expert_bytes, zero_stage, dense_group, expert_group, offload_parameters=0):
+    """Parameters resident on one GPU: this GPU's TP/PP/EP shard (`dense_bytes`, `expert_bytes`, already in
+    the parameter dtype), further split over the data-parallel group by ZeRO-3 / FSDP full-shard.
+    Offloaded parameters live in host RAM (ZeRO-Infinity). ZeRO Fig. 1: 2 Psi (DDP) -> 2 Psi / Nd (P_os+g+p)."""
+    resident = dense_bytes / zero_shards(zero_stage, dense_group, 3) + expert_bytes / zero_shards(
+        zero_stage, expert_group, 3)
+    return where(offload_parameters, 0.0, resident)
+
+
+def gradients_bytes(dense_bytes, expert_bytes, zero_stage, dense_group, expert_group):
+    """Gradients of the trainable parameters on one GPU, split by ZeRO-2/3 (FSDP shard-grad-op/full-shard).
+    ZeRO Fig. 1: 2 Psi (DDP, ZeRO-1) -> 2 Psi / Nd (P_os+g)."""
+    return dense_bytes / zero_shards(zero_stage, dense_group, 2) + expert_bytes / zero_shards(
+        zero_stage, expert_group, 2)
+
+
+def gradient_accumulation_bytes(dense_elements, expert_elements, zero_stage, dense_group, expert_group,
+                                enabled, grad_bytes):
+    """An fp32 buffer that accumulates micro-batch gradients next to 16-bit gradients (DeepSpeed's bf16
+    optimizer, `grad_accumulation_fp32`), sharded like the gradients. Zero when off or when the gradients
+    are fp32 already (accumulating in `.grad` itself needs no extra memory)."""
+    needed = where(enabled, where(grad_bytes < 4, 1.0, 0.0), 0.0)
+    return needed * 4 * (dense_elements / zero_shards(zero_stage, dense_group, 2)
+                         + expert_elements / zero_shards(zero_stage, expert_group, 2))
+
+
+def optimizer_states_bytes(dense_state_bytes, expert_state_bytes, zero_stage, dense_group, expert_group,
+                           offload_optimizer=0):
+    """Optimizer state on one GPU, fp32 master weights included (ZeRO's K: 12 bytes per parameter for
+    mixed-precision Adam), split by ZeRO-1 and up (Megatron's distributed optimizer is ZeRO-1). Offloaded
+    state lives in host RAM (ZeRO-Offload). ZeRO Fig. 1: K Psi -> K Psi / Nd."""
+    resident = dense_state_bytes / zero_shards(zero_stage, dense_group, 1) + expert_state_bytes / zero_shards(
+        zero_stage, expert_group, 1)
+    return where(offload_optimizer, 0.0, resident)
+
+
+def sharding_buffer_bytes(zero_stage, dense_group, unit_param_bytes, unit_grad_bytes):
+    """Transient buffers of sharded data parallelism on one GPU. ZeRO-3 / FSDP full-shard: the gathered
+    parameters of the unit being computed plus the prefetched next one (2 units) and the unsharded
+    gradients of one unit before its reduce-scatter; ZeRO-2: that gradient unit only. A unit is one
+    transformer layer or the embedding/head matrix, whichever is larger (FSDP wraps per layer).
+    DDP's 25 MB buckets and NCCL staging are below 1 % and left to the runtime overhead."""
+    sharded = where(dense_group > 1, 1.0, 0.0)
+    zero3 = 2 * unit_param_bytes + unit_grad_bytes
+    return sharded * where(zero_stage >= 3, zero3, where(zero_stage == 2, unit_grad_bytes, 0.0))
+
+
+# ---------------------------------------------------------------------------------------------
+# activations (Korthikanti et al. 2022)
+
+
+def korthikanti_layer_activation_bytes(s, b, h, a, t=1, sequence_parallel=False, recompute="none"):
+    """Activation bytes of one GPT transformer layer exactly as Korthikanti et al. 2022, Table 2 writes them
+    (16-bit activations, 1-byte dropout masks, GeLU MLP of width 4h, no FlashAttention):
+
+    no parallelism            sbh (34 + 5as/h)
+    tensor parallel           sbh (10 + 24/t + 5as/(ht))
+    tensor + sequence par.    sbh (34/t + 5as/(ht))
+    + selective recompute     sbh (10 + 24/t)   |  sbh (34/t)
+    full recompute            2 sbh
+    Kept verbatim for the reference test; the planner uses `layer_activation_bytes_per_token`.
+    """
+    sbh = s * b * h
+    if recompute == "full":
+        return 2 * sbh
+    attention_core = 0 if recompute == "selective" else 5 * a * s / (h * t)
+    if sequence_parallel:
+        return sbh * (34 / t + attention_core)
+    return sbh * (10 + 24 / t + attention_core)
+
+
+def korthikanti_total_activation_bytes(s, b, h, a, L, vocab, t=1, p=1, sequence_parallel=False,
+                                       recompute="none", interleave=1):
+    """Activations on the first pipeline stage (Korthikanti et al. 2022, Eq. 5 and Sec. 4.3): with 1F1B the
+    first stage holds p micro-batches of L/p layers = L layers' worth; the interleaved schedule with
+    `interleave` chunks per device multiplies that by 1 + (p - 1)/(p m). With p = 1 the stage also holds the
+    input-embedding dropout, the final layer norm, the output projection and the fp32 logits:
+    4 sbh/t (1 + v/h). Kept verbatim for the reference test."""
+    per_layer = korthikanti_layer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute)
+    schedule = 1 + (p - 1) / (p * interleave) if interleave > 1 else 1
+    total = per_layer * L * schedule
+    if p == 1:
+        total += 4 * s * b * h / t * (1 + vocab / h)
+    return total
+
+
+def layer_activation_bytes_per_token(arch: ModelArchitecture, moe_layer: bool, tensor_parallel, sequence_parallel,
+                                     flash_attention, recompute, dropout, sequence_length, activation_bytes=2.0,
+                                     lora_rank=0, lora_targets=()):
+    """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU.
+
+    Korthikanti et al.'s accounting (Table 2: every tensor a backward kernel reads is counted once),
+    applied to the real architecture. With B = bytes per 16-bit element, per token:
+
+    * residual stream (split by TP only with sequence parallelism): each norm's input (h B) and its fp32
+      statistics (RMSNorm 4 B, LayerNorm 8 B, as fused Apex/TE kernels save them); the normalized inputs
+      of the attention and MLP projections (2 h B); 1-byte dropout masks after attention and MLP (2 h).
+      GPT: 4 + 4 + 2 = 10 sbh, Korthikanti's replicated term.
+    * attention (split by TP): q (heads x head_dim), k and v at the KV-head width (GQA; FlashAttention reads
+      them unexpanded, while unfused attention expands them to the query heads first), the output that
+      feeds o_proj, FlashAttention's fp32 log-sum-exp (4 B per head). Without FlashAttention: the softmax
+      output (B per score) and, with dropout, its 1-byte mask and the dropped copy: 5 a s bytes in GPT,
+      2 a s without dropout; recomputation (selective or full) removes these. GPT: 4 + 2 + 2 = 8 sbh.
+    * dense MLP (split by TP): GeLU: the activation input and output (2 f B; GPT: 16 sbh);
+      SwiGLU: gate and up outputs, silu(gate) and the product feeding down_proj (4 f B).
+    * MoE MLP: fp32 router probabilities (4 E bytes), per routed copy (k per token) the dispatched input and
+      the expert output kept for the probability weighting (2 h B) and the expert's MLP tensors (4 f_e B / TP);
+      shared experts like a dense SwiGLU MLP.
+    * LoRA: the rank-r product x A of every targeted projection (r B; k copies for expert projections).
+    * full recomputation keeps only the layer input (h B, split with sequence parallelism).
+
+    Small tensors (int64 token and routing indices, RoPE tables) are not counted.
+    """
+    t = tensor_parallel
+    b16 = activation_bytes
+    h = arch.hidden_size
+    heads = arch.num_attention_heads
+    sp_split = where(sequence_parallel, t, 1)
+    norm_stats = 8 if arch.norm_has_bias else 4
+    residual = (arch.norms_per_layer * (h * b16 + norm_stats) + 2 * h * b16 + where(dropout, 2 * h, 0)) / sp_split
+
+    if arch.uses_mla:
+        qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+        # Latent paths are replicated on every TP rank: q and kv down-projection outputs and their norms.
+        latent = (2 * arch.q_lora_rank + 2 * arch.kv_lora_rank + 2 * arch.qk_rope_head_dim) * b16
+        # q, k (nope + rope concatenated), the kv up-projection output that v is a view of, the output.
+        sharded = heads / t * (qk + qk + arch.qk_nope_head_dim + arch.v_head_dim + arch.v_head_dim) * b16
+        attention = latent + sharded
+        lse_heads = heads / t
+    else:
+        d = arch.head_dim
+        q = heads * d / t
+        kv_heads = maximum(arch.num_kv_heads / t, 1)
+        kv = where(flash_attention, kv_heads * d, heads * d / t)
+        attention = (q + 2 * kv + q) * b16
+        if arch.qk_norm:
+            attention = attention + (q + kv_heads * d) * b16 + (heads / t + kv_heads) * 4
+        lse_heads = heads / t
+    attention = attention + where(flash_attention, 4 * lse_heads, 0)
+    scores = where(flash_attention, 0.0, heads / t * sequence_length * (b16 + where(dropout, 1 + b16, 0)))
+
+    if moe_layer:
+        k = arch.experts_per_token
+        mlp = (4 * arch.num_experts / sp_split + k * (2 * h * b16 + 4 * arch.expert_intermediate_size * b16 / t)
+               + 4 * arch.shared_expert_intermediate_size * b16 / t)
+    else:
+        mlp = (4 if arch.mlp_gated else 2) * arch.intermediate_size * b16 / t
+
+    lora = 0.0
+    if lora_rank:
+        for m in layer_matrices(arch, moe_layer):
+            if m.module in lora_targets:
+                lora = lora + (arch.experts_per_token if m.expert else 1) * lora_rank * b16
+
+    everything = residual + attention + mlp + lora
+    stored = where(recompute >= 2, h * b16 / sp_split, everything + where(recompute >= 1, 0.0, scores))
+    return stored
+
+
+def layer_recompute_working_bytes_per_token(arch: ModelArchitecture, moe_layer: bool, tensor_parallel,
+                                            sequence_parallel, flash_attention, recompute, dropout, sequence_length,
+                                            activation_bytes=2.0, lora_rank=0, lora_targets=()):
+    """What recomputation rebuilds for one layer while its backward runs (per token): the difference between
+    keeping everything and what `recompute` keeps. Zero without recomputation. Korthikanti et al. leave this
+    transient out of Table 2; the plan adds one layer of it (for one micro-batch) to the peak."""
+    args = (arch, moe_layer, tensor_parallel, sequence_parallel, flash_attention)
+    rest = (dropout, sequence_length, activation_bytes, lora_rank, lora_targets)
+    return (layer_activation_bytes_per_token(*args, 0, *rest)
+            - layer_activation_bytes_per_token(*args, recompute, *rest))
+
+
+def in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages=1):
+    """Micro-batches whose activations the first pipeline stage holds at its peak, in units of its own layers.
+
+    1F1B (PipeDream-Flush, Narayanan et al. 2021): p warm-up micro-batches, so p x L/p = L layers' worth
+    (Korthikanti Eq. 5). Interleaved with v chunks per device: p + (p - 1)/v, i.e. L (1 + (p - 1)/(p v)).
+    Fewer micro-batches than warm-up slots cap it. One stage: one micro-batch at a time.
+    """
+    warmup = where(virtual_stages > 1, pipeline_parallel + (pipeline_parallel - 1) / virtual_stages,
+                   pipeline_parallel)
+    return where(pipeline_parallel > 1, minimum(warmup, maximum(microbatches, 1)), 1)
+
+
+def edge_activation_bytes_per_token(arch: ModelArchitecture, tensor_parallel, sequence_parallel, dropout,
+                                    pipeline_parallel, first_stage: bool, activation_bytes=2.0):
+    """Per-token activations outside the layers, saved until backward. First stage: the embedding-dropout
+    mask (1 B x h). Last stage: the final norm's input and statistics and the output projection's input
+    (2 h B). With one stage both. Split by TP with sequence parallelism (Korthikanti Sec. 4.3). The fp32
+    logits are `logits_bytes`."""
+    sp_split = where(sequence_parallel, tensor_parallel, 1)
+    h = arch.hidden_size
+    norm_stats = 8 if arch.norm_has_bias else 4
+    embedding = where(dropout, h, 0) / sp_split
+    output = (2 * h * activation_bytes + norm_stats) / sp_split
+    single = embedding + output
+    return where(pipeline_parallel > 1, embedding if first_stage else output, single)
+
+
+def logits_saved_bytes_per_token(arch: ModelArchitecture, tensor_parallel):
+    """fp32 log-probabilities the cross-entropy saves for backward (4 B x vocabulary / TP, vocab-parallel):
+    Korthikanti's 4 sbv/t."""
+    return 4 * arch.vocab_size / tensor_parallel
+
+
+def logits_bytes(arch: ModelArchitecture, tensor_parallel, tokens, is_last_stage):
+    """Peak of the fp32 logits and loss on the last stage, for `tokens` tokens of one micro-batch:
+    the saved fp32 log-probabilities (4 B) plus, at the start of backward, the gradient of the
+    log-probabilities and of the fp32 logits (4 B each): 12 B x vocabulary / TP per token, as the unfused
+    PyTorch cross-entropy (HF Trainer, torchtitan) holds it. Fused vocab-parallel kernels (Megatron) need
+    about half, fused linear-cross-entropy (Liger) almost nothing."""
+    return where(is_last_stage, 3 * logits_saved_bytes_per_token(arch, tensor_parallel) * tokens, 0.0)
+
+
+def stage_activation_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, context_parallel,
+                           micro_batch_size, sequence_length, microbatches, virtual_stages, sequence_parallel,
+                           flash_attention, recompute, dropout, first_stage: bool, activation_bytes=2.0,
+                           lora_rank=0, lora_targets=()):
+    """Saved activations of one stage on one GPU at its peak: the layers of every in-flight micro-batch
+    (`in_flight_microbatches` on the first stage, one on the last), the stage's edge activations, and one
+    layer's recomputation working set. Tokens per GPU = micro-batch x sequence / CP (context parallelism
+    splits every sequence; Megatron-core CP)."""
+    tokens = micro_batch_size * sequence_length / context_parallel
+    moe_layers = base_memory.stage_moe_layers(arch, pipeline_parallel)
+    dense_layers = base_memory.stage_layers(arch, pipeline_parallel) - moe_layers
+    common = (tensor_parallel, sequence_parallel, flash_attention, recompute, dropout, sequence_length,
+              activation_bytes, lora_rank, lora_targets)
+    per_token = dense_layers * layer_activation_bytes_per_token(arch, False, *common)
+    working = layer_recompute_working_bytes_per_token(arch, False, *common) * where(dense_layers > 0, 1, 0)
+    if arch.is_moe:
+        per_token = per_token + moe_layers * layer_activation_bytes_per_token(arch, True, *common)
+        working = maximum(working, layer_recompute_working_bytes_per_token(arch, True, *common))
+    in_flight = in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages) if first_stage else 1
+    edges = edge_activation_bytes_per_token(arch, tensor_parallel, sequence_parallel, dropout, pipeline_parallel,
+                                            first_stage, activation_bytes)
+    return tokens * (per_token * in_flight + edges + working)
+
+
+__all__ = [
+    "PRECISIONS",
+    "PrecisionBytes",
+    "Matrix",
+    "layer_matrices",
+    "nf4_bytes_per_element",
+    "optimizer_state_bytes_per_element",
+    "stage_layer_parameter_elements",
+    "stage_expert_parameter_elements",
+    "edge_parameter_elements",
+    "lora_adapter_elements",
+    "adafactor_state_elements",
+    "zero_shards",
+    "weights_bytes",
+    "gradients_bytes",
+    "gradient_accumulation_bytes",
+    "optimizer_states_bytes",
+    "sharding_buffer_bytes",
+    "korthikanti_layer_activation_bytes",
+    "korthikanti_total_activation_bytes",
+    "layer_activation_bytes_per_token",
+    "layer_recompute_working_bytes_per_token",
+    "in_flight_microbatches",
+    "edge_activation_bytes_per_token",
+    "logits_saved_bytes_per_token",
+    "logits_bytes",
+    "stage_activation_bytes",
+]

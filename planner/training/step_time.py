@@ -1,0 +1,270 @@
+"""Training step time: FLOPs of forward, backward and recomputation, the pipeline schedule, and the
+communication of each parallelism, one function per term.
+
+Conventions: FLOPs count 2 per multiply-add. "Model FLOPs" are the work the model needs (causal
+attention: s(s+1)/2 query-key pairs per sequence), the numerator of MFU; "hardware FLOPs" are what the
+kernels execute (without FlashAttention the masked score matrix is computed in full; recomputation adds
+a forward), the numerator of HFU (Chowdhery et al. 2022, PaLM, App. B; Korthikanti et al. 2022, Sec. 6).
+Times are seconds on one GPU. All functions broadcast over numpy arrays of scenario numbers.
+"""
+
+from __future__ import annotations
+
+from planner import memory as base_memory
+from planner import performance as perf
+from planner.architecture import (
+    ModelArchitecture,
+    ParameterCounts,
+    attention_score_flops_per_token,
+    prefill_attention_flops,
+)
+from planner.arrays import maximum, minimum, where
+from planner.training.memory import layer_matrices
+
+INTER_NODE_LATENCY_SECONDS = 10e-6  # InfiniBand/RoCE message latency, planning constant
+
+
+# ---------------------------------------------------------------------------------------------
+# FLOPs per token
+
+
+def layer_matmul_parameters(counts: ParameterCounts, moe_layer: bool) -> float:
+    """Matrix parameters one token multiplies through in one layer: attention projections and the dense MLP,
+    or the router, the shared experts and k of the E routed experts (uniform top-k routing)."""
+    layer = counts.moe_layer if moe_layer else counts.dense_layer
+    attention = layer.attention_sharded + layer.attention_kv + layer.attention_replicated
+    if not moe_layer:
+        return attention + layer.mlp_dense
+    return attention + layer.router + layer.experts_shared + layer.experts_routed * counts.experts_per_token / max(
+        counts.num_experts, 1)
+
+
+def attention_forward_flops_per_token(arch: ModelArchitecture, sequence_length, causal):
+    """Score and value FLOPs of one layer's attention for one token, averaged over the sequence's positions and
+    the model's layers. Causal (FlashAttention skips masked blocks): (s + 1)/2 keys on average, sliding-window
+    layers capped; dense (unfused attention computes the whole masked score matrix): s keys. 4 x heads x
+    head_dim per key (QK^T and attention x V)."""
+    causal_flops = prefill_attention_flops(arch, sequence_length) / (arch.num_layers * sequence_length)
+    full_flops = attention_score_flops_per_token(arch, sequence_length, "prefill")
+    return where(causal, causal_flops, full_flops)
+
+
+def head_forward_flops_per_token(counts: ParameterCounts) -> float:
+    """The output projection (vocabulary x hidden; a tied head is the embedding matrix)."""
+    return 2 * (counts.lm_head if counts.lm_head else counts.embedding)
+
+
+def lora_forward_flops_per_token(arch: ModelArchitecture, rank, target_modules, moe_layer: bool):
+    """x A B for every targeted projection of one layer: 2 r (d_in + d_out) FLOPs; a token runs the adapters
+    of its k routed experts only."""
+    if not rank:
+        return 0.0
+    total = 0.0
+    for m in layer_matrices(arch, moe_layer):
+        if m.module in target_modules:
+            copies = arch.experts_per_token if m.expert else m.count
+            total += copies * 2 * rank * (m.d_in + m.d_out)
+    return total
+
+
+def layer_training_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool,
+                                   sequence_length, flash_attention, recompute, frozen_base=False, lora_rank=0,
+                                   lora_targets=()):
+    """(model FLOPs, hardware FLOPs) of one layer for one token over forward + backward (+ recomputation).
+
+    Backward = 2 x forward for trained matrices (input and weight gradients); a frozen base (LoRA) needs only
+    the input gradient (1 x forward). Attention's backward is 2 x its forward either way. Full recomputation
+    repeats the layer's forward; selective recomputation repeats the attention core when it is not fused
+    (FlashAttention's own backward recomputation is inside its kernel and counted in neither). Model FLOPs
+    use causal attention, hardware FLOPs the attention the kernels execute."""
+    matmul = 2 * layer_matmul_parameters(counts, moe_layer)
+    matmul_passes = where(frozen_base, 2, 3)
+    adapters = lora_forward_flops_per_token(arch, lora_rank, lora_targets, moe_layer)
+    useful_attention = attention_forward_flops_per_token(arch, sequence_length, True)
+    executed_attention = attention_forward_flops_per_token(arch, sequence_length, flash_attention)
+    model = matmul_passes * matmul + 3 * useful_attention + 3 * adapters
+    recomputed = where(recompute >= 2, matmul + executed_attention + adapters,
+                       where(recompute >= 1, where(flash_attention, 0.0, executed_attention), 0.0))
+    hardware = matmul_passes * matmul + 3 * executed_attention + 3 * adapters + recomputed
+    return model, hardware
+
+
+def head_training_flops_per_token(counts: ParameterCounts, frozen_base=False):
+    """Output projection over forward and backward (never recomputed): 3 x forward, 2 x when frozen."""
+    return where(frozen_base, 2, 3) * head_forward_flops_per_token(counts)
+
+
+def model_training_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, sequence_length,
+                                   flash_attention, recompute, frozen_base=False, lora_rank=0, lora_targets=()):
+    """(model, hardware) FLOPs per trained token, whole model. For a dense model without recomputation
+    this is 6 N + 6 x causal attention (Kaplan et al. 2020's 6N plus attention)."""
+    args = (sequence_length, flash_attention, recompute, frozen_base, lora_rank, lora_targets)
+    dense_model, dense_hw = layer_training_flops_per_token(counts, arch, False, *args)
+    model = arch.num_dense_layers * dense_model
+    hardware = arch.num_dense_layers * dense_hw
+    if arch.is_moe:
+        moe_model, moe_hw = layer_training_flops_per_token(counts, arch, True, *args)
+        model = model + arch.num_moe_layers * moe_model
+        hardware = hardware + arch.num_moe_layers * moe_hw
+    head = head_training_flops_per_token(counts, frozen_base)
+    return model + head, hardware + head
+
+
+def megatron_flops_per_step(batch, seq, layers, hidden, vocab, recompute_full=True):
+    """Narayanan et al. 2021, Eq. 3: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) with full recomputation
+    (72 instead of 96 without). The paper's TFLOP/s numerator: GPT with a 4h GeLU MLP, dense (non-causal)
+    attention, biases and norms ignored."""
+    factor = 96 if recompute_full else 72
+    return factor * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+
+
+# ---------------------------------------------------------------------------------------------
+# pipeline schedule
+
+
+def pipeline_bubble_fraction(pipeline_parallel, microbatches, virtual_stages=1):
+    """Idle share of the ideal time: (p - 1)/m for 1F1B, (p - 1)/(v m) interleaved (Narayanan et al. 2021,
+    Sec. 2.2)."""
+    return (pipeline_parallel - 1) / (virtual_stages * microbatches)
+
+
+# ---------------------------------------------------------------------------------------------
+# links
+
+
+def link_bandwidth(group_span_gpus, gpus_per_node, intra_node_bytes_per_second, inter_node_bytes_per_second):
+    """Bandwidth a collective runs at: NVLink while its group stays inside a node, the per-GPU network link
+    once it spans nodes (ranks are laid out TP, CP, DP, PP innermost first, so a group of stride k and size
+    n spans k x n consecutive ranks)."""
+    return where(group_span_gpus > gpus_per_node, minimum(intra_node_bytes_per_second, inter_node_bytes_per_second),
+                 intra_node_bytes_per_second)
+
+
+def link_latency(group_span_gpus, gpus_per_node, intra_node_latency_seconds):
+    return where(group_span_gpus > gpus_per_node, INTER_NODE_LATENCY_SECONDS, intra_node_latency_seconds)
+
+
+# ---------------------------------------------------------------------------------------------
+# communication per micro-batch (on the critical path unless said otherwise)
+
+
+def tensor_parallel_comm_seconds(layers, tokens, hidden, activation_bytes, tensor_parallel, recompute,
+                                 link_bytes_per_second, link_latency_seconds, efficiency):
+    """Megatron TP: two all-reduces of the layer's activations (tokens x h) per layer in the forward, two in
+    the backward, two more when the forward is recomputed; with sequence parallelism each becomes an
+    all-gather + reduce-scatter of the same volume (Korthikanti Sec. 4.2.2). Not overlapped with compute."""
+    count = 4 + where(recompute >= 2, 2, 0)
+    return layers * count * perf.allreduce_seconds(tokens * hidden * activation_bytes, tensor_parallel,
+                                                   link_bytes_per_second, link_latency_seconds, efficiency)
+
+
+def expert_all_to_all_seconds(moe_layers, tokens, experts_per_token, hidden, activation_bytes, expert_parallel,
+                              recompute, link_bytes_per_second, link_latency_seconds, efficiency):
+    """MoE dispatch and combine: an all-to-all of tokens x k x h each way per MoE layer in forward and backward
+    (and again when recomputed); (EP - 1)/EP of it leaves the GPU. Not overlapped."""
+    count = 4 + where(recompute >= 2, 2, 0)
+    message = tokens * experts_per_token * hidden * activation_bytes
+    return moe_layers * count * perf.allgather_seconds(message, expert_parallel, link_bytes_per_second,
+                                                       link_latency_seconds, efficiency)
+
+
+def context_parallel_comm_seconds(layers, tokens, kv_elements_per_token, activation_bytes, context_parallel,
+                                  recompute, link_bytes_per_second, link_latency_seconds, efficiency):
+    """Ring attention (Megatron-core CP): every rank receives the other ranks' K and V in the forward, K and V
+    again and their gradients in the backward (plus a forward's worth when recomputed). Runs alongside the
+    attention blocks; the plan hides it behind the micro-batch's compute."""
+    count = 3 + where(recompute >= 2, 1, 0)
+    message = tokens * context_parallel * kv_elements_per_token * activation_bytes
+    return layers * count * perf.allgather_seconds(message, context_parallel, link_bytes_per_second,
+                                                   link_latency_seconds, efficiency)
+
+
+def pipeline_p2p_seconds(tokens, hidden, activation_bytes, tensor_parallel, sequence_parallel, pipeline_parallel,
+                         virtual_stages, link_bytes_per_second, link_latency_seconds, efficiency):
+    """Per micro-batch per stage: send the activations forward and receive their gradient backward
+    (tokens x h, split over TP by Megatron's scatter-gather optimisation or sequence parallelism); the
+    interleaved schedule crosses v times as many stage boundaries."""
+    message = tokens * hidden * activation_bytes / where(sequence_parallel, tensor_parallel, 1)
+    one = perf.p2p_seconds(message, link_bytes_per_second, link_latency_seconds, efficiency)
+    return where(pipeline_parallel > 1, 2 * virtual_stages * one, 0.0)
+
+
+# ---------------------------------------------------------------------------------------------
+# data-parallel and sharding collectives
+
+
+def gradient_allreduce_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency):
+    """DDP / ZeRO-0: one ring all-reduce of this GPU's gradients per step (2 (n-1)/n of them cross each link)."""
+    return perf.allreduce_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
+
+
+def gradient_reduce_scatter_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency):
+    """ZeRO-1/2/3, FSDP, Megatron's distributed optimizer: reduce-scatter of the gradients ((n-1)/n cross)."""
+    return perf.allgather_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
+
+
+def parameter_allgather_seconds(param_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency):
+    """All-gather of the updated (ZeRO-1/2) or needed (ZeRO-3: forward and backward) parameter shards."""
+    return perf.allgather_seconds(param_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
+
+
+def host_transfer_seconds(num_bytes, host_link_bytes_per_second, efficiency):
+    """Bytes over the host link (PCIe) for CPU offload."""
+    return num_bytes / (host_link_bytes_per_second * efficiency)
+
+
+def optimizer_step_bytes(optimizer_state_bytes, trainable_elements, grad_bytes, param_bytes, master_bytes):
+    """HBM traffic of one optimizer step on one GPU's shard: every state read and written once (master weights
+    included), the gradients read twice (clipping norm, update), the working parameters written (read and
+    written when they are the master copy). A memory-bound elementwise kernel (fused AdamW)."""
+    params = where(master_bytes > 0, param_bytes, 2 * param_bytes)
+    return 2 * optimizer_state_bytes + trainable_elements * (2 * grad_bytes + params)
+
+
+def microbatch_memory_bytes(stage_param_bytes, stored_activation_bytes, grad_bytes, recompute):
+    """HBM traffic of one micro-batch's forward and backward on one GPU: the stage's weights read three times
+    (forward, input gradient, weight gradient; four with full recomputation), the saved activations written
+    and read once, the gradients accumulated (read and written). A lower bound for the memory roofline."""
+    return stage_param_bytes * (3 + where(recompute >= 2, 1, 0)) + 2 * stored_activation_bytes + 2 * grad_bytes
+
+
+def kv_elements_per_token_for_cp(arch: ModelArchitecture, tensor_parallel):
+    """K and V elements per token one TP rank exchanges in ring attention."""
+    if arch.uses_mla:
+        heads = arch.num_attention_heads / tensor_parallel
+        return heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim)
+    return 2 * maximum(arch.num_kv_heads / tensor_parallel, 1) * arch.head_dim
+
+
+def stage_layers(arch: ModelArchitecture, pipeline_parallel):
+    return base_memory.stage_layers(arch, pipeline_parallel)
+
+
+def stage_moe_layers(arch: ModelArchitecture, pipeline_parallel):
+    return base_memory.stage_moe_layers(arch, pipeline_parallel)
+
+
+__all__ = [
+    "layer_matmul_parameters",
+    "attention_forward_flops_per_token",
+    "head_forward_flops_per_token",
+    "lora_forward_flops_per_token",
+    "layer_training_flops_per_token",
+    "head_training_flops_per_token",
+    "model_training_flops_per_token",
+    "megatron_flops_per_step",
+    "pipeline_bubble_fraction",
+    "link_bandwidth",
+    "link_latency",
+    "tensor_parallel_comm_seconds",
+    "expert_all_to_all_seconds",
+    "context_parallel_comm_seconds",
+    "pipeline_p2p_seconds",
+    "gradient_allreduce_seconds",
+    "gradient_reduce_scatter_seconds",
+    "parameter_allgather_seconds",
+    "host_transfer_seconds",
+    "optimizer_step_bytes",
+    "microbatch_memory_bytes",
+    "kv_elements_per_token_for_cp",
+]
