@@ -54,7 +54,10 @@ class ModelArchitecture(BaseModel):
     shared_expert_intermediate_size: int = Field(default=0, ge=0, le=4_000_000)  # total width of shared experts
     shared_expert_gate: bool = False  # Qwen-MoE: a sigmoid gate (hidden x 1) on the shared expert
     first_k_dense_layers: int = Field(default=0, ge=0)
-    moe_layer_interval: int = Field(default=1, ge=1)  # every n-th layer (after the dense ones) is MoE
+    # After the dense-first layers, layer i is MoE when (i + moe_layer_phase) % moe_layer_interval == 0:
+    # DeepSeek's moe_layer_freq has phase 0, Qwen-MoE's decoder_sparse_step ((i+1) % step) phase 1.
+    moe_layer_interval: int = Field(default=1, ge=1)
+    moe_layer_phase: int = Field(default=0, ge=0)
     router_bias: bool = False  # DeepSeek-V3 e_score_correction_bias
 
     # Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank 0 = ordinary attention
@@ -100,8 +103,11 @@ class ModelArchitecture(BaseModel):
     def num_moe_layers(self) -> int:
         if not self.is_moe:
             return 0
-        candidates = self.num_layers - self.first_k_dense_layers
-        return (candidates + self.moe_layer_interval - 1) // self.moe_layer_interval
+        return sum(
+            1
+            for i in range(self.first_k_dense_layers, self.num_layers)
+            if (i + self.moe_layer_phase) % self.moe_layer_interval == 0
+        )
 
     @computed_field
     @property
@@ -116,9 +122,11 @@ class LayerParameters:
     attention_sharded: int  # q, o (and MLA's up-projections): split across tensor-parallel ranks
     attention_kv: int  # k and v projections: split, but replicated once TP exceeds the KV heads
     attention_replicated: int  # MLA's down-projections and their norms: every TP rank holds them
-    attention_bias: int
+    attention_bias: int  # q/k/v biases (column parallel: split across TP ranks)
+    attention_out_bias: int  # output-projection bias (row parallel: every rank holds it whole)
     mlp_dense: int  # dense MLP matrices (dense layers only)
-    mlp_bias: int
+    mlp_bias: int  # up/gate biases (column parallel)
+    mlp_out_bias: int  # down-projection bias (row parallel: replicated)
     experts_routed: int  # all routed experts of the layer (MoE layers only)
     experts_shared: int
     router: int
@@ -143,8 +151,10 @@ class LayerParameters:
             + self.attention_kv
             + self.attention_replicated
             + self.attention_bias
+            + self.attention_out_bias
             + self.mlp_dense
             + self.mlp_bias
+            + self.mlp_out_bias
             + self.experts_routed
             + self.experts_shared
             + self.router
@@ -174,22 +184,22 @@ def _attention_parameters(arch: ModelArchitecture) -> dict[str, int]:
             "replicated": q_down + kv_down,
             "replicated_norms": q_norm + kv_norm,
             "bias": 0,
+            "out_bias": 0,
         }
     q = h * arch.num_attention_heads * arch.head_dim
     kv = 2 * h * arch.num_kv_heads * arch.head_dim
     o = arch.num_attention_heads * arch.head_dim * h
-    bias = 0
-    if arch.qkv_bias:
-        bias += (arch.num_attention_heads + 2 * arch.num_kv_heads) * arch.head_dim
-    if arch.attn_out_bias:
-        bias += h
-    return {"sharded": q + o, "kv": kv, "replicated": 0, "replicated_norms": 0, "bias": bias}
+    bias = (arch.num_attention_heads + 2 * arch.num_kv_heads) * arch.head_dim if arch.qkv_bias else 0
+    out_bias = h if arch.attn_out_bias else 0
+    return {"sharded": q + o, "kv": kv, "replicated": 0, "replicated_norms": 0, "bias": bias, "out_bias": out_bias}
 
 
-def _mlp_parameters(hidden: int, width: int, gated: bool, bias: bool) -> tuple[int, int]:
+def _mlp_parameters(hidden: int, width: int, gated: bool, bias: bool) -> tuple[int, int, int]:
+    """(matrices, column-parallel biases, row-parallel bias) of one dense MLP."""
     matrices = (3 if gated else 2) * hidden * width
-    biases = ((2 if gated else 1) * width + hidden) if bias else 0
-    return matrices, biases
+    if not bias:
+        return matrices, 0, 0
+    return matrices, (2 if gated else 1) * width, hidden
 
 
 def layer_parameters(arch: ModelArchitecture, moe_layer: bool) -> LayerParameters:
@@ -204,17 +214,19 @@ def layer_parameters(arch: ModelArchitecture, moe_layer: bool) -> LayerParameter
         shared = 3 * h * arch.shared_expert_intermediate_size
         router = arch.num_experts * h + (arch.num_experts if arch.router_bias else 0)
         router += h if arch.shared_expert_gate else 0
-        mlp, mlp_bias = 0, 0
+        mlp, mlp_bias, mlp_out_bias = 0, 0, 0
     else:
         routed, shared, router = 0, 0, 0
-        mlp, mlp_bias = _mlp_parameters(h, arch.intermediate_size, arch.mlp_gated, arch.mlp_bias)
+        mlp, mlp_bias, mlp_out_bias = _mlp_parameters(h, arch.intermediate_size, arch.mlp_gated, arch.mlp_bias)
     return LayerParameters(
         attention_sharded=attn["sharded"],
         attention_kv=attn["kv"],
         attention_replicated=attn["replicated"],
         attention_bias=attn["bias"],
+        attention_out_bias=attn["out_bias"],
         mlp_dense=mlp,
         mlp_bias=mlp_bias,
+        mlp_out_bias=mlp_out_bias,
         experts_routed=routed,
         experts_shared=shared,
         router=router,
@@ -279,14 +291,17 @@ class ParameterCounts:
                 + self.dense_layer.attention_kv
                 + self.dense_layer.attention_replicated
                 + self.dense_layer.attention_bias
+                + self.dense_layer.attention_out_bias
             )
             + (
                 self.num_moe_layers
-                * (moe.attention_sharded + moe.attention_kv + moe.attention_replicated + moe.attention_bias)
+                * (moe.attention_sharded + moe.attention_kv + moe.attention_replicated + moe.attention_bias
+                   + moe.attention_out_bias)
                 if moe
                 else 0
             ),
-            "mlp_dense": self.num_dense_layers * (self.dense_layer.mlp_dense + self.dense_layer.mlp_bias),
+            "mlp_dense": self.num_dense_layers
+            * (self.dense_layer.mlp_dense + self.dense_layer.mlp_bias + self.dense_layer.mlp_out_bias),
             "experts_routed": self.routed_experts_total,
             "experts_shared": self.num_moe_layers * moe.experts_shared if moe else 0,
             "router": self.num_moe_layers * moe.router if moe else 0,

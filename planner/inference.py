@@ -225,8 +225,9 @@ def max_context_tokens(arch: ModelArchitecture, tensor_parallel, pipeline_parall
     all_rate = layers * per_token_layer
     window = arch.sliding_window or 0
     below_window = kv_budget_per_sequence / all_rate
-    beyond = where(full_rate > 0, window + (kv_budget_per_sequence - all_rate * window) / np.maximum(full_rate, 1e-300),
-                   np.inf)
+    # With every layer sliding, memory never limits the context (only the model's maximum does).
+    safe_rate = where(full_rate > 0, full_rate, 1.0)
+    beyond = where(full_rate > 0, window + (kv_budget_per_sequence - all_rate * window) / safe_rate, np.inf)
     tokens = where(below_window <= window, below_window, beyond) if window else below_window
     tokens = minimum(tokens, float(arch.max_context_tokens))
     return np.floor(np.floor(tokens) / block_tokens) * block_tokens

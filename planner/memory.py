@@ -50,7 +50,10 @@ def _layer_weight_bytes(layer: LayerParameters, arch: ModelArchitecture, tensor_
         + layer.experts_routed / expert_shards
         + layer.experts_shared / tensor_parallel
     )
-    small = (layer.attention_bias + layer.mlp_bias) / tensor_parallel + layer.router + layer.norms
+    # Column-parallel biases split with their matrices; row-parallel (output) biases are added after the
+    # all-reduce, so every rank holds them whole (Megatron RowParallelLinear, vLLM).
+    small = ((layer.attention_bias + layer.mlp_bias) / tensor_parallel + layer.attention_out_bias
+             + layer.mlp_out_bias + layer.router + layer.norms)
     return linear * linear_bytes + small * high_precision_bytes
 
 
@@ -130,8 +133,9 @@ def inference_activation_bytes(arch: ModelArchitecture, tensor_parallel, tokens,
     """Peak transient activations of one forward step over `tokens` tokens (a prefill chunk or a decode
     batch) on one GPU. Inference frees each layer's intermediates, so the peak is one layer's widest
     moment: the residual stream and its normalized copy (2h) plus the larger of the attention
-    projections (q, k, v and output, split across TP) and the MLP's gate/up/activation tensors
-    (3 x width / TP; an MoE token runs its k experts plus the shared ones).
+    projections (q, k, v and output, split across TP) and the MLP's intermediate tensors (gate, up and
+    activation: 3 x width / TP for SwiGLU, up and activation 2 x width for GeLU; an MoE token runs its
+    k experts plus the shared ones).
     """
     h = arch.hidden_size
     if arch.uses_mla:
@@ -141,9 +145,9 @@ def inference_activation_bytes(arch: ModelArchitecture, tensor_parallel, tokens,
     else:
         kv_heads = maximum(arch.num_kv_heads / tensor_parallel, 1)
         attention = (2 * arch.num_attention_heads / tensor_parallel + 2 * kv_heads) * arch.head_dim
-    dense_width = arch.intermediate_size if arch.num_dense_layers else 0
-    moe_width = arch.experts_per_token * arch.expert_intermediate_size + arch.shared_expert_intermediate_size
-    mlp = 3 * max(dense_width, moe_width) / tensor_parallel
+    dense_width = arch.intermediate_size * (3 if arch.mlp_gated else 2) if arch.num_dense_layers else 0
+    moe_width = 3 * (arch.experts_per_token * arch.expert_intermediate_size + arch.shared_expert_intermediate_size)
+    mlp = max(dense_width, moe_width) / tensor_parallel
     return tokens * (2 * h + maximum(attention, mlp)) * activation_bytes
 
 

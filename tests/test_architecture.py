@@ -92,8 +92,9 @@ def test_llama_toy_tied_and_biased():
     c = parameter_counts(arch(LLAMA, tie_word_embeddings=True, attention_bias=True, mlp_bias=True))
     assert c.lm_head == 0
     # attention_bias: q (64) + k (32) + v (32) + o (64) = 192; mlp_bias: gate 128 + up 128 + down 64 = 320
-    assert c.dense_layer.attention_bias == 64 + 32 + 32 + 64
-    assert c.dense_layer.mlp_bias == 128 + 128 + 64
+    # column-parallel (split over TP) and row-parallel (replicated) biases are kept apart
+    assert c.dense_layer.attention_bias == 64 + 32 + 32 and c.dense_layer.attention_out_bias == 64
+    assert c.dense_layer.mlp_bias == 128 + 128 and c.dense_layer.mlp_out_bias == 64
     assert c.total == 6_400 + 2 * (36_992 + 192 + 320) + 64  # 81,472
 
 
@@ -107,8 +108,8 @@ def test_gpt2_toy():
     # ln_1 64 + c_attn (32x96 + 96 = 3,168) + c_proj (32x32 + 32 = 1,056) + ln_2 64
     # + c_fc (32x128 + 128 = 4,224) + mlp c_proj (128x32 + 32 = 4,128) = 12,704
     assert layer.total == 64 + 3_168 + 1_056 + 64 + 4_224 + 4_128
-    assert layer.attention_bias == 96 + 32
-    assert layer.mlp_bias == 128 + 32
+    assert layer.attention_bias == 96 and layer.attention_out_bias == 32
+    assert layer.mlp_bias == 128 and layer.mlp_out_bias == 32
     assert c.total == 1_600 + 512 + 2 * 12_704 + 64  # 27,584
 
 

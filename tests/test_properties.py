@@ -296,12 +296,6 @@ def test_plan_emits_no_numpy_warnings(model):
     assert _plan_strict(model).memory.max_context_tokens > 0
 
 
-@pytest.mark.xfail(strict=True, raises=RuntimeWarning, reason=(
-    "ENGINE BUG (robustness): inference.max_context_tokens computes both branches of `where` and divides by "
-    "np.maximum(full_rate, 1e-300) when every layer slides (full_rate == 0: Mistral-7B-v0.1, Phi-3), which "
-    "overflows and emits 'RuntimeWarning: overflow encountered in scalar divide' on every plan of those models; "
-    "under -W error (or pytest filterwarnings=error) plan() raises. The value itself is right (the inf branch is "
-    "discarded and the result is capped at max_context_tokens)."))
 @pytest.mark.parametrize("model", ["mistral-7b-v0.1", "phi-3-mini-4k"])
 def test_all_sliding_models_plan_without_numpy_warnings(model):
     p = _plan_strict(model)

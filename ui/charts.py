@@ -81,28 +81,29 @@ def _component_scale(keys: Sequence[str]) -> alt.Scale:
 
 @lru_cache(maxsize=32)
 def _memory_bar_chart(keys: tuple[str, ...]) -> dict:
-    bars = alt.Chart(_records("memory")).mark_bar(height=38).encode(
+    bars = alt.Chart(_records("memory")).mark_bar(height=30).encode(
         x=alt.X("sum(gib):Q", title="GiB per GPU (2^30 bytes)", stack="zero", scale=alt.Scale(zero=True)),
         y=alt.Y("plan:N", title=None, axis=None),
         color=alt.Color("component:N", scale=_component_scale(keys), title=None,
-                        legend=alt.Legend(orient="bottom", direction="horizontal", columns=3, symbolType="square")),
+                        legend=alt.Legend(orient="top", direction="horizontal", columns=3, symbolType="square",
+                                          offset=6)),
         order=alt.Order("order:Q"),
         tooltip=[alt.Tooltip("component:N", title="Component"), alt.Tooltip("size:N", title="Size"),
                  alt.Tooltip("share:Q", title="Share of total", format=".1%")],
     )
     limits = alt.Chart(_records("limits"))
-    rules = limits.mark_rule(strokeWidth=2, color=palette.BLACK).encode(
-        x="gib:Q",
-        strokeDash=alt.StrokeDash("dash:N", scale=alt.Scale(domain=["budget", "capacity"], range=[[5, 3], [1, 0]]),
-                                  legend=None),
-        tooltip=[alt.Tooltip("what:N", title="Limit")],
-    )
+    tooltip = [alt.Tooltip("what:N", title="Limit")]
+    budget = limits.transform_filter("datum.dash == 'budget'")
+    capacity = limits.transform_filter("datum.dash == 'capacity'")
+    budget_rule = budget.mark_rule(strokeWidth=2, strokeDash=[5, 3], color=palette.BLACK).encode(
+        x="gib:Q", tooltip=tooltip)
+    capacity_rule = capacity.mark_rule(strokeWidth=2, color=palette.BLACK).encode(x="gib:Q", tooltip=tooltip)
     # Budget label above the bar, capacity label below it, both ending at their rule: they never collide.
-    budget_text = limits.transform_filter("datum.dash == 'budget'").mark_text(
-        align="right", dx=-4, dy=-30, fontSize=11).encode(x="gib:Q", text="what:N")
-    capacity_text = limits.transform_filter("datum.dash == 'capacity'").mark_text(
-        align="right", dx=-4, dy=30, fontSize=11).encode(x="gib:Q", text="what:N")
-    return _finish(alt.layer(bars, rules, budget_text, capacity_text), height=120).to_dict()
+    budget_text = budget.mark_text(align="right", baseline="top", dx=-4, y=0, fontSize=11).encode(
+        x="gib:Q", text="what:N")
+    capacity_text = capacity.mark_text(align="right", baseline="bottom", dx=-4, y=alt.expr("height"),
+                                       fontSize=11).encode(x="gib:Q", text="what:N")
+    return _finish(alt.layer(bars, budget_rule, capacity_rule, budget_text, capacity_text), height=190).to_dict()
 
 
 def memory_bar(components: dict[str, float], budget_bytes: float, capacity_bytes: float,
@@ -110,10 +111,11 @@ def memory_bar(components: dict[str, float], budget_bytes: float, capacity_bytes
     """One GPU's memory as a stacked bar, with the budget (dashed) and physical capacity (solid) as rules."""
     keys = tuple(k for k, v in components.items() if v > 0)
     frame = memory_frame({k: components[k] for k in keys})
-    limits = pd.DataFrame([
-        {"what": f"{budget_label} {units.gib(budget_bytes)}", "gib": budget_bytes / GIB, "dash": "budget"},
-        {"what": f"capacity {units.gib(capacity_bytes)}", "gib": capacity_bytes / GIB, "dash": "capacity"},
-    ])
+    limits = [{"what": f"capacity {units.gib(capacity_bytes)}", "gib": capacity_bytes / GIB, "dash": "capacity"}]
+    if not math.isclose(budget_bytes, capacity_bytes, rel_tol=1e-9):
+        limits.append({"what": f"{budget_label} {units.gib(budget_bytes)}", "gib": budget_bytes / GIB,
+                       "dash": "budget"})
+    limits = pd.DataFrame(limits)
     return _spec(_memory_bar_chart(keys), {"memory": frame, "limits": limits})
 
 
@@ -146,7 +148,7 @@ def memory_compare(plans: Sequence[tuple[str, dict[str, float], float]]) -> dict
     budgets = pd.DataFrame([{"plan": label, "rank": rank, "gib": budget / GIB, "budget": units.gib(budget)}
                             for rank, (label, _, budget) in enumerate(plans)])
     return _spec(_memory_compare_chart(tuple(keys)), {"memory": frame, "budgets": budgets},
-                 height=max(130, 44 * len(plans) + 70))
+                 height=max(130, 44 * len(plans) + 130))
 
 
 # ---------------------------------------------------------------------------------------- roofline
@@ -175,9 +177,11 @@ def _roofline_chart() -> dict:
                alt.Tooltip("binding:N", title="Binding resource"), alt.Tooltip("step:N", title="Step time")]
     points = alt.Chart(_records("phases"))
     dots = points.mark_point(size=160, filled=True, opacity=1).encode(x=x, y=y, color=colour, tooltip=tooltip)
-    text = points.mark_text(align="left", dx=10, dy=12, fontSize=12, fontWeight="bold").encode(
-        x=x, y=y, text="label:N", color=colour)
-    return _finish(alt.layer(roof_line, ridge_mark, ridge_text, dots, text), height=320).to_dict()
+    right = points.transform_filter("datum.side == 'right'").mark_text(
+        align="left", dx=10, dy=12, fontSize=12, fontWeight="bold").encode(x=x, y=y, text="label:N", color=colour)
+    left = points.transform_filter("datum.side == 'left'").mark_text(
+        align="right", dx=-10, dy=12, fontSize=12, fontWeight="bold").encode(x=x, y=y, text="label:N", color=colour)
+    return _finish(alt.layer(roof_line, ridge_mark, ridge_text, dots, right, left), height=320).to_dict()
 
 
 def roofline(peak_flops_per_second: float, bandwidth_bytes_per_second: float, phases: Iterable[dict]) -> dict:
@@ -205,6 +209,9 @@ def roofline(peak_flops_per_second: float, bandwidth_bytes_per_second: float, ph
     roof = pd.DataFrame({"intensity": xs,
                          "tflops": np.minimum(peak_flops_per_second, bandwidth_bytes_per_second * xs) / TERA})
     roof["where"] = np.where(roof["intensity"] < ridge, "memory-bandwidth roof", "compute roof")
+    middle = math.sqrt(low * high)
+    for point in points:  # label towards the middle of the chart so it never runs off an edge
+        point["side"] = "left" if point["intensity"] > middle else "right"
     ridge_frame = pd.DataFrame([{"intensity": ridge, "tflops": peak_flops_per_second / TERA,
                                  "label": f"ridge {ridge:,.0f} FLOP/B"}])
     return _spec(_roofline_chart(), {"roof": roof, "ridge": ridge_frame, "phases": pd.DataFrame(points)})
@@ -235,7 +242,7 @@ def _heatmap_chart() -> dict:
     fits = cells.transform_filter("datum.fits").mark_rect(stroke="white", strokeWidth=1).encode(
         x=x, y=y, tooltip=tooltip,
         color=alt.Color("tokens_per_second:Q", title="Output tokens/s", scale=alt.Scale(scheme="viridis", type="log"),
-                        legend=alt.Legend(orient="right", format="~s", gradientLength=160)))
+                        legend=alt.Legend(orient="right", format=".2~s", gradientLength=160)))
     misses = cells.transform_filter("!datum.fits").mark_rect(color=palette.LIGHT_GREY, stroke="white",
                                                              strokeWidth=1).encode(x=x, y=y, tooltip=tooltip)
     crosses = cells.transform_filter("!datum.fits").mark_text(text="✕", color="#5F5F5F", fontSize=12).encode(
@@ -243,6 +250,11 @@ def _heatmap_chart() -> dict:
     marker = cells.transform_filter("datum.is_current").mark_rect(fill=None, stroke=palette.VERMILLION,
                                                                   strokeWidth=3).encode(x=x, y=y, tooltip=tooltip)
     return _finish(alt.layer(fits, misses, crosses, marker), height=300).to_dict()
+
+
+def context_label(tokens: int) -> str:
+    """Context lengths as people say them: 1024 -> '1K', 131072 -> '128K', 2560 -> '2,560'."""
+    return f"{tokens // 1024}K" if tokens % 1024 == 0 else f"{tokens:,}"
 
 
 def heatmap(frame: pd.DataFrame, current: tuple[int, int]) -> dict:
@@ -253,10 +265,10 @@ def heatmap(frame: pd.DataFrame, current: tuple[int, int]) -> dict:
     data = frame.copy()
     data["verdict"] = np.where(data["fits"], "fits", "does not fit")
     data["is_current"] = [(c, x) == tuple(current) for c, x in zip(data["concurrency"], data["context"])]
-    data["conc_label"] = data["concurrency"].map(units.count)
-    data["ctx_label"] = data["context"].map(units.count)
+    data["conc_label"] = data["concurrency"].map(lambda v: f"{v:,}")
+    data["ctx_label"] = data["context"].map(context_label)
     rows = data["context"].nunique()
-    return _spec(_heatmap_chart(), {"grid": data}, height=max(220, 30 * rows + 70))
+    return _spec(_heatmap_chart(), {"grid": data}, height=max(220, 30 * rows + 100))
 
 
 @lru_cache(maxsize=1)
@@ -313,7 +325,7 @@ def metric_bars(plans: Sequence[str], values: Sequence[float], texts: Sequence[s
     frame = pd.DataFrame({"plan": list(plans), "rank": range(len(plans)),
                           "value": [v if v is not None and math.isfinite(v) else None for v in values],
                           "text": list(texts)})
-    return _spec(_metric_chart(title, axis_format), {"values": frame}, height=max(90, 30 * len(plans) + 50))
+    return _spec(_metric_chart(title, axis_format), {"values": frame}, height=max(130, 34 * len(plans) + 80))
 
 
 @lru_cache(maxsize=32)
@@ -327,7 +339,7 @@ def _stacked_time_chart(keys: tuple[str, ...], title: str) -> dict:
         tooltip=[alt.Tooltip("component:N", title="Component"), alt.Tooltip("text:N", title="Time"),
                  alt.Tooltip("share:Q", title="Share of the step", format=".1%")],
     )
-    return _finish(bars, height=120).to_dict()
+    return _finish(bars, height=190).to_dict()
 
 
 def stacked_time(parts: dict[str, float], title: str = "Seconds per optimizer step") -> dict:

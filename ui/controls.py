@@ -61,11 +61,20 @@ class Spec:
     max_chars: int | None = None
     section: str = "workload"
     column: int | None = None  # 0/1: shares a row with the next spec of the same section
+    scale: float = 1.0  # scenario value = widget value x scale (only for unbound specs)
+    bound: bool = True  # False: the widget shows scaled units, so this module writes its URL parameter
+
+    def to_widget(self, value: Any) -> Any:
+        return value if value is None or self.scale == 1.0 else value / self.scale
+
+    def from_widget(self, value: Any) -> Any:
+        return value if value is None or self.scale == 1.0 else value * self.scale
 
     def accepts(self, value: Any) -> bool:
-        if self.widget == "optional_float" and value is None:
+        if self.widget in ("optional_float", "optional_int") and value is None:
             return True
-        if self.widget in ("int", "slider_int"):
+        value = self.to_widget(value)
+        if self.widget in ("int", "slider_int", "optional_int"):
             return isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
         if self.widget in ("float", "optional_float", "slider_float"):
             return isinstance(value, (int, float)) and math.isfinite(value) and self.lo <= value <= self.hi
@@ -81,7 +90,7 @@ class Spec:
         if self.widget == "select":
             return "one of " + ", ".join(map(str, self.options))
         if self.lo is not None:
-            return f"{self.lo:,g} to {self.hi:,g}"
+            return f"{self.lo * self.scale:,g} to {self.hi * self.scale:,g}"
         return "a valid value"
 
     def same(self, a: Any, b: Any) -> bool:
@@ -144,14 +153,31 @@ SPECS: dict[str, tuple[Spec, ...]] = {"inference": INFERENCE_SPECS}
 
 SECTIONS = {
     "inference": (("hardware", None), ("layout", None), ("precision", "Precision"), ("workload", "Workload"),
-                  ("more", "More settings"), ("notes", "Notes for the review")),
+                  ("more", "▸ More settings"), ("notes", "Notes for the review")),
 }
 
 
-def register_specs(kind: str, specs: Sequence[Spec], sections) -> None:
-    """Training (and future kinds) declare their bound fields the same way."""
+# Extra manual fields (beyond model/gpu) and custom section renderers, per kind.
+EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": ()}
+CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {"inference": {}}
+
+
+def register_specs(kind: str, specs: Sequence[Spec], sections, manual: Sequence[str] = (),
+                   custom: dict[str, Callable] | None = None) -> None:
+    """Training (and future kinds) declare their fields the same way.
+
+    `custom` maps a section name to ``fn(prefix, seed, where) -> (dict of scenario fields, error or None)``
+    for fields no single widget holds (e.g. a LoRA config); their names go in `manual`.
+    """
     SPECS[kind] = tuple(specs)
     SECTIONS[kind] = tuple(sections)
+    EXTRA_MANUAL[kind] = tuple(manual)
+    CUSTOM_SECTIONS[kind] = dict(custom or {})
+
+
+def manual_fields(kind: str) -> tuple[str, ...]:
+    specs_for(kind)
+    return MANUAL_FIELDS + EXTRA_MANUAL[kind] + tuple(s.name for s in SPECS[kind] if not s.bound)
 
 
 def specs_for(kind: str) -> tuple[Spec, ...]:
@@ -179,7 +205,9 @@ def read_link(kind: str, params: dict[str, list[str]] | None = None, check_widge
     """
     prefix = f"{kind}_"
     params = _prefixed_params(prefix) if params is None else params
+    params, literal_ints = _split_literal_ints(kind, prefix, params)
     scenario, warnings = query_params_to_scenario(params, kind, prefix)
+    scenario = _apply_literal_ints(kind, prefix, scenario, literal_ints, warnings)
     if not check_widgets:
         return scenario, warnings
     fixes = {}
@@ -200,6 +228,51 @@ def read_link(kind: str, params: dict[str, list[str]] | None = None, check_widge
             warnings.append(f"With those defaults the link's plan is impossible ({error}); the default scenario "
                             "is shown.")
     return scenario, warnings
+
+
+def _literal_int_fields(kind: str) -> dict[str, tuple]:
+    """Fields typed Literal[0, 1, 2, 3] (e.g. zero_stage): pydantic will not read them from URL text."""
+    import typing
+
+    out = {}
+    for name, info in state.scenario_class(kind).model_fields.items():
+        if typing.get_origin(info.annotation) is typing.Literal:
+            args = typing.get_args(info.annotation)
+            if args and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
+                out[name] = args
+    return out
+
+
+def _split_literal_ints(kind: str, prefix: str, params: dict) -> tuple[dict, dict]:
+    literal = _literal_int_fields(kind)
+    rest, taken = {}, {}
+    for key, value in params.items():
+        name = key[len(prefix):]
+        (taken if name in literal else rest)[key] = value
+    return rest, taken
+
+
+def _apply_literal_ints(kind: str, prefix: str, scenario, taken: dict, warnings: list[str]):
+    """planner.share reads Literal-int fields as text and rejects them; read them here instead."""
+    literal = _literal_int_fields(kind)
+    for key, raw in taken.items():
+        name = key[len(prefix):]
+        text = raw[-1] if isinstance(raw, (list, tuple)) else raw
+        try:
+            value = int(text)
+            if value not in literal[name]:
+                raise ValueError
+        except (TypeError, ValueError):
+            warnings.append(f"Link parameter '{key}' = '{text}' is invalid (use one of "
+                            f"{', '.join(map(str, literal[name]))}); using the default {default_of(kind, name)!r}.")
+            continue
+        candidate, error = state.build_scenario(kind, {**_fields(scenario), name: value})
+        if candidate is None:
+            warnings.append(f"Link parameter '{key}' = '{text}' cannot work with the rest of the plan ({error}); "
+                            f"using the default {default_of(kind, name)!r}.")
+            continue
+        scenario = candidate
+    return scenario
 
 
 def _fields(scenario) -> dict[str, Any]:
@@ -241,7 +314,8 @@ def current_scenario(kind: str):
             _store_link_warnings(kind, scenario, warnings)
             # Hand the values to the input page's widgets (they register later, off-screen now).
             for spec in specs_for(kind):
-                st.session_state.setdefault(prefix + spec.name, getattr(scenario, spec.name))
+                if spec.bound:
+                    st.session_state.setdefault(prefix + spec.name, getattr(scenario, spec.name))
         else:
             scenario = default_scenario(kind)
         state.remember(kind, scenario)
@@ -270,7 +344,7 @@ def write_url(kind: str, scenario, fields: Sequence[str] | None) -> None:
     prefix = f"{kind}_"
     wanted = scenario_to_query_params(scenario, prefix)
     names = set(type(scenario).model_fields) - {"kind"} if fields is None else set(fields)
-    bound = set() if fields is None else {prefix + s.name for s in specs_for(kind)}
+    bound = set() if fields is None else {prefix + s.name for s in specs_for(kind) if s.bound}
     for name in names:
         key = prefix + name
         if key in bound:
@@ -303,7 +377,13 @@ def _del_param(key: str) -> None:
 
 
 def _bound_widget(spec: Spec, key: str, default: Any, where) -> Any:
-    common = dict(key=key, help=spec.help, bind="query-params")
+    """The widget of one spec, returning the value in scenario units."""
+    return spec.from_widget(_widget(spec, key, spec.to_widget(default), where))
+
+
+def _widget(spec: Spec, key: str, default: Any, where) -> Any:
+    common = dict(key=key, help=spec.help)
+    common.update(bind="query-params") if spec.bound else common.update(persist_state="session")
     w = spec.widget
     if w == "int":
         return where.number_input(spec.label, min_value=int(spec.lo), max_value=int(spec.hi), value=int(default),
@@ -314,6 +394,9 @@ def _bound_widget(spec: Spec, key: str, default: Any, where) -> Any:
     if w == "optional_float":
         return where.number_input(spec.label, min_value=float(spec.lo), max_value=float(spec.hi), value=None,
                                   step=float(spec.step), format=spec.fmt, placeholder="default", **common)
+    if w == "optional_int":
+        return where.number_input(spec.label, min_value=int(spec.lo), max_value=int(spec.hi), value=None,
+                                  step=int(spec.step or 1), placeholder="auto", **common)
     if w == "slider_int":
         return where.slider(spec.label, min_value=int(spec.lo), max_value=int(spec.hi), value=int(default),
                             step=int(spec.step or 1), **common)
@@ -331,6 +414,15 @@ def _bound_widget(spec: Spec, key: str, default: Any, where) -> Any:
     raise ValueError(f"unknown widget kind {w}")
 
 
+def _value(kind: str, spec: Spec, where) -> Any:
+    prefix = f"{kind}_"
+    value = _bound_widget(spec, prefix + spec.name, default_of(kind, spec.name), where)
+    original = st.session_state.get(f"{prefix}original_{spec.name}")
+    if original is not None and spec.to_widget(value) == original[0]:
+        return original[1]  # untouched: the exact value the link or the last plan had, not a rounded product
+    return value
+
+
 def _render_section(kind: str, section: str, values: dict[str, Any], where) -> None:
     prefix = f"{kind}_"
     specs = [s for s in specs_for(kind) if s.section == section]
@@ -340,10 +432,10 @@ def _render_section(kind: str, section: str, values: dict[str, Any], where) -> N
         if spec.column == 0 and i + 1 < len(specs) and specs[i + 1].column == 1:
             left, right = where.columns(2)
             for target, item in ((left, spec), (right, specs[i + 1])):
-                values[item.name] = _bound_widget(item, prefix + item.name, default_of(kind, item.name), target)
+                values[item.name] = _value(kind, item, target)
             i += 2
             continue
-        values[spec.name] = _bound_widget(spec, prefix + spec.name, default_of(kind, spec.name), where)
+        values[spec.name] = _value(kind, spec, where)
         i += 1
 
 
@@ -547,7 +639,9 @@ def scenario_form(kind: str, extra: Callable[[Any], None] | None = None) -> Form
         seed = state.remembered(kind) or default_scenario(kind)
     for spec in specs:
         if prefix + spec.name not in ss:
-            ss[prefix + spec.name] = getattr(seed, spec.name)
+            ss[prefix + spec.name] = spec.to_widget(getattr(seed, spec.name))
+            if spec.scale != 1.0:
+                ss[f"{prefix}original_{spec.name}"] = (ss[prefix + spec.name], getattr(seed, spec.name))
 
     values: dict[str, Any] = {}
     errors: list[str] = []
@@ -558,20 +652,24 @@ def scenario_form(kind: str, extra: Callable[[Any], None] | None = None) -> Form
     side.markdown("#### Hardware")
     gpu, error = gpu_picker(prefix, seed.gpu, side)
     errors += [error] if error else []
+    custom = CUSTOM_SECTIONS.get(kind, {})
     for section, title in SECTIONS[kind]:
-        if title is None:
-            _render_section(kind, section, values, side)
-        elif section == "more":
-            with side.expander(title):
-                _render_section(kind, section, values, st)
-        else:
+        target = side
+        if title is not None and title.startswith("▸ "):
+            target = side.expander(title[2:])
+        elif title is not None:
             side.markdown(f"#### {title}")
-            _render_section(kind, section, values, side)
+        if section in custom:
+            fields, error = custom[section](prefix, seed, target)
+            values.update(fields)
+            errors += [error] if error else []
+        else:
+            _render_section(kind, section, values, target)
     if extra is not None:
         extra(side)
 
     if link_load:
-        mismatched = {prefix + s.name: getattr(seed, s.name) for s in specs
+        mismatched = {prefix + s.name: s.to_widget(getattr(seed, s.name)) for s in specs
                       if not s.same(values.get(s.name), getattr(seed, s.name))}
         if mismatched:
             ss[f"link_fix_{kind}"] = mismatched
@@ -584,5 +682,5 @@ def scenario_form(kind: str, extra: Callable[[Any], None] | None = None) -> Form
     if scenario is None:
         return FormResult(None, error, pending_link_warnings(kind, None))
     state.remember(kind, scenario)
-    write_url(kind, scenario, MANUAL_FIELDS)
+    write_url(kind, scenario, manual_fields(kind))
     return FormResult(scenario, None, pending_link_warnings(kind, scenario))

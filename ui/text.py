@@ -20,8 +20,25 @@ RESOURCE_WORDS = {
 }
 
 
+COMPONENT_WORDS = {
+    "forward_backward": "Forward + backward",
+    "pipeline_bubble": "Pipeline bubble",
+    "tensor_parallel": "Tensor-parallel comms",
+    "expert_parallel": "Expert all-to-all",
+    "pipeline_p2p": "Pipeline sends",
+    "overlapped_communication_exposed": "Exposed overlapped comms",
+    "data_parallel": "Data-parallel comms",
+    "optimizer_step": "Optimizer step",
+    "offload_transfer": "Offload transfers",
+    "sharding_buffers": "ZeRO/FSDP buffers",
+}
+
+
 def component_label(name: str) -> str:
     """'kv_cache_bytes' -> 'KV cache'; 'optimizer_states_bytes' -> 'Optimizer states'."""
+    key = name.removesuffix("_bytes").removesuffix("_seconds")
+    if key in COMPONENT_WORDS:
+        return COMPONENT_WORDS[key]
     words = name.removesuffix("_bytes").removesuffix("_seconds").split("_")
     words = [_ACRONYMS.get(w, w) for w in words if w]
     if not words:

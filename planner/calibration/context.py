@@ -20,6 +20,7 @@ class Timing:
     seconds: float  # median seconds per call
     reps: int  # calls timed (warm-up excluded unless it was the only one)
     first_seconds: float  # the warm-up call (lazy initialisation included)
+    best_seconds: float = 0.0  # fastest sample: the ceiling, least disturbed by other processes
 
 
 @dataclass
@@ -70,7 +71,7 @@ class ProfileContext:
         self.check_cancel()
         first = backend.time_call(fn)
         if first >= budget_seconds:
-            return Timing(first, 1, first)
+            return Timing(first, 1, first, first)
         inner = 1 if first >= min_sample_seconds else min(1000, math.ceil(min_sample_seconds / max(first, 1e-7)))
         samples: list[float] = []
         spent = first
@@ -83,7 +84,7 @@ class ProfileContext:
                 break
             if spent + per_call * inner > budget_seconds * 1.5:
                 break
-        return Timing(statistics.median(samples), len(samples) * inner, first)
+        return Timing(statistics.median(samples), len(samples) * inner, first, min(samples))
 
 
 __all__ = ["ProfileContext", "Timing", "ProgressFn"]

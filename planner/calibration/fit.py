@@ -7,12 +7,16 @@ removed (the proxy has neither), so the table tests the very formulas `plan()` u
 
 Fitting, in order (each step uses what the previous ones fixed):
 
-1. memory bandwidth and decode compute from the decode step (the phase HBM bandwidth decides on a GPU):
-   whichever resource the measured ceilings say binds (skinny-GEMM FLOP/s vs copy bandwidth) absorbs the
-   measured time; the other keeps its microbenchmark ceiling (never so low that it would bind instead);
-2. prefill compute from the prefill step, when the fitted bandwidth leaves it compute-bound (else the
-   square-GEMM ceiling);
-3. training compute from the training step's forward + backward, the same way;
+0. per-layer overhead (`layer_overhead_seconds`, the fixed launch/synchronisation cost per layer per
+   forward step): a decode step of one token through a very narrow copy of the proxy layers, where FLOPs
+   and bytes are negligible, minus its (tiny) roofline time;
+1. memory bandwidth and decode compute from the decode step minus its overhead: whichever resource the
+   measured ceilings say binds (skinny-GEMM FLOP/s vs copy bandwidth) absorbs the measured time; the
+   other keeps its microbenchmark ceiling (never so low that it would bind instead);
+2. prefill compute from the prefill step minus its overhead, when the fitted bandwidth leaves it
+   compute-bound (else the square-GEMM ceiling);
+3. training compute from the training step's forward + backward, the same way (the training plan has
+   no per-layer overhead term);
 4. communication from the all-reduce bus bandwidth of the largest message (default without 2 GPUs);
 5. host link: not measured (default).
 
@@ -183,11 +187,13 @@ def _compute_efficiency(efficiency: Efficiency, phase: str) -> float:
 
 
 def predicted_seconds(phase: str, flops: float, bytes_moved: float, peak: float, bandwidth: float,
-                      efficiency: Efficiency) -> float:
-    """The roofline the engine applies to one step on one GPU: max(compute, memory), no communication."""
+                      efficiency: Efficiency, layers: int = 0) -> float:
+    """What the engine plans for one step on one GPU without communication: max(compute, memory), plus
+    `layers` x the per-layer overhead for inference steps (inference_metrics; training has no such term)."""
     compute = perf.compute_seconds(flops, peak, _compute_efficiency(efficiency, phase))
     memory = perf.memory_seconds(bytes_moved, bandwidth, efficiency.memory_bandwidth)
-    return float(max(compute, memory))
+    overhead = layers * efficiency.layer_overhead_seconds if phase in ("prefill", "decode") else 0.0
+    return float(max(compute, memory) + overhead)
 
 
 def optimizer_seconds(bytes_moved: float, bandwidth: float, efficiency: Efficiency) -> float:
@@ -220,12 +226,26 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
     e_square = clamp(square / peak) if square else d.prefill_compute
     e_skinny = clamp(skinny / peak) if skinny else d.decode_compute
 
+    overhead = d.layer_overhead_seconds
+    notes["layer_overhead_seconds"] = "default (not measured)"
+    probe = by_name.get("overhead_probe")
+    if probe is not None:
+        roofline = max(probe.flops / (peak * e_skinny), probe.bytes / (bw * e_copy))
+        overhead = min(max(probe.seconds - roofline, 0.0) / probe.layers, 1e-2)
+        notes["layer_overhead_seconds"] = (f"one-token decode through {probe.layers} very narrow layers "
+                                           "(FLOPs and bytes negligible) minus its roofline")
+
+    def busy(phase: PhaseMeasurement) -> float | None:
+        """The phase's time minus its per-layer overhead; None when the overhead is most of it."""
+        t = phase.seconds - phase.layers * overhead
+        return t if t > 0.2 * phase.seconds else None
+
     e_mem, e_decode = e_copy, e_skinny
     notes["memory_bandwidth"] = ("copy benchmark" if copy else "default (not measured)")
     notes["decode_compute"] = (f"skinny {dtype} GEMM ceiling" if skinny else "default (not measured)")
     decode = by_name.get("decode")
-    if decode is not None:
-        t, f, b = decode.seconds, decode.flops, decode.bytes
+    if decode is not None and busy(decode) is not None:
+        t, f, b = busy(decode), decode.flops, decode.bytes
         compute_bound = (f / (skinny or peak * d.decode_compute)) > (b / (copy or bw * d.memory_bandwidth))
         if compute_bound:
             e_decode = clamp(f / (peak * t))
@@ -239,10 +259,10 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
     e_prefill = e_square
     notes["prefill_compute"] = (f"square {dtype} GEMM ceiling" if square else "default (not measured)")
     prefill = by_name.get("prefill")
-    if prefill is not None:
+    if prefill is not None and busy(prefill) is not None:
         memory_time = prefill.bytes / (bw * e_mem)
-        if memory_time < prefill.seconds:
-            e_prefill = clamp(prefill.flops / (peak * prefill.seconds))
+        if memory_time < busy(prefill):
+            e_prefill = clamp(prefill.flops / (peak * busy(prefill)))
             notes["prefill_compute"] = f"fitted to the prefill step ({prefill.tokens} tokens, {dtype})"
         else:
             notes["prefill_compute"] += " (the prefill step was bandwidth-bound at the fitted bandwidth)"
@@ -268,7 +288,7 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
 
     efficiency = Efficiency(prefill_compute=e_prefill, decode_compute=e_decode, memory_bandwidth=e_mem,
                             communication=e_comm, training_compute=e_train, host_link=d.host_link,
-                            source=f"calibration '{label}'")
+                            layer_overhead_seconds=overhead, source=f"calibration '{label}'")
     return FitResult(efficiency, notes)
 
 
@@ -324,14 +344,16 @@ def comparison_rows(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Ref
     for ph in phases:
         layers = ph.layers
         if ph.phase in ("prefill", "decode"):
-            role = "fit" if ph.name in ("prefill", "decode") else "holdout"
+            role = "fit" if ph.name in ("prefill", "decode", "overhead_probe") else "holdout"
             what = (f"prefill {ph.tokens} tokens" if ph.phase == "prefill"
                     else f"decode step, batch {ph.batch}, context {ph.context_tokens}")
+            if ph.name == "overhead_probe":
+                what = f"per-layer overhead probe: {what}, narrow layers"
             rows.append(ComparisonRow(
                 quantity=f"{what} ({layers} layers)", phase=ph.phase, unit="s", role=role, measured=ph.seconds,
-                predicted=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, d),
-                predicted_calibrated=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, efficiency),
-                note="roofline max(FLOPs / (peak x eff), bytes / (bandwidth x eff))"))
+                predicted=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, d, layers),
+                predicted_calibrated=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, efficiency, layers),
+                note="max(FLOPs / (peak x eff), bytes / (bandwidth x eff)) + layers x overhead"))
         else:
             work = geometry.train_work(ph.batch, ph.context_tokens)
             fb = ph.breakdown_seconds.get("forward", 0.0) + ph.breakdown_seconds.get("backward", 0.0)

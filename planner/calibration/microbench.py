@@ -1,5 +1,6 @@
 """Device ceilings: matmul FLOP/s per dtype at prefill-like (square) and decode-like (skinny) shapes,
-copy bandwidth, and all-reduce bus bandwidth across GPUs.
+copy bandwidth, and all-reduce bus bandwidth across GPUs. A ceiling is the fastest timed sample (other
+processes and CPU-quota throttling only ever slow a sample down).
 
 Sizes grow geometrically from a small probe while the next size is predicted to fit its share of the
 time budget and of the memory cap, so a slow dtype (bf16 on a CPU without bf16 units runs at well
@@ -87,7 +88,7 @@ def matmul_ceilings(ctx: ProfileContext, dtypes: list[str], budget_seconds: floa
                 break
             finally:
                 keep = fn = None  # noqa: F841 - free the operands before the next size
-            previous = MatmulMeasurement(dtype=dtype, shape=kind, m=m, n=n, k=k, seconds=timing.seconds,
+            previous = MatmulMeasurement(dtype=dtype, shape=kind, m=m, n=n, k=k, seconds=timing.best_seconds,
                                          reps=timing.reps)
             results.append(previous)
         ctx.backend.empty_cache()
@@ -123,7 +124,7 @@ def bandwidth_ceiling(ctx: ProfileContext, budget_seconds: float, max_buffer_byt
             raise
         finally:
             src = dst = None
-        results.append(BandwidthMeasurement(buffer_bytes=size, seconds=timing.seconds, reps=timing.reps))
+        results.append(BandwidthMeasurement(buffer_bytes=size, seconds=timing.best_seconds, reps=timing.reps))
         if size >= limit:
             break
     if results and results[-1].buffer_bytes < MIN_CREDIBLE_BUFFER:

@@ -160,9 +160,10 @@ class ProxySpec(_Frozen):
     decode_context_tokens: int = Field(ge=1)
     holdout_decode_batch: int = Field(ge=1)
     holdout_decode_context_tokens: int = Field(ge=1)
-    decode_steps: int = Field(ge=1)
     train_micro_batch: int = Field(ge=1)
     train_tokens: int = Field(ge=1, description="sequence length of the training micro-batch")
+    overhead_probe_width_divisor: int | None = Field(
+        default=None, ge=1, description="width divisor of the narrow copy timed for the per-layer overhead")
     caps: list[str] = []
 
 

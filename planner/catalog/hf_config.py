@@ -123,7 +123,8 @@ def _parse_mixtral(config: dict) -> dict:
 
 def _parse_qwen_moe(config: dict) -> dict:
     experts = _get(config, "num_experts")
-    shared_width = _get(config, "shared_expert_intermediate_size", default=0)
+    # Qwen3-MoE has no shared expert (HF ignores the key if a config carries it).
+    shared_width = _get(config, "shared_expert_intermediate_size", default=0) if config["model_type"] == "qwen2_moe" else 0
     layers = _get(config, "num_hidden_layers")
     if config.get("mlp_only_layers"):
         raise PlanningError("config.json: mlp_only_layers (dense layers at arbitrary positions) is not supported")
@@ -135,6 +136,7 @@ def _parse_qwen_moe(config: dict) -> dict:
         shared_expert_intermediate_size=shared_width,
         shared_expert_gate=shared_width > 0,
         moe_layer_interval=_get(config, "decoder_sparse_step", default=1),
+        moe_layer_phase=1,  # HF Qwen-MoE: layer i is sparse when (i + 1) % decoder_sparse_step == 0
     )
     if config["model_type"] == "qwen2_moe":
         fields.update(qkv_bias=True, attn_out_bias=False)

@@ -230,7 +230,8 @@ def adafactor_state_elements(counts: ParameterCounts, arch: ModelArchitecture, t
                 matrices = matrices + copies * (d_in + d_out + 2 * lora_rank)
         if lora_rank is None:
             layer = counts.moe_layer if moe_layer else counts.dense_layer
-            vectors = layer.norms + (layer.attention_bias + layer.mlp_bias) / t
+            vectors = (layer.norms + (layer.attention_bias + layer.mlp_bias) / t + layer.attention_out_bias
+                       + layer.mlp_out_bias)
         return matrices + vectors
 
     moe_layers = base_memory.stage_moe_layers(arch, pipeline_parallel)
@@ -295,14 +296,14 @@ def optimizer_states_bytes(dense_state_bytes, expert_state_bytes, zero_stage, de
     return where(offload_optimizer, 0.0, resident)
 
 
-def sharding_buffer_bytes(zero_stage, dense_group, unit_param_bytes, unit_grad_bytes):
+def sharding_buffer_bytes(zero_stage, dense_group, unit_param_bytes, layer_param_bytes, unit_grad_bytes):
     """Transient buffers of sharded data parallelism on one GPU. ZeRO-3 / FSDP full-shard: the gathered
-    parameters of the unit being computed plus the prefetched next one (2 units) and the unsharded
-    gradients of one unit before its reduce-scatter; ZeRO-2: that gradient unit only. A unit is one
-    transformer layer or the embedding/head matrix, whichever is larger (FSDP wraps per layer).
-    DDP's 25 MB buckets and NCCL staging are below 1 % and left to the runtime overhead."""
+    parameters of the unit being computed (`unit_param_bytes`: the largest unit, a transformer layer or the
+    embedding/head matrix) plus the next layer being prefetched (`layer_param_bytes`), and the unsharded
+    gradients of one unit before its reduce-scatter; ZeRO-2: that gradient unit only. Nothing is gathered
+    when the group is a single GPU. DDP's 25 MB buckets and NCCL staging are left to the runtime overhead."""
     sharded = where(dense_group > 1, 1.0, 0.0)
-    zero3 = 2 * unit_param_bytes + unit_grad_bytes
+    zero3 = unit_param_bytes + layer_param_bytes + unit_grad_bytes
     return sharded * where(zero_stage >= 3, zero3, where(zero_stage == 2, unit_grad_bytes, 0.0))
 
 
@@ -443,16 +444,16 @@ def in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages=1):
 
 
 def edge_activation_bytes_per_token(arch: ModelArchitecture, tensor_parallel, sequence_parallel, dropout,
-                                    pipeline_parallel, first_stage: bool, activation_bytes=2.0):
+                                    pipeline_parallel, first_stage: bool, activation_bytes=2.0, frozen_head=False):
     """Per-token activations outside the layers, saved until backward. First stage: the embedding-dropout
     mask (1 B x h). Last stage: the final norm's input and statistics and the output projection's input
-    (2 h B). With one stage both. Split by TP with sequence parallelism (Korthikanti Sec. 4.3). The fp32
-    logits are `logits_bytes`."""
+    (2 h B; a frozen head, as in LoRA, needs no weight gradient and saves no input). With one stage both.
+    Split by TP with sequence parallelism (Korthikanti Sec. 4.3). The fp32 logits are `logits_bytes`."""
     sp_split = where(sequence_parallel, tensor_parallel, 1)
     h = arch.hidden_size
     norm_stats = 8 if arch.norm_has_bias else 4
     embedding = where(dropout, h, 0) / sp_split
-    output = (2 * h * activation_bytes + norm_stats) / sp_split
+    output = (h * activation_bytes + norm_stats + where(frozen_head, 0, h * activation_bytes)) / sp_split
     single = embedding + output
     return where(pipeline_parallel > 1, embedding if first_stage else output, single)
 
@@ -492,7 +493,7 @@ def stage_activation_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_pa
         working = maximum(working, layer_recompute_working_bytes_per_token(arch, True, *common))
     in_flight = in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages) if first_stage else 1
     edges = edge_activation_bytes_per_token(arch, tensor_parallel, sequence_parallel, dropout, pipeline_parallel,
-                                            first_stage, activation_bytes)
+                                            first_stage, activation_bytes, frozen_head=lora_rank > 0)
     return tokens * (per_token * in_flight + edges + working)
 
 

@@ -91,6 +91,7 @@ def _model_state_inputs(arch: ModelArchitecture, counts: ParameterCounts, tp, pp
         param_dense = trainable_dense * param_b
         param_expert = trainable_expert * param_b
         unit_param = maximum(unit_layer_elements, unit_edge_elements) * param_b
+        layer_param = unit_layer_elements * param_b
         unit_grad = maximum(unit_layer_elements, unit_edge_elements) * grad_b
         factored = None
         if optimizer == "adafactor":
@@ -110,7 +111,8 @@ def _model_state_inputs(arch: ModelArchitecture, counts: ParameterCounts, tp, pp
         param_expert = base_expert + trainable_expert * param_b
         unit_adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, arch.num_layers, ep)
         unit_base = tmem.stage_layer_parameter_elements(counts, arch, tp, arch.num_layers, ep, linear_b, other_b)
-        unit_param = maximum(unit_base + unit_adapters * param_b, unit_edge_elements * other_b)
+        layer_param = unit_base + unit_adapters * param_b
+        unit_param = maximum(layer_param, unit_edge_elements * other_b)
         unit_grad = unit_adapters * grad_b
         factored = None
         if optimizer == "adafactor":
@@ -125,7 +127,7 @@ def _model_state_inputs(arch: ModelArchitecture, counts: ParameterCounts, tp, pp
         state_expert = trainable_expert * master_b
     return dict(param_dense=param_dense, param_expert=param_expert, trainable_dense=trainable_dense,
                 trainable_expert=trainable_expert, state_dense=state_dense, state_expert=state_expert,
-                unit_param=unit_param, unit_grad=unit_grad)
+                unit_param=unit_param, layer_param=layer_param, unit_grad=unit_grad)
 
 
 def training_memory(arch: ModelArchitecture, counts: ParameterCounts, hw: TrainingHardware, *, tensor_parallel,
@@ -158,7 +160,8 @@ def training_memory(arch: ModelArchitecture, counts: ParameterCounts, hw: Traini
                                                         grad_bytes)
         optimizer_states = tmem.optimizer_states_bytes(s["state_dense"], s["state_expert"], zero_stage, dense_group,
                                                        expert_group, offload_optimizer)
-        buffers = tmem.sharding_buffer_bytes(zero_stage, dense_group, s["unit_param"], s["unit_grad"])
+        buffers = tmem.sharding_buffer_bytes(zero_stage, dense_group, s["unit_param"], s["layer_param"],
+                                             s["unit_grad"])
         activations = tmem.stage_activation_bytes(
             arch, tp, pp, cp, micro_batch_size, sequence_length, microbatches, virtual_stages, sequence_parallel,
             flash_attention, recompute, dropout, first, activation_bytes, lora_rank, lora_targets)

@@ -339,7 +339,7 @@ def _assumptions(s: TrainingScenario, arch: ModelArchitecture, efficiency: Effic
         f"Precision {s.precision}: {p.description}.",
         "Model states follow ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state and fp32 master weights, "
         "2 also gradients, 3 also parameters, over the data-parallel (x context-parallel) group; routed experts over "
-        "DP / EP. FSDP/ZeRO-3 holds two gathered units (current + prefetched layer) and one unsharded gradient unit.",
+        "DP / EP. FSDP/ZeRO-3 holds the gathered unit being computed (a layer or the embedding/head) plus the next, prefetched layer and one unsharded gradient unit; ZeRO-2 that gradient unit.",
         "Activations follow Korthikanti et al. 2022 (Table 2), adapted to the architecture: fused RMSNorm/LayerNorm "
         "kernels (input + fp32 statistics), SwiGLU keeps 4 tensors of the MLP width, GQA keeps K/V at the KV-head "
         "width under FlashAttention; unfused attention keeps the softmax (and dropout) of every score.",

@@ -596,12 +596,6 @@ def test_biased_layer_unsharded_matches():
     assert _opt_shard_bytes(1) == _weight_bytes(GPT_STYLE, tp=1)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ENGINE BUG (small): memory._layer_weight_bytes divides every bias by TP, but the row-parallel output biases "
-    "(attention out_proj/o_proj/c_proj/dense and the MLP's fc2/down/c_proj) are replicated on every rank in "
-    "Megatron and vLLM (RowParallelLinear keeps the full output_size bias). Per layer the engine undercounts "
-    "2 x hidden x (1 - 1/TP) elements: here 2 x 32 x 3/4 x 2 B = 96 B at TP 4; OPT-175B at TP 8: "
-    "96 layers x 2 x 12,288 x 7/8 x 2 B = 4.1 MB per GPU."))
 def test_biased_layer_tensor_parallel_shards():
     for tp in (2, 4):
         assert _opt_shard_bytes(tp) == _weight_bytes(GPT_STYLE, tp=tp)

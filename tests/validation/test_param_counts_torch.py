@@ -511,11 +511,6 @@ def test_dense_family_configs_match_torch(name):
         assert n == published
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ENGINE BUG: ModelArchitecture.num_moe_layers = ceil((L - first_k) / interval) counts MoE layers from the "
-    "first layer after the dense ones, but DeepseekV2DecoderLayer makes layer i MoE iff i >= first_k_dense_replace "
-    "and i % moe_layer_freq == 0 (absolute index). L=6, first_k=1, freq=2: HF has MoE layers {2, 4} = 2, the engine "
-    "counts ceil(5/2) = 3. No catalog model uses moe_layer_freq > 1, but uploaded configs can."))
 def test_deepseek_moe_layer_freq_follows_hf_layer_index():
     cfg = _toy_deepseek(moe_layer_freq=2)
     arch = architecture_from_config(cfg)
@@ -523,10 +518,6 @@ def test_deepseek_moe_layer_freq_follows_hf_layer_index():
     assert torch_count(cfg) == parameter_counts(arch).total
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ENGINE BUG: Qwen2MoeDecoderLayer makes layer i sparse iff (i + 1) % decoder_sparse_step == 0, i.e. "
-    "floor(L / step) MoE layers; the engine counts ceil(L / step). L=5, step=2: HF sparse layers {1, 3} = 2, "
-    "engine 3 (it also places a MoE layer where HF has a dense MLP)."))
 def test_qwen_moe_decoder_sparse_step_follows_hf_layer_index():
     cfg = _toy_qwen_moe(num_hidden_layers=5, decoder_sparse_step=2)
     arch = architecture_from_config(cfg)

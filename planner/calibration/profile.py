@@ -1,0 +1,419 @@
+"""The profile run: ceilings, proxy model, fit, record. One entry point, `run_profile`.
+
+Budget (default 60 s): about a quarter for matmul ceilings, a tenth for bandwidth, a tenth for the
+all-reduce when there are 2+ GPUs, the rest for the proxy model, which is sized from the measured
+ceilings so its phases fit (tokens first, then width, then layers are reduced on slow devices; every cap
+is written into the record). Memory: never more than `memory_share` of the free memory at the start.
+Progress goes to `progress(fraction, message)`; `cancel` (a threading.Event or a callable) is checked
+between repetitions. Out-of-memory and backend errors end in ProfileAborted with the partial record.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+from datetime import datetime, timezone
+
+from planner.architecture import ModelArchitecture
+from planner.calibration import microbench, proxy
+from planner.calibration.context import ProfileContext
+from planner.calibration.device import Backend, make_backend
+from planner.calibration.errors import ProfileAborted, ProfileCancelled, ProfileUnavailable
+from planner.calibration.fit import ProxyGeometry, Reference, comparison_rows, fit_efficiency
+from planner.calibration.record import (
+    CalibrationRecord,
+    Ceilings,
+    PhaseMeasurement,
+    ProfileSettings,
+    ProxySpec,
+    make_record_id,
+)
+from planner.catalog import get_accelerator, resolve_model
+from planner.errors import PlanningError, explain
+from planner.memory import CUDA_CONTEXT_BYTES
+from planner.units import gib, rate, seconds
+
+# Operating points before any cap: (prefill tokens, holdout prefill tokens, decode batch, decode context,
+# holdout decode batch, holdout decode context, train micro-batch, train tokens, layers)
+GPU_POINTS = dict(prefill=2048, prefill_holdout=512, decode_batch=16, decode_context=2048, holdout_batch=64,
+                  holdout_context=512, train_batch=1, train_tokens=2048, layers=4)
+CPU_POINTS = dict(prefill=256, prefill_holdout=64, decode_batch=4, decode_context=256, holdout_batch=16,
+                  holdout_context=64, train_batch=1, train_tokens=256, layers=2)
+MIN_TOKENS = 16
+# Shares of the proxy budget per phase (train includes its optimizer step).
+PHASE_SHARES = dict(overhead_probe=0.03, prefill=0.15, prefill_holdout=0.08, decode=0.14, decode_holdout=0.08,
+                    train=0.52)
+# Calls each phase makes at least (warm-up included), for the sizing estimate.
+PHASE_CALLS = dict(prefill=3, prefill_holdout=3, decode=4, decode_holdout=4, train=3)
+PROBE_CONTEXT = 16
+OVERHEAD_FACTOR = 1.5  # non-GEMM kernels (norms, RoPE, attention, residuals) on top of the GEMM estimate
+
+
+@dataclass
+class _Rates:
+    square: float
+    skinny: float
+    bandwidth: float
+
+
+def run_profile(settings: ProfileSettings | None = None, *, progress=None, cancel=None, backend: Backend | None = None,
+                now: datetime | None = None) -> CalibrationRecord:
+    """Profile the device and return a calibration record (not saved: see planner.calibration.store)."""
+    settings = settings or ProfileSettings()
+    backend = backend or make_backend(settings.device)
+    try:
+        arch = resolve_model(settings.model)
+    except PlanningError as exc:
+        raise ProfileUnavailable(f"--model {settings.model}: {exc}") from None
+    proxy.check_supported(arch)
+    created = now or datetime.now(timezone.utc)
+    info = backend.info()
+    free, _total = backend.memory_info()
+    ctx = ProfileContext(backend, settings.seconds, int(free * settings.memory_share), cancel, progress)
+    reference_id = settings.reference_gpu or backend.catalog_id()
+    if reference_id is not None:
+        try:
+            get_accelerator(reference_id)
+        except PlanningError as exc:
+            raise ProfileUnavailable(f"--gpu {reference_id}: {exc}") from None
+    supported = backend.supported_dtypes()
+    if settings.dtype != "auto" and settings.dtype not in supported:
+        raise ProfileUnavailable(f"dtype {settings.dtype} is not supported on {info.name} "
+                                 f"(supported: {', '.join(supported)})")
+
+    state = _State(settings=settings, info=info, created=created, arch=arch, reference_id=reference_id)
+    try:
+        _profile(ctx, state, supported)
+    except ProfileCancelled:
+        raise ProfileCancelled(_stopped_message("cancelled", state), partial=_record(ctx, state, "cancelled"))
+    except KeyboardInterrupt:
+        raise ProfileCancelled(_stopped_message("cancelled", state), partial=_record(ctx, state, "cancelled")) from None
+    except ProfileUnavailable:
+        raise
+    except Exception as exc:  # noqa: BLE001 - every failure becomes a message with what was measured
+        if backend.is_oom(exc):
+            why = (f"out of memory during {state.phase} (the profile may use {gib(ctx.memory_cap_bytes)}, "
+                   f"{settings.memory_share:.0%} of the free memory; lower --seconds or close other programs)")
+        else:
+            detail = explain(exc) if isinstance(exc, ValidationError) else (str(exc).splitlines() or [""])[0]
+            why = f"{state.phase} failed: {type(exc).__name__}: {detail}"
+        backend.empty_cache()
+        raise ProfileAborted(_stopped_message(why, state), partial=_record(ctx, state, why)) from None
+    ctx.progress(1.0, "done")
+    return _record(ctx, state, "")
+
+
+@dataclass
+class _State:
+    settings: ProfileSettings
+    info: object
+    created: datetime
+    arch: ModelArchitecture
+    reference_id: str | None
+    phase: str = "setup"
+    dtype: str | None = None
+    ceilings: Ceilings | None = None
+    spec: ProxySpec | None = None
+    phases: list | None = None
+    runtime_bytes: int | None = None
+
+
+def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> None:
+    backend, settings = ctx.backend, state.settings
+    total = settings.seconds
+    multi_gpu = backend.kind == "cuda" and backend.device_count() >= 2 and settings.allreduce
+    skipped: dict[str, str] = {}
+    if backend.kind == "cuda" and "fp8" not in supported:
+        skipped["matmul_fp8"] = backend.fp8_unsupported_reason()
+    state.ceilings = Ceilings(skipped=skipped)
+
+    # ---- matmul ceilings
+    state.phase = "matmul benchmark"
+    ctx.progress(0.0, "matmul ceilings")
+    matmuls = microbench.matmul_ceilings(_Sub(ctx, 0.0, 0.25), list(supported), 0.25 * total, skipped)
+    state.ceilings = Ceilings(matmul=matmuls, skipped=skipped)
+    state.dtype = _choose_dtype(settings.dtype, backend, state.ceilings, ctx.notes)
+
+    # ---- bandwidth
+    state.phase = "bandwidth benchmark"
+    ctx.progress(0.25, "copy bandwidth")
+    max_buffer = (4 << 30) if backend.kind == "cuda" else (1 << 30)
+    bandwidth = microbench.bandwidth_ceiling(ctx, 0.08 * total, max_buffer)
+    state.ceilings = Ceilings(matmul=matmuls, bandwidth=bandwidth, skipped=skipped)
+
+    # ---- all-reduce
+    allreduce = []
+    if multi_gpu:
+        state.phase = "all-reduce benchmark"
+        ctx.progress(0.33, f"all-reduce over {backend.device_count()} GPUs (NCCL)")
+        sizes = [s for s in microbench.ALLREDUCE_MESSAGES if 2 * s <= ctx.memory_cap_bytes] or [1 << 20]
+        try:
+            allreduce = microbench.allreduce_bus_bandwidth(backend.device_count(), sizes, backend="nccl",
+                                                           device="cuda", seconds_per_size=0.1 * total / len(sizes))
+        except RuntimeError as exc:
+            skipped["allreduce"] = str(exc)[:300]
+    elif backend.kind == "cuda":
+        skipped["allreduce"] = "one GPU: no all-reduce to measure (communication efficiency stays at its default)"
+    state.ceilings = Ceilings(matmul=matmuls, bandwidth=bandwidth, allreduce=allreduce, skipped=skipped)
+
+    # ---- proxy model
+    state.phase = "proxy sizing"
+    proxy_budget = max(ctx.remaining() * 0.95, 0.05 * total)
+    spec = size_proxy(state.arch, settings, backend.kind, state.dtype, _rates(state.ceilings, state.dtype, backend),
+                      proxy_budget, ctx.memory_cap_bytes, settings.model)
+    state.spec = spec
+    geometry = ProxyGeometry(spec.architecture, spec.dtype)
+    state.phase = "proxy build"
+    ctx.progress(0.4, f"building {spec.architecture.name} in {spec.dtype}")
+    positions = max(spec.prefill_tokens, spec.decode_context_tokens + 1, spec.holdout_decode_context_tokens + 1,
+                    spec.train_tokens, spec.holdout_prefill_tokens)
+    model = proxy.ProxyModel.build(backend, spec.architecture, spec.dtype, positions)
+    state.phases = []
+    layers = spec.architecture.num_layers
+
+    # ---- per-layer overhead: one token through very narrow copies of the layers
+    state.phase = "proxy overhead probe"
+    ctx.progress(0.4, state.phase)
+    probe_arch = proxy.proxy_architecture(state.arch, layers, spec.overhead_probe_width_divisor)
+    probe = proxy.ProxyModel.build(backend, probe_arch, spec.dtype, PROBE_CONTEXT + 1, seed=1)
+    result = proxy.run_decode(ctx, probe, 1, PROBE_CONTEXT, PHASE_SHARES["overhead_probe"] * proxy_budget)
+    flops, moved = ProxyGeometry(probe_arch, spec.dtype).decode_work(1, PROBE_CONTEXT)
+    probe_phase = _phase("overhead_probe", "decode", layers, 1, 1, PROBE_CONTEXT, flops, moved, result)
+    state.phases.append(probe_phase.model_copy(update={"tensor_bytes": {}, "peak_memory_bytes": None}))
+    del probe
+
+    plan = [
+        ("prefill", "prefill", spec.prefill_tokens, None),
+        ("decode", "decode", spec.decode_batch, spec.decode_context_tokens),
+        ("train", "train", spec.train_micro_batch, spec.train_tokens),
+        ("prefill_holdout", "prefill", spec.holdout_prefill_tokens, None),
+        ("decode_holdout", "decode", spec.holdout_decode_batch, spec.holdout_decode_context_tokens),
+    ]
+    fraction = 0.42
+    for name, phase, a, b in plan:
+        state.phase = f"proxy {name.replace('_', ' ')}"
+        ctx.progress(fraction, state.phase)
+        budget = PHASE_SHARES[name] * proxy_budget
+        if phase == "prefill":
+            result = proxy.run_prefill(ctx, model, a, budget)
+            flops, moved = geometry.prefill_work(a)
+            state.phases.append(_phase(name, phase, layers, 1, a, 0, flops, moved, result))
+        elif phase == "decode":
+            result = proxy.run_decode(ctx, model, a, b, budget)
+            flops, moved = geometry.decode_work(a, b)
+            state.phases.append(_phase(name, phase, layers, a, a, b, flops, moved, result))
+        else:
+            result = proxy.run_train(ctx, model, a, b, budget)
+            work = geometry.train_work(a, b)
+            state.phases.append(_phase(name, phase, layers, a, a * b, b, work["flops"], work["bytes"], result))
+        fraction += PHASE_SHARES[name] * 0.55
+    del model
+    backend.empty_cache()
+    state.phase = "fit"
+    ctx.progress(0.96, "fitting efficiencies")
+    state.runtime_bytes = backend.runtime_overhead_bytes()
+
+
+class _Sub:
+    """A ProfileContext whose progress covers [start, start + width] of the whole run."""
+
+    def __init__(self, ctx: ProfileContext, start: float, width: float):
+        self._ctx, self._start, self._width = ctx, start, width
+
+    def progress(self, fraction: float, message: str) -> None:
+        self._ctx.progress(self._start + self._width * fraction, message)
+
+    def __getattr__(self, name):
+        return getattr(self._ctx, name)
+
+
+def _phase(name, phase, layers, batch, tokens, context, flops, moved, result) -> PhaseMeasurement:
+    return PhaseMeasurement(
+        name=name, phase=phase, layers=layers, batch=batch, tokens=tokens, context_tokens=context,
+        seconds=result.seconds, seconds_per_layer=result.seconds_per_layer, reps=result.reps, flops=flops,
+        bytes=moved, peak_memory_bytes=result.peak_memory_bytes, tensor_bytes=result.tensor_bytes,
+        breakdown_seconds=result.breakdown_seconds)
+
+
+def _choose_dtype(requested: str, backend: Backend, ceilings: Ceilings, notes: list[str]) -> str:
+    """The proxy's dtype: as requested, else the device default; on a CPU, bf16 only when its matmuls run
+    at least half as fast as fp32 (CPUs without bf16 units emulate it hundreds of times slower)."""
+    if requested != "auto":
+        return requested
+    dtype = backend.default_dtype()
+    if backend.kind == "cpu":
+        fp32 = ceilings.best_matmul_flops_per_second("fp32", "square") or 0.0
+        bf16 = ceilings.best_matmul_flops_per_second("bf16", "square") or 0.0
+        if fp32 and bf16 >= 0.5 * fp32:
+            dtype = "bf16"
+        notes.append(f"proxy dtype {dtype}: bf16 matmul ran at {rate(bf16, 'FLOP/s')}, fp32 at {rate(fp32, 'FLOP/s')} "
+                     "on this CPU; efficiencies measured in this dtype are applied to the plan's dtype peak")
+    return dtype
+
+
+def _rates(ceilings: Ceilings, dtype: str, backend: Backend) -> _Rates:
+    square = ceilings.best_matmul_flops_per_second(dtype, "square") or 1e11
+    skinny = ceilings.best_matmul_flops_per_second(dtype, "skinny") or square / 4
+    bandwidth = ceilings.bandwidth_bytes_per_second() or 1e10
+    return _Rates(square, skinny, bandwidth)
+
+
+# ---------------------------------------------------------------------------------------------
+# sizing the proxy
+
+
+def estimate_proxy(arch: ModelArchitecture, dtype: str, points: dict, rates: _Rates) -> tuple[float, float]:
+    """(seconds, peak bytes) the proxy phases are expected to take at these operating points, from the
+    measured ceilings (GEMM FLOP/s, copy bandwidth) and the engine's FLOP and byte counts."""
+    g = ProxyGeometry(arch, dtype)
+
+    def step(flops, moved, flop_rate):
+        return max(flops / flop_rate, moved / rates.bandwidth) * OVERHEAD_FACTOR
+
+    t = 0.0
+    f, b = g.prefill_work(points["prefill"])
+    t += PHASE_CALLS["prefill"] * step(f, b, rates.square)
+    f, b = g.prefill_work(points["prefill_holdout"])
+    t += PHASE_CALLS["prefill_holdout"] * step(f, b, rates.square)
+    f, b = g.decode_work(points["decode_batch"], points["decode_context"])
+    t += PHASE_CALLS["decode"] * step(f, b, rates.skinny)
+    f, b = g.decode_work(points["holdout_batch"], points["holdout_context"])
+    t += PHASE_CALLS["decode_holdout"] * step(f, b, rates.skinny)
+    work = g.train_work(points["train_batch"], points["train_tokens"])
+    # The AdamW step is ~a dozen elementwise passes over the fp32 states written out per tensor.
+    t += PHASE_CALLS["train"] * (step(work["flops"], work["bytes"], rates.square)
+                                 + 3 * work["optimizer_bytes"] / rates.bandwidth)
+    train_mem = sum(g.training_memory(points["train_batch"], points["train_tokens"]).values())
+    kv = max(g.kv_bytes(points["decode_batch"], points["decode_context"] + 1),
+             g.kv_bytes(points["holdout_batch"], points["holdout_context"] + 1),
+             g.kv_bytes(1, points["prefill"]))
+    transient = 4 * g.inference_activation_bytes(max(points["prefill"], points["train_batch"] * points["train_tokens"]))
+    peak = max(train_mem, g.weight_bytes() + kv) + transient
+    return t, peak
+
+
+def size_proxy(arch: ModelArchitecture, settings: ProfileSettings, device_kind: str, dtype: str, rates: _Rates,
+               budget_seconds: float, memory_cap_bytes: int, model_id: str) -> ProxySpec:
+    """The largest proxy that fits the time budget and the memory cap: the device's default operating
+    points, then shorter sequences (down to 1/4), then a narrower model (width / 2, / 4, ...), then one
+    layer. If nothing fits, the smallest candidate runs and the record says the budget was too small."""
+    base = dict(GPU_POINTS if device_kind == "cuda" else CPU_POINTS)
+    requested_layers = settings.layers or base["layers"]
+    layers_options = [min(requested_layers, arch.num_layers)]
+    if layers_options[0] > 1 and settings.layers is None:
+        layers_options.append(1)
+    token_keys = ("prefill", "prefill_holdout", "decode_context", "holdout_context", "train_tokens")
+    candidates = []
+    for layers in layers_options:
+        for divisor in proxy.width_divisors(arch):
+            for scale in (1, 2, 4):
+                points = dict(base)
+                for key in token_keys:
+                    points[key] = max(min(base[key] // scale, arch.max_context_tokens - 1), MIN_TOKENS)
+                candidates.append((layers, divisor, scale, points))
+    chosen = None
+    for layers, divisor, scale, points in candidates:
+        candidate_arch = proxy.proxy_architecture(arch, layers, divisor)
+        seconds_needed, peak = estimate_proxy(candidate_arch, dtype, points, rates)
+        if seconds_needed <= budget_seconds and peak <= memory_cap_bytes:
+            chosen = (layers, divisor, scale, points, candidate_arch, seconds_needed, peak)
+            break
+    caps: list[str] = []
+    if chosen is None:
+        layers, divisor, scale, points = candidates[-1]
+        candidate_arch = proxy.proxy_architecture(arch, layers, divisor)
+        seconds_needed, peak = estimate_proxy(candidate_arch, dtype, points, rates)
+        chosen = (layers, divisor, scale, points, candidate_arch, seconds_needed, peak)
+        caps.append(f"even the smallest proxy is estimated at {seconds(seconds_needed)} and {gib(peak)} against a "
+                    f"budget of {seconds(budget_seconds)} and {gib(memory_cap_bytes)}: the profile overruns")
+    layers, divisor, scale, points, proxy_arch, seconds_needed, peak = chosen
+    if layers < min(requested_layers, arch.num_layers):
+        caps.append(f"layers capped {min(requested_layers, arch.num_layers)} -> {layers} to fit the budget")
+    if divisor > 1:
+        caps.append(f"width capped {arch.hidden_size} -> {proxy_arch.hidden_size} (/{divisor}: heads "
+                    f"{arch.num_attention_heads} -> {proxy_arch.num_attention_heads}, KV heads {arch.num_kv_heads} -> "
+                    f"{proxy_arch.num_kv_heads}, MLP {arch.intermediate_size} -> {proxy_arch.intermediate_size}; "
+                    f"head_dim {arch.head_dim} kept) to fit the {device_kind.upper()} time budget or memory cap")
+    if scale > 1:
+        caps.append(f"sequence lengths divided by {scale} (prefill {base['prefill']} -> {points['prefill']} tokens, "
+                    f"decode context {base['decode_context']} -> {points['decode_context']}, training sequence "
+                    f"{base['train_tokens']} -> {points['train_tokens']}) to fit the budget")
+    if any(points[k] < base[k] // scale for k in token_keys):
+        caps.append(f"sequence lengths capped by the model's {arch.max_context_tokens}-token context")
+    caps.append(f"estimated {seconds(seconds_needed)} and {gib(peak)} for the proxy phases "
+                f"(budget {seconds(budget_seconds)}, memory cap {gib(memory_cap_bytes)})")
+    return ProxySpec(
+        model_id=model_id, model_name=arch.name, architecture=proxy_arch, source_num_layers=arch.num_layers,
+        source_hidden_size=arch.hidden_size, width_divisor=divisor, dtype=dtype,
+        prefill_tokens=points["prefill"], holdout_prefill_tokens=points["prefill_holdout"],
+        decode_batch=points["decode_batch"], decode_context_tokens=points["decode_context"],
+        holdout_decode_batch=points["holdout_batch"], holdout_decode_context_tokens=points["holdout_context"],
+        train_micro_batch=points["train_batch"], train_tokens=points["train_tokens"],
+        overhead_probe_width_divisor=proxy.width_divisors(arch)[-1], caps=caps,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the record
+
+
+def _stopped_message(why: str, state: _State) -> str:
+    done = []
+    if state.ceilings is not None:
+        if state.ceilings.matmul:
+            done.append(f"{len(state.ceilings.matmul)} matmul shapes")
+        if state.ceilings.bandwidth:
+            done.append(f"copy bandwidth {rate(state.ceilings.bandwidth_bytes_per_second(), 'B/s')}")
+        if state.ceilings.allreduce:
+            done.append(f"{len(state.ceilings.allreduce)} all-reduce sizes")
+    for p in state.phases or []:
+        done.append(f"{p.name.replace('_', ' ')} {seconds(p.seconds)}")
+    measured = "; ".join(done) if done else "nothing"
+    return f"calibration stopped: {why}. Measured so far: {measured}."
+
+
+def _record(ctx: ProfileContext, state: _State, stopped: str) -> CalibrationRecord:
+    backend, settings, info = ctx.backend, state.settings, state.info
+    ceilings = state.ceilings or Ceilings()
+    dtype = state.dtype or (settings.dtype if settings.dtype != "auto" else backend.default_dtype())
+    if state.reference_id is not None:
+        ref = Reference.from_catalog(state.reference_id)
+        notes = list(ctx.notes)
+    else:
+        ref = Reference.from_ceilings(ceilings, backend.kind == "cuda")
+        notes = list(ctx.notes) + [f"'{info.name}' is not in the hardware catalog: efficiencies are relative to the "
+                                   "measured ceilings; pass --gpu ID to refer them to a catalog accelerator"]
+    label = settings.label or f"{info.name} {dtype} {state.created.strftime('%Y-%m-%d %H:%M')}"
+    geometry = ProxyGeometry(state.spec.architecture, state.spec.dtype) if state.spec else None
+    phases = state.phases or []
+    fit = fit_efficiency(ceilings, phases, ref, dtype, geometry, label)
+
+    correction, correction_note, runtime = 0.0, "", None
+    if backend.kind == "cuda" and state.runtime_bytes is not None:
+        correction = float(state.runtime_bytes - CUDA_CONTEXT_BYTES)
+        runtime = (float(state.runtime_bytes), correction)
+        correction_note = (f"measured {gib(state.runtime_bytes)} of device memory outside torch's allocator "
+                           f"(CUDA context, libraries) against the documented {gib(CUDA_CONTEXT_BYTES)}: plans "
+                           f"add {gib(correction)} to the runtime overhead term")
+    elif backend.kind == "cpu":
+        correction_note = ("CPU: tensor bytes are exact and there is no device context, so no memory correction "
+                           "(0 bytes)")
+    rows = comparison_rows(ceilings, phases, ref, dtype, geometry, fit.efficiency, runtime)
+    if backend.kind == "cpu":
+        notes.append("CPU profile: host RAM stands in for device memory; the catalog's 'cpu' entry is a generic "
+                     "placeholder, so edit its peaks in hardware.json for absolute numbers that match this machine")
+    return CalibrationRecord(
+        id=make_record_id(info.name, state.created), label=label, created_at=state.created,
+        complete=not stopped, stopped_reason=stopped, device=info, reference_gpu=ref.gpu_id,
+        reference_peak_flops_per_second=ref.peak_flops(dtype),
+        reference_bandwidth_bytes_per_second=ref.bandwidth_bytes_per_second,
+        reference_link_bytes_per_second=ref.link_bytes_per_second, settings=settings, dtype=dtype,
+        ceilings=ceilings, proxy=state.spec, phases=phases, efficiency=fit.efficiency,
+        efficiency_notes=fit.notes, runtime_overhead_correction_bytes=correction,
+        memory_correction_note=correction_note, predicted_vs_measured=rows, notes=notes,
+        elapsed_seconds=round(ctx.elapsed(), 3),
+    )
+
+
+__all__ = ["run_profile", "size_proxy", "estimate_proxy", "GPU_POINTS", "CPU_POINTS"]

@@ -1,0 +1,231 @@
+"""Calibration records on disk: one JSON file per record in the user's data directory.
+
+Directory: $HEADROOM_DATA_DIR if set, else platformdirs' user data directory for "headroom" when
+platformdirs is installed, else ~/.local/share/headroom; records live in its `calibrations/` folder,
+the active choice in `calibrations/active.json`. Writes are atomic (a temporary file in the same folder,
+fsync, os.replace), so a crash never leaves half a record. Every loading error names the file.
+No torch here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from planner.calibration.errors import CalibrationFileError
+from planner.calibration.record import CALIBRATION_FORMAT, CALIBRATION_VERSION, CalibrationRecord
+from planner.errors import explain
+
+DATA_DIR_ENV = "HEADROOM_DATA_DIR"
+MAX_FILE_BYTES = 4 << 20
+ACTIVE_FILE = "active.json"
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
+
+
+def data_dir() -> Path:
+    env = os.environ.get(DATA_DIR_ENV)
+    if env:
+        return Path(env).expanduser()
+    try:
+        import platformdirs
+    except ImportError:
+        return Path.home() / ".local" / "share" / "headroom"
+    return Path(platformdirs.user_data_dir("headroom", appauthor=False))
+
+
+def calibrations_dir(directory: Path | None = None) -> Path:
+    return Path(directory) if directory is not None else data_dir() / "calibrations"
+
+
+def atomic_write_text(path: Path, text: str) -> Path:
+    """Write `text` to `path` through a temporary file in the same folder and os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return path
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON <-> record
+
+
+def export_calibration(record: CalibrationRecord) -> str:
+    """The record as pretty JSON (what is stored, downloaded and imported)."""
+    return record.model_dump_json(indent=2) + "\n"
+
+
+def parse_calibration(text: str | bytes, source: str) -> CalibrationRecord:
+    """A record from JSON text; `source` names the file in every error."""
+    if isinstance(text, bytes):
+        if len(text) > MAX_FILE_BYTES:
+            raise CalibrationFileError(f"{source} is larger than {MAX_FILE_BYTES >> 20} MiB; not a calibration record")
+        try:
+            text = text.decode("utf-8")
+        except UnicodeDecodeError:
+            raise CalibrationFileError(f"{source} is not UTF-8 text; not a calibration record") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise CalibrationFileError(f"{source} is corrupt: not valid JSON ({exc.msg} at line {exc.lineno}, "
+                                   f"column {exc.colno})") from None
+    if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
+        raise CalibrationFileError(f'{source} is not a Headroom calibration record (no "format": '
+                                   f'"{CALIBRATION_FORMAT}")')
+    version = data.get("version")
+    if version != CALIBRATION_VERSION:
+        raise CalibrationFileError(
+            f"{source} is a calibration record of format version {version!r}; this Headroom reads version "
+            f"{CALIBRATION_VERSION}. Run `python -m planner calibrate` again to make a current one.")
+    try:
+        return CalibrationRecord.model_validate(data)
+    except ValidationError as exc:
+        raise CalibrationFileError(f"{source} is not a valid calibration record: {explain(exc)}") from None
+
+
+def load_calibration_file(path: Path | str) -> CalibrationRecord:
+    """Read and validate one record file (CLI `plan --calibration FILE`, imports)."""
+    path = Path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise CalibrationFileError(f"{path} is larger than {MAX_FILE_BYTES >> 20} MiB; not a calibration record")
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CalibrationFileError(f"cannot read calibration file {path}: {exc.strerror or exc}") from None
+    return parse_calibration(data, str(path))
+
+
+def write_calibration_file(record: CalibrationRecord, path: Path | str) -> Path:
+    """Write a record to a chosen path (CLI --out), atomically."""
+    return atomic_write_text(Path(path), export_calibration(record))
+
+
+def import_calibration(data: str | bytes, source: str = "uploaded file", directory: Path | None = None
+                       ) -> CalibrationRecord:
+    """Validate an exported record and store it (the dashboard's import)."""
+    record = parse_calibration(data, source)
+    save_calibration(record, directory)
+    return record
+
+
+# ---------------------------------------------------------------------------------------------
+# the store
+
+
+def _check_id(record_id: str) -> str:
+    if not isinstance(record_id, str) or not _ID.match(record_id):
+        raise CalibrationFileError(f"'{record_id}' is not a calibration id (letters, digits, '.', '_', '-')")
+    return record_id
+
+
+def record_path(record_id: str, directory: Path | None = None) -> Path:
+    return calibrations_dir(directory) / f"{_check_id(record_id)}.json"
+
+
+def save_calibration(record: CalibrationRecord, directory: Path | None = None) -> Path:
+    """Store a record as <data dir>/calibrations/<id>.json (replacing one with the same id)."""
+    return atomic_write_text(record_path(record.id, directory), export_calibration(record))
+
+
+def load_calibration(record_id: str, directory: Path | None = None) -> CalibrationRecord:
+    path = record_path(record_id, directory)
+    if not path.exists():
+        raise CalibrationFileError(f"no stored calibration '{record_id}' in {path.parent}")
+    return load_calibration_file(path)
+
+
+def scan_calibrations(directory: Path | None = None) -> tuple[list[CalibrationRecord], list[str]]:
+    """Every stored record (newest first) and a message for each file that could not be read."""
+    folder = calibrations_dir(directory)
+    records, problems = [], []
+    if not folder.is_dir():
+        return records, problems
+    for path in sorted(folder.glob("*.json")):
+        if path.name == ACTIVE_FILE:
+            continue
+        try:
+            records.append(load_calibration_file(path))
+        except CalibrationFileError as exc:
+            problems.append(str(exc))
+    records.sort(key=lambda r: r.created_at, reverse=True)
+    return records, problems
+
+
+def list_calibrations(directory: Path | None = None) -> list[CalibrationRecord]:
+    return scan_calibrations(directory)[0]
+
+
+def delete_calibration(record_id: str, directory: Path | None = None) -> bool:
+    path = record_path(record_id, directory)
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    if get_active_id(directory) == record_id:
+        set_active_id(None, directory)
+    return True
+
+
+def get_active_id(directory: Path | None = None) -> str | None:
+    path = calibrations_dir(directory) / ACTIVE_FILE
+    try:
+        value = json.loads(path.read_text()).get("active")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return value if isinstance(value, str) and _ID.match(value) else None
+
+
+def set_active_id(record_id: str | None, directory: Path | None = None) -> None:
+    if record_id is not None:
+        _check_id(record_id)
+    atomic_write_text(calibrations_dir(directory) / ACTIVE_FILE, json.dumps({"active": record_id}) + "\n")
+
+
+def load_active(directory: Path | None = None) -> CalibrationRecord | None:
+    """The active record, or None (none chosen, or its file is gone)."""
+    record_id = get_active_id(directory)
+    if record_id is None:
+        return None
+    try:
+        return load_calibration(record_id, directory)
+    except CalibrationFileError:
+        return None
+
+
+__all__ = [
+    "DATA_DIR_ENV",
+    "data_dir",
+    "calibrations_dir",
+    "atomic_write_text",
+    "export_calibration",
+    "parse_calibration",
+    "load_calibration_file",
+    "write_calibration_file",
+    "import_calibration",
+    "record_path",
+    "save_calibration",
+    "load_calibration",
+    "scan_calibrations",
+    "list_calibrations",
+    "delete_calibration",
+    "get_active_id",
+    "set_active_id",
+    "load_active",
+]
