@@ -1,2 +1,9 @@
+"""Review: what a manager opens from a share link: one printable section per plan, plain words first."""
+
 import streamlit as st
-st.title("review")
+
+from ui import review_view, state
+
+state.ensure_app_navigation()
+st.title("Deployment review", anchor=False)
+review_view.review_page()

@@ -1,2 +1,14 @@
+"""Training: memory, step time, largest micro-batch, and the time and cost to train."""
+
 import streamlit as st
-st.title("training")
+
+from ui import controls, render, state
+
+state.ensure_app_navigation()
+st.title("Training", anchor=False)
+form = controls.scenario_form("training")
+render.link_warnings(form.link_warnings)
+if form.scenario is None:
+    st.error(f"This scenario cannot be planned: {form.error}", icon=":material/block:")
+    st.stop()
+render.training_page(form.scenario, state.cached_plan(form.scenario))

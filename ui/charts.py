@@ -82,7 +82,8 @@ def _component_scale(keys: Sequence[str]) -> alt.Scale:
 @lru_cache(maxsize=32)
 def _memory_bar_chart(keys: tuple[str, ...]) -> dict:
     bars = alt.Chart(_records("memory")).mark_bar(height=30).encode(
-        x=alt.X("sum(gib):Q", title="GiB per GPU (2^30 bytes)", stack="zero", scale=alt.Scale(zero=True)),
+        x=alt.X("sum(gib):Q", title="GiB per GPU (2^30 bytes)", stack="zero", scale=alt.Scale(zero=True),
+                axis=alt.Axis(tickCount=8)),
         y=alt.Y("plan:N", title=None, axis=None),
         color=alt.Color("component:N", scale=_component_scale(keys), title=None,
                         legend=alt.Legend(orient="top", direction="horizontal", columns=3, symbolType="square",

@@ -325,10 +325,12 @@ def current_scenario(kind: str):
 
 def default_scenario(kind: str):
     if kind == "training":
-        # A first visit to Training starts from the model and GPU chosen for inference.
+        # A first visit to Training starts from the model and GPU the user chose for inference (if any).
         base = state.remembered("inference")
         cls = state.scenario_class("training")
-        if base is not None:
+        chosen = base is not None and (base.model, base.gpu) != (default_of("inference", "model"),
+                                                                   default_of("inference", "gpu"))
+        if chosen:
             candidate, _ = state.build_scenario("training", {"model": base.model, "gpu": base.gpu})
             if candidate is not None:
                 return candidate

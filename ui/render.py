@@ -29,7 +29,8 @@ def chart(spec: dict, **kwargs) -> None:
 
 
 def md_escape(text: str) -> str:
-    return re.sub(r"([\\`*_{}\[\]<>#|~$])", r"\\\1", str(text))
+    """Escape Markdown (and Streamlit's $…$ LaTeX) in engine text; intraword underscores stay as they are."""
+    return re.sub(r"([\\`*{}\[\]<>#|~$])", r"\\\1", str(text))
 
 
 def equation(plan, name: str):
@@ -125,6 +126,10 @@ def share_bar(page: str, params: dict[str, Any], plans: Sequence, file_stem: str
                      icon=":material/push_pin:")
 
 
+def _scenario_of(plan):
+    return state.scenario_class(plan.kind).model_validate(plan.scenario)
+
+
 def scenario_params(scenario) -> dict[str, str]:
     return scenario_to_query_params(scenario, f"{scenario.kind}_")
 
@@ -207,7 +212,7 @@ def memory_chart(plan, budget_label: str = "engine budget") -> None:
     mem = plan.memory
     st.markdown("**Memory per GPU**")
     eq_names = [e.name for e in plan.equations if e.unit == "bytes" and "per GPU" in e.name]
-    parts = " · ".join(f"{component_label(k)} {units.gib(v)}" for k, v in mem.components.items())
+    parts = " · ".join(f"{component_label(k)} {units.gib(v)}" for k, v in mem.components.items() if v > 0)
     st.caption(f"{parts} · total {units.gib(mem.total_bytes)} of {units.gib(mem.capacity_bytes)}",
                help=equation_help(plan, *eq_names) if eq_names else None)
     chart(charts.memory_bar(mem.components, mem.budget_bytes, mem.capacity_bytes, budget_label),
@@ -274,3 +279,189 @@ def inference_page(scenario, plan) -> None:
     explore(scenario, plan)
     equations(plan)
     assumptions(plan)
+
+
+# -------------------------------------------------------------------------------------- training
+
+
+def training_header(plan) -> None:
+    lay, s = plan.layout, plan.scenario
+    parts = [f"TP {lay.tensor_parallel}", f"PP {lay.pipeline_parallel}", f"DP {lay.data_parallel}"]
+    if lay.context_parallel > 1:
+        parts.append(f"CP {lay.context_parallel}")
+    if lay.expert_parallel > 1:
+        parts.append(f"EP {lay.expert_parallel}")
+    lora = s.get("lora")
+    job = ("QLoRA" if lora and lora.get("quantize_base") else "LoRA") + f" rank {lora['rank']}" if lora else "full training"
+    st.caption(
+        f"**{md_escape(plan.model.name)}** ({units.count(plan.model.params_total)} parameters, "
+        f"{units.count(lay.parameters_trainable)} trainable, {job}) on **{s['num_gpus']} × "
+        f"{md_escape(plan.hardware.name)}** · {' · '.join(parts)} · ZeRO {lay.zero_stage} · {s['precision']} · "
+        f"{s['optimizer']} · batch {lay.global_batch_size:,} × {lay.sequence_length:,} tokens "
+        f"(micro-batch {lay.micro_batch_size}, {lay.gradient_accumulation_steps} accumulation steps)"
+    )
+
+
+def training_verdict(plan) -> None:
+    mem = plan.memory
+    if mem.fits:
+        st.success(f"**Fits.** Each GPU needs {units.gib(mem.total_bytes)} of its {units.gib(mem.budget_bytes)} — "
+                   f"**{units.percent(mem.headroom_fraction)} headroom** ({units.gib(mem.headroom_bytes)} free). "
+                   f"Largest micro-batch that fits: **{mem.max_micro_batch_size or 0}**.",
+                   icon=":material/check_circle:")
+    else:
+        fits = mem.max_micro_batch_size
+        hint = (f" A micro-batch of {fits} would fit." if fits else " Not even a micro-batch of 1 fits: shard more "
+                "(ZeRO, TP/PP), recompute activations or offload.")
+        st.error(f"**Does not fit.** Each GPU needs {units.gib(mem.total_bytes)} but has "
+                 f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short.{hint}",
+                 icon=":material/cancel:")
+
+
+def training_metrics(plan) -> None:
+    perf, cost, mem = plan.performance, plan.cost, plan.memory
+    row1 = st.columns(3)
+    row1[0].metric("Step time", units.seconds(perf.step_seconds), help=equation_help(plan, "Step time"))
+    row1[1].metric("Tokens/s", units.count(perf.tokens_per_second),
+                   help=f"Whole job; {units.count(perf.tokens_per_second_per_gpu)} per GPU.")
+    row1[2].metric("MFU", units.percent(perf.mfu, 1), help=equation_help(plan, "MFU", note=f"HFU {units.percent(perf.hfu, 1)}."))
+    row2 = st.columns(3)
+    row2[0].metric("Time to train", units.seconds(perf.time_to_train_seconds),
+                   help=equation_help(plan, "Time to train",
+                                      note=f"{units.count(perf.training_tokens)} tokens, {perf.steps_to_train:,.0f} steps."))
+    row2[1].metric("Cost to train", units.usd(cost.usd_total),
+                   help=equation_help(plan, "Cost to train",
+                                      note=f"{cost.gpu_hours:,.0f} GPU-hours at {units.usd(cost.usd_per_gpu_hour)}; "
+                                           f"{units.usd(cost.usd_per_million_tokens)} per 1M tokens."))
+    row2[2].metric("Largest micro-batch that fits", f"{mem.max_micro_batch_size or 0}",
+                   help="Largest micro-batch whose memory fits on every GPU with this layout and these savers.")
+
+
+def step_chart(plan) -> None:
+    perf = plan.performance
+    st.markdown("**Where a step's time goes**")
+    breakdown = getattr(perf, "step_breakdown_seconds", None) or getattr(perf, "time_breakdown", {})
+    parts = {k: v for k, v in breakdown.items() if v > 0}
+    st.caption(" · ".join(f"{component_label(k)} {units.seconds(v)}" for k, v in parts.items())
+               + f" · bubble {units.percent(perf.pipeline_bubble_fraction)}",
+               help=equation_help(plan, "Micro-batch compute on one GPU", "Step time"))
+    chart(charts.stacked_time(parts, "Seconds per optimizer step"), width="stretch")
+
+
+def micro_batch_table(plan) -> None:
+    import pandas as pd
+
+    rows = [{
+        "Micro-batch": o.micro_batch_size,
+        "Accumulation steps": o.gradient_accumulation_steps,
+        "Memory per GPU": units.gib(o.total_bytes),
+        "Activations": units.gib(o.activations_bytes),
+        "Fits": "yes" if o.fits else "no",
+        "Step time": units.seconds(o.step_seconds),
+        "Tokens/s": units.count(o.tokens_per_second),
+        "Bubble": units.percent(o.pipeline_bubble_fraction),
+    } for o in plan.micro_batch_options]
+    if rows:
+        st.markdown("**Micro-batch vs gradient accumulation** (same global batch)")
+        st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+
+
+def training_page(scenario, plan) -> None:
+    training_header(plan)
+    training_verdict(plan)
+    share_bar("training", scenario_params(scenario), [plan], "headroom-training-plan", scenario=scenario)
+    training_metrics(plan)
+    binding(plan)
+    plan_warnings(plan)
+    left, right = st.columns(2, gap="large")
+    with left:
+        memory_chart(plan, budget_label="capacity")
+    with right:
+        step_chart(plan)
+    micro_batch_table(plan)
+    equations(plan)
+    assumptions(plan)
+
+
+# ------------------------------------------------------------------------------ trade-offs, calibrate
+
+
+def tradeoffs_preview(kind: str, plan) -> None:
+    """Until the technique explorer lands: what binds and what dominates memory, for the current plan."""
+    st.info("**The technique explorer is coming here:** what each technique (quantization, KV-cache precision, "
+            "parallelism, batching, recomputation, offload, LoRA…) buys and costs for this exact plan, and the best "
+            "configuration under your constraints. Until then, this page shows where the current plan is "
+            "constrained.", icon=":material/construction:")
+    title = plan_title(plan)
+    st.markdown(f"##### Current {kind} plan: {md_escape(title)}")
+    (inference_header if plan.kind == "inference" else training_header)(plan)
+    mem = plan.memory
+    dominant = mem.dominant_component
+    left, right = st.columns(2)
+    left.metric("Binding resource", resource_label(plan.bottleneck).capitalize(),
+                help=md_escape(plan.bottleneck_reason))
+    right.metric("Largest memory component", component_label(dominant),
+                 f"{units.percent(mem.components[dominant] / mem.total_bytes)} of {units.gib(mem.total_bytes)} per GPU",
+                 delta_color="off", delta_arrow="off", help="Shrink this first to make room.")
+    binding(plan)
+    verdict(plan) if plan.kind == "inference" else training_verdict(plan)
+    share_bar("tradeoffs", scenario_params(_scenario_of(plan)), [plan], f"headroom-{plan.kind}-plan", key="tradeoffs")
+    memory_chart(plan, budget_label="engine budget" if plan.kind == "inference" else "capacity")
+    plan_warnings(plan)
+    assumptions(plan)
+
+
+def efficiency_table(efficiency) -> None:
+    import pandas as pd
+
+    meaning = {
+        "prefill_compute": "Prefill GEMMs: share of the dense peak FLOP/s reached",
+        "decode_compute": "Decode GEMMs: share of the dense peak FLOP/s reached",
+        "memory_bandwidth": "HBM traffic: share of the peak bandwidth reached",
+        "communication": "Collectives (NCCL): share of the link bandwidth reached",
+        "training_compute": "Training forward/backward: share of the dense peak FLOP/s (≈ MFU before comms)",
+        "host_link": "Host link (offload): share of the PCIe/C2C bandwidth reached",
+        "layer_overhead_seconds": "Fixed per-layer kernel launch overhead",
+    }
+    rows = []
+    for name, field in type(efficiency).model_fields.items():
+        if name == "source":
+            continue
+        value = getattr(efficiency, name)
+        shown = units.seconds(value) if name.endswith("_seconds") else units.percent(value)
+        rows.append({"Factor": name, "Value": shown, "What it scales": meaning.get(name, field.description or "")})
+    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
+    st.caption(f"Source: {efficiency.source}. Every plan on this dashboard uses these until a calibration is applied.")
+
+
+def calibrate_page(scenario) -> None:
+    import importlib.util
+
+    from planner.performance import DEFAULT_EFFICIENCY
+
+    plan = state.cached_plan(scenario)
+    st.info("**Measured vs predicted is coming here:** run a short profile on your GPU, see each prediction next to "
+            "the measurement, and apply the fitted efficiencies to every plan. Until then, this page shows the "
+            "efficiency factors every plan uses.", icon=":material/construction:")
+    st.markdown("##### Enable profiling")
+    st.markdown("Profiling needs PyTorch, an optional extra (the dashboard itself runs without it):")
+    st.code('pip install "headroom[profile]"', language="bash")
+    has_torch = importlib.util.find_spec("torch") is not None
+    if has_torch:
+        st.success("PyTorch is installed here: profiling is available (`python -m planner --help` lists the "
+                   "calibrate command once it ships).", icon=":material/check_circle:")
+    else:
+        st.warning("PyTorch is not installed on this server, so no profile can run here yet.",
+                   icon=":material/info:")
+    st.markdown("##### Efficiency defaults in use")
+    efficiency_table(DEFAULT_EFFICIENCY)
+    st.markdown("##### What a profile will check for the current inference plan")
+    perf = plan.performance
+    cols = st.columns(3)
+    cols[0].metric("Predicted decode step", units.seconds(perf.decode_step_seconds),
+                   help=equation_help(plan, "Decode step"))
+    cols[1].metric("Predicted time to first token", units.seconds(perf.ttft_seconds), help=equation_help(plan, "TTFT"))
+    cols[2].metric("Calibration applied", plan.calibration or "none (defaults)")
+    inference_header(plan)
+    render_link = scenario_params(scenario)
+    share_bar("calibrate", render_link, [plan], "headroom-inference-plan", key="calibrate")

@@ -133,7 +133,13 @@ def ensure_app_navigation() -> None:
     sits next to a ``pages/`` folder runs a directly requested page (``/inference?...``) in the legacy
     pages-folder mode, skipping app.py (no page config, an auto-generated menu). Every page calls this
     first: it switches the legacy mode off and reruns, so app.py's navigation runs the same page.
+    AppTest resets that mode before every run on purpose and needs no page config, so it is left alone there
+    (a rerun would also swallow the button click being tested).
     """
+    from streamlit import config
+
+    if config.get_option("global.appTest"):  # patched by AppTest (st.get_option does not see the patch)
+        return
     try:
         from streamlit.runtime.pages_manager import PagesManager
     except ImportError:  # pragma: no cover - a Streamlit without the legacy mode

@@ -16,7 +16,7 @@ PRECISION_HELP = ("mixed_bf16: bf16 weights and gradients with fp32 master weigh
 TRAINING_SPECS: tuple[Spec, ...] = COMMON_LAYOUT + (
     Spec("gpus_per_node", "GPUs per node", "int", 1, 1024, 1, section="hardware", column=0,
          help="GPUs that share one NVLink domain; traffic between nodes goes over the network."),
-    Spec("inter_node_bandwidth_bytes_per_second", "Network GB/s per GPU", "float", 0.001, 10_000.0, 25.0,
+    Spec("inter_node_bandwidth_bytes_per_second", "Network GB/s", "float", 0.001, 10_000.0, 25.0,
          fmt="%g", section="hardware", column=1, scale=1e9, bound=False,
          help="Inter-node bandwidth per GPU, one direction, in GB/s (1e9 bytes/s). 400 Gb/s InfiniBand = 50."),
     Spec("data_parallel", "DP (data)", "optional_int", 1, 100_000, 1, section="layout", column=0,

@@ -10,9 +10,10 @@ Fitting, in order (each step uses what the previous ones fixed):
 0. per-layer overhead (`layer_overhead_seconds`, the fixed launch/synchronisation cost per layer per
    forward step): a decode step of one token through a very narrow copy of the proxy layers, where FLOPs
    and bytes are negligible, minus its (tiny) roofline time;
-1. memory bandwidth and decode compute from the decode step minus its overhead: whichever resource the
-   measured ceilings say binds (skinny-GEMM FLOP/s vs copy bandwidth) absorbs the measured time; the
-   other keeps its microbenchmark ceiling (never so low that it would bind instead);
+1. memory bandwidth and decode compute from the decode step minus its overhead: one resource absorbs the
+   measured time, the other keeps its microbenchmark ceiling (never so low that it would bind instead);
+   which one binds is chosen by the second decode point (another batch and context: the explanation that
+   predicts it better wins), or from the ceilings (skinny-GEMM FLOP/s vs copy bandwidth) without it;
 2. prefill compute from the prefill step minus its overhead, when the fitted bandwidth leaves it
    compute-bound (else the square-GEMM ceiling);
 3. training compute from the training step's forward + backward, the same way (the training plan has
@@ -26,6 +27,7 @@ Each efficiency is achieved / the reference accelerator's catalog peak, clamped 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from planner import memory as base_memory
@@ -216,7 +218,6 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
     peak = ref.peak_flops(dtype)
     bw = ref.bandwidth_bytes_per_second
     d = DEFAULT_EFFICIENCY
-    notes: dict[str, str] = {}
     by_name = {p.name: p for p in phases}
 
     copy = ceilings.bandwidth_bytes_per_second()
@@ -226,14 +227,56 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
     e_square = clamp(square / peak) if square else d.prefill_compute
     e_skinny = clamp(skinny / peak) if skinny else d.decode_compute
 
-    overhead = d.layer_overhead_seconds
-    notes["layer_overhead_seconds"] = "default (not measured)"
     probe = by_name.get("overhead_probe")
+    overhead = d.layer_overhead_seconds
+    fitted = _fit_rooflines(overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square,
+                            skinny)
     if probe is not None:
-        roofline = max(probe.flops / (peak * e_skinny), probe.bytes / (bw * e_copy))
-        overhead = min(max(probe.seconds - roofline, 0.0) / probe.layers, 1e-2)
-        notes["layer_overhead_seconds"] = (f"one-token decode through {probe.layers} very narrow layers "
-                                           "(FLOPs and bytes negligible) minus its roofline")
+        # Fixed point: the overhead is the probe's time minus its roofline at the fitted efficiencies, and
+        # the efficiencies are fitted to the phase times minus the overhead. Converges in a few rounds
+        # because the probe's roofline is a small share of its time.
+        e_mem, e_decode = e_copy, e_skinny
+        for _ in range(4):
+            roofline = max(probe.flops / (peak * e_decode), probe.bytes / (bw * e_mem))
+            overhead = min(max(probe.seconds - roofline, 0.0) / probe.layers, 1e-2)
+            fitted = _fit_rooflines(overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy,
+                                    square, skinny)
+            e_mem, e_decode = fitted["memory_bandwidth"], fitted["decode_compute"]
+    notes = dict(fitted.pop("notes"))
+    notes["layer_overhead_seconds"] = (
+        f"one-token decode through {probe.layers} very narrow layers (FLOPs and bytes negligible) minus its "
+        "roofline" if probe is not None else "default (not measured)")
+    e_mem, e_decode, e_prefill, e_train = (fitted["memory_bandwidth"], fitted["decode_compute"],
+                                           fitted["prefill_compute"], fitted["training_compute"])
+
+    e_comm = d.communication
+    notes["communication"] = "default (fewer than 2 GPUs: all-reduce not measured)"
+    if ceilings.allreduce:
+        # The engine's all-reduce time: 2(n-1)/n x message / (link x eff) + log2(n) x latency. Solved for eff
+        # at the largest message (bandwidth-bound); the smaller ones test the latency term.
+        largest = max(ceilings.allreduce, key=lambda a: a.message_bytes)
+        n = largest.world_size
+        bandwidth_time = largest.seconds - math.log2(n) * ref.link_latency_seconds
+        if bandwidth_time <= 0:
+            bandwidth_time = largest.seconds
+        e_comm = clamp(2 * (n - 1) / n * largest.message_bytes / (ref.link_bytes_per_second * bandwidth_time))
+        notes["communication"] = (f"all-reduce of {largest.message_bytes >> 20} MiB over {n} GPUs "
+                                  f"({largest.backend}; bus bandwidth "
+                                  f"{largest.bus_bytes_per_second / 1e9:.1f} GB/s)")
+    notes["host_link"] = "default (not measured)"
+
+    efficiency = Efficiency(prefill_compute=e_prefill, decode_compute=e_decode, memory_bandwidth=e_mem,
+                            communication=e_comm, training_compute=e_train, host_link=d.host_link,
+                            layer_overhead_seconds=overhead, source=f"calibration '{label}'")
+    return FitResult(efficiency, notes)
+
+
+
+def _fit_rooflines(overhead: float, by_name: dict, geometry: ProxyGeometry | None, peak: float, bw: float,
+                   dtype: str, e_copy: float, e_square: float, e_skinny: float, copy, square, skinny) -> dict:
+    """Steps 1-3 for a given per-layer overhead: memory bandwidth, decode, prefill and training compute."""
+    d = DEFAULT_EFFICIENCY
+    notes: dict[str, str] = {}
 
     def busy(phase: PhaseMeasurement) -> float | None:
         """The phase's time minus its per-layer overhead; None when the overhead is most of it."""
@@ -243,18 +286,32 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
     e_mem, e_decode = e_copy, e_skinny
     notes["memory_bandwidth"] = ("copy benchmark" if copy else "default (not measured)")
     notes["decode_compute"] = (f"skinny {dtype} GEMM ceiling" if skinny else "default (not measured)")
-    decode = by_name.get("decode")
+    decode, holdout = by_name.get("decode"), by_name.get("decode_holdout")
     if decode is not None and busy(decode) is not None:
         t, f, b = busy(decode), decode.flops, decode.bytes
-        compute_bound = (f / (skinny or peak * d.decode_compute)) > (b / (copy or bw * d.memory_bandwidth))
-        if compute_bound:
-            e_decode = clamp(f / (peak * t))
-            e_mem = clamp(max(e_copy, b / (bw * t)))
-            notes["decode_compute"] = f"fitted to the decode step (compute-bound on this device, {dtype})"
+        # Two explanations of the decode time; each keeps the other resource at its ceiling (or just fast
+        # enough not to bind).
+        bandwidth_bound = (clamp(b / (bw * t)), clamp(max(e_skinny, f / (peak * t))))
+        compute_bound = (clamp(max(e_copy, b / (bw * t))), clamp(f / (peak * t)))
+        if holdout is not None and busy(holdout) is not None:
+            # The second decode point (other batch and context) picks the explanation that predicts it.
+            def miss(candidate):
+                em, ec = candidate
+                predicted = max(holdout.flops / (peak * ec), holdout.bytes / (bw * em))
+                return abs(math.log(predicted / busy(holdout)))
+
+            use_compute = miss(compute_bound) < miss(bandwidth_bound)
+            how = "chosen by which explanation predicts the second decode point"
         else:
-            e_mem = clamp(b / (bw * t))
-            e_decode = clamp(max(e_skinny, f / (peak * t)))
-            notes["memory_bandwidth"] = "fitted to the decode step (bandwidth-bound: weights + KV read per step)"
+            use_compute = (f / (skinny or peak * d.decode_compute)) > (b / (copy or bw * d.memory_bandwidth))
+            how = "chosen from the skinny-GEMM and copy ceilings"
+        if use_compute:
+            e_mem, e_decode = compute_bound
+            notes["decode_compute"] = f"fitted to the decode step: compute-bound on this device ({how}; {dtype})"
+        else:
+            e_mem, e_decode = bandwidth_bound
+            notes["memory_bandwidth"] = (f"fitted to the decode step: bandwidth-bound, weights + KV read per step "
+                                         f"({how})")
 
     e_prefill = e_square
     notes["prefill_compute"] = (f"square {dtype} GEMM ceiling" if square else "default (not measured)")
@@ -267,7 +324,7 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
         else:
             notes["prefill_compute"] += " (the prefill step was bandwidth-bound at the fitted bandwidth)"
 
-    e_train = e_square
+    e_train = e_square if square else d.training_compute
     notes["training_compute"] = (f"square {dtype} GEMM ceiling" if square else "default (not measured)")
     train = by_name.get("train")
     if train is not None and geometry is not None:
@@ -277,19 +334,8 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
             e_train = clamp(work["flops"] / (peak * fb))
             notes["training_compute"] = "fitted to the training step's forward + backward"
 
-    e_comm = d.communication
-    notes["communication"] = "default (fewer than 2 GPUs: all-reduce not measured)"
-    bus = ceilings.bus_bytes_per_second()
-    if bus:
-        e_comm = clamp(bus / ref.link_bytes_per_second)
-        n = max(a.world_size for a in ceilings.allreduce)
-        notes["communication"] = f"all-reduce bus bandwidth over {n} GPUs ({ceilings.allreduce[0].backend})"
-    notes["host_link"] = "default (not measured)"
-
-    efficiency = Efficiency(prefill_compute=e_prefill, decode_compute=e_decode, memory_bandwidth=e_mem,
-                            communication=e_comm, training_compute=e_train, host_link=d.host_link,
-                            layer_overhead_seconds=overhead, source=f"calibration '{label}'")
-    return FitResult(efficiency, notes)
+    return dict(memory_bandwidth=e_mem, decode_compute=e_decode, prefill_compute=e_prefill,
+                training_compute=e_train, notes=notes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -345,6 +391,9 @@ def comparison_rows(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Ref
         layers = ph.layers
         if ph.phase in ("prefill", "decode"):
             role = "fit" if ph.name in ("prefill", "decode", "overhead_probe") else "holdout"
+            note = "max(FLOPs / (peak x eff), bytes / (bandwidth x eff)) + layers x overhead"
+            if ph.name == "decode_holdout":
+                note += "; this point chose decode's binding resource, its value was not fitted"
             what = (f"prefill {ph.tokens} tokens" if ph.phase == "prefill"
                     else f"decode step, batch {ph.batch}, context {ph.context_tokens}")
             if ph.name == "overhead_probe":
@@ -353,7 +402,7 @@ def comparison_rows(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Ref
                 quantity=f"{what} ({layers} layers)", phase=ph.phase, unit="s", role=role, measured=ph.seconds,
                 predicted=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, d, layers),
                 predicted_calibrated=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, efficiency, layers),
-                note="max(FLOPs / (peak x eff), bytes / (bandwidth x eff)) + layers x overhead"))
+                note=note))
         else:
             work = geometry.train_work(ph.batch, ph.context_tokens)
             fb = ph.breakdown_seconds.get("forward", 0.0) + ph.breakdown_seconds.get("backward", 0.0)

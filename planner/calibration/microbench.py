@@ -87,7 +87,8 @@ def matmul_ceilings(ctx: ProfileContext, dtypes: list[str], budget_seconds: floa
                 skipped[f"matmul_{dtype}"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
                 break
             finally:
-                keep = fn = None  # noqa: F841 - free the operands before the next size
+                fn = keep = None  # free the operands before the next size
+            del keep
             previous = MatmulMeasurement(dtype=dtype, shape=kind, m=m, n=n, k=k, seconds=timing.best_seconds,
                                          reps=timing.reps)
             results.append(previous)

@@ -175,7 +175,7 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
     # ---- per-layer overhead: one token through very narrow copies of the layers
     state.phase = "proxy overhead probe"
     ctx.progress(0.4, state.phase)
-    probe_arch = proxy.proxy_architecture(state.arch, layers, spec.overhead_probe_width_divisor)
+    probe_arch = proxy.probe_architecture(state.arch, layers)
     probe = proxy.ProxyModel.build(backend, probe_arch, spec.dtype, PROBE_CONTEXT + 1, seed=1)
     result = proxy.run_decode(ctx, probe, 1, PROBE_CONTEXT, PHASE_SHARES["overhead_probe"] * proxy_budget)
     flops, moved = ProxyGeometry(probe_arch, spec.dtype).decode_work(1, PROBE_CONTEXT)
@@ -185,10 +185,10 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
 
     plan = [
         ("prefill", "prefill", spec.prefill_tokens, None),
-        ("decode", "decode", spec.decode_batch, spec.decode_context_tokens),
-        ("train", "train", spec.train_micro_batch, spec.train_tokens),
         ("prefill_holdout", "prefill", spec.holdout_prefill_tokens, None),
+        ("decode", "decode", spec.decode_batch, spec.decode_context_tokens),
         ("decode_holdout", "decode", spec.holdout_decode_batch, spec.holdout_decode_context_tokens),
+        ("train", "train", spec.train_micro_batch, spec.train_tokens),
     ]
     fraction = 0.42
     for name, phase, a, b in plan:
@@ -231,22 +231,29 @@ class _Sub:
 def _phase(name, phase, layers, batch, tokens, context, flops, moved, result) -> PhaseMeasurement:
     return PhaseMeasurement(
         name=name, phase=phase, layers=layers, batch=batch, tokens=tokens, context_tokens=context,
-        seconds=result.seconds, seconds_per_layer=result.seconds_per_layer, reps=result.reps, flops=flops,
+        seconds=result.seconds, seconds_per_layer=result.seconds_per_layer, median_seconds=result.median_seconds,
+        reps=result.reps, flops=flops,
         bytes=moved, peak_memory_bytes=result.peak_memory_bytes, tensor_bytes=result.tensor_bytes,
         breakdown_seconds=result.breakdown_seconds)
 
 
 def _choose_dtype(requested: str, backend: Backend, ceilings: Ceilings, notes: list[str]) -> str:
     """The proxy's dtype: as requested, else the device default; on a CPU, bf16 only when its matmuls run
-    at least half as fast as fp32 (CPUs without bf16 units emulate it hundreds of times slower)."""
+    at least as fast as fp32 at the same shape (AMX/AVX512-BF16 CPUs run them 2-10x faster; CPUs without
+    bf16 units emulate them a hundred times slower, so noise cannot flip the choice)."""
     if requested != "auto":
         return requested
     dtype = backend.default_dtype()
     if backend.kind == "cpu":
-        fp32 = ceilings.best_matmul_flops_per_second("fp32", "square") or 0.0
-        bf16 = ceilings.best_matmul_flops_per_second("bf16", "square") or 0.0
-        if fp32 and bf16 >= 0.5 * fp32:
+        def at(dt):
+            return {m.n: m.flops_per_second for m in ceilings.matmul if m.dtype == dt and m.shape == "square"}
+
+        fp32, bf16 = at("fp32"), at("bf16")
+        common = sorted(set(fp32) & set(bf16))
+        if common and bf16[common[-1]] >= fp32[common[-1]]:
             dtype = "bf16"
+        fp32 = max(fp32.values(), default=0.0)
+        bf16 = max(bf16.values(), default=0.0)
         notes.append(f"proxy dtype {dtype}: bf16 matmul ran at {rate(bf16, 'FLOP/s')}, fp32 at {rate(fp32, 'FLOP/s')} "
                      "on this CPU; efficiencies measured in this dtype are applied to the plan's dtype peak")
     return dtype
@@ -349,8 +356,7 @@ def size_proxy(arch: ModelArchitecture, settings: ProfileSettings, device_kind: 
         prefill_tokens=points["prefill"], holdout_prefill_tokens=points["prefill_holdout"],
         decode_batch=points["decode_batch"], decode_context_tokens=points["decode_context"],
         holdout_decode_batch=points["holdout_batch"], holdout_decode_context_tokens=points["holdout_context"],
-        train_micro_batch=points["train_batch"], train_tokens=points["train_tokens"],
-        overhead_probe_width_divisor=proxy.width_divisors(arch)[-1], caps=caps,
+        train_micro_batch=points["train_batch"], train_tokens=points["train_tokens"], caps=caps,
     )
 
 

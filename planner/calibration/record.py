@@ -9,8 +9,9 @@ No torch here: records load, validate and plot on machines without it.
 from __future__ import annotations
 
 import re
+import types
 from datetime import datetime, timezone
-from typing import Literal
+from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
@@ -162,14 +163,13 @@ class ProxySpec(_Frozen):
     holdout_decode_context_tokens: int = Field(ge=1)
     train_micro_batch: int = Field(ge=1)
     train_tokens: int = Field(ge=1, description="sequence length of the training micro-batch")
-    overhead_probe_width_divisor: int | None = Field(
-        default=None, ge=1, description="width divisor of the narrow copy timed for the per-layer overhead")
     caps: list[str] = []
 
 
 class PhaseMeasurement(_Frozen):
-    """One proxy phase at one operating point. Times are medians over repetitions, for all proxy layers
-    (`seconds`) and per layer. `flops`/`bytes` are the engine's counts for this step. `tensor_bytes` are
+    """One proxy phase at one operating point. `seconds` is the fastest repetition over all proxy layers
+    (interference only adds time), `seconds_per_layer` that repetition layer by layer, `median_seconds`
+    the median repetition (the spread). `flops`/`bytes` are the engine's counts for this step. `tensor_bytes` are
     the exact bytes of live tensors by component; `peak_memory_bytes` is the allocator peak (GPU only)."""
 
     name: str
@@ -180,6 +180,7 @@ class PhaseMeasurement(_Frozen):
     context_tokens: int = Field(ge=0)
     seconds: float = Field(gt=0)
     seconds_per_layer: list[float] = []
+    median_seconds: float | None = None
     reps: int = Field(ge=1)
     flops: float = Field(ge=0)
     bytes: float = Field(ge=0)
@@ -262,6 +263,12 @@ class CalibrationRecord(_Frozen):
     notes: list[str] = []
     elapsed_seconds: float = Field(default=0.0, ge=0)
 
+    @classmethod
+    def from_json_data(cls, data: dict) -> "CalibrationRecord":
+        """Validate exported JSON: derived values (computed fields such as `error_fraction`, written for
+        readers of the file) are dropped first, since they are recomputed from the stored inputs."""
+        return cls.model_validate(strip_computed_fields(cls, data))
+
     def applies_to(self, gpu_id) -> bool:
         """Whether a scenario on catalog accelerator `gpu_id` is the hardware this record measured."""
         return isinstance(gpu_id, str) and gpu_id == self.reference_gpu
@@ -275,6 +282,30 @@ class CalibrationRecord(_Frozen):
         return (f"{self.label}{state}: {self.device.name}, relative to '{self.reference_gpu}': prefill "
                 f"{e.prefill_compute:.3g}, decode {e.decode_compute:.3g}, training {e.training_compute:.3g} of peak "
                 f"FLOP/s; memory bandwidth {e.memory_bandwidth:.3g}; communication {e.communication:.3g}")
+
+
+def strip_computed_fields(model: type[BaseModel], data: Any) -> Any:
+    """`data` without the computed fields of `model` and of the models nested in it."""
+    if not isinstance(data, dict):
+        return data
+    out = {k: v for k, v in data.items() if k not in model.model_computed_fields}
+    for name, field in model.model_fields.items():
+        if name in out:
+            out[name] = _strip_value(field.annotation, out[name])
+    return out
+
+
+def _strip_value(annotation: Any, value: Any) -> Any:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return strip_computed_fields(annotation, value)
+    origin, args = get_origin(annotation), get_args(annotation)
+    if origin in (list, tuple) and isinstance(value, list) and args:
+        return [_strip_value(args[0], item) for item in value]
+    if origin in (Union, types.UnionType):
+        for option in args:
+            if isinstance(option, type) and issubclass(option, BaseModel) and isinstance(value, dict):
+                return strip_computed_fields(option, value)
+    return value
 
 
 def make_record_id(device_name: str, created_at: datetime) -> str:
@@ -296,4 +327,5 @@ __all__ = [
     "ComparisonRow",
     "CalibrationRecord",
     "make_record_id",
+    "strip_computed_fields",
 ]

@@ -94,7 +94,7 @@ def parse_calibration(text: str | bytes, source: str) -> CalibrationRecord:
             f"{source} is a calibration record of format version {version!r}; this Headroom reads version "
             f"{CALIBRATION_VERSION}. Run `python -m planner calibrate` again to make a current one.")
     try:
-        return CalibrationRecord.model_validate(data)
+        return CalibrationRecord.from_json_data(data)
     except ValidationError as exc:
         raise CalibrationFileError(f"{source} is not a valid calibration record: {explain(exc)}") from None
 

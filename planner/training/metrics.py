@@ -17,7 +17,7 @@ from planner import performance as perf
 from planner.architecture import ModelArchitecture, ParameterCounts
 from planner.arrays import maximum, where
 from planner.catalog import Accelerator
-from planner.cost import SECONDS_PER_HOUR, usd_per_hour
+from planner.cost import gpu_hours, usd_for, usd_per_hour, usd_per_million_tokens
 from planner.performance import Efficiency
 from planner.training import memory as tmem
 from planner.training import step_time as st
@@ -349,7 +349,6 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
     cluster_peak = num_gpus * hw.peak_flops_per_second
     time_to_train = training_tokens / tokens_per_second
     cluster_usd_per_hour = usd_per_hour(num_gpus, hw.usd_per_gpu_hour)
-    gpu_hours = num_gpus * time_to_train / SECONDS_PER_HOUR
     return dict(
         memory=memory,
         microbatches=m,
@@ -374,7 +373,7 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
             gradient_sync_seconds=grad_sync,
             parameter_gather_seconds=param_gather,
         ),
-        time_breakdown=breakdown,
+        step_breakdown_seconds=breakdown,
         optimizer_step_bytes=optimizer_bytes,
         step_seconds=step,
         flops_roofline_seconds=hardware_flops_step / cluster_peak,
@@ -387,9 +386,9 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
         time_to_train_seconds=time_to_train,
         steps_to_train=training_tokens / tokens_per_step,
         usd_per_hour=cluster_usd_per_hour,
-        gpu_hours=gpu_hours,
-        usd_total=gpu_hours * hw.usd_per_gpu_hour,
-        usd_per_million_tokens=cluster_usd_per_hour / (tokens_per_second * SECONDS_PER_HOUR) * 1e6,
+        gpu_hours=gpu_hours(num_gpus, time_to_train),
+        usd_total=usd_for(num_gpus, time_to_train, hw.usd_per_gpu_hour),
+        usd_per_million_tokens=usd_per_million_tokens(cluster_usd_per_hour, tokens_per_second),
     )
 
 

@@ -8,7 +8,6 @@ import numpy as np
 
 from planner.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token, parameter_counts
 from planner.catalog import Accelerator
-from planner.cost import HOURS_PER_MONTH  # noqa: F401  (kept next to the inference imports for symmetry)
 from planner.memory import stage_layers
 from planner.performance import DEFAULT_EFFICIENCY, Efficiency
 from planner.results import Equation, HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
@@ -152,7 +151,7 @@ def plan_training(scenario: TrainingScenario, calibration=None) -> TrainingPlan:
         communication_seconds=float(m["communication_seconds_per_microbatch"]),
         seconds=float(m["slot_seconds"]),
     )
-    opt_seconds = float(m["time_breakdown"]["optimizer_step_seconds"])
+    opt_seconds = float(m["step_breakdown_seconds"]["optimizer_step_seconds"])
     optimizer_step = PhaseRoofline(
         phase="optimizer_step",
         tokens=0.0,
@@ -160,8 +159,8 @@ def plan_training(scenario: TrainingScenario, calibration=None) -> TrainingPlan:
         bytes=float(m["optimizer_step_bytes"]),
         compute_seconds=0.0,
         memory_seconds=opt_seconds,
-        communication_seconds=float(m["time_breakdown"]["offload_transfer_seconds"]),
-        seconds=opt_seconds + float(m["time_breakdown"]["offload_transfer_seconds"]),
+        communication_seconds=float(m["step_breakdown_seconds"]["offload_transfer_seconds"]),
+        seconds=opt_seconds + float(m["step_breakdown_seconds"]["offload_transfer_seconds"]),
     )
     performance = TrainingPerformance(
         step_seconds=float(m["step_seconds"]),
@@ -178,7 +177,7 @@ def plan_training(scenario: TrainingScenario, calibration=None) -> TrainingPlan:
         time_to_train_seconds=float(m["time_to_train_seconds"]),
         steps_to_train=float(m["steps_to_train"]),
         training_tokens=scenario.training_tokens,
-        time_breakdown={key: float(value) for key, value in m["time_breakdown"].items()},
+        step_breakdown_seconds={key: float(value) for key, value in m["step_breakdown_seconds"].items()},
         communication_totals={key: float(value) for key, value in m["communication_totals"].items()},
         forward_backward=forward_backward,
         optimizer_step=optimizer_step,
@@ -256,7 +255,7 @@ def _bottleneck(memory: MemoryBreakdown, perf: TrainingPerformance) -> tuple[str
             f"the largest part is {memory.dominant_component.removesuffix('_bytes').replace('_', ' ')} "
             f"({gib(memory.components[memory.dominant_component])}): memory capacity binds before anything else."
         )
-    t = perf.time_breakdown
+    t = perf.step_breakdown_seconds
     fb = perf.forward_backward
     memory_bound = fb.memory_seconds > fb.compute_seconds
     communication = sum(t[key] for key in COMMUNICATION_KEYS)
@@ -304,6 +303,9 @@ def _warnings(s: TrainingScenario, arch: ModelArchitecture, accel: Accelerator, 
     if s.tensor_parallel > 1 and not s.sequence_parallel:
         out.append("Tensor parallelism without sequence parallelism keeps norm and dropout activations replicated on "
                    "every TP rank (Korthikanti et al.: 10 sbh of 34 sbh per layer).")
+    if s.flash_attention and s.activation_checkpointing == "selective":
+        out.append("Selective recomputation only drops the attention score matrix, which FlashAttention never stores: "
+                   "with flash_attention it saves no memory (Megatron-core can recompute more modules).")
     if not s.flash_attention and s.activation_checkpointing == "none":
         out.append("Without FlashAttention or recomputation every layer keeps the full attention score matrix "
                    "(a x s^2 per sequence); it grows quadratically with sequence_length.")
@@ -363,8 +365,8 @@ def _assumptions(s: TrainingScenario, arch: ModelArchitecture, efficiency: Effic
                  + ")") if s.lora.quantize_base else f" in {'fp32' if p.activation >= 4 else 'bf16'}"
         out.append(f"LoRA rank {s.lora.rank} on {', '.join(s.lora.target_modules)}: frozen base linear layers{quant}; "
                    "only adapters have gradients and optimizer state (adapters follow the precision recipe). "
-                   "Activations as for full training plus r per adapter (an upper bound: frozen projections "
-                   "without adapters save no input).")
+                   "Activations as for full training plus r per adapter, minus the frozen output head's input "
+                   "(an upper bound: frozen projections without adapters save no input either).")
     if arch.is_moe:
         out.append("MoE: uniform top-k routing with no dropped tokens; experts split over TP x EP; the dispatch "
                    "all-to-all crosses (EP - 1)/EP of the routed tokens.")
@@ -392,7 +394,7 @@ def _equations(s: TrainingScenario, arch: ModelArchitecture, counts: ParameterCo
     opt_text = "factored (Adafactor)" if opt_per_elem is None else f"{p.master:g} + {opt_per_elem:g}"
     zero = s.effective_zero_stage
     group = s.dp * s.context_parallel
-    t = m["time_breakdown"]
+    t = m["step_breakdown_seconds"]
     return [
         Equation(name="Parameters", formula="embedding + layers x (attention + MLP/experts + norms) + lm_head",
                  substituted=" + ".join(f"{k} {count(v)}" for k, v in counts.as_dict().items() if v),
@@ -438,7 +440,9 @@ def _equations(s: TrainingScenario, arch: ModelArchitecture, counts: ParameterCo
         Equation(name="Model FLOPs per token",
                  formula="3 x (2 x active matmul parameters + causal attention)" if s.lora is None
                  else "2 x (2 x matmul parameters) + 3 x (attention + adapters)",
-                 substituted=f"6 x {count(counts.active)} params + attention at s = {s.sequence_length:,}",
+                 substituted=(f"6 x {count(counts.active)} active params" if s.lora is None else
+                              f"4 x {count(counts.active)} frozen params + 6 x {count(layout.parameters_trainable)} "
+                              "adapter params") + f" + attention at s = {s.sequence_length:,}",
                  value=float(m["model_flops_per_token"]), unit="FLOPs", source="Kaplan et al. 2020 (6N); PaLM App. B"),
         Equation(name="Micro-batch compute on one GPU", formula="stage hardware FLOPs / (peak x efficiency)",
                  substituted=f"{count(float(m['stage_flops_per_microbatch']))}FLOP / "

@@ -55,7 +55,7 @@ class TrainingPerformance(_Frozen):
     time_to_train_seconds: float
     steps_to_train: float
     training_tokens: float
-    time_breakdown: dict[str, float]  # seconds per step, sums to step_seconds
+    step_breakdown_seconds: dict[str, float]  # seconds per step, sums to step_seconds
     communication_totals: dict[str, float]  # seconds per step before overlap
     forward_backward: PhaseRoofline  # one micro-batch on one GPU of the slowest (last) stage
     optimizer_step: PhaseRoofline

@@ -1,0 +1,100 @@
+"""`python -m planner calibrate`: profile this machine and store a calibration record.
+
+    python -m planner calibrate [--device cpu|cuda] [--seconds N] [--model ID] [--out FILE]
+                                [--gpu ID] [--layers N] [--dtype fp32|bf16|fp16] [--memory-share F]
+                                [--label TEXT] [--no-save] [--activate] [--format table|markdown|json]
+
+Progress goes to stderr; the predicted-vs-measured table (or the Markdown report / JSON record) to
+stdout. The record is saved in the user's data directory (unless --no-save) and to --out if given.
+Exit status: 0 done, 1 the profile stopped part-way (out of memory, cancelled: the message says what
+was measured), 2 invalid input or profiling unavailable (no torch, no CUDA).
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+EXIT_STOPPED = 1
+EXIT_INVALID = 2
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("calibrate", help="profile this machine (needs torch) and store a calibration",
+                              description="Measure matmul/bandwidth ceilings and a few layers of a model, fit the "
+                                          "planner's efficiency factors, and store the calibration record.")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    p.add_argument("--seconds", type=float, default=60.0, help="time budget (default 60)")
+    p.add_argument("--model", default="llama-3.1-8b", help="catalog or size id of the proxy model")
+    p.add_argument("--out", help="also write the record (JSON) to this file")
+    p.add_argument("--gpu", help="catalog accelerator the efficiencies refer to (default: detected from the device)")
+    p.add_argument("--layers", type=int, help="proxy layers (default 4 on a GPU, 2 on a CPU)")
+    p.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default="auto")
+    p.add_argument("--memory-share", type=float, default=0.5, help="most of the free memory to use (default 0.5)")
+    p.add_argument("--label", help="name shown in plans and on the dashboard")
+    p.add_argument("--no-save", action="store_true", help="do not store the record in the data directory")
+    p.add_argument("--activate", action="store_true", help="make it the dashboard's active calibration")
+    p.add_argument("--format", choices=("table", "markdown", "json"), default="table", help="what stdout gets")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=cmd_calibrate)
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from planner.calibration import store
+    from planner.calibration.errors import ProfileAborted, ProfileUnavailable
+    from planner.calibration.profile import run_profile
+    from planner.calibration.record import ProfileSettings
+    from planner.calibration.report import markdown_report, text_table
+
+    settings = ProfileSettings(device=args.device, seconds=args.seconds, model=args.model, layers=args.layers,
+                               memory_share=args.memory_share, reference_gpu=args.gpu, dtype=args.dtype,
+                               label=args.label)
+    last = {"percent": -1}
+
+    def progress(fraction: float, message: str) -> None:
+        pct = int(fraction * 100)
+        if not args.quiet and (pct != last["percent"] or message):
+            print(f"[{pct:3d}%] {message}", file=sys.stderr, flush=True)
+            last["percent"] = pct
+
+    try:
+        record = run_profile(settings, progress=progress)
+    except ProfileUnavailable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_INVALID
+    except ProfileAborted as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        if exc.partial is not None and exc.partial.predicted_vs_measured:
+            sys.stdout.write(text_table(exc.partial))
+        return EXIT_STOPPED
+    except KeyboardInterrupt:
+        print("error: calibration cancelled before anything was measured", file=sys.stderr)
+        return EXIT_STOPPED
+
+    if not args.no_save:
+        path = store.save_calibration(record)
+        print(f"saved {record.id} to {path}", file=sys.stderr)
+        if args.activate:
+            store.set_active_id(record.id)
+            print(f"{record.id} is now the active calibration", file=sys.stderr)
+    if args.out:
+        path = store.write_calibration_file(record, args.out)
+        print(f"wrote {path}", file=sys.stderr)
+    if args.format == "json":
+        sys.stdout.write(store.export_calibration(record))
+    elif args.format == "markdown":
+        command = "python -m planner calibrate " + " ".join(shlex.quote(a) for a in _argv_after_calibrate())
+        sys.stdout.write(markdown_report(record, command.strip()))
+    else:
+        print(record.summary())
+        sys.stdout.write(text_table(record))
+    return 0
+
+
+def _argv_after_calibrate() -> list[str]:
+    argv = sys.argv[1:]
+    return argv[argv.index("calibrate") + 1:] if "calibrate" in argv else []
+
+
+__all__ = ["register", "cmd_calibrate"]

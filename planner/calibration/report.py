@@ -1,0 +1,158 @@
+"""Human-readable views of a calibration record: the predicted-vs-measured table as rows of strings,
+a plain-text table for the terminal and a Markdown report (benchmarks/calibration_cpu.md). No torch."""
+
+from __future__ import annotations
+
+from planner.calibration.record import CalibrationRecord, ComparisonRow
+from planner.units import gib, percent, rate, seconds
+
+ROLE_WORDS = {
+    "ceiling": "ceiling",
+    "fit": "fitted",
+    "holdout": "held out",
+    "memory": "memory",
+}
+EFFICIENCY_FIELDS = ("prefill_compute", "decode_compute", "training_compute", "memory_bandwidth", "communication",
+                     "host_link", "layer_overhead_seconds")
+
+
+def format_value(value: float | None, unit: str) -> str:
+    if value is None:
+        return "-"
+    if unit == "s":
+        return seconds(value)
+    if unit == "B":
+        return gib(value)
+    if unit == "B/s":
+        return rate(value, "B/s")
+    if unit == "FLOP/s":
+        return rate(value, "FLOP/s")
+    return f"{value:.4g} {unit}"
+
+
+def format_error(fraction: float | None) -> str:
+    if fraction is None:
+        return "-"
+    if abs(fraction) < 5e-5:
+        return "0.0%"
+    sign = "+" if fraction > 0 else ""
+    digits = 1 if abs(fraction) < 10 else 0
+    return f"{sign}{fraction * 100:,.{digits}f}%"
+
+
+def table_rows(record: CalibrationRecord) -> list[dict[str, str]]:
+    """One dict of display strings per comparison row."""
+    out = []
+    for row in record.predicted_vs_measured:
+        out.append({
+            "quantity": row.quantity,
+            "kind": ROLE_WORDS[row.role],
+            "measured": format_value(row.measured, row.unit),
+            "predicted (defaults)": format_value(row.predicted, row.unit),
+            "error": format_error(row.error_fraction),
+            "predicted (calibrated)": format_value(row.predicted_calibrated, row.unit),
+            "calibrated error": format_error(row.calibrated_error_fraction),
+        })
+    return out
+
+
+def text_table(record: CalibrationRecord) -> str:
+    rows = table_rows(record)
+    if not rows:
+        return "(nothing measured)\n"
+    headers = list(rows[0])
+    widths = {h: max(len(h), *(len(r[h]) for r in rows)) for h in headers}
+    line = "  ".join(h.ljust(widths[h]) for h in headers)
+    out = [line, "  ".join("-" * widths[h] for h in headers)]
+    for r in rows:
+        out.append("  ".join(r[h].ljust(widths[h]) for h in headers))
+    return "\n".join(out) + "\n"
+
+
+def _markdown_table(rows: list[dict[str, str]]) -> str:
+    if not rows:
+        return "(nothing measured)\n"
+    headers = list(rows[0])
+    out = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
+    for r in rows:
+        out.append("| " + " | ".join(r[h].replace("|", "/") for h in headers) + " |")
+    return "\n".join(out) + "\n"
+
+
+def efficiency_lines(record: CalibrationRecord) -> list[str]:
+    e = record.efficiency
+    out = []
+    for name in EFFICIENCY_FIELDS:
+        value = getattr(e, name)
+        shown = seconds(value) if name == "layer_overhead_seconds" else f"{value:.4g} ({percent(value, 2)})"
+        out.append(f"{name} = {shown}: {record.efficiency_notes.get(name, '')}")
+    return out
+
+
+def summary_errors(rows: list[ComparisonRow]) -> dict[str, float]:
+    """Largest |calibrated error| among held-out time rows, and among memory rows."""
+    held = [abs(r.calibrated_error_fraction) for r in rows if r.role == "holdout" and r.calibrated_error_fraction
+            is not None]
+    memory = [abs(r.error_fraction) for r in rows if r.role == "memory"]
+    return {"holdout_max": max(held, default=0.0), "memory_max": max(memory, default=0.0)}
+
+
+def markdown_report(record: CalibrationRecord, command: str | None = None) -> str:
+    d = record.device
+    lines = [f"# Calibration: {record.label}", ""]
+    if command:
+        lines += ["Produced by:", "", "```", command, "```", ""]
+    state = "complete" if record.complete else f"partial ({record.stopped_reason})"
+    lines += [
+        f"- record `{record.id}` (format version {record.version}), {record.created_at:%Y-%m-%d %H:%M} UTC, {state}, "
+        f"{record.elapsed_seconds:.1f} s",
+        f"- device: {d.name} ({d.kind}), {gib(d.memory_bytes)} total, {gib(d.free_memory_bytes)} free at start"
+        + (f", {d.cpu_threads} torch threads" if d.cpu_threads else "")
+        + (f", compute capability {d.compute_capability}" if d.compute_capability else ""),
+        f"- torch {d.torch_version}" + (f", CUDA {d.cuda_version}" if d.cuda_version else "")
+        + (f", NCCL {d.nccl_version}" if d.nccl_version else ""),
+        f"- efficiencies are relative to catalog accelerator `{record.reference_gpu}` "
+        f"({rate(record.reference_peak_flops_per_second, 'FLOP/s')} at {record.dtype}, "
+        f"{rate(record.reference_bandwidth_bytes_per_second, 'B/s')})",
+    ]
+    if record.proxy is not None:
+        p = record.proxy
+        a = p.architecture
+        lines.append(f"- proxy: {a.num_layers} of {p.source_num_layers} layers of {p.model_name} (`{p.model_id}`), "
+                     f"hidden {a.hidden_size}, {a.num_attention_heads} heads, {a.num_kv_heads} KV heads, head_dim "
+                     f"{a.head_dim}, MLP {a.intermediate_size}, {p.dtype}; prefill {p.prefill_tokens} (held out "
+                     f"{p.holdout_prefill_tokens}) tokens; decode batch {p.decode_batch} at context "
+                     f"{p.decode_context_tokens} (held out: batch {p.holdout_decode_batch} at "
+                     f"{p.holdout_decode_context_tokens}); training micro-batch {p.train_micro_batch} x "
+                     f"{p.train_tokens} tokens")
+        for cap in p.caps:
+            lines.append(f"  - {cap}")
+    lines += ["", "## Fitted efficiencies", ""]
+    lines += [f"- {line}" for line in efficiency_lines(record)]
+    lines += ["", f"Memory correction: {record.runtime_overhead_correction_bytes:,.0f} bytes. "
+                  f"{record.memory_correction_note}", ""]
+    lines += ["## Predicted vs measured", "",
+              "`predicted (defaults)` is what an uncalibrated plan assumes (catalog peaks x documented "
+              "efficiencies); `predicted (calibrated)` uses this record. Error = (predicted - measured) / measured. "
+              "`fitted` rows were used to fit an efficiency (calibrated error ~0 by construction); `held out` rows "
+              "were not; `memory` rows compare exact tensor bytes with the engine's memory terms.", ""]
+    lines.append(_markdown_table(table_rows(record)))
+    if record.phases:
+        lines += ["## Proxy phases", "", "| phase | layers | batch | tokens | context | best | median | reps | "
+                  "per layer |", "|---|---|---|---|---|---|---|---|---|"]
+        for ph in record.phases:
+            per_layer = ", ".join(seconds(t) for t in ph.seconds_per_layer)
+            lines.append(f"| {ph.name} | {ph.layers} | {ph.batch} | {ph.tokens} | {ph.context_tokens} | "
+                         f"{seconds(ph.seconds)} | {seconds(ph.median_seconds) if ph.median_seconds else '-'} | "
+                         f"{ph.reps} | {per_layer} |")
+        lines.append("")
+    if record.ceilings.skipped or record.notes:
+        lines += ["## Notes", ""]
+        lines += [f"- skipped {k}: {v}" for k, v in record.ceilings.skipped.items()]
+        lines += [f"- {n}" for n in record.notes]
+        lines.append("")
+    return "\n".join(lines)
+
+
+__all__ = ["format_value", "format_error", "table_rows", "text_table", "markdown_report", "efficiency_lines",
+           "summary_errors"]

@@ -1,0 +1,43 @@
+"""AppTest helpers: open a page of the dashboard (optionally from a share link's parameters)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = Path(__file__).resolve().parents[2] / "app.py"
+TIMEOUT = 60
+
+
+def open_page(page: str = "inference", params: dict | None = None) -> AppTest:
+    at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
+    if page != "inference":
+        at.switch_page(f"pages/{page}.py")
+    for key, value in (params or {}).items():
+        at.query_params[key] = value
+    at.run()
+    return at
+
+
+def metric(at: AppTest, label: str) -> str:
+    for item in at.metric:
+        if item.label == label:
+            return item.value
+    raise AssertionError(f"no metric {label!r}; have {[m.label for m in at.metric]}")
+
+
+def warnings_text(at: AppTest) -> str:
+    """All warnings, Markdown escapes removed."""
+    return "\n".join(w.value for w in at.warning).replace("\\", "")
+
+
+def assert_clean(at: AppTest) -> None:
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+@pytest.fixture
+def page():
+    return open_page

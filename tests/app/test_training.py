@@ -1,0 +1,75 @@
+"""Training page: renders, matches the engine, and round-trips its scenario through the URL."""
+
+from __future__ import annotations
+
+from planner import plan, units
+from planner.share import scenario_to_query_params
+from planner.training.scenario import LoraConfig, TrainingScenario
+
+from conftest import assert_clean, metric, open_page, warnings_text
+
+
+def assert_metrics_match(at, scenario: TrainingScenario) -> None:
+    expected = plan(scenario)
+    perf, cost, mem = expected.performance, expected.cost, expected.memory
+    assert metric(at, "Step time") == units.seconds(perf.step_seconds)
+    assert metric(at, "Tokens/s") == units.count(perf.tokens_per_second)
+    assert metric(at, "MFU") == units.percent(perf.mfu, 1)
+    assert metric(at, "Time to train") == units.seconds(perf.time_to_train_seconds)
+    assert metric(at, "Cost to train") == units.usd(cost.usd_total)
+    assert metric(at, "Largest micro-batch that fits") == str(mem.max_micro_batch_size or 0)
+    verdict = (at.success if mem.fits else at.error)[0].value
+    assert units.gib(mem.total_bytes) in verdict
+
+
+def test_default_training_page_is_the_engine_default():
+    at = open_page("training")
+    assert_clean(at)
+    assert at.session_state["current_training"] == TrainingScenario()
+    assert_metrics_match(at, TrainingScenario())
+    assert len(at.get("vega_lite_chart")) == 2  # memory breakdown and step-time breakdown
+    assert any(e.label.startswith("How each number is computed") for e in at.expander)
+
+
+def test_widgets_replan():
+    at = open_page("training")
+    at.number_input(key="training_global_batch_size").set_value(128)
+    at.selectbox(key="training_zero_stage").set_value(3)
+    at.selectbox(key="training_activation_checkpointing").set_value("full").run()
+    assert_clean(at)
+    expected = TrainingScenario(global_batch_size=128, zero_stage=3, activation_checkpointing="full")
+    assert at.session_state["current_training"] == expected
+    assert_metrics_match(at, expected)
+
+
+def test_scaled_inputs_and_lora_round_trip_exactly():
+    scenario = TrainingScenario(
+        model="llama-3.1-8b", num_gpus=16, tensor_parallel=2, zero_stage=2, optimizer="adam8bit",
+        global_batch_size=256, micro_batch_size=2, sequence_length=2048, training_tokens=2.5e9,
+        inter_node_bandwidth_bytes_per_second=4e11, lora=LoraConfig(rank=8, target_modules=("q", "v")),
+        decision="LoRA on q/v keeps it on 2 nodes")
+    at = open_page("training", scenario_to_query_params(scenario, "training_"))
+    assert_clean(at)
+    assert "link had problems" not in warnings_text(at), warnings_text(at)
+    assert at.session_state["current_training"] == scenario
+    assert at.number_input(key="training_training_tokens").value == 2.5
+    assert at.toggle(key="training_pick_lora").value is True
+    assert_metrics_match(at, scenario)
+
+
+def test_invalid_training_params_warn_by_name():
+    at = open_page("training", {"training_zero_stage": "7", "training_precision": "fp8",
+                                "training_micro_batch_size": "0", "training_lora": "cfg:garbage"})
+    assert not at.exception
+    text = warnings_text(at)
+    for name in ("training_zero_stage", "training_precision", "training_micro_batch_size", "training_lora"):
+        assert name in text, name
+    assert at.session_state["current_training"] == TrainingScenario()
+    assert_metrics_match(at, TrainingScenario())
+
+
+def test_impossible_batch_is_explained():
+    at = open_page("training")
+    at.number_input(key="training_global_batch_size").set_value(60).run()
+    assert not at.exception
+    assert any("global_batch_size=60" in e.value for e in at.error)

@@ -1,0 +1,236 @@
+"""The dashboard in a real headless Chromium against a live `streamlit run app.py`.
+
+Moves a slider with the keyboard, reopens the URL in a fresh browser context, downloads the CSV and
+imports it on Compare, and screenshots every page (1280×800 and narrow) into test-artifacts/screenshots/.
+Uses the system Chromium (/usr/bin/chromium); no browser is downloaded.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = ROOT / "test-artifacts"
+SHOTS = ARTIFACTS / "screenshots"
+CHROMIUM = Path(os.environ.get("HEADROOM_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+PAGES = ("inference", "training", "tradeoffs", "calibrate", "compare", "review")
+WIDE = {"width": 1280, "height": 800}
+NARROW = {"width": 420, "height": 900}
+STEP_MS = 30_000  # any single wait
+
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) to run the browser "
+                "test; no browser is downloaded", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server():
+    ARTIFACTS.mkdir(exist_ok=True)
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    log = open(ARTIFACTS / "streamlit-server.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
+         "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
+         "--browser.gatherUsageStats", "false"],
+        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(f"streamlit exited with {proc.returncode}; see {log.name}")
+            try:
+                with urllib.request.urlopen(f"{base}/_stcore/health", timeout=2) as response:
+                    if response.read().strip() == b"ok":
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("streamlit did not become healthy within 60 s")
+            time.sleep(0.3)
+        yield base
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, timeout=STEP_MS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
+def new_page(browser, viewport=WIDE, downloads: bool = False):
+    context = browser.new_context(viewport=viewport, accept_downloads=downloads)
+    context.set_default_timeout(STEP_MS)
+    return context, context.new_page()
+
+
+def settle(page) -> None:
+    """Wait until the script run finished and lazily loaded widgets replaced their placeholders."""
+    page.wait_for_selector("[data-testid=stMain]")
+    page.wait_for_timeout(500)
+    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
+    page.wait_for_function(
+        "() => !document.querySelector('[data-testid=stSkeleton],[data-testid=stSkeletonElement],"
+        "[data-testid=stAppSkeleton]')")
+    page.wait_for_timeout(800)
+
+
+def metric_values(page) -> dict[str, str]:
+    page.wait_for_selector("[data-testid=stMetric]")
+    values = {}
+    for item in page.locator("[data-testid=stMetric]").all():
+        label = item.locator("[data-testid=stMetricLabel]").inner_text().strip()
+        values[label] = item.locator("[data-testid=stMetricValue]").inner_text().strip()
+    return values
+
+
+def open_app(page, url: str) -> dict[str, str]:
+    page.goto(url)
+    settle(page)
+    page.get_by_text("Output tokens/s").first.wait_for()
+    return metric_values(page)
+
+
+def concurrency_thumb(page):
+    """The slider's thumb: a keyboard-focusable range input (react-aria)."""
+    return page.locator("[data-testid=stSlider]").filter(has_text="Concurrency").locator("input[type=range]")
+
+
+def screenshot(page, name: str) -> None:
+    """The viewport as a user sees it, and the whole page (Streamlit scrolls inside its main container)."""
+    settle(page)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    height = page.evaluate("() => Math.max(...[...document.querySelectorAll("
+                           "'[data-testid=stMain], [data-testid=stAppViewContainer], section')].map(e => e.scrollHeight))")
+    viewport = page.viewport_size
+    page.set_viewport_size({"width": viewport["width"], "height": min(int(height) + 40, 8000)})
+    page.wait_for_timeout(1200)
+    page.screenshot(path=str(SHOTS / f"{name}-full.png"), full_page=True)
+    page.set_viewport_size(viewport)
+
+
+def navigate(page, title: str) -> None:
+    page.get_by_role("link", name=title, exact=True).first.click()
+    settle(page)
+
+
+def test_slider_share_link_and_csv_round_trip(browser, server, tmp_path):
+    context, page = new_page(browser, downloads=True)
+    try:
+        before = open_app(page, server + "/")
+        thumb = concurrency_thumb(page)
+        assert thumb.input_value() == "64"
+        thumb.focus()
+        for _ in range(10):
+            thumb.press("ArrowRight")
+        page.wait_for_function(
+            "() => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => "
+            "m.innerText.includes('Output tokens/s') && !m.innerText.includes(%r))" % before["Output tokens/s"],
+            timeout=STEP_MS)
+        settle(page)
+        after = metric_values(page)
+        assert concurrency_thumb(page).input_value() == "74"
+        assert after["Output tokens/s"] != before["Output tokens/s"]
+        assert after["Time per output token"] != before["Time per output token"]
+
+        page.wait_for_url(re.compile(r"inference_concurrency=74"))
+        url = page.url
+
+        # The same URL in a fresh browser context (no shared session, cookies or storage) shows the same plan.
+        other_context, other = new_page(browser)
+        try:
+            reopened = open_app(other, url)
+            assert reopened == after
+            assert concurrency_thumb(other).input_value() == "74"
+        finally:
+            other_context.close()
+
+        # Download the plan as CSV ...
+        with page.expect_download(timeout=STEP_MS) as download:
+            page.get_by_role("button", name=re.compile("Download CSV")).first.click()
+        csv_path = tmp_path / "plan.csv"
+        download.value.save_as(csv_path)
+        text = csv_path.read_text()
+        header, row = text.splitlines()[:2]
+        columns = dict(zip(header.split(","), row.split(",")))
+        assert columns["scenario.concurrency"] == "74"
+        (ARTIFACTS / "downloaded-plan.csv").write_text(text)
+
+        # ... and import it on Compare in a fresh session: the plan comes back exactly.
+        import_context, importer = new_page(browser)
+        try:
+            importer.goto(server + "/compare")
+            settle(importer)
+            importer.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(str(csv_path))
+            importer.get_by_text("Imported 1 plan from plan.csv").wait_for()
+            settle(importer)
+            importer.get_by_text(re.compile(r"1 · Llama 3\.1 70B")).first.wait_for()
+            assert "pin=cfg" in importer.url
+            screenshot(importer, "compare-1280")
+            navigate(importer, "Review")
+            numbers = importer.locator("[data-testid=stTable]").first.inner_text()
+            assert after["Time per output token"] in numbers
+            assert after["Time to first token"] in numbers
+            screenshot(importer, "review-1280")
+        finally:
+            import_context.close()
+    finally:
+        context.close()
+
+
+def test_screenshots_of_every_page(browser, server):
+    for viewport, suffix in ((WIDE, "1280"), (NARROW, "narrow")):
+        context, page = new_page(browser, viewport)
+        try:
+            page.on("pageerror", lambda error: pytest.fail(f"JavaScript error: {error}"))
+            for name in PAGES:
+                if name in ("compare", "review") and suffix == "1280":
+                    continue  # taken with pinned plans by the round-trip test
+                page.goto(f"{server}/{name}")
+                settle(page)
+                assert not page.locator("[data-testid=stException]").count(), f"traceback on {name}"
+                screenshot(page, f"{name}-{suffix}")
+            if suffix == "1280":
+                page.goto(f"{server}/inference?inference_concurrency=96")
+                settle(page)
+                page.get_by_role("button", name="Concurrency × context").click()
+                page.get_by_text("Colour: output tokens/s").wait_for()
+                screenshot(page, "inference-heatmap-1280")
+        finally:
+            context.close()
+    assert len(list(SHOTS.glob("*.png"))) >= 2 * len(PAGES)

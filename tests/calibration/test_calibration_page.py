@@ -1,0 +1,95 @@
+"""ui/calibration_view.py: chart data, the charts, the background job, and the page in AppTest."""
+
+from __future__ import annotations
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from planner.calibration import store
+from planner.calibration.errors import ProfileAborted
+from planner.calibration.record import ProfileSettings
+from ui import calibration_view as view
+
+from .synthetic import synthetic_record
+
+
+def test_comparison_frame_has_both_prediction_series_with_errors_in_percent():
+    record = synthetic_record()
+    frame = view.comparison_frame(record)
+    assert set(frame["series"]) == {view.SERIES_DEFAULT, view.SERIES_CALIBRATED}
+    row = record.predicted_vs_measured[-1]
+    default = frame[(frame["quantity"] == row.quantity) & (frame["series"] == view.SERIES_DEFAULT)].iloc[0]
+    assert default["error_pct"] == pytest.approx(row.error_fraction * 100)
+    assert set(frame["group"]) <= {"time", "memory", "ceilings"}
+
+
+def test_charts_compile_to_vega_lite():
+    frame = view.comparison_frame(synthetic_record())
+    spec = view.error_chart(frame).to_dict()
+    assert spec["layer"][0]["encoding"]["x"]["scale"]["type"] == "symlog"
+    for group in ("time", "ceilings"):
+        scatter = view.scatter_chart(frame, group).to_dict()
+        assert scatter["layer"][1]["encoding"]["x"]["scale"]["type"] == "log"
+
+
+def test_the_background_job_reports_success_and_failure(monkeypatch):
+    import planner.calibration as calibration
+
+    record = synthetic_record()
+
+    def finished(settings, progress, cancel):
+        progress(0.5, "halfway")
+        return record
+
+    monkeypatch.setattr(calibration, "run_profile", finished)
+    job = view.ProfileJob(ProfileSettings()).start()
+    job.thread.join(10)
+    assert job.done and job.record == record and job.message == "halfway" and job.error is None
+
+    def stopped(settings, progress, cancel):
+        raise ProfileAborted("calibration stopped: out of memory. Measured so far: nothing.", partial=record)
+
+    monkeypatch.setattr(calibration, "run_profile", stopped)
+    job = view.ProfileJob(ProfileSettings()).start()
+    job.thread.join(10)
+    assert job.done and job.record is None and "out of memory" in job.error and job.partial == record
+
+
+def _page():
+    from planner.scenario import InferenceScenario
+    from ui.calibration_view import render_calibrate_page
+
+    render_calibrate_page(InferenceScenario(model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tensor_parallel=1))
+
+
+def test_the_page_with_an_active_calibration():
+    record = synthetic_record()
+    store.save_calibration(record)
+    store.set_active_id(record.id)
+    at = AppTest.from_function(_page, default_timeout=30).run()
+    assert not at.exception
+    assert at.selectbox(key="calibrate_active").value == record.id
+    metrics = {m.label: m for m in at.metric}
+    assert metrics["Relative to"].value == "h100-sxm"
+    assert "vs defaults" in metrics["Decode step (current scenario)"].delta
+    assert len(at.dataframe) >= 2
+    at.segmented_control(key="calibrate_view").set_value("Times").run()
+    assert not at.exception
+    at.selectbox(key="calibrate_active").select_index(0).run()  # back to the documented defaults
+    assert not at.exception and store.get_active_id() is None
+
+
+def test_the_page_without_torch_says_how_to_enable_profiling(monkeypatch):
+    monkeypatch.setattr(view, "_torch_available", lambda: False)
+    at = AppTest.from_function(_page, default_timeout=30).run()
+    assert not at.exception
+    assert any("headroom[profile]" in c.value for c in at.code)
+    assert any("No calibration stored yet" in i.value for i in at.info)
+
+
+def test_the_page_offers_a_run_with_settings():
+    at = AppTest.from_function(_page, default_timeout=30).run()
+    assert not at.exception
+    assert at.button(key="calibrate_run").label == "Run profile"
+    assert at.selectbox(key="calibrate_model").value == "llama-3.1-8b"
+    assert "deepseek-v3" not in at.selectbox(key="calibrate_model").options  # MLA/MoE proxies are not offered

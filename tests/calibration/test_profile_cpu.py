@@ -1,0 +1,109 @@
+"""The whole profile on the CPU (the CI device): a valid record within a small time budget, and the
+engine's memory prediction for the proxy model equal to the measured bytes.
+
+Tolerance for memory: exact (relative 1e-9, i.e. float rounding only). On the CPU every measured quantity
+is a sum of exact tensor sizes (numel x element size), and each engine term counts the same tensors:
+weights and gradients are the layers' parameter counts (planner.memory.weight_bytes); the optimizer state
+is fp32 m and v (+ an fp32 master copy for 16-bit parameters, ZeRO's K = 12), which the proxy's AdamW keeps
+and nothing else; the KV cache is batch x tokens x layers x 2 x kv_heads x head_dim elements; saved
+activations are what autograd keeps, counted once per storage, and the proxy's layers are written so that
+this is what training.memory.layer_activation_bytes_per_token counts (fused-style norms that keep their
+input and fp32 statistics, FlashAttention-style attention keeping q, k, v, output and fp32 log-sum-exp,
+SwiGLU/GeLU MLP tensors). A difference would be a real disagreement, not noise. Times are not asserted
+(a shared CI machine makes them vary); the table reports them.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from planner import plan
+from planner.calibration import store
+from planner.calibration.record import CalibrationRecord
+from planner.scenario import InferenceScenario
+
+from .conftest import CPU_PROFILE_MODEL, CPU_PROFILE_SECONDS
+
+PHASES = {"overhead_probe", "prefill", "prefill_holdout", "decode", "decode_holdout", "train"}
+
+
+def test_the_cpu_profile_produces_a_complete_valid_record(cpu_record):
+    record, _ = cpu_record
+    assert isinstance(record, CalibrationRecord) and record.complete and not record.stopped_reason
+    assert record.device.kind == "cpu" and record.reference_gpu == "cpu"
+    assert record.settings.model == CPU_PROFILE_MODEL and record.dtype in ("fp32", "bf16")
+    assert store.parse_calibration(store.export_calibration(record), "cpu.json") == record
+    assert {p.name for p in record.phases} == PHASES
+    for phase in record.phases:
+        assert phase.seconds > 0 and phase.reps >= 1
+        assert len(phase.seconds_per_layer) == phase.layers
+    assert record.proxy is not None and record.proxy.architecture.head_dim == 64
+    assert record.ceilings.best_matmul_flops_per_second("fp32", "square") > 0
+    assert record.ceilings.bandwidth_bytes_per_second() > 0
+
+
+def test_the_profile_keeps_to_its_budget(cpu_record):
+    record, _ = cpu_record
+    # The proxy is sized from the measured ceilings; on a busy 2-core CI machine allow 3x (plus start-up).
+    assert record.elapsed_seconds < 3 * CPU_PROFILE_SECONDS + 2
+
+
+def test_progress_is_reported_in_order_up_to_done(cpu_record):
+    _, progress = cpu_record
+    fractions = [f for f, _ in progress]
+    assert fractions == sorted(fractions) and fractions[-1] == 1.0 and progress[-1][1] == "done"
+    messages = " ".join(m for _, m in progress)
+    for word in ("matmul", "bandwidth", "prefill", "decode", "train", "fitting"):
+        assert word in messages
+
+
+def test_memory_predicted_equals_measured_on_the_cpu(cpu_record):
+    record, _ = cpu_record
+    memory = [r for r in record.predicted_vs_measured if r.role == "memory"]
+    kinds = {r.quantity.split(",")[0] for r in memory}
+    assert kinds == {"weights", "KV cache", "gradients", "optimizer states (AdamW)", "saved activations"}
+    for row in memory:
+        assert row.measured > 0
+        assert row.error_fraction == pytest.approx(0.0, abs=1e-9), (row.quantity, row.predicted, row.measured)
+    assert record.runtime_overhead_correction_bytes == 0.0
+    assert "CPU" in record.memory_correction_note
+
+
+def test_the_table_covers_ceilings_fits_and_held_out_points(cpu_record):
+    record, _ = cpu_record
+    roles = {r.role for r in record.predicted_vs_measured}
+    assert roles == {"ceiling", "fit", "holdout", "memory"}
+    for row in record.predicted_vs_measured:
+        if row.role == "fit" and row.phase in ("prefill", "decode") and "probe" not in row.quantity:
+            # A fitted point is reproduced (unless the overhead alone explains it, which a real phase never does).
+            assert row.calibrated_error_fraction == pytest.approx(0.0, abs=0.02), row.quantity
+
+
+def test_efficiencies_are_valid_and_explained(cpu_record):
+    record, _ = cpu_record
+    e = record.efficiency
+    for name in ("prefill_compute", "decode_compute", "memory_bandwidth", "training_compute"):
+        assert 0 < getattr(e, name) <= 1
+        assert record.efficiency_notes[name]
+    assert e.layer_overhead_seconds >= 0
+    assert "fitted" in record.efficiency_notes["prefill_compute"]
+    assert e.source == f"calibration '{record.label}'"
+
+
+def test_caps_are_written_into_the_record(cpu_record):
+    record, _ = cpu_record
+    caps = " ".join(record.proxy.caps)
+    assert "estimated" in caps and "budget" in caps
+    if record.proxy.width_divisor > 1:
+        assert "width capped 896" in caps
+
+
+def test_a_cpu_scenario_planned_with_and_without_the_calibration(cpu_record):
+    record, _ = cpu_record
+    scenario = InferenceScenario(model=CPU_PROFILE_MODEL, gpu="cpu", num_gpus=1, tensor_parallel=1)
+    before, after = plan(scenario), plan(scenario, calibration=record)
+    assert after.calibration == record.label
+    # The generic 'cpu' catalog entry is far faster than a 2-core CI runner: calibrated plans are slower.
+    assert after.performance.decode_step_seconds > before.performance.decode_step_seconds
+    assert after.performance.ttft_seconds > before.performance.ttft_seconds
+    assert after.memory.total_bytes == before.memory.total_bytes  # no memory correction on a CPU

@@ -1,0 +1,156 @@
+"""plan() for training: the JSON contract, consistency of the parts, calibration, examples, warnings."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from planner import parse_scenario, plan
+from planner.architecture import parameter_counts
+from planner.performance import Efficiency
+from planner.training import memory as tmem
+from planner.training.metrics import training_metrics
+from planner.training.plan import hardware_inputs, scenario_inputs
+from planner.training.scenario import TrainingScenario
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("training-*.json"))
+
+
+class Calibration:
+    def __init__(self, efficiency, correction=0.0, label="test rig"):
+        self.efficiency = efficiency
+        self.runtime_overhead_correction_bytes = correction
+        self.label = label
+
+
+def test_contract_keys_of_the_plan_json():
+    data = json.loads(plan(parse_scenario({"kind": "training"})).model_dump_json())
+    assert data["kind"] == "training"
+    for key in ("weights_bytes", "gradients_bytes", "optimizer_states_bytes", "activations_bytes"):
+        assert key in data["memory"]["components"]
+    for key in ("total_bytes", "capacity_bytes", "fits", "headroom_bytes", "dominant_component",
+                "max_micro_batch_size"):
+        assert key in data["memory"]
+    for key in ("step_seconds", "tokens_per_second", "mfu", "hfu", "time_to_train_seconds"):
+        assert key in data["performance"]
+    assert "usd_total" in data["cost"]
+    assert data["bottleneck"] in ("capacity", "memory_bandwidth", "compute", "communication")
+    assert isinstance(data["warnings"], list) and data["assumptions"] and data["equations"]
+    assert data["scenario"]["kind"] == "training"
+
+
+def test_default_plan_is_sensible():
+    p = plan(TrainingScenario())
+    assert p.memory.fits and 0.05 < p.memory.headroom_fraction < 0.5
+    assert p.memory.capacity_bytes == p.memory.budget_bytes  # training may use the whole device
+    assert 0.3 < p.performance.mfu < 0.6
+    c = p.memory.components
+    counts = parameter_counts(TrainingScenario().architecture())
+    assert c["weights_bytes"] == 2 * counts.total
+    assert c["optimizer_states_bytes"] == pytest.approx(12 * counts.total / 8)
+    assert p.cost.usd_total == pytest.approx(p.cost.gpu_hours * 3.0)
+    assert p.performance.tokens_per_second * p.performance.time_to_train_seconds == pytest.approx(1e9)
+
+
+def test_memory_components_are_the_terms():
+    s = TrainingScenario(activation_checkpointing="full", micro_batch_size=2, global_batch_size=64)
+    arch = s.architecture()
+    c = plan(s).memory.components
+    tokens = 2 * 4096
+    stored = tmem.layer_activation_bytes_per_token(arch, False, 1, False, True, 2, False, 4096) * arch.num_layers
+    working = tmem.layer_recompute_working_bytes_per_token(arch, False, 1, False, True, 2, False, 4096)
+    edges = tmem.edge_activation_bytes_per_token(arch, 1, False, False, 1, True)
+    assert c["activations_bytes"] == pytest.approx(tokens * (stored + working + edges))
+    assert c["logits_bytes"] == pytest.approx(tokens * 12 * arch.vocab_size)
+    assert c["runtime_overhead_bytes"] == 1 << 30
+
+
+def test_pipeline_picks_the_heavier_stage():
+    p = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=16, tensor_parallel=8, pipeline_parallel=2,
+                              global_batch_size=32, sequence_length=8192))
+    assert p.layout.heaviest_stage == "first"  # two micro-batches in flight outweigh the head and logits
+    p = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=16, tensor_parallel=8, pipeline_parallel=2,
+                              global_batch_size=32, sequence_length=1024, activation_checkpointing="full"))
+    assert p.layout.heaviest_stage == "last"
+
+
+def test_calibration_replaces_efficiency_and_overhead():
+    s = TrainingScenario()
+    base = plan(s)
+    calibrated = plan(s, Calibration(Efficiency(training_compute=0.275), correction=2 * 2**30))
+    assert calibrated.calibration == "test rig"
+    assert calibrated.memory.total_bytes - base.memory.total_bytes == 2 * 2**30
+    assert calibrated.performance.step_seconds > 1.9 * base.performance.step_seconds
+    assert any("test rig" in a for a in calibrated.assumptions)
+
+
+def test_zero_and_offload_move_memory():
+    s = dict(model="llama-3.1-8b", num_gpus=8, activation_checkpointing="full")
+    z3 = plan(TrainingScenario(**s, zero_stage=3))
+    off = plan(TrainingScenario(**s, zero_stage=3, offload_optimizer=True, offload_parameters=True))
+    assert off.memory.components["optimizer_states_bytes"] == 0 and off.memory.components["weights_bytes"] == 0
+    assert off.memory.host_bytes == pytest.approx(z3.memory.components["optimizer_states_bytes"]
+                                                  + z3.memory.components["weights_bytes"])
+    assert off.performance.step_breakdown_seconds["offload_transfer_seconds"] > 0
+    assert z3.memory.components["sharding_buffers_bytes"] > 0
+
+
+def test_lora_and_qlora_shrink_model_states():
+    full = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=8, zero_stage=3, global_batch_size=8,
+                                 activation_checkpointing="full"))
+    qlora = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=1, zero_stage=0, global_batch_size=8,
+                                  activation_checkpointing="full", lora={"rank": 16, "quantize_base": True}))
+    assert qlora.memory.fits
+    assert qlora.layout.parameters_trainable < 0.02 * full.layout.parameters_trainable
+    # NF4 base ~ 0.52 B per linear weight: the 70B weights take ~37 GB instead of 141 GB
+    assert 30e9 < qlora.memory.components["weights_bytes"] < 45e9
+    assert qlora.performance.mfu < qlora.performance.hfu  # recomputation counted in HFU only
+
+
+def test_fp32_gradient_accumulation_buffer():
+    s = dict(num_gpus=8, zero_stage=2)
+    off = plan(TrainingScenario(**s)).memory.components
+    on = plan(TrainingScenario(**s, grad_accumulation_fp32=True)).memory.components
+    assert on["gradient_accumulation_bytes"] == pytest.approx(2 * off["gradients_bytes"])
+
+
+def test_metrics_broadcast_over_scenario_arrays():
+    """DESIGN rule 4: the same code over numpy arrays gives the same numbers as scalar scenarios."""
+    layouts = [(1, 8), (2, 4), (4, 2)]
+    scenarios = [TrainingScenario(tensor_parallel=t, data_parallel=d, global_batch_size=64) for t, d in layouts]
+    s0 = scenarios[0]
+    arch = s0.architecture()
+    counts = parameter_counts(arch)
+    hw = hardware_inputs(s0, s0.accelerator())
+    inputs = scenario_inputs(s0)
+    inputs.update(tensor_parallel=np.array([t for t, _ in layouts]), data_parallel=np.array([d for _, d in layouts]),
+                  sequence_parallel=np.array([t > 1 for t, _ in layouts]))
+    arrays = training_metrics(arch, counts, hw, Efficiency(), training_tokens=1e9, **inputs)
+    for i, s in enumerate(scenarios):
+        p = plan(s)
+        assert float(arrays["step_seconds"][i]) == pytest.approx(p.performance.step_seconds)
+        assert float(arrays["memory"]["total_bytes"][i]) == pytest.approx(p.memory.total_bytes)
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
+def test_examples_plan_and_fit(path):
+    p = plan(parse_scenario(json.loads(path.read_text())))
+    assert p.memory.fits
+    assert np.isfinite(p.performance.step_seconds) and p.cost.usd_total > 0
+
+
+def test_examples_exist():
+    assert len(EXAMPLES) >= 4
+
+
+def test_warnings_explain_risky_plans():
+    p = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=8, zero_stage=0, global_batch_size=8))
+    assert not p.memory.fits and p.bottleneck == "capacity"
+    assert any(w.startswith("Does not fit") for w in p.warnings)
+    assert "optimizer states" in p.bottleneck_reason or "weights" in p.bottleneck_reason
+    p = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=64, tensor_parallel=8, pipeline_parallel=8,
+                              global_batch_size=8, activation_checkpointing="full"))
+    assert any("pipeline bubble" in w for w in p.warnings)
