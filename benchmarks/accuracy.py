@@ -258,30 +258,36 @@ def _megatron_scenario(row: dict):
     batch = re.search(r"global (?:batch )?(\d+)", row["batch_or_concurrency"])
     micro = re.search(r"micro (\d+)", row["batch_or_concurrency"])
     layout = re.search(r"TP(\d+) PP(\d+) DP(\d+)", row["parallelism"])
+    extra = {}
     if layout:
         tp, pp, dp = map(int, layout.groups())
-        zero = 1  # Megatron's distributed optimizer
+        zero = 0
     elif "ZeRO-3" in row["parallelism"]:
         tp, pp, dp, zero = 1, 1, gpus, 3
+        extra = {"overlap_grad_reduce": True}
     elif "model-parallel size" in row["parallelism"]:
         size = int(re.search(r"model-parallel size (\d+)", row["parallelism"]).group(1))
         tp, pp = 8, size // 8
         dp = gpus // size
-        zero = 1
+        zero = 0
     else:
         return f"parallelism '{row['parallelism']}' not understood"
+    # Megatron-LM 2021 on Selene: fp16 mixed precision with fp32-master Adam, full recomputation, unfused
+    # attention with dropout, no sequence parallelism (2022), 1F1B, gradients all-reduced after the
+    # pipeline flush, 8 x HDR 200 Gb/s InfiniBand per node = 25 GB/s per GPU.
     scenario = {
         "kind": "training", "model": _megatron_config(heads, hidden, layers), "gpu": "a100-80gb", "num_gpus": gpus,
         "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": dp, "zero_stage": zero,
-        "precision": "bf16", "optimizer": "adamw", "micro_batch_size": int(micro.group(1)) if micro else 1,
+        "precision": "mixed_fp16", "optimizer": "adamw", "micro_batch_size": int(micro.group(1)) if micro else 1,
         "global_batch_size": int(batch.group(1)) if batch else 512, "sequence_length": 2048,
-        "activation_checkpointing": "full", "flash_attention": False,
+        "activation_checkpointing": "full", "flash_attention": False, "dropout": True, "sequence_parallel": False,
+        "overlap_grad_reduce": False, "inter_node_bandwidth_bytes_per_second": 25e9, **extra,
     }
     try:
         return parse_scenario(scenario), ("hardware TFLOP/s per GPU incl. the recompute forward "
-                                          "(the paper's 96Bslh^2(1+s/6h+V/16lh) / step time / GPUs); fp16 mixed "
-                                          "precision planned as bf16 (same bytes and peak); micro-batch 1 where "
-                                          "the table gives none")
+                                          "(the paper's 96Bslh^2(1+s/6h+V/16lh) / step time / GPUs); Selene: "
+                                          "25 GB/s InfiniBand per GPU, no sequence parallelism, unfused attention "
+                                          "with dropout, micro-batch 1 where the table gives none")
     except Exception as exc:  # a layout the planner rejects is a finding, reported as unmapped
         return f"scenario rejected: {exc}"
 

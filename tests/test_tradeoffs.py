@@ -104,3 +104,23 @@ def test_pareto_front_is_non_dominated_and_complete(frame):
 def test_bad_constraints_are_rejected_with_a_sentence(text):
     with pytest.raises(PlanningError):
         parse_constraint(text)
+
+
+def test_training_technique_deltas_are_differences_of_two_training_plans():
+    from planner import parse_scenario
+    from planner.tradeoffs import techniques
+
+    scenario = parse_scenario({"kind": "training"})
+    base = plan(scenario)
+    effects = [e for e in techniques(scenario) if e.applicable and not e.derived]
+    assert {e.technique for e in effects} >= {"Activation checkpointing", "Gradient accumulation",
+                                               "Sharding (ZeRO / FSDP)", "Offload to host", "Tensor parallelism"}
+    for effect in effects:
+        alt = plan(parse_scenario(effect.scenario))
+        assert effect.delta_memory_bytes == alt.memory.total_bytes - base.memory.total_bytes
+        assert effect.delta_time_seconds == alt.performance.step_seconds - base.performance.step_seconds
+        assert effect.delta_cost == alt.cost.usd_total - base.cost.usd_total
+    full = next(e for e in effects if e.variant.endswith("→ full"))
+    assert full.delta_memory_bytes < 0 < full.delta_time_seconds  # saves activations, pays recompute
+    compression = next(e for e in techniques(scenario) if e.technique == "Lower-precision communication")
+    assert compression.changes_numerics and compression.delta_time_seconds <= 0

@@ -365,7 +365,7 @@ def comparison_rows(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Ref
                 note=f"catalog peak x default {'prefill' if shape == 'square' else 'decode'} efficiency"))
     copy = ceilings.bandwidth_bytes_per_second()
     if copy:
-        size = max(b.buffer_bytes for b in ceilings.bandwidth)
+        size = next(b.buffer_bytes for b in ceilings.bandwidth if b.bytes_per_second == copy)
         rows.append(ComparisonRow(quantity=f"copy bandwidth ({size >> 20} MiB buffer)", phase="bandwidth",
                                   unit="B/s", role="ceiling", measured=copy, predicted=bw * d.memory_bandwidth,
                                   predicted_calibrated=bw * efficiency.memory_bandwidth,

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -23,7 +25,7 @@ SQUARE_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
 SKINNY_ROWS = 16  # a decode step of 16 sequences: weight streaming dominates
 SKINNY_WIDTHS = (1024, 2048, 4096, 8192, 16384)
 BANDWIDTH_BUFFERS = tuple(16 << 20 << (2 * i) for i in range(6))  # 16 MiB ... 16 GiB (x4)
-MIN_CREDIBLE_BUFFER = 64 << 20  # smaller copies may run from the last-level cache of a CPU
+MIN_CREDIBLE_BUFFER = 64 << 20  # smaller copies may run from the last-level cache of a CPU (see Ceilings)
 ALLREDUCE_MESSAGES = (1 << 20, 16 << 20, 128 << 20, 512 << 20)
 
 
@@ -115,7 +117,7 @@ def bandwidth_ceiling(ctx: ProfileContext, budget_seconds: float, max_buffer_byt
         ctx.check_cancel()
         try:
             src = torch.ones(size // 4, dtype=torch.float32, device=device)
-            dst = torch.empty_like(src)
+            dst = torch.zeros_like(src)  # touched now, so no timed copy pays first-touch page faults
             timing = ctx.measure(lambda: dst.copy_(src), max(left / 2, 1e-3), min_reps=3)
         except Exception as exc:  # noqa: BLE001
             if ctx.backend.is_oom(exc):
@@ -142,27 +144,37 @@ def bandwidth_ceiling(ctx: ProfileContext, budget_seconds: float, max_buffer_byt
 def allreduce_bus_bandwidth(world_size: int, message_sizes: list[int], *, backend: str = "nccl",
                             device: str = "cuda", seconds_per_size: float = 0.5,
                             timeout_seconds: float = 120.0) -> list[AllReduceMeasurement]:
-    """Spawn one process per rank, all-reduce each message size, and return rank 0's timings (the
-    slowest rank's time per all-reduce, after a barrier). Raises RuntimeError with the failing rank's
-    message when a worker fails or the group does not finish within `timeout_seconds`."""
-    import torch.multiprocessing as mp
+    """Start one process per rank (`python -m planner.calibration.microbench`, like torchrun: a fresh
+    interpreter, so nothing of the caller's __main__ is re-imported), all-reduce each message size, and
+    return rank 0's timings (the slowest rank's time per all-reduce, after a barrier). Raises RuntimeError
+    with the failing rank's message when a worker fails or the group does not finish in time."""
+    import planner
 
-    context = mp.get_context("spawn")
+    package_root = str(Path(planner.__file__).resolve().parents[1])
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryDirectory(prefix="headroom-allreduce-") as tmp:
         init = Path(tmp, "rendezvous").as_uri()
-        procs = [context.Process(target=_allreduce_worker, daemon=True,
-                                 args=(rank, world_size, backend, device, init, list(message_sizes),
-                                       seconds_per_size, tmp))
-                 for rank in range(world_size)]
-        for proc in procs:
-            proc.start()
+        procs = []
+        for rank in range(world_size):
+            spec = json.dumps({"rank": rank, "world_size": world_size, "backend": backend, "device": device,
+                               "init": init, "sizes": list(message_sizes), "seconds_per_size": seconds_per_size,
+                               "out_dir": tmp})
+            log = open(Path(tmp, f"stderr-{rank}.txt"), "w")
+            procs.append((subprocess.Popen([sys.executable, "-m", "planner.calibration.microbench", spec],
+                                           stdout=subprocess.DEVNULL, stderr=log, env=env), log))
         deadline = time.monotonic() + timeout_seconds
-        for proc in procs:
-            proc.join(max(deadline - time.monotonic(), 0.1))
-        stuck = [rank for rank, proc in enumerate(procs) if proc.is_alive()]
+        stuck = []
+        for rank, (proc, log) in enumerate(procs):
+            try:
+                proc.wait(max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                stuck.append(rank)
         for rank in stuck:
-            procs[rank].terminate()
-            procs[rank].join(5)
+            procs[rank][0].kill()
+            procs[rank][0].wait(10)
+        for _, log in procs:
+            log.close()
         errors = []
         for rank in range(world_size):
             error_file = Path(tmp, f"error-{rank}.txt")
@@ -172,9 +184,10 @@ def allreduce_bus_bandwidth(world_size: int, message_sizes: list[int], *, backen
             raise RuntimeError("all-reduce failed: " + "; ".join(errors))
         if stuck:
             raise RuntimeError(f"all-reduce did not finish within {timeout_seconds:.0f} s (ranks {stuck} stuck)")
-        failed = [rank for rank, proc in enumerate(procs) if proc.exitcode not in (0, None)]
+        failed = [rank for rank, (proc, _) in enumerate(procs) if proc.returncode != 0]
         if failed:
-            raise RuntimeError(f"all-reduce worker(s) {failed} exited with an error")
+            tail = Path(tmp, f"stderr-{failed[0]}.txt").read_text().strip().splitlines()[-1:]
+            raise RuntimeError(f"all-reduce worker(s) {failed} exited with an error: {' '.join(tail)}")
         data = json.loads(Path(tmp, "result.json").read_text())
     return [AllReduceMeasurement(backend=backend, world_size=world_size, message_bytes=row["bytes"],
                                  seconds=row["seconds"], reps=row["reps"]) for row in data]
@@ -233,3 +246,9 @@ def _allreduce_worker(rank: int, world_size: int, backend: str, device: str, ini
 
 
 __all__ = ["matmul_ceilings", "bandwidth_ceiling", "allreduce_bus_bandwidth", "ALLREDUCE_MESSAGES"]
+
+
+if __name__ == "__main__":  # one all-reduce rank, started by allreduce_bus_bandwidth
+    _spec = json.loads(sys.argv[1])
+    _allreduce_worker(_spec["rank"], _spec["world_size"], _spec["backend"], _spec["device"], _spec["init"],
+                      _spec["sizes"], _spec["seconds_per_size"], _spec["out_dir"])

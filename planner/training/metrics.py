@@ -177,8 +177,8 @@ def training_memory(arch: ModelArchitecture, counts: ParameterCounts, hw: Traini
         stages[name] = dict(components=components, host=host, total=sum(components.values()), inputs=s)
 
     first_heavier = stages["first"]["total"] >= stages["last"]["total"]
-    pick = lambda key: where(first_heavier, stages["first"]["components"][key], stages["last"]["components"][key])  # noqa: E731
-    components = {key: pick(key) for key in MEMORY_COMPONENTS}
+    components = {key: where(first_heavier, stages["first"]["components"][key], stages["last"]["components"][key])
+                  for key in MEMORY_COMPONENTS}
     total = where(first_heavier, stages["first"]["total"], stages["last"]["total"])
     return dict(
         components=components,

@@ -12,7 +12,6 @@ from planner.memory import stage_layers
 from planner.performance import DEFAULT_EFFICIENCY, Efficiency
 from planner.results import Equation, HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
 from planner.training import memory as tmem
-from planner.training import step_time as st
 from planner.training.metrics import (
     RECOMPUTE_LEVEL,
     LoraInputs,
@@ -29,6 +28,7 @@ from planner.training.results import (
     TrainingPlan,
 )
 from planner.training.scenario import TrainingScenario
+from planner.uncertainty import training_bands
 from planner.units import count, gib, percent, rate, seconds, usd
 
 MAX_MICRO_BATCH_SEARCH = 1024
@@ -238,6 +238,7 @@ def plan_training(scenario: TrainingScenario, calibration=None) -> TrainingPlan:
         warnings=_warnings(scenario, arch, accel, memory, performance, options),
         assumptions=_assumptions(scenario, arch, efficiency, calibration),
         equations=_equations(scenario, arch, counts, hw, efficiency, m, layout),
+        uncertainty=training_bands(memory.total_bytes, performance.step_seconds, calibration),
         calibration=getattr(calibration, "label", None),
     )
 
@@ -321,14 +322,16 @@ def _warnings(s: TrainingScenario, arch: ModelArchitecture, accel: Accelerator, 
         out.append("ZeRO-2/3 with pipeline parallelism reduce-scatters or gathers per micro-batch on every stage; "
                    "DeepSpeed's pipeline engine supports ZeRO-1 only (torchtitan/FSDP2 supports it).")
     if s.lora is not None and s.zero_stage == 3 and s.lora.quantize_base:
-        out.append("QLoRA with FSDP/ZeRO-3 needs a quant_storage dtype the sharding can flatten (bitsandbytes >= 0.43).")
+        out.append("QLoRA with FSDP/ZeRO-3 needs a quant_storage dtype the sharding can flatten "
+                   "(bitsandbytes >= 0.43).")
     if s.tensor_parallel > 1 and accel.interconnect is None:
         out.append(f"{accel.name} has no NVLink-class interconnect: tensor-parallel collectives run over PCIe.")
     better = [o for o in options if o.fits and o.tokens_per_second > perf.tokens_per_second * 1.05]
     if better and memory.fits:
         best = max(better, key=lambda o: o.tokens_per_second)
-        out.append(f"micro_batch_size {best.micro_batch_size} (gradient accumulation {best.gradient_accumulation_steps}) "
-                   f"also fits and is {percent(best.tokens_per_second / perf.tokens_per_second - 1)} faster.")
+        out.append(f"micro_batch_size {best.micro_batch_size} (gradient accumulation "
+                   f"{best.gradient_accumulation_steps}) also fits and is "
+                   f"{percent(best.tokens_per_second / perf.tokens_per_second - 1)} faster.")
     return out
 
 
@@ -341,7 +344,8 @@ def _assumptions(s: TrainingScenario, arch: ModelArchitecture, efficiency: Effic
         f"Precision {s.precision}: {p.description}.",
         "Model states follow ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state and fp32 master weights, "
         "2 also gradients, 3 also parameters, over the data-parallel (x context-parallel) group; routed experts over "
-        "DP / EP. FSDP/ZeRO-3 holds the gathered unit being computed (a layer or the embedding/head) plus the next, prefetched layer and one unsharded gradient unit; ZeRO-2 that gradient unit.",
+        "DP / EP. FSDP/ZeRO-3 holds the gathered unit being computed (a layer or the embedding/head) plus the next, "
+        "prefetched layer and one unsharded gradient unit; ZeRO-2 that gradient unit.",
         "Activations follow Korthikanti et al. 2022 (Table 2), adapted to the architecture: fused RMSNorm/LayerNorm "
         "kernels (input + fp32 statistics), SwiGLU keeps 4 tensors of the MLP width, GQA keeps K/V at the KV-head "
         "width under FlashAttention; unfused attention keeps the softmax (and dropout) of every score.",
@@ -373,7 +377,8 @@ def _assumptions(s: TrainingScenario, arch: ModelArchitecture, efficiency: Effic
     if s.optimizer == "adam8bit":
         out.append("8-bit Adam (bitsandbytes): two uint8 states per parameter with an fp32 absmax per 256 values.")
     if s.optimizer == "adafactor":
-        out.append("Adafactor: factored second moment (row + column per matrix), no first moment (torch.optim.Adafactor).")
+        out.append("Adafactor: factored second moment (row + column per matrix), no first moment "
+                   "(torch.optim.Adafactor).")
     if s.precision == "fp32":
         out.append("fp32 matmuls at the fp32 (non-tensor-core) peak; enabling TF32 would run them much faster.")
     if calibration is not None:
@@ -395,6 +400,8 @@ def _equations(s: TrainingScenario, arch: ModelArchitecture, counts: ParameterCo
     zero = s.effective_zero_stage
     group = s.dp * s.context_parallel
     t = m["step_breakdown_seconds"]
+    in_flight = float(tmem.in_flight_microbatches(s.pipeline_parallel, layout.gradient_accumulation_steps,
+                                                  s.virtual_pipeline_stages))
     return [
         Equation(name="Parameters", formula="embedding + layers x (attention + MLP/experts + norms) + lm_head",
                  substituted=" + ".join(f"{k} {count(v)}" for k, v in counts.as_dict().items() if v),
@@ -431,7 +438,7 @@ def _equations(s: TrainingScenario, arch: ModelArchitecture, counts: ParameterCo
                          "+ one recomputed layer)",
                  substituted=f"{s.micro_batch_size} x {s.sequence_length:,} / {s.context_parallel} x "
                              f"({stage_layers(arch, s.pipeline_parallel)} layers, in flight "
-                             f"{float(tmem.in_flight_microbatches(s.pipeline_parallel, layout.gradient_accumulation_steps, s.virtual_pipeline_stages)):g})",
+                             f"{in_flight:g})",
                  value=float(mem["activations_bytes"]), unit="bytes", source="Korthikanti et al. 2022, Eq. 5"),
         Equation(name="Logits and loss", formula="micro-batch x s / CP x 12 B x vocabulary / TP (last stage)",
                  substituted=f"{s.micro_batch_size} x {s.sequence_length:,} x 12 x {arch.vocab_size:,} / "

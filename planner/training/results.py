@@ -12,6 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.uncertainty import Band
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
 
 
@@ -98,4 +99,5 @@ class TrainingPlan(_Frozen):
     warnings: list[str]
     assumptions: list[str]
     equations: list[Equation]
+    uncertainty: dict[str, Band] = {}  # headline field (dotted path) -> range the measured value likely falls in
     calibration: str | None = None

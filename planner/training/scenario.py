@@ -78,7 +78,7 @@ class TrainingScenario(_ScenarioBase):
     dropout: bool = Field(default=False, description="hidden/attention dropout (GPT-3/Megatron); modern LLMs use none")
     training_tokens: float = Field(default=1e9, gt=0, le=1e16)
     overlap_grad_reduce: bool = Field(
-        default=True, description="reduce gradients during the last backward (DDP buckets, Megatron --overlap-grad-reduce)"
+        default=True, description="reduce gradients during the last backward (DDP buckets, --overlap-grad-reduce)"
     )
     gpus_per_node: int = Field(default=8, ge=1, le=1024, description="GPUs that share the NVLink domain")
     inter_node_bandwidth_bytes_per_second: float = Field(

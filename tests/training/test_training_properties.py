@@ -4,9 +4,10 @@ than its FLOPs roofline; no NaN or negative output.
 Scope of the monotonicity claims, and why: layouts keep at least two GPUs (going from one GPU to two adds
 NCCL buffers, which is not sharding); ZeRO stages are compared over at least 4 data-parallel ranks (over 2,
 ZeRO-3 can need more than ZeRO-2 when one gathered FSDP unit, the embedding, outweighs half the model: see
-`test_zero_3_on_two_ranks_can_cost_more`, true of real FSDP as well); pipeline degrees divide the layer count with 1F1B (the interleaved
-schedule holds more by design, Korthikanti Eq. 5) on models whose MoE layers are not preceded by dense ones
-(the planner charges the first stage as if all its layers were MoE layers, a conservative shortcut).
+`test_zero_3_on_two_ranks_can_cost_more`, true of real FSDP as well); pipeline degrees divide the layer
+count with 1F1B (the interleaved schedule holds more by design, Korthikanti Eq. 5) on models whose MoE
+layers are not preceded by dense ones (the planner charges the first stage as if all its layers were MoE
+layers, a conservative shortcut).
 """
 
 from __future__ import annotations
@@ -25,7 +26,8 @@ MODELS = ["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "gemma-2-9b", "mistral-7
           "qwen3-30b-a3b", "deepseek-v2-lite", "gpt-3-175b", "phi-3-mini-4k"]
 PP_SAFE = [m for m in MODELS if m != "deepseek-v2-lite"]
 # HEADROOM_HYPOTHESIS_EXAMPLES raises the budget for a longer local search.
-SETTINGS = settings(max_examples=int(os.environ.get("HEADROOM_HYPOTHESIS_EXAMPLES", "25")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=int(os.environ.get("HEADROOM_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -42,8 +44,9 @@ def jobs(draw, models=MODELS):
         grad_accumulation_fp32=draw(st.booleans()),
     )
     if draw(st.booleans()):
+        targets = draw(st.sampled_from([["q", "v"], ["q", "k", "v", "o", "gate", "up", "down"]]))
         job["lora"] = {"rank": draw(st.sampled_from([8, 64])), "quantize_base": draw(st.booleans()),
-                       "target_modules": draw(st.sampled_from([["q", "v"], ["q", "k", "v", "o", "gate", "up", "down"]]))}
+                       "target_modules": targets}
         if job["precision"] == "fp32":
             job["precision"] = "mixed_bf16"
     return job

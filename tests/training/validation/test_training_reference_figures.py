@@ -206,7 +206,8 @@ def predicted_tflops(s: TrainingScenario, layers: int, hidden: int, batch: int) 
     """The paper's own accounting (Eq. 3, recomputation included) over the engine's step time."""
     p = plan(s)
     assert p.memory.fits  # these runs happened, so the plan must fit on 80 GB
-    return st.megatron_flops_per_step(batch, 2048, layers, hidden, 51200) / p.performance.step_seconds / s.num_gpus / 1e12
+    flops = st.megatron_flops_per_step(batch, 2048, layers, hidden, 51200)
+    return flops / p.performance.step_seconds / s.num_gpus / 1e12
 
 
 @needs_reference
