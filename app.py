@@ -1,15 +1,23 @@
-"""Headroom dashboard: page config and navigation over pages/ (see shared/DESIGN.md)."""
+"""Headroom dashboard: page config and st.navigation over the page scripts (see shared/DESIGN.md).
+
+The page scripts live in app_pages/, not pages/: Streamlit 1.67 still auto-detects a folder named
+``pages`` next to the entry script, and until some session has run st.navigation it runs a directly
+requested page (``/training?...``, i.e. every share link opened on a freshly started server) in the
+legacy pages-folder mode, skipping this file (no page config, wrong menu, "Page not found" after a
+rerun). AppTest resets that mode before every run, so there it costs a second script run per
+interaction and swallows button clicks. With another folder name none of this happens.
+"""
 
 import streamlit as st
 
 st.set_page_config(page_title="Headroom — LLM capacity planner", page_icon="📐", layout="wide")
 
 pages = [
-    st.Page("pages/inference.py", title="Inference", icon=":material/bolt:", url_path="inference", default=True),
-    st.Page("pages/training.py", title="Training", icon=":material/model_training:", url_path="training"),
-    st.Page("pages/tradeoffs.py", title="Trade-offs", icon=":material/tune:", url_path="tradeoffs"),
-    st.Page("pages/calibrate.py", title="Calibrate", icon=":material/straighten:", url_path="calibrate"),
-    st.Page("pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
-    st.Page("pages/review.py", title="Review", icon=":material/fact_check:", url_path="review"),
+    st.Page("app_pages/inference.py", title="Inference", icon=":material/bolt:", url_path="inference", default=True),
+    st.Page("app_pages/training.py", title="Training", icon=":material/model_training:", url_path="training"),
+    st.Page("app_pages/tradeoffs.py", title="Trade-offs", icon=":material/tune:", url_path="tradeoffs"),
+    st.Page("app_pages/calibrate.py", title="Calibrate", icon=":material/straighten:", url_path="calibrate"),
+    st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
+    st.Page("app_pages/review.py", title="Review", icon=":material/fact_check:", url_path="review"),
 ]
 st.navigation(pages, position="top").run()

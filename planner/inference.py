@@ -57,6 +57,8 @@ class HardwareInputs:
     decode_peak_flops_per_second: object
     link_bytes_per_second: object
     link_latency_seconds: object
+    inter_node_bytes_per_second: object
+    gpus_per_node: object
     is_accelerator: object
     usd_per_gpu_hour: object
 
@@ -70,6 +72,8 @@ class HardwareInputs:
             decode_peak_flops_per_second=peak,
             link_bytes_per_second=accel.interconnect_bandwidth_bytes_per_second,
             link_latency_seconds=accel.interconnect_latency_seconds,
+            inter_node_bytes_per_second=accel.scale_out_bandwidth_bytes_per_second,
+            gpus_per_node=accel.gpus_per_node,
             is_accelerator=accel.vendor != "cpu",
             usd_per_gpu_hour=usd_per_gpu_hour,
         )
@@ -90,6 +94,14 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
     micro_batch = ceil_div(sequences, pp)
     stage_layers = mem.stage_layers(arch, pp)
     h = arch.hidden_size
+    # TP groups are innermost (consecutive GPUs); a pipeline hand-off crosses nodes once a replica does;
+    # an expert-parallel group spans `ep` GPUs.
+    tp_bw = perf.link_bandwidth(tp, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
+    tp_lat = perf.link_latency(tp, hw.gpus_per_node, hw.link_latency_seconds)
+    pp_bw = perf.link_bandwidth(tp * pp, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
+    pp_lat = perf.link_latency(tp * pp, hw.gpus_per_node, hw.link_latency_seconds)
+    ep_bw = perf.link_bandwidth(ep, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
+    ep_lat = perf.link_latency(ep, hw.gpus_per_node, hw.link_latency_seconds)
 
     # ---- memory, per GPU
     weights = mem.weight_bytes(counts, arch, tp, pp, ep, linear_bytes, high_precision_bytes, embedding_bytes)
@@ -122,11 +134,8 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
         compute_s = perf.compute_seconds(flops, hw.prefill_peak_flops_per_second, efficiency.prefill_compute)
         memory_s = perf.memory_seconds(bytes_moved, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
         message = tokens * h * activation_bytes
-        comm_s = stage_layers * 2 * perf.allreduce_seconds(
-            message, tp, hw.link_bytes_per_second, hw.link_latency_seconds, efficiency.communication
-        )
-        handoff = (pp - 1) * perf.p2p_seconds(message, hw.link_bytes_per_second, hw.link_latency_seconds,
-                                              efficiency.communication)
+        comm_s = stage_layers * 2 * perf.allreduce_seconds(message, tp, tp_bw, tp_lat, efficiency.communication)
+        handoff = (pp - 1) * perf.p2p_seconds(message, pp_bw, pp_lat, efficiency.communication)
         overhead = stage_layers * efficiency.layer_overhead_seconds
         step = pp * (maximum(compute_s, memory_s) + comm_s + overhead) + handoff
         return dict(flops=flops, bytes=bytes_moved, compute=compute_s, memory=memory_s,
@@ -153,18 +162,15 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
     decode_compute = perf.compute_seconds(decode_flops, hw.decode_peak_flops_per_second, efficiency.decode_compute)
     decode_memory = perf.memory_seconds(decode_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
     message = micro_batch * h * activation_bytes
-    decode_comm = stage_layers * 2 * perf.allreduce_seconds(
-        message, tp, hw.link_bytes_per_second, hw.link_latency_seconds, efficiency.communication
-    )
+    decode_comm = stage_layers * 2 * perf.allreduce_seconds(message, tp, tp_bw, tp_lat, efficiency.communication)
     if arch.is_moe:
         # Experts spread beyond the TP group: tokens travel to their experts and back (2 all-to-alls).
         dispatch = micro_batch * arch.experts_per_token * h * activation_bytes
         all_to_all = 2 * mem.stage_moe_layers(arch, pp) * perf.allgather_seconds(
-            dispatch, ep, hw.link_bytes_per_second, hw.link_latency_seconds, efficiency.communication
+            dispatch, ep, ep_bw, ep_lat, efficiency.communication
         )
         decode_comm = decode_comm + where(ep > tp, all_to_all, 0.0)
-    handoff = (pp - 1) * perf.p2p_seconds(message, hw.link_bytes_per_second, hw.link_latency_seconds,
-                                          efficiency.communication)
+    handoff = (pp - 1) * perf.p2p_seconds(message, pp_bw, pp_lat, efficiency.communication)
     decode_overhead = stage_layers * efficiency.layer_overhead_seconds
     decode_step = pp * (maximum(decode_compute, decode_memory) + decode_comm + decode_overhead) + handoff
 
@@ -408,10 +414,13 @@ def _warnings(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator,
                 f"{accel.name} has no native {dtype} tensor cores: {label} in {dtype} only save memory; "
                 "kernels upcast and compute at the 16-bit rate (untested dtype on this GPU)."
             )
-    if s.tensor_parallel > 1 and accel.interconnect is None:
-        out.append(f"{accel.name} has no NVLink-class interconnect: tensor-parallel all-reduces run over PCIe.")
-    if s.tensor_parallel > 8:
-        out.append("tensor_parallel > 8 spans nodes on 8-GPU servers; this plan assumes the intra-node link bandwidth.")
+    link = accel.interconnect.name if accel.interconnect else "PCIe"
+    if s.tensor_parallel > 1 and "PCIe" in link:
+        out.append(f"{accel.name} has no NVLink-class interconnect: tensor-parallel all-reduces run over {link}.")
+    if s.tensor_parallel > accel.gpus_per_node:
+        out.append(f"tensor_parallel={s.tensor_parallel} spans more than the {accel.gpus_per_node} GPUs of a node: "
+                   "its all-reduces cross the network "
+                   f"({rate(accel.scale_out_bandwidth_bytes_per_second, 'B/s')} per GPU), every layer, every step.")
     if s.concurrency % m["replicas"]:
         out.append(f"concurrency {s.concurrency} does not split evenly over {m['replicas']} replicas; "
                    "the busiest replica is planned.")

@@ -80,6 +80,21 @@ def p2p_seconds(message_bytes, link_bytes_per_second, link_latency_seconds, effi
     return message_bytes / (link_bytes_per_second * efficiency) + link_latency_seconds
 
 
+def link_bandwidth(group_span_gpus, gpus_per_node, intra_node_bytes_per_second, inter_node_bytes_per_second):
+    """Bandwidth a collective runs at: the fast interconnect while its group stays inside a node, the
+    per-GPU network once it spans nodes (ranks are laid out innermost-first, so a group of stride k and
+    size n spans k x n consecutive ranks)."""
+    return where(group_span_gpus > gpus_per_node, minimum(intra_node_bytes_per_second, inter_node_bytes_per_second),
+                 intra_node_bytes_per_second)
+
+
+INTER_NODE_LATENCY_SECONDS = 10e-6  # InfiniBand/RoCE message latency, planning constant
+
+
+def link_latency(group_span_gpus, gpus_per_node, intra_node_latency_seconds):
+    return where(group_span_gpus > gpus_per_node, INTER_NODE_LATENCY_SECONDS, intra_node_latency_seconds)
+
+
 def expected_distinct_experts(num_experts, experts_per_token, tokens):
     """Expected experts a batch of `tokens` touches with uniform top-k routing: E(1 - (1 - k/E)^T)."""
     return num_experts * (1 - (1 - experts_per_token / num_experts) ** tokens)

@@ -1,6 +1,6 @@
 """Streamlit-side helpers for the Headroom dashboard.
 
-`pages/` scripts read widgets into a Scenario (``ui.controls``), call the cached ``plan()``
+`app_pages/` scripts read widgets into a Scenario (``ui.controls``), call the cached ``plan()``
 (``ui.state``) and render it (``ui.render``, ``ui.charts``). Nothing in here computes physics: sweeps
 (``ui.sweeps``) only call ``planner.plan`` on variants of a scenario.
 """

@@ -125,25 +125,3 @@ def remove_pin(pin_id: str) -> None:
 def replace_pin(pin_id: str, scenario) -> None:
     set_pins([Pin(p.id, scenario, p.source) if p.id == pin_id else p for p in pins()])
 
-
-def ensure_app_navigation() -> None:
-    """Run pages through app.py's st.navigation, also on a fresh server's first request.
-
-    Streamlit quirk (1.67): while no session has run ``st.navigation`` yet, a server whose entry script
-    sits next to a ``pages/`` folder runs a directly requested page (``/inference?...``) in the legacy
-    pages-folder mode, skipping app.py (no page config, an auto-generated menu). Every page calls this
-    first: it switches the legacy mode off and reruns, so app.py's navigation runs the same page.
-    AppTest resets that mode before every run on purpose and needs no page config, so it is left alone there
-    (a rerun would also swallow the button click being tested).
-    """
-    from streamlit import config
-
-    if config.get_option("global.appTest"):  # patched by AppTest (st.get_option does not see the patch)
-        return
-    try:
-        from streamlit.runtime.pages_manager import PagesManager
-    except ImportError:  # pragma: no cover - a Streamlit without the legacy mode
-        return
-    if getattr(PagesManager, "uses_pages_directory", False):
-        PagesManager.uses_pages_directory = False
-        st.rerun()

@@ -21,6 +21,7 @@ class Link(BaseModel):
     name: str = "link"
     bandwidth_bytes_per_second: float = Field(gt=0, le=1e15)
     latency_seconds: float = Field(default=5e-6, ge=0, le=1.0)
+    domain_size_gpus: int | None = Field(default=None, ge=1, le=100_000)  # GPUs this link joins (a node)
 
 
 class Accelerator(BaseModel):
@@ -36,6 +37,7 @@ class Accelerator(BaseModel):
     peak_flops_per_second: dict[str, float]
     interconnect: Link | None = None
     host_link: Link | None = None
+    scale_out: Link | None = None  # the network between nodes, per GPU
     reference_usd_per_hour: float = Field(default=0.0, ge=0, le=10_000)
     source: str = ""
     notes: str = ""
@@ -85,6 +87,21 @@ class Accelerator(BaseModel):
     def interconnect_latency_seconds(self) -> float:
         link = self.interconnect or self.host_link
         return link.latency_seconds if link else 10e-6
+
+    @property
+    def gpus_per_node(self) -> int:
+        """GPUs that share the fast interconnect; collectives spanning more use the scale-out network."""
+        if self.interconnect is not None and self.interconnect.domain_size_gpus:
+            return self.interconnect.domain_size_gpus
+        return 8
+
+    @property
+    def scale_out_bandwidth_bytes_per_second(self) -> float:
+        return self.scale_out.bandwidth_bytes_per_second if self.scale_out else 12.5e9
+
+    @property
+    def scale_out_latency_seconds(self) -> float:
+        return self.scale_out.latency_seconds if self.scale_out else 10e-6
 
     @property
     def host_link_bandwidth_bytes_per_second(self) -> float:

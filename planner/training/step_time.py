@@ -19,9 +19,9 @@ from planner.architecture import (
     prefill_attention_flops,
 )
 from planner.arrays import maximum, minimum, where
+from planner.performance import INTER_NODE_LATENCY_SECONDS, link_bandwidth, link_latency  # noqa: F401
 from planner.training.memory import layer_matrices
 
-INTER_NODE_LATENCY_SECONDS = 10e-6  # InfiniBand/RoCE message latency, planning constant
 
 
 # ---------------------------------------------------------------------------------------------
@@ -129,23 +129,8 @@ def pipeline_bubble_fraction(pipeline_parallel, microbatches, virtual_stages=1):
 
 
 # ---------------------------------------------------------------------------------------------
-# links
-
-
-def link_bandwidth(group_span_gpus, gpus_per_node, intra_node_bytes_per_second, inter_node_bytes_per_second):
-    """Bandwidth a collective runs at: NVLink while its group stays inside a node, the per-GPU network link
-    once it spans nodes (ranks are laid out TP, CP, DP, PP innermost first, so a group of stride k and size
-    n spans k x n consecutive ranks)."""
-    return where(group_span_gpus > gpus_per_node, minimum(intra_node_bytes_per_second, inter_node_bytes_per_second),
-                 intra_node_bytes_per_second)
-
-
-def link_latency(group_span_gpus, gpus_per_node, intra_node_latency_seconds):
-    return where(group_span_gpus > gpus_per_node, INTER_NODE_LATENCY_SECONDS, intra_node_latency_seconds)
-
-
-# ---------------------------------------------------------------------------------------------
-# communication per micro-batch (on the critical path unless said otherwise)
+# communication per micro-batch, on the critical path unless said otherwise
+# (links: planner.performance.link_bandwidth / link_latency)
 
 
 def tensor_parallel_comm_seconds(layers, tokens, hidden, activation_bytes, tensor_parallel, recompute,

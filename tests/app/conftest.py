@@ -14,7 +14,7 @@ TIMEOUT = 60
 def open_page(page: str = "inference", params: dict | None = None) -> AppTest:
     at = AppTest.from_file(str(APP), default_timeout=TIMEOUT)
     if page != "inference":
-        at.switch_page(f"pages/{page}.py")
+        at.switch_page(f"app_pages/{page}.py")
     for key, value in (params or {}).items():
         at.query_params[key] = value
     at.run()

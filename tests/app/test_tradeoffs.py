@@ -38,7 +38,7 @@ def test_invalid_link_warns():
 def test_follows_the_inference_page():
     at = open_page()
     at.slider(key="inference_concurrency").set_value(150).run()
-    at.switch_page("pages/tradeoffs.py").run()
+    at.switch_page("app_pages/tradeoffs.py").run()
     assert_clean(at)
     expected = plan(InferenceScenario(concurrency=150))
     assert metric(at, "Binding resource") == resource_label(expected.bottleneck).capitalize()

@@ -228,8 +228,6 @@ def test_screenshots_of_every_page(browser, server):
             if suffix == "1280":
                 page.goto(f"{server}/inference?inference_concurrency=96")
                 settle(page)
-                print(page.evaluate("""() => { const b=[...document.querySelectorAll('[data-testid=stButtonGroup] button')].find(x=>x.innerText.includes('context')); let out=[]; let e=b; while(e){ if(e.hasAttribute && e.hasAttribute('inert')) out.push(e.tagName+' '+(e.getAttribute('data-testid')||'')+' '+e.className.toString().slice(0,30)); e=e.parentElement;} return out; }"""))
-                page.screenshot(path="/tmp/shots/before-click.png")
                 page.locator("[data-testid=stButtonGroup] button").filter(has_text="Concurrency × context").click()
                 page.get_by_text("Colour: output tokens/s").wait_for()
                 screenshot(page, "inference-heatmap-1280")

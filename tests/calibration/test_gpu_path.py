@@ -22,7 +22,8 @@ from planner.scenario import InferenceScenario
 
 from .fakes import GIB, FakeCuda, fake_backend
 
-FAST = dict(seconds=1.5, model="qwen2.5-0.5b", dtype="fp32")
+FAST = dict(seconds=1.0, model="qwen2.5-0.5b", dtype="fp32")
+TINY = dict(FAST, seconds=0.5)
 
 
 def test_cuda_requested_but_absent_is_a_clear_error():
@@ -149,7 +150,7 @@ def test_a_failing_all_reduce_is_skipped_with_its_message(monkeypatch):
 
     monkeypatch.setattr(microbench, "allreduce_bus_bandwidth", broken)
     backend, _ = fake_backend(devices=2)
-    record = run_profile(ProfileSettings(device="cuda", **FAST), backend=backend)
+    record = run_profile(ProfileSettings(device="cuda", **TINY), backend=backend)
     assert record.complete and "NCCL error" in record.ceilings.skipped["allreduce"]
 
 
@@ -182,11 +183,11 @@ def test_cancel_stops_between_measurements_and_keeps_the_partial_record():
 
 def test_an_unknown_gpu_is_calibrated_against_its_own_ceilings():
     backend, _ = fake_backend(name="Tesla T4", capability=(7, 5), bf16=False)
-    record = run_profile(ProfileSettings(device="cuda", **FAST), backend=backend)
+    record = run_profile(ProfileSettings(device="cuda", **TINY), backend=backend)
     assert record.reference_gpu == "custom"
     assert any("not in the hardware catalog" in n for n in record.notes)
     with pytest.raises(ProfileUnavailable, match="unknown GPU"):
-        run_profile(ProfileSettings(device="cuda", reference_gpu="no-such-gpu", **FAST), backend=backend)
+        run_profile(ProfileSettings(device="cuda", reference_gpu="no-such-gpu", **TINY), backend=backend)
 
 
 def test_all_reduce_over_torch_distributed_gloo():

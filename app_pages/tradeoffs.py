@@ -4,7 +4,6 @@ import streamlit as st
 
 from ui import controls, render, state
 
-state.ensure_app_navigation()
 st.title("Trade-offs", anchor=False)
 kind = "inference"
 if state.training_available() and state.remembered("training") is not None:

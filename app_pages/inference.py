@@ -4,7 +4,6 @@ import streamlit as st
 
 from ui import controls, render, state
 
-state.ensure_app_navigation()
 st.title("Inference", anchor=False)
 form = controls.scenario_form("inference")
 render.link_warnings(form.link_warnings)

@@ -2,8 +2,7 @@
 
 import streamlit as st
 
-from ui import review_view, state
+from ui import review_view
 
-state.ensure_app_navigation()
 st.title("Deployment review", anchor=False)
 review_view.review_page()

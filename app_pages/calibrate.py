@@ -4,7 +4,6 @@ import streamlit as st
 
 from ui import controls, render, state
 
-state.ensure_app_navigation()
 st.title("Calibrate", anchor=False)
 scenario = controls.current_scenario("inference")
 render.link_warnings(controls.pending_link_warnings("inference", scenario))

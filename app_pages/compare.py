@@ -2,8 +2,7 @@
 
 import streamlit as st
 
-from ui import compare, state
+from ui import compare
 
-state.ensure_app_navigation()
 st.title("Compare", anchor=False)
 compare.compare_page()
