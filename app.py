@@ -12,8 +12,18 @@ import streamlit as st
 
 st.set_page_config(page_title="Headroom — LLM capacity planner", page_icon="📐", layout="wide")
 
+inference = st.Page("app_pages/inference.py", title="Inference", icon=":material/bolt:", url_path="inference")
+
+
+def landing() -> None:
+    """'/' forwards to /inference with the link's parameters: share links name their page (/inference?...),
+    and Streamlit only serves the default page at '/', so Inference cannot be the default page itself."""
+    st.switch_page(inference, query_params={key: st.query_params.get_all(key) for key in st.query_params})
+
+
 pages = [
-    st.Page("app_pages/inference.py", title="Inference", icon=":material/bolt:", url_path="inference", default=True),
+    st.Page(landing, title="Headroom", url_path="start", default=True, visibility="hidden"),
+    inference,
     st.Page("app_pages/training.py", title="Training", icon=":material/model_training:", url_path="training"),
     st.Page("app_pages/tradeoffs.py", title="Trade-offs", icon=":material/tune:", url_path="tradeoffs"),
     st.Page("app_pages/calibrate.py", title="Calibrate", icon=":material/straighten:", url_path="calibrate"),

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import controls, render, state
+from ui import controls, render
 
 st.title("Calibrate", anchor=False)
 scenario = controls.current_scenario("inference")

@@ -99,12 +99,9 @@ def _memory_bar_chart(keys: tuple[str, ...]) -> dict:
     budget_rule = budget.mark_rule(strokeWidth=2, strokeDash=[5, 3], color=palette.BLACK).encode(
         x="gib:Q", tooltip=tooltip)
     capacity_rule = capacity.mark_rule(strokeWidth=2, color=palette.BLACK).encode(x="gib:Q", tooltip=tooltip)
-    # Budget label above the bar, capacity label below it, both ending at their rule: they never collide.
-    budget_text = budget.mark_text(align="right", baseline="top", dx=-4, y=0, fontSize=11).encode(
-        x="gib:Q", text="what:N")
-    capacity_text = capacity.mark_text(align="right", baseline="bottom", dx=-4, y=alt.expr("height"),
-                                       fontSize=11).encode(x="gib:Q", text="what:N")
-    return _finish(alt.layer(bars, budget_rule, capacity_rule, budget_text, capacity_text), height=190).to_dict()
+    # The limits are named in the caption above the chart and in their tooltips, not as text marks: two
+    # labels a few GiB apart would collide on a narrow screen.
+    return _finish(alt.layer(bars, budget_rule, capacity_rule), height=170).to_dict()
 
 
 def memory_bar(components: dict[str, float], budget_bytes: float, capacity_bytes: float,
@@ -168,9 +165,9 @@ def _roofline_chart() -> dict:
     ridge_mark = ridge.mark_point(shape="diamond", size=80, filled=True, color=palette.BLACK).encode(
         x=x, y=y, tooltip=[alt.Tooltip("label:N", title="Ridge point")])
     ridge_text = ridge.mark_text(dy=-12, fontSize=11).encode(x=x, y=y, text="label:N")
-    colour = alt.Color("phase:N", title=None,
-                       scale=alt.Scale(domain=list(palette.PHASE_COLOURS), range=list(palette.PHASE_COLOURS.values())),
-                       legend=None)
+    colour = alt.Color("label:N", title=None, sort=alt.EncodingSortField("order"),
+                       scale=alt.Scale(range=list(palette.PHASE_COLOURS.values())),
+                       legend=alt.Legend(orient="bottom", direction="horizontal", symbolSize=90, labelLimit=300))
     tooltip = [alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("intensity:Q", title="FLOP/B", format=",.3~g"),
                alt.Tooltip("tflops:Q", title="Achieved TFLOP/s", format=",.4~g"),
                alt.Tooltip("roof:Q", title="Roof at this intensity", format=",.4~g"),
@@ -178,11 +175,9 @@ def _roofline_chart() -> dict:
                alt.Tooltip("binding:N", title="Binding resource"), alt.Tooltip("step:N", title="Step time")]
     points = alt.Chart(_records("phases"))
     dots = points.mark_point(size=160, filled=True, opacity=1).encode(x=x, y=y, color=colour, tooltip=tooltip)
-    right = points.transform_filter("datum.side == 'right'").mark_text(
-        align="left", dx=10, dy=12, fontSize=12, fontWeight="bold").encode(x=x, y=y, text="label:N", color=colour)
-    left = points.transform_filter("datum.side == 'left'").mark_text(
-        align="right", dx=-10, dy=12, fontSize=12, fontWeight="bold").encode(x=x, y=y, text="label:N", color=colour)
-    return _finish(alt.layer(roof_line, ridge_mark, ridge_text, dots, right, left), height=320).to_dict()
+    # Phases are named in a legend (with their share of the roof), not next to the points: a label beside
+    # a point can run over the roof line or off the chart.
+    return _finish(alt.layer(roof_line, ridge_mark, ridge_text, dots), height=360).to_dict()
 
 
 def roofline(peak_flops_per_second: float, bandwidth_bytes_per_second: float, phases: Iterable[dict]) -> dict:
@@ -200,7 +195,8 @@ def roofline(peak_flops_per_second: float, bandwidth_bytes_per_second: float, ph
         points.append({
             "phase": item["phase"], "intensity": intensity, "tflops": achieved / TERA, "roof": roof / TERA,
             "of_roof": achieved / roof, "binding": str(item["binding"]).replace("_", " "),
-            "step": units.seconds(item["seconds"]), "label": f"{item['phase']} ({achieved / roof:.0%} of roof)",
+            "step": units.seconds(item["seconds"]), "label": f"{item['phase']}: {achieved / roof:.0%} of the roof",
+            "order": list(palette.PHASE_COLOURS).index(item["phase"]) if item["phase"] in palette.PHASE_COLOURS else 9,
         })
     ridge = peak_flops_per_second / bandwidth_bytes_per_second
     intensities = [p["intensity"] for p in points] + [ridge]
@@ -210,9 +206,6 @@ def roofline(peak_flops_per_second: float, bandwidth_bytes_per_second: float, ph
     roof = pd.DataFrame({"intensity": xs,
                          "tflops": np.minimum(peak_flops_per_second, bandwidth_bytes_per_second * xs) / TERA})
     roof["where"] = np.where(roof["intensity"] < ridge, "memory-bandwidth roof", "compute roof")
-    middle = math.sqrt(low * high)
-    for point in points:  # label towards the middle of the chart so it never runs off an edge
-        point["side"] = "left" if point["intensity"] > middle else "right"
     ridge_frame = pd.DataFrame([{"intensity": ridge, "tflops": peak_flops_per_second / TERA,
                                  "label": f"ridge {ridge:,.0f} FLOP/B"}])
     return _spec(_roofline_chart(), {"roof": roof, "ridge": ridge_frame, "phases": pd.DataFrame(points)})

@@ -182,7 +182,9 @@ def manual_fields(kind: str) -> tuple[str, ...]:
 
 def specs_for(kind: str) -> tuple[Spec, ...]:
     if kind not in SPECS and kind == "training":
-        import ui.training_controls  # noqa: F401  (registers the training specs)
+        from ui import training_controls
+
+        assert kind in SPECS, training_controls.__name__  # importing it registered the training specs
     return SPECS[kind]
 
 
@@ -426,7 +428,6 @@ def _value(kind: str, spec: Spec, where) -> Any:
 
 
 def _render_section(kind: str, section: str, values: dict[str, Any], where) -> None:
-    prefix = f"{kind}_"
     specs = [s for s in specs_for(kind) if s.section == section]
     i = 0
     while i < len(specs):

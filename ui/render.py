@@ -6,7 +6,7 @@ Every number shown comes from the Plan object; formatting goes through planner.u
 from __future__ import annotations
 
 import re
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 from urllib.parse import urlencode
 
 import streamlit as st
@@ -213,7 +213,10 @@ def memory_chart(plan, budget_label: str = "engine budget") -> None:
     st.markdown("**Memory per GPU**")
     eq_names = [e.name for e in plan.equations if e.unit == "bytes" and "per GPU" in e.name]
     parts = " · ".join(f"{component_label(k)} {units.gib(v)}" for k, v in mem.components.items() if v > 0)
-    st.caption(f"{parts} · total {units.gib(mem.total_bytes)} of {units.gib(mem.capacity_bytes)}",
+    limits = f"solid line: capacity {units.gib(mem.capacity_bytes)}"
+    if abs(mem.budget_bytes - mem.capacity_bytes) > 1:
+        limits = f"dashed line: {budget_label} {units.gib(mem.budget_bytes)}; " + limits
+    st.caption(f"{parts} · total {units.gib(mem.total_bytes)} ({limits})",
                help=equation_help(plan, *eq_names) if eq_names else None)
     chart(charts.memory_bar(mem.components, mem.budget_bytes, mem.capacity_bytes, budget_label),
                     width="stretch")

@@ -7,7 +7,6 @@ import math
 import pandas as pd
 import streamlit as st
 
-from planner import units
 from ui import controls, links, render, review, state
 
 TARGETS = (  # key (URL parameter), label, Targets field, step, help

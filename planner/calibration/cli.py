@@ -1,8 +1,9 @@
 """`python -m planner calibrate`: profile this machine and store a calibration record.
 
     python -m planner calibrate [--device cpu|cuda] [--seconds N] [--model ID] [--out FILE]
-                                [--gpu ID] [--layers N] [--dtype fp32|bf16|fp16] [--memory-share F]
-                                [--label TEXT] [--no-save] [--activate] [--format table|markdown|json]
+                                [--report FILE.md] [--gpu ID] [--layers N] [--dtype fp32|bf16|fp16]
+                                [--memory-share F] [--label TEXT] [--no-save] [--activate]
+                                [--format table|markdown|json]
 
 Progress goes to stderr; the predicted-vs-measured table (or the Markdown report / JSON record) to
 stdout. The record is saved in the user's data directory (unless --no-save) and to --out if given.
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from pathlib import Path
 
 EXIT_STOPPED = 1
 EXIT_INVALID = 2
@@ -28,6 +30,7 @@ def register(subparsers) -> None:
     p.add_argument("--seconds", type=float, default=60.0, help="time budget (default 60)")
     p.add_argument("--model", default="llama-3.1-8b", help="catalog or size id of the proxy model")
     p.add_argument("--out", help="also write the record (JSON) to this file")
+    p.add_argument("--report", help="also write the Markdown report (with this command line) to this file")
     p.add_argument("--gpu", help="catalog accelerator the efficiencies refer to (default: detected from the device)")
     p.add_argument("--layers", type=int, help="proxy layers (default 4 on a GPU, 2 on a CPU)")
     p.add_argument("--dtype", choices=("auto", "fp32", "bf16", "fp16"), default="auto")
@@ -81,20 +84,34 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.out:
         path = store.write_calibration_file(record, args.out)
         print(f"wrote {path}", file=sys.stderr)
+    command = _command(args)
+    if args.report:
+        path = store.atomic_write_text(Path(args.report), markdown_report(record, command))
+        print(f"wrote {path}", file=sys.stderr)
     if args.format == "json":
         sys.stdout.write(store.export_calibration(record))
     elif args.format == "markdown":
-        command = "python -m planner calibrate " + " ".join(shlex.quote(a) for a in _argv_after_calibrate())
-        sys.stdout.write(markdown_report(record, command.strip()))
+        sys.stdout.write(markdown_report(record, command))
     else:
         print(record.summary())
         sys.stdout.write(text_table(record))
     return 0
 
 
-def _argv_after_calibrate() -> list[str]:
-    argv = sys.argv[1:]
-    return argv[argv.index("calibrate") + 1:] if "calibrate" in argv else []
+def _command(args: argparse.Namespace) -> str:
+    """The command line that reproduces this run (every option that differs from its default)."""
+    parts = ["python -m planner calibrate", f"--device {args.device}", f"--seconds {args.seconds:g}",
+             f"--model {shlex.quote(args.model)}"]
+    for flag, value, default in (("--gpu", args.gpu, None), ("--layers", args.layers, None),
+                                 ("--dtype", args.dtype, "auto"), ("--memory-share", args.memory_share, 0.5),
+                                 ("--label", args.label, None), ("--out", args.out, None),
+                                 ("--report", args.report, None), ("--format", args.format, "table")):
+        if value != default:
+            parts.append(f"{flag} {shlex.quote(str(value))}")
+    for flag, value in (("--no-save", args.no_save), ("--activate", args.activate)):
+        if value:
+            parts.append(flag)
+    return " ".join(parts)
 
 
 __all__ = ["register", "cmd_calibrate"]

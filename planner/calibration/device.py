@@ -309,7 +309,8 @@ def make_backend(device: str = "auto", *, torch_module=None, cuda=None, tensor_d
     if device == "cuda":
         if not available:
             build = getattr(getattr(torch, "version", None), "cuda", None)
-            why = "this torch is a CPU-only build" if not build else "no GPU is visible (check CUDA_VISIBLE_DEVICES and the driver)"
+            why = ("this torch is a CPU-only build" if not build
+                   else "no GPU is visible (check CUDA_VISIBLE_DEVICES and the driver)")
             raise ProfileUnavailable(f"--device cuda: CUDA is not available to torch {torch.__version__}: {why}. "
                                      "Use --device cpu, or install the CUDA build of torch.")
         return CudaBackend(torch, cuda_ns, tensor_device)

@@ -48,6 +48,12 @@ PHASE_SHARES = dict(overhead_probe=0.03, prefill=0.15, prefill_holdout=0.08, dec
 PHASE_CALLS = dict(prefill=3, prefill_holdout=3, decode=4, decode_holdout=4, train=3)
 PROBE_CONTEXT = 16
 OVERHEAD_FACTOR = 1.5  # non-GEMM kernels (norms, RoPE, attention, residuals) on top of the GEMM estimate
+# How much slower than the ceiling-based estimate the real proxy phases may run, per device kind. On the
+# 2-core CI CPU, llama-3.1-8b layers at full width ran 1.3-2.7x (prefill), 4.5x (training step: first-touch
+# page faults of gradients and optimizer state, per-tensor AdamW) and 5x (decode: 4-row GEMMs stream weights
+# at a fraction of copy bandwidth) slower than estimated, more while other programs were busy; a GPU runs
+# its kernels close to the ceilings. The estimate times this margin must fit the proxy budget.
+ESTIMATE_MARGIN = {"cpu": 6.0, "cuda": 1.25}
 
 
 @dataclass
@@ -161,7 +167,7 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
     state.phase = "proxy sizing"
     proxy_budget = max(ctx.remaining() * 0.95, 0.05 * total)
     spec = size_proxy(state.arch, settings, backend.kind, state.dtype, _rates(state.ceilings, state.dtype, backend),
-                      proxy_budget, ctx.memory_cap_bytes, settings.model)
+                      proxy_budget / ESTIMATE_MARGIN[backend.kind], ctx.memory_cap_bytes, settings.model)
     state.spec = spec
     geometry = ProxyGeometry(spec.architecture, spec.dtype)
     state.phase = "proxy build"
@@ -183,15 +189,20 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
     state.phases.append(probe_phase.model_copy(update={"tensor_bytes": {}, "peak_memory_bytes": None}))
     del probe
 
+    # The held-out points run last and only while the budget lasts: the fitted points matter more.
     plan = [
         ("prefill", "prefill", spec.prefill_tokens, None),
-        ("prefill_holdout", "prefill", spec.holdout_prefill_tokens, None),
         ("decode", "decode", spec.decode_batch, spec.decode_context_tokens),
-        ("decode_holdout", "decode", spec.holdout_decode_batch, spec.holdout_decode_context_tokens),
         ("train", "train", spec.train_micro_batch, spec.train_tokens),
+        ("prefill_holdout", "prefill", spec.holdout_prefill_tokens, None),
+        ("decode_holdout", "decode", spec.holdout_decode_batch, spec.holdout_decode_context_tokens),
     ]
     fraction = 0.42
     for name, phase, a, b in plan:
+        if name.endswith("holdout") and ctx.remaining() <= 0:
+            ctx.notes.append(f"{name.replace('_', ' ')} skipped: the time budget was spent (the phases ran slower "
+                             "than the ceilings predicted, e.g. other programs were busy)")
+            continue
         state.phase = f"proxy {name.replace('_', ' ')}"
         ctx.progress(fraction, state.phase)
         budget = PHASE_SHARES[name] * proxy_budget

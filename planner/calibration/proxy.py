@@ -164,7 +164,7 @@ class ProxyModel:
         f = arch.intermediate_size
 
         def matrix(rows, cols):
-            return torch.empty(rows, cols, device=dev, dtype=dt).normal_(0.0, 0.02)
+            return _random(torch, (rows, cols), dev, dt, 0.02)
 
         def vector(n, value=1.0):
             return torch.full((n,), value, device=dev, dtype=dt)
@@ -277,8 +277,26 @@ def kv_cache(model: ProxyModel, batch: int, capacity: int) -> list[tuple]:
     arch = model.arch
     shape = (batch, arch.num_kv_heads, capacity, arch.head_dim)
     dev, dt = model.backend.tensor_device, model.backend.dtype(model.dtype)
-    return [(torch.empty(shape, device=dev, dtype=dt).normal_(0, 1), torch.empty(shape, device=dev, dtype=dt)
-             .normal_(0, 1)) for _ in range(arch.num_layers)]
+    return [(_random(torch, shape, dev, dt, 1.0), _random(torch, shape, dev, dt, 1.0)) for _ in range(arch.num_layers)]
+
+
+RANDOM_BLOCK = 1 << 20
+
+
+def _random(torch, shape, device, dtype, std: float):
+    """A tensor of N(0, std) values. Large CPU tensors repeat one random block of 2^20 values: a CPU draws
+    ~10^8 normal values per second, so a full-width 8B layer would take seconds to fill, while copying is
+    bandwidth-bound; the values only have to be realistic (no zeros, no denormals), not independent."""
+    t = torch.empty(shape, device=device, dtype=dtype)
+    n = t.numel()
+    if str(device) != "cpu" or n <= 4 * RANDOM_BLOCK:
+        return t.normal_(0.0, std)
+    block = torch.empty(RANDOM_BLOCK, device=device, dtype=dtype).normal_(0.0, std)
+    flat = t.view(-1)
+    for start in range(0, n, RANDOM_BLOCK):
+        length = min(RANDOM_BLOCK, n - start)
+        flat[start:start + length].copy_(block[:length])
+    return t
 
 
 def tensor_bytes(tensors) -> int:

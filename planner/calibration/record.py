@@ -277,6 +277,14 @@ class CalibrationRecord(_Frozen):
         """Whether a scenario on catalog accelerator `gpu_id` is the hardware this record measured."""
         return isinstance(gpu_id, str) and gpu_id == self.reference_gpu
 
+    @property
+    def residual_error(self) -> float | None:
+        """Largest |error| of the calibrated timing predictions this record did not fit (held-out rows):
+        the spread `planner.uncertainty` uses for error bands while this calibration is active."""
+        errors = [abs(row.calibrated_error_fraction) for row in self.predicted_vs_measured
+                  if row.role == "holdout" and row.calibrated_error_fraction is not None]
+        return max(errors) if errors else None
+
     def phase(self, name: str) -> PhaseMeasurement | None:
         return next((p for p in self.phases if p.name == name), None)
 

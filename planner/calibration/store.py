@@ -48,6 +48,7 @@ def atomic_write_text(path: Path, text: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
+        os.chmod(tmp, _file_mode())  # mkstemp makes 0600; give the file the mode open() would
         with os.fdopen(fd, "w", encoding="utf-8") as handle:
             handle.write(text)
             handle.flush()
@@ -60,6 +61,12 @@ def atomic_write_text(path: Path, text: str) -> Path:
             pass
         raise
     return path
+
+
+def _file_mode() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,6 +16,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -101,7 +102,7 @@ def new_page(browser, viewport=WIDE, downloads: bool = False):
 
 def settle(page) -> None:
     """Wait until the script run finished and lazily loaded widgets replaced their placeholders."""
-    page.wait_for_selector("[data-testid=stMain]")
+    page.wait_for_selector("[data-testid=stMain] h1")  # every page has a title: its script has run
     page.wait_for_timeout(500)
     page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
     page.wait_for_function(
@@ -144,6 +145,23 @@ def screenshot(page, name: str) -> None:
     page.set_viewport_size(viewport)
 
 
+def review_query() -> str:
+    """A manager's link: two pinned plans with decisions, and the review's targets."""
+    from urllib.parse import urlencode
+
+    from planner import InferenceScenario
+    from ui.links import encode_pin
+
+    plans = [
+        InferenceScenario(concurrency=176, label="Max batch on 4× H100",
+                          decision="Serve 176 concurrent chats on 4 GPUs; accept the thin headroom for launch."),
+        InferenceScenario(concurrency=176, kv_cache_dtype="fp8", label="fp8 KV cache",
+                          decision="Halve the KV cache with fp8 to keep 20%+ headroom at the same batch."),
+    ]
+    return urlencode({"pin": [encode_pin(p) for p in plans], "review_max_ttft_s": "0.5",
+                      "review_max_tpot_ms": "75", "review_max_usd_per_month": "10000"}, doseq=True)
+
+
 def navigate(page, title: str) -> None:
     page.get_by_role("link", name=title, exact=True).first.click()
     settle(page)
@@ -170,6 +188,13 @@ def test_slider_share_link_and_csv_round_trip(browser, server, tmp_path):
 
         page.wait_for_url(re.compile(r"inference_concurrency=74"))
         url = page.url
+
+        # "Copy share link" shows the same plan's link (what the address bar says, in planner.share's format).
+        page.get_by_role("button", name=re.compile("Copy share link")).first.click()
+        shown = page.locator("[data-testid=stPopoverBody] [data-testid=stCode]").first.inner_text().strip()
+        page.keyboard.press("Escape")
+        assert urlsplit(shown).path.rstrip("/").endswith("/inference")
+        assert parse_qs(urlsplit(shown).query) == parse_qs(urlsplit(url).query) == {"inference_concurrency": ["74"]}
 
         # The same URL in a fresh browser context (no shared session, cookies or storage) shows the same plan.
         other_context, other = new_page(browser)
@@ -226,6 +251,11 @@ def test_screenshots_of_every_page(browser, server):
                 assert not page.locator("[data-testid=stException]").count(), f"traceback on {name}"
                 screenshot(page, f"{name}-{suffix}")
             if suffix == "1280":
+                page.goto(f"{server}/review?{review_query()}")
+                settle(page)
+                page.get_by_text("Misses the latency target").first.wait_for()
+                page.get_by_text("Headroom is only").first.wait_for()
+                screenshot(page, "review-targets-1280")
                 page.goto(f"{server}/inference?inference_concurrency=96")
                 settle(page)
                 page.locator("[data-testid=stButtonGroup] button").filter(has_text="Concurrency × context").click()

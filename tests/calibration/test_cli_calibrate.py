@@ -36,14 +36,19 @@ def test_invalid_settings_exit_2(capsys):
 
 def test_a_cpu_run_stores_writes_and_activates_the_record(tmp_path, capsys, data_dir):
     out = tmp_path / "cal.json"
+    report = tmp_path / "report.md"
     code = main(["calibrate", "--device", "cpu", "--seconds", "2", "--model", "qwen2.5-0.5b", "--out", str(out),
-                 "--activate", "--format", "json", "--label", "ci cpu"])
+                 "--report", str(report), "--activate", "--format", "json", "--label", "ci cpu"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "[100%] done" in captured.err and "saved" in captured.err
     record = store.parse_calibration(captured.out, "stdout")
     assert record.label == "ci cpu" and store.load_calibration_file(out) == record
     assert store.get_active_id() == record.id and (data_dir / "calibrations" / f"{record.id}.json").exists()
+    text = report.read_text()
+    assert text.startswith("# Calibration: ci cpu") and "| saved activations, train" in text
+    command = f"python -m planner calibrate --device cpu --seconds 2 --model qwen2.5-0.5b --label 'ci cpu' --out {out}"
+    assert command in text
 
     scenario = tmp_path / "s.json"
     scenario.write_text(json.dumps({"model": "qwen2.5-0.5b", "gpu": "cpu", "num_gpus": 1, "tensor_parallel": 1}))

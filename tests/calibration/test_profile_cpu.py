@@ -24,7 +24,13 @@ from planner.scenario import InferenceScenario
 
 from .conftest import CPU_PROFILE_MODEL, CPU_PROFILE_SECONDS
 
-PHASES = {"overhead_probe", "prefill", "prefill_holdout", "decode", "decode_holdout", "train"}
+PHASES = {"overhead_probe", "prefill", "decode", "train"}
+HOLDOUTS = {"prefill_holdout", "decode_holdout"}
+
+
+def _skipped(record, name: str) -> bool:
+    """Held-out points are skipped (and noted) when a busy machine has already used up the budget."""
+    return any(n.startswith(name.replace("_", " ") + " skipped") for n in record.notes)
 
 
 def test_the_cpu_profile_produces_a_complete_valid_record(cpu_record):
@@ -33,7 +39,10 @@ def test_the_cpu_profile_produces_a_complete_valid_record(cpu_record):
     assert record.device.kind == "cpu" and record.reference_gpu == "cpu"
     assert record.settings.model == CPU_PROFILE_MODEL and record.dtype in ("fp32", "bf16")
     assert store.parse_calibration(store.export_calibration(record), "cpu.json") == record
-    assert {p.name for p in record.phases} == PHASES
+    names = {p.name for p in record.phases}
+    assert PHASES <= names
+    for name in HOLDOUTS:
+        assert name in names or _skipped(record, name)
     for phase in record.phases:
         assert phase.seconds > 0 and phase.reps >= 1
         assert len(phase.seconds_per_layer) == phase.layers
@@ -72,11 +81,19 @@ def test_memory_predicted_equals_measured_on_the_cpu(cpu_record):
 def test_the_table_covers_ceilings_fits_and_held_out_points(cpu_record):
     record, _ = cpu_record
     roles = {r.role for r in record.predicted_vs_measured}
-    assert roles == {"ceiling", "fit", "holdout", "memory"}
-    for row in record.predicted_vs_measured:
-        if row.role == "fit" and row.phase in ("prefill", "decode") and "probe" not in row.quantity:
-            # A fitted point is reproduced (unless the overhead alone explains it, which a real phase never does).
-            assert row.calibrated_error_fraction == pytest.approx(0.0, abs=0.02), row.quantity
+    assert {"ceiling", "fit", "holdout", "memory"} <= roles  # the AdamW step is always held out
+    fitted = {r.phase: r for r in record.predicted_vs_measured
+              if r.role == "fit" and r.phase in ("prefill", "decode", "train") and "probe" not in r.quantity}
+    assert set(fitted) == {"prefill", "decode", "train"}
+    # A point an efficiency was fitted to is reproduced by the calibrated prediction. (A phase is not fitted
+    # when the per-layer overhead explains most of its time, as for a very narrow proxy on a slow machine.)
+    notes = record.efficiency_notes
+    if notes["memory_bandwidth"].startswith("fitted") or notes["decode_compute"].startswith("fitted"):
+        assert fitted["decode"].calibrated_error_fraction == pytest.approx(0.0, abs=0.02)
+    if record.efficiency_notes["prefill_compute"].startswith("fitted"):
+        assert fitted["prefill"].calibrated_error_fraction == pytest.approx(0.0, abs=0.02)
+    if record.efficiency_notes["training_compute"].startswith("fitted"):
+        assert fitted["train"].calibrated_error_fraction == pytest.approx(0.0, abs=0.02)
 
 
 def test_efficiencies_are_valid_and_explained(cpu_record):
@@ -85,8 +102,7 @@ def test_efficiencies_are_valid_and_explained(cpu_record):
     for name in ("prefill_compute", "decode_compute", "memory_bandwidth", "training_compute"):
         assert 0 < getattr(e, name) <= 1
         assert record.efficiency_notes[name]
-    assert e.layer_overhead_seconds >= 0
-    assert "fitted" in record.efficiency_notes["prefill_compute"]
+    assert e.layer_overhead_seconds >= 0 and "narrow layers" in record.efficiency_notes["layer_overhead_seconds"]
     assert e.source == f"calibration '{record.label}'"
 
 

@@ -17,7 +17,7 @@ from planner import plan
 from planner.__main__ import main as cli_main
 from planner.calibration import store
 from planner.calibration.errors import CalibrationFileError
-from planner.calibration.record import CALIBRATION_VERSION, CalibrationRecord
+from planner.calibration.record import CALIBRATION_VERSION
 from planner.calibration.report import markdown_report, text_table
 from planner.memory import GIB
 from planner.scenario import InferenceScenario

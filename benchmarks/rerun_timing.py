@@ -1,0 +1,98 @@
+"""Server-side rerun time of the dashboard after a widget change, measured with Streamlit's AppTest.
+
+Each timed rerun changes an input to a value not seen before, so plan() and the sweeps really run
+(nothing is served from st.cache_data). AppTest runs the script in-process: the time includes the
+script, plan(), chart specs and AppTest's own bookkeeping, but no network or browser rendering.
+
+    .venv/bin/python benchmarks/rerun_timing.py            # 15 reruns per case
+    .venv/bin/python benchmarks/rerun_timing.py --reruns 30
+
+Target (issue): well under 200 ms for the Inference and Training pages.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import statistics
+import sys
+import time
+from pathlib import Path
+
+from streamlit.testing.v1 import AppTest
+
+ROOT = Path(__file__).resolve().parents[1]
+APP = str(ROOT / "app.py")
+
+
+def _open(page: str) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=60)
+    at.run()
+    if page != "inference":
+        at.switch_page(f"app_pages/{page}.py")
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def _time_case(name: str, page: str, change, values, setup=None) -> dict:
+    at = _open(page)
+    if setup is not None:
+        setup(at)
+        at.run()
+    for value in values[:2]:  # warm-up: imports, chart templates, first cache entries
+        change(at, value)
+        at.run()
+    times = []
+    for value in values[2:]:
+        change(at, value)
+        start = time.perf_counter()
+        at.run()
+        times.append((time.perf_counter() - start) * 1e3)
+        assert not at.exception, [e.value for e in at.exception]
+    times.sort()
+    return {
+        "case": name,
+        "reruns": len(times),
+        "median_ms": statistics.median(times),
+        "p90_ms": times[int(0.9 * (len(times) - 1))],
+        "max_ms": times[-1],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reruns", type=int, default=15)
+    args = parser.parse_args(argv)
+    logging.getLogger("streamlit").setLevel(logging.ERROR)
+    n = args.reruns + 2
+
+    def slider(at, value):
+        at.slider(key="inference_concurrency").set_value(value)
+
+    def heatmap(at):
+        at.button_group(key="inference_view_explore").set_value("Concurrency × context")
+
+    def batch(at, value):
+        at.number_input(key="training_global_batch_size").set_value(value)
+
+    def sequence(at, value):
+        at.number_input(key="training_sequence_length").set_value(value)
+
+    results = [
+        _time_case("inference: concurrency slider (latency curve shown)", "inference", slider,
+                   [40 + i for i in range(n)]),
+        _time_case("inference: concurrency slider (heatmap shown)", "inference", slider,
+                   [40 + i for i in range(n)], setup=heatmap),
+        _time_case("training: global batch size", "training", batch, [64 + 8 * i for i in range(n)]),
+        _time_case("training: sequence length", "training", sequence, [4096 + 256 * i for i in range(n)]),
+    ]
+    width = max(len(r["case"]) for r in results)
+    print(f"{'case':<{width}}  reruns  median    p90     max")
+    for r in results:
+        print(f"{r['case']:<{width}}  {r['reruns']:>6}  {r['median_ms']:>6.1f}  {r['p90_ms']:>6.1f}  {r['max_ms']:>6.1f}  ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
