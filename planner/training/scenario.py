@@ -59,8 +59,11 @@ class TrainingScenario(_ScenarioBase):
     expert_parallel: int = Field(default=1, ge=1, le=65_536, description="carved out of data_parallel")
     sequence_parallel: bool = Field(default=True, description="Megatron sequence parallelism (with TP > 1)")
     virtual_pipeline_stages: int = Field(default=1, ge=1, le=128, description="> 1: interleaved 1F1B schedule")
-    zero_stage: Literal[0, 1, 2, 3] = Field(
-        default=1, description="ZeRO stage (0 = DDP, 1 = optimizer, 2 = + gradients, 3 = + parameters / FSDP)"
+    # An int with bounds rather than Literal[0..3]: links and CSV cells carry it as text ("2"), which
+    # pydantic converts to an int but never matches against int literals.
+    zero_stage: int = Field(
+        default=1, ge=0, le=3,
+        description="ZeRO stage (0 = DDP, 1 = optimizer, 2 = + gradients, 3 = + parameters / FSDP)",
     )
     distributed_optimizer: bool = Field(default=False, description="Megatron's distributed optimizer (ZeRO-1 sharding)")
     offload_optimizer: bool = Field(default=False, description="optimizer state and step on the CPU (ZeRO-Offload)")
