@@ -28,7 +28,9 @@ from planner.architecture import parameter_counts
 from planner.catalog import catalog_model_ids, load_catalog_config, model_metadata, resolve_model
 from planner.catalog.hf_config import architecture_from_config
 
-REFERENCE = Path("/work/shared/reference/models.csv")
+from tests.reference_data import require_reference  # noqa: E402
+
+REFERENCE = require_reference() / "models.csv"
 CATALOG = catalog_model_ids()
 
 

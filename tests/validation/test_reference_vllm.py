@@ -31,7 +31,9 @@ from planner.catalog.hf_config import architecture_from_config
 from planner.performance import DEFAULT_EFFICIENCY
 
 GIB = 1 << 30
-ROWS = {row["id"]: row for row in csv.DictReader(Path("/work/shared/reference/memory_measured.csv").open(newline=""))}
+from tests.reference_data import require_reference  # noqa: E402
+
+ROWS = {row["id"]: row for row in csv.DictReader((require_reference() / "memory_measured.csv").open(newline=""))}
 
 
 def row_value(row_id: str) -> float:
