@@ -41,10 +41,12 @@ def _read_json(path: str) -> Any:
         raise CliError(f"cannot read {path}: {exc.strerror}") from None
     except UnicodeDecodeError:
         raise CliError(f"{path} is not UTF-8 text") from None
+    from planner.safe_json import load_json
+
     try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise CliError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}, column {exc.colno}") from None
+        return load_json(text, path, MAX_INPUT_BYTES)
+    except PlanningError as exc:
+        raise CliError(str(exc)) from None
 
 
 def _scenarios(data: Any) -> tuple[list, bool]:

@@ -18,6 +18,7 @@ from typing import Any, Iterable
 from pydantic import ValidationError
 
 from planner.errors import PlanningError, explain
+from planner.safe_json import load_json
 from planner.scenario import parse_scenario
 
 MAX_ROWS = 1000
@@ -98,10 +99,10 @@ def _parse_cell(name: str, text: str) -> Any:
     text = unneutralize(text)
     if text.startswith(("{", "[")):
         try:
-            return json.loads(text)
-        except json.JSONDecodeError as exc:
+            return load_json(text, f"'{name}'")
+        except PlanningError as exc:
             if name in ("model", "gpu", "lora"):
-                raise ValueError(f"'{name}' is not valid JSON ({exc.msg})") from None
+                raise ValueError(str(exc)) from None
     return text
 
 

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from planner.catalog import resolve_accelerator, resolve_model
 from planner.errors import PlanningError, explain
+from planner.safe_json import load_json
 from planner.scenario import InferenceScenario
 
 INLINE_PREFIX = "cfg:"
@@ -48,8 +49,8 @@ def decode_inline(text: str) -> dict:
         raw = decompressor.decompress(packed, MAX_INLINE_JSON_BYTES)
         if decompressor.unconsumed_tail:
             raise ValueError("inline config is too large")
-        value = json.loads(raw)
-    except (ValueError, zlib.error) as exc:
+        value = load_json(raw, "inline config", MAX_INLINE_JSON_BYTES)
+    except (ValueError, zlib.error) as exc:  # PlanningError is a ValueError
         raise ValueError(f"not a valid inline config ({exc})") from None
     if not isinstance(value, dict):
         raise ValueError("inline config must be a JSON object")
@@ -98,7 +99,7 @@ def _from_text(cls: type, name: str, text: str) -> Any:
     if text.lower() in ("none", "null", "") and "None" in annotation:
         return None
     if text.startswith("{") and ("dict" in annotation or "BaseModel" in annotation or "Config" in annotation):
-        return json.loads(text)
+        return load_json(text, f"'{name}'")
     return text
 
 

@@ -92,6 +92,8 @@ def parse_calibration(text: str | bytes, source: str) -> CalibrationRecord:
     except json.JSONDecodeError as exc:
         raise CalibrationFileError(f"{source} is corrupt: not valid JSON ({exc.msg} at line {exc.lineno}, "
                                    f"column {exc.colno})") from None
+    except RecursionError:
+        raise CalibrationFileError(f"{source} is corrupt: nested too deeply") from None
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
         raise CalibrationFileError(f'{source} is not a Headroom calibration record (no "format": '
                                    f'"{CALIBRATION_FORMAT}")')
@@ -194,7 +196,7 @@ def get_active_id(directory: Path | None = None) -> str | None:
     path = calibrations_dir(directory) / ACTIVE_FILE
     try:
         value = json.loads(path.read_text()).get("active")
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError, AttributeError, RecursionError):
         return None
     return value if isinstance(value, str) and _ID.match(value) else None
 

@@ -38,6 +38,8 @@ def load_catalog_config(model_id: str) -> dict[str, Any]:
         )
     try:
         return json.loads(_read(model_id))
+    except RecursionError:
+        raise PlanningError(f"catalog file {MODELS_DIR / (model_id + '.json')} is corrupt: nested too deeply") from None
     except json.JSONDecodeError as exc:
         raise PlanningError(f"catalog file {MODELS_DIR / (model_id + '.json')} is corrupt: {exc.msg} (line {exc.lineno})") from None
 
