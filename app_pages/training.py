@@ -3,6 +3,7 @@
 import streamlit as st
 
 from ui import controls, render, state
+from ui.calibration_view import active_calibration
 
 st.title("Training", anchor=False)
 form = controls.scenario_form("training")
@@ -10,4 +11,5 @@ render.link_warnings(form.link_warnings)
 if form.scenario is None:
     st.error(f"This scenario cannot be planned: {form.error}", icon=":material/block:")
     st.stop()
-render.training_page(form.scenario, state.cached_plan(form.scenario))
+calibration = active_calibration()
+render.training_page(form.scenario, state.cached_plan(form.scenario, calibration), calibration)

@@ -14,7 +14,7 @@ import streamlit as st
 from planner import units
 from planner.export import plans_to_csv
 from planner.share import scenario_to_query_params
-from ui import charts, state
+from ui import bands, charts, state
 from ui.text import component_label, fmt, gpu_short_name, resource_label
 
 HEADROOM_RISK = 0.10
@@ -65,6 +65,25 @@ def link_warnings(warnings: Sequence[str]) -> None:
     if warnings:
         st.warning("**This link had problems; the plan below uses defaults for them.**\n\n"
                    + "\n".join(f"- {md_escape(w)}" for w in warnings), icon=":material/link_off:")
+
+
+def calibration_caption(calibration) -> None:
+    """Which calibration every number on this page uses (the active one from the Calibrate page)."""
+    if calibration is None:
+        st.caption(":material/straighten: Calibration: **none**: documented default efficiencies "
+                   "(choose one on the Calibrate page).")
+    else:
+        st.caption(f":material/straighten: Calibration: **{md_escape(calibration.label)}** "
+                   f"({md_escape(calibration.device.name)}, record {md_escape(calibration.id)}): its measured "
+                   "efficiencies and memory correction replace the defaults on every page.")
+
+
+def metric_with_band(where, label: str, value: str, help: str | None, band_text: str | None,
+                     band_help: str = "") -> None:
+    """st.metric with its likely range (plan.uncertainty) as a caption underneath."""
+    where.metric(label, value, help=help)
+    if band_text:
+        where.caption(band_text, help=band_help or None)
 
 
 def plan_warnings(plan) -> None:
@@ -139,11 +158,13 @@ def scenario_params(scenario) -> dict[str, str]:
 
 def verdict_sentence(plan) -> tuple[bool, str]:
     mem = plan.memory
+    likely = bands.memory(plan)
+    need = units.gib(mem.total_bytes) + (f" ({likely})" if likely else "")
     if mem.fits:
-        return True, (f"**Fits.** Each GPU needs {units.gib(mem.total_bytes)} of the {units.gib(mem.budget_bytes)} "
+        return True, (f"**Fits.** Each GPU needs {need} of the {units.gib(mem.budget_bytes)} "
                       f"the engine may use — **{units.percent(mem.headroom_fraction)} headroom** "
                       f"({units.gib(mem.headroom_bytes)} free per GPU).")
-    return False, (f"**Does not fit.** Each GPU needs {units.gib(mem.total_bytes)} but the engine may use "
+    return False, (f"**Does not fit.** Each GPU needs {need} but the engine may use "
                    f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short per GPU.")
 
 
@@ -239,7 +260,7 @@ EXPLORE_GRID = "Concurrency × context"
 
 
 @st.fragment
-def explore(scenario, plan) -> None:
+def explore(scenario, plan, calibration=None) -> None:
     """The sweeps: each view is many plans, so it only runs when chosen, and reruns alone."""
     st.markdown("#### Explore this scenario")
     view = st.segmented_control(
@@ -247,7 +268,7 @@ def explore(scenario, plan) -> None:
         label_visibility="collapsed",
         help="Each view re-plans this scenario many times; pick one at a time. Hover for numbers.")
     if view == EXPLORE_CURVE:
-        frame = state.concurrency_sweep(scenario, plan.memory.max_concurrency)
+        frame = state.concurrency_sweep(scenario, plan.memory.max_concurrency, calibration)
         if frame.empty:
             st.info("No concurrency level gives a valid plan.")
             return
@@ -255,7 +276,8 @@ def explore(scenario, plan) -> None:
                    "and time per token until memory runs out (✕).")
         chart(charts.latency_curve(frame, scenario.concurrency), width="stretch")
     elif view == EXPLORE_GRID:
-        frame = state.context_grid(scenario, plan.memory.max_concurrency, plan.model.max_context_tokens)
+        frame = state.context_grid(scenario, plan.memory.max_concurrency, plan.model.max_context_tokens,
+                                   calibration)
         if frame.empty:
             st.info("No (concurrency, context) pair gives a valid plan.")
             return
@@ -267,8 +289,9 @@ def explore(scenario, plan) -> None:
         st.caption("Pick a view above.")
 
 
-def inference_page(scenario, plan) -> None:
+def inference_page(scenario, plan, calibration=None) -> None:
     inference_header(plan)
+    calibration_caption(calibration)
     verdict(plan)
     share_bar("inference", scenario_params(scenario), [plan], "headroom-inference-plan", scenario=scenario)
     inference_metrics(plan)
@@ -279,7 +302,7 @@ def inference_page(scenario, plan) -> None:
         memory_chart(plan)
     with right:
         roofline_chart(plan)
-    explore(scenario, plan)
+    explore(scenario, plan, calibration)
     equations(plan)
     assumptions(plan)
 
@@ -307,8 +330,10 @@ def training_header(plan) -> None:
 
 def training_verdict(plan) -> None:
     mem = plan.memory
+    likely = bands.memory(plan)
+    need = units.gib(mem.total_bytes) + (f" ({likely})" if likely else "")
     if mem.fits:
-        st.success(f"**Fits.** Each GPU needs {units.gib(mem.total_bytes)} of its {units.gib(mem.budget_bytes)} — "
+        st.success(f"**Fits.** Each GPU needs {need} of its {units.gib(mem.budget_bytes)} — "
                    f"**{units.percent(mem.headroom_fraction)} headroom** ({units.gib(mem.headroom_bytes)} free). "
                    f"Largest micro-batch that fits: **{mem.max_micro_batch_size or 0}**.",
                    icon=":material/check_circle:")
@@ -316,26 +341,33 @@ def training_verdict(plan) -> None:
         fits = mem.max_micro_batch_size
         hint = (f" A micro-batch of {fits} would fit." if fits else " Not even a micro-batch of 1 fits: shard more "
                 "(ZeRO, TP/PP), recompute activations or offload.")
-        st.error(f"**Does not fit.** Each GPU needs {units.gib(mem.total_bytes)} but has "
+        st.error(f"**Does not fit.** Each GPU needs {need} but has "
                  f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short.{hint}",
                  icon=":material/cancel:")
 
 
 def training_metrics(plan) -> None:
     perf, cost, mem = plan.performance, plan.cost, plan.memory
+    likely = bands.training_texts(plan)
+    step_basis = bands.basis(plan, "performance.step_seconds")
+    scaled = "Moves with the step-time band (same tokens, GPUs and price). " + step_basis
     row1 = st.columns(3)
-    row1[0].metric("Step time", units.seconds(perf.step_seconds), help=equation_help(plan, "Step time"))
-    row1[1].metric("Tokens/s", units.count(perf.tokens_per_second),
-                   help=f"Whole job; {units.count(perf.tokens_per_second_per_gpu)} per GPU.")
-    row1[2].metric("MFU", units.percent(perf.mfu, 1), help=equation_help(plan, "MFU", note=f"HFU {units.percent(perf.hfu, 1)}."))
+    metric_with_band(row1[0], "Step time", units.seconds(perf.step_seconds), equation_help(plan, "Step time"),
+                     likely["Step time"], step_basis)
+    metric_with_band(row1[1], "Tokens/s", units.count(perf.tokens_per_second),
+                     f"Whole job; {units.count(perf.tokens_per_second_per_gpu)} per GPU.", likely["Tokens/s"], scaled)
+    metric_with_band(row1[2], "MFU", units.percent(perf.mfu, 1),
+                     equation_help(plan, "MFU", note=f"HFU {units.percent(perf.hfu, 1)}."), likely["MFU"], scaled)
     row2 = st.columns(3)
-    row2[0].metric("Time to train", units.seconds(perf.time_to_train_seconds),
-                   help=equation_help(plan, "Time to train",
-                                      note=f"{units.count(perf.training_tokens)} tokens, {perf.steps_to_train:,.0f} steps."))
-    row2[1].metric("Cost to train", units.usd(cost.usd_total),
-                   help=equation_help(plan, "Cost to train",
-                                      note=f"{cost.gpu_hours:,.0f} GPU-hours at {units.usd(cost.usd_per_gpu_hour)}; "
-                                           f"{units.usd(cost.usd_per_million_tokens)} per 1M tokens."))
+    metric_with_band(row2[0], "Time to train", units.seconds(perf.time_to_train_seconds),
+                     equation_help(plan, "Time to train",
+                                   note=f"{units.count(perf.training_tokens)} tokens, {perf.steps_to_train:,.0f} steps."),
+                     likely["Time to train"], scaled)
+    metric_with_band(row2[1], "Cost to train", units.usd(cost.usd_total),
+                     equation_help(plan, "Cost to train",
+                                   note=f"{cost.gpu_hours:,.0f} GPU-hours at {units.usd(cost.usd_per_gpu_hour)}; "
+                                        f"{units.usd(cost.usd_per_million_tokens)} per 1M tokens."),
+                     likely["Cost to train"], scaled)
     row2[2].metric("Largest micro-batch that fits", f"{mem.max_micro_batch_size or 0}",
                    help="Largest micro-batch whose memory fits on every GPU with this layout and these savers.")
 
@@ -369,8 +401,9 @@ def micro_batch_table(plan) -> None:
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
 
 
-def training_page(scenario, plan) -> None:
+def training_page(scenario, plan, calibration=None) -> None:
     training_header(plan)
+    calibration_caption(calibration)
     training_verdict(plan)
     share_bar("training", scenario_params(scenario), [plan], "headroom-training-plan", scenario=scenario)
     training_metrics(plan)
@@ -384,87 +417,3 @@ def training_page(scenario, plan) -> None:
     micro_batch_table(plan)
     equations(plan)
     assumptions(plan)
-
-
-# ------------------------------------------------------------------------------ trade-offs, calibrate
-
-
-def tradeoffs_preview(kind: str, plan) -> None:
-    """Until the technique explorer lands: what binds and what dominates memory, for the current plan."""
-    st.info("**The technique explorer is coming here:** what each technique (quantization, KV-cache precision, "
-            "parallelism, batching, recomputation, offload, LoRA…) buys and costs for this exact plan, and the best "
-            "configuration under your constraints. Until then, this page shows where the current plan is "
-            "constrained.", icon=":material/construction:")
-    title = plan_title(plan)
-    st.markdown(f"##### Current {kind} plan: {md_escape(title)}")
-    (inference_header if plan.kind == "inference" else training_header)(plan)
-    mem = plan.memory
-    dominant = mem.dominant_component
-    left, right = st.columns(2)
-    left.metric("Binding resource", resource_label(plan.bottleneck).capitalize(),
-                help=md_escape(plan.bottleneck_reason))
-    right.metric("Largest memory component", component_label(dominant),
-                 f"{units.percent(mem.components[dominant] / mem.total_bytes)} of {units.gib(mem.total_bytes)} per GPU",
-                 delta_color="off", delta_arrow="off", help="Shrink this first to make room.")
-    binding(plan)
-    verdict(plan) if plan.kind == "inference" else training_verdict(plan)
-    share_bar("tradeoffs", scenario_params(_scenario_of(plan)), [plan], f"headroom-{plan.kind}-plan", key="tradeoffs")
-    memory_chart(plan, budget_label="engine budget" if plan.kind == "inference" else "capacity")
-    plan_warnings(plan)
-    assumptions(plan)
-
-
-def efficiency_table(efficiency) -> None:
-    import pandas as pd
-
-    meaning = {
-        "prefill_compute": "Prefill GEMMs: share of the dense peak FLOP/s reached",
-        "decode_compute": "Decode GEMMs: share of the dense peak FLOP/s reached",
-        "memory_bandwidth": "HBM traffic: share of the peak bandwidth reached",
-        "communication": "Collectives (NCCL): share of the link bandwidth reached",
-        "training_compute": "Training forward/backward: share of the dense peak FLOP/s (≈ MFU before comms)",
-        "host_link": "Host link (offload): share of the PCIe/C2C bandwidth reached",
-        "layer_overhead_seconds": "Fixed per-layer kernel launch overhead",
-    }
-    rows = []
-    for name, field in type(efficiency).model_fields.items():
-        if name == "source":
-            continue
-        value = getattr(efficiency, name)
-        shown = units.seconds(value) if name.endswith("_seconds") else units.percent(value)
-        rows.append({"Factor": name, "Value": shown, "What it scales": meaning.get(name, field.description or "")})
-    st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")
-    st.caption(f"Source: {efficiency.source}. Every plan on this dashboard uses these until a calibration is applied.")
-
-
-def calibrate_page(scenario) -> None:
-    import importlib.util
-
-    from planner.performance import DEFAULT_EFFICIENCY
-
-    plan = state.cached_plan(scenario)
-    st.info("**Measured vs predicted is coming here:** run a short profile on your GPU, see each prediction next to "
-            "the measurement, and apply the fitted efficiencies to every plan. Until then, this page shows the "
-            "efficiency factors every plan uses.", icon=":material/construction:")
-    st.markdown("##### Enable profiling")
-    st.markdown("Profiling needs PyTorch, an optional extra (the dashboard itself runs without it):")
-    st.code('pip install "headroom[profile]"', language="bash")
-    has_torch = importlib.util.find_spec("torch") is not None
-    if has_torch:
-        st.success("PyTorch is installed here: profiling is available (`python -m planner --help` lists the "
-                   "calibrate command once it ships).", icon=":material/check_circle:")
-    else:
-        st.warning("PyTorch is not installed on this server, so no profile can run here yet.",
-                   icon=":material/info:")
-    st.markdown("##### Efficiency defaults in use")
-    efficiency_table(DEFAULT_EFFICIENCY)
-    st.markdown("##### What a profile will check for the current inference plan")
-    perf = plan.performance
-    cols = st.columns(3)
-    cols[0].metric("Predicted decode step", units.seconds(perf.decode_step_seconds),
-                   help=equation_help(plan, "Decode step"))
-    cols[1].metric("Predicted time to first token", units.seconds(perf.ttft_seconds), help=equation_help(plan, "TTFT"))
-    cols[2].metric("Calibration applied", plan.calibration or "none (defaults)")
-    inference_header(plan)
-    render_link = scenario_params(scenario)
-    share_bar("calibrate", render_link, [plan], "headroom-inference-plan", key="calibrate")

@@ -1,5 +1,9 @@
 """Session state shared by the pages: the cached ``plan()``, each page's current scenario, pinned plans.
 
+Every cached function takes the active calibration (``ui.calibration_view.active_calibration()``, or None)
+as an ordinary, hashed argument: it changes the result. A calibration record hashes by its JSON, a
+scenario by its JSON, so two sessions with the same inputs share cache entries.
+
 Keys written here (not widgets):
 - ``current_inference`` / ``current_training``: the last scenario each input page built.
 - ``pins``: list of ``Pin`` (plans pinned for Compare and Review), in the order they were pinned.
@@ -23,29 +27,40 @@ KINDS = ("inference", "training")
 TRAINING_SCENARIO_FQN = "planner.training.scenario.TrainingScenario"
 
 
+CALIBRATION_FQN = "planner.calibration.record.CalibrationRecord"
+
+
 def _scenario_hash(scenario) -> str:
     """Frozen scenarios hash by their JSON: every field, nothing else (decision text included)."""
     return f"{type(scenario).__name__}:{scenario.model_dump_json()}"
 
 
-_HASH_FUNCS = {InferenceScenario: _scenario_hash, TRAINING_SCENARIO_FQN: _scenario_hash}
+def _calibration_hash(record) -> str:
+    """A calibration record hashes by its JSON: an edited or re-run record with the same id is a new key."""
+    return f"calibration:{record.model_dump_json()}"
 
 
-@st.cache_data(max_entries=256, show_spinner=False, hash_funcs=_HASH_FUNCS)
-def cached_plan(scenario):
-    """plan(scenario), cached per scenario for every session of this server."""
-    return plan(scenario)
+HASH_FUNCS = {InferenceScenario: _scenario_hash, TRAINING_SCENARIO_FQN: _scenario_hash,
+              CALIBRATION_FQN: _calibration_hash}
+_HASH_FUNCS = HASH_FUNCS  # old name
 
 
-@st.cache_data(max_entries=32, show_spinner="Sweeping concurrency…", hash_funcs=_HASH_FUNCS)
-def concurrency_sweep(scenario, max_concurrency: int | None) -> pd.DataFrame:
-    return sweeps.concurrency_sweep(scenario, sweeps.concurrency_axis(scenario, max_concurrency))
+@st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
+def cached_plan(scenario, calibration=None):
+    """plan(scenario, calibration), cached per (scenario, calibration) for every session of this server."""
+    return plan(scenario, calibration)
 
 
-@st.cache_data(max_entries=32, show_spinner="Sweeping concurrency × context…", hash_funcs=_HASH_FUNCS)
-def context_grid(scenario, max_concurrency: int | None, model_max_context: int) -> pd.DataFrame:
+@st.cache_data(max_entries=32, show_spinner="Sweeping concurrency…", hash_funcs=HASH_FUNCS)
+def concurrency_sweep(scenario, max_concurrency: int | None, calibration=None) -> pd.DataFrame:
+    return sweeps.concurrency_sweep(scenario, sweeps.concurrency_axis(scenario, max_concurrency), calibration)
+
+
+@st.cache_data(max_entries=32, show_spinner="Sweeping concurrency × context…", hash_funcs=HASH_FUNCS)
+def context_grid(scenario, max_concurrency: int | None, model_max_context: int, calibration=None) -> pd.DataFrame:
     return sweeps.context_concurrency_grid(
-        scenario, sweeps.concurrency_axis(scenario, max_concurrency), sweeps.context_axis(scenario, model_max_context)
+        scenario, sweeps.concurrency_axis(scenario, max_concurrency), sweeps.context_axis(scenario, model_max_context),
+        calibration,
     )
 
 

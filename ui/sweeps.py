@@ -59,18 +59,18 @@ def _row(result) -> dict[str, Any]:
     }
 
 
-def concurrency_sweep(scenario, concurrencies: list[int]) -> pd.DataFrame:
+def concurrency_sweep(scenario, concurrencies: list[int], calibration=None) -> pd.DataFrame:
     rows = []
     for c in concurrencies:
         try:
-            result = plan(variant(scenario, concurrency=c))
+            result = plan(variant(scenario, concurrency=c), calibration)
         except (ValidationError, PlanningError):
             continue
         rows.append({"concurrency": c, **_row(result)})
     return pd.DataFrame(rows)
 
 
-def context_concurrency_grid(scenario, concurrencies: list[int], contexts: list[int]) -> pd.DataFrame:
+def context_concurrency_grid(scenario, concurrencies: list[int], contexts: list[int], calibration=None) -> pd.DataFrame:
     """Every (concurrency, context) cell; the output length stays, the prompt takes the rest."""
     rows = []
     for ctx in contexts:
@@ -79,7 +79,7 @@ def context_concurrency_grid(scenario, concurrencies: list[int], contexts: list[
             continue
         for c in concurrencies:
             try:
-                result = plan(variant(scenario, concurrency=c, prompt_tokens=prompt))
+                result = plan(variant(scenario, concurrency=c, prompt_tokens=prompt), calibration)
             except (ValidationError, PlanningError):
                 continue
             rows.append({"concurrency": c, "context": ctx, **_row(result)})

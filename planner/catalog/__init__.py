@@ -1,6 +1,12 @@
 """Built-in models (Hugging Face style config.json files) and accelerators (one JSON file)."""
 
-from planner.catalog.hardware import Accelerator, get_accelerator, list_accelerators, resolve_accelerator
+from planner.catalog.hardware import (
+    Accelerator,
+    catalog_problems,
+    get_accelerator,
+    list_accelerators,
+    resolve_accelerator,
+)
 from planner.catalog.model_catalog import (
     catalog_model_ids,
     load_catalog_config,
@@ -10,6 +16,7 @@ from planner.catalog.model_catalog import (
 
 __all__ = [
     "Accelerator",
+    "catalog_problems",
     "get_accelerator",
     "list_accelerators",
     "resolve_accelerator",

@@ -109,14 +109,41 @@ class Accelerator(BaseModel):
 
 
 @lru_cache(maxsize=1)
-def _catalog() -> dict[str, Accelerator]:
+def _load() -> tuple[dict[str, Accelerator], tuple[str, ...]]:
+    """The valid entries, and a sentence for each entry (or the whole file) that could not be read.
+
+    One broken entry must not take the others down: it is left out and reported by name.
+    """
     try:
         raw = json.loads(HARDWARE_FILE.read_text())
         entries = raw["accelerators"]
-        return {entry["id"]: Accelerator.model_validate(entry) for entry in entries}
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        message = explain(exc) if isinstance(exc, ValidationError) else str(exc)
-        raise PlanningError(f"hardware catalog {HARDWARE_FILE} is unreadable: {message}") from None
+        if not isinstance(entries, list):
+            raise TypeError("'accelerators' is not a list")
+    except (OSError, ValueError, KeyError, TypeError, RecursionError) as exc:
+        return {}, (f"hardware catalog {HARDWARE_FILE} is unreadable: {exc}",)
+    catalog: dict[str, Accelerator] = {}
+    problems = []
+    for index, entry in enumerate(entries):
+        try:
+            accelerator = Accelerator.model_validate(entry)
+        except ValidationError as exc:
+            name = entry.get("id", f"entry {index}") if isinstance(entry, dict) else f"entry {index}"
+            problems.append(f"hardware catalog {HARDWARE_FILE}: '{name}' is invalid and was left out ({explain(exc)})")
+            continue
+        catalog[accelerator.id] = accelerator
+    return catalog, tuple(problems)
+
+
+def _catalog() -> dict[str, Accelerator]:
+    catalog, problems = _load()
+    if not catalog:
+        raise PlanningError(problems[0] if problems else f"hardware catalog {HARDWARE_FILE} has no accelerators")
+    return catalog
+
+
+def catalog_problems() -> tuple[str, ...]:
+    """Sentences naming catalog entries that could not be loaded (shown by the UI, empty when healthy)."""
+    return _load()[1]
 
 
 def list_accelerators() -> list[Accelerator]:

@@ -196,3 +196,33 @@ def test_the_calibration_package_imports_without_torch():
     code = "import sys, planner, planner.calibration; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert result.stdout.strip() == "False", result.stderr
+
+
+def test_a_second_profile_while_one_runs_is_refused_and_a_stale_lock_is_taken_over(tmp_path, monkeypatch):
+    import json
+    import subprocess
+    import sys
+
+    from planner.calibration import store
+    from planner.calibration.errors import ProfileUnavailable
+    from planner.calibration.profile import LOCK_FILE, exclusive_profile
+
+    monkeypatch.setenv(store.DATA_DIR_ENV, str(tmp_path))
+    with exclusive_profile("dev"):
+        with pytest.raises(ProfileUnavailable, match="already running in this app"):
+            with exclusive_profile("dev"):
+                pass
+    assert not (tmp_path / LOCK_FILE).exists()  # released
+    # A lock held by another live process refuses the run and names it.
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
+    try:
+        (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": holder.pid}))
+        with pytest.raises(ProfileUnavailable, match=f"process {holder.pid}"):
+            with exclusive_profile("dev"):
+                pass
+    finally:
+        holder.kill()
+        holder.wait()
+    # The holder is gone (a killed run): its stale lock is taken over.
+    with exclusive_profile("dev"):
+        assert json.loads((tmp_path / LOCK_FILE).read_text())["pid"] != holder.pid
