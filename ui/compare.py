@@ -7,6 +7,7 @@ import streamlit as st
 
 from planner import units
 from ui import charts, controls, links, render, state
+from ui.calibration_view import active_calibration
 from ui.review import title as plan_title
 from ui.text import gpu_short_name
 
@@ -186,10 +187,12 @@ def compare_page() -> None:
         st.info("No plans pinned yet. Use **Pin for Compare** on the Inference or Training page, paste a share link, "
                 "or import a CSV exported by Headroom.", icon=":material/push_pin:")
         return
-    plans = [(pin, state.cached_plan(pin.scenario)) for pin in pins]
+    calibration = active_calibration()
+    plans = [(pin, state.cached_plan(pin.scenario, calibration)) for pin in pins]
     render.share_bar("compare", links.pin_params(), [p for _, p in plans], "headroom-plans", key="compare")
     st.caption(f"{len(plans)} pinned plan{'s' if len(plans) != 1 else ''}. The link above restores all of them; the "
                "CSV holds every input and output of each plan and imports back here.")
+    render.calibration_caption(calibration)
     pinned_list(plans)
     for kind in ("inference", "training"):
         numbered = [(n, p) for n, (_, p) in enumerate(plans, start=1) if p.kind == kind]

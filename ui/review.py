@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from planner import units
 from planner.catalog import resolve_accelerator
+from ui import bands
 from ui.text import component_label, gpu_short_name, resource_label
 
 HEADROOM_RISK = 0.10
@@ -175,28 +176,36 @@ def risks(plan) -> list[str]:
     return out
 
 
-def key_numbers(plan) -> list[tuple[str, str]]:
+def key_numbers(plan) -> list[tuple[str, str, str]]:
+    """(label, value, likely range or '') for the review's table; ranges from plan.uncertainty (ui.bands)."""
     mem = plan.memory
-    rows = [("Memory per GPU", f"{units.gib(mem.total_bytes)} of {units.gib(mem.budget_bytes)}"),
+    likely = bands.texts(plan)
+
+    def band(label: str) -> str:
+        text = likely.get(label)
+        return text.removeprefix("likely ") if text else ""
+
+    rows = [("Memory per GPU", f"{units.gib(mem.total_bytes)} of {units.gib(mem.budget_bytes)}", band("Memory per GPU")),
             ("Largest memory component", f"{component_label(mem.dominant_component)} "
-                                         f"{units.gib(mem.components[mem.dominant_component])}")]
+                                         f"{units.gib(mem.components[mem.dominant_component])}", "")]
     if plan.kind == "inference":
         perf, cost = plan.performance, plan.cost
-        rows += [("Time to first token", units.seconds(perf.ttft_seconds)),
-                 ("Time per output token", units.seconds(perf.tpot_seconds)),
-                 ("Output tokens/s", units.count(perf.output_tokens_per_second)),
-                 ("Requests/s", f"{perf.requests_per_second:,.2f}"),
-                 ("Max concurrency", f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a"),
-                 ("$ per 1M output tokens", units.usd(cost.usd_per_million_output_tokens)),
-                 ("$ per month", units.usd(cost.usd_per_month))]
+        rows += [("Time to first token", units.seconds(perf.ttft_seconds), band("Time to first token")),
+                 ("Time per output token", units.seconds(perf.tpot_seconds), band("Time per output token")),
+                 ("Output tokens/s", units.count(perf.output_tokens_per_second), band("Output tokens/s")),
+                 ("Requests/s", f"{perf.requests_per_second:,.2f}", ""),
+                 ("Max concurrency", f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a", ""),
+                 ("$ per 1M output tokens", units.usd(cost.usd_per_million_output_tokens),
+                  band("$ per 1M output tokens")),
+                 ("$ per month", units.usd(cost.usd_per_month), "")]
     else:
         perf, cost = plan.performance, plan.cost
-        rows += [("Step time", units.seconds(perf.step_seconds)),
-                 ("Tokens/s", units.count(perf.tokens_per_second)),
-                 ("MFU", units.percent(perf.mfu, 1)),
-                 ("Largest micro-batch that fits", str(mem.max_micro_batch_size or 0)),
-                 ("Time to train", units.seconds(perf.time_to_train_seconds)),
-                 ("Cost to train", units.usd(cost.usd_total))]
+        rows += [("Step time", units.seconds(perf.step_seconds), band("Step time")),
+                 ("Tokens/s", units.count(perf.tokens_per_second), band("Tokens/s")),
+                 ("MFU", units.percent(perf.mfu, 1), band("MFU")),
+                 ("Largest micro-batch that fits", str(mem.max_micro_batch_size or 0), ""),
+                 ("Time to train", units.seconds(perf.time_to_train_seconds), band("Time to train")),
+                 ("Cost to train", units.usd(cost.usd_total), band("Cost to train"))]
     return rows
 
 

@@ -8,6 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from ui import controls, links, render, review, state
+from ui.calibration_view import active_calibration
 
 TARGETS = (  # key (URL parameter), label, Targets field, step, help
     ("review_max_ttft_s", "Time to first token at most (s)", "max_ttft_s", 0.1, "Inference latency target."),
@@ -61,15 +62,15 @@ def targets_form() -> review.Targets:
     return review.Targets(**values)
 
 
-def _plans() -> list[tuple[str, object]]:
+def _plans(calibration=None) -> list[tuple[str, object]]:
     """Pinned plans; with none pinned, the current inference (and training, if opened) plan."""
     pins = state.pins()
     if pins:
         links.write_pins_url()
-        return [(pin.id, state.cached_plan(pin.scenario)) for pin in pins]
-    out = [("current_inference", state.cached_plan(controls.current_scenario("inference")))]
+        return [(pin.id, state.cached_plan(pin.scenario, calibration)) for pin in pins]
+    out = [("current_inference", state.cached_plan(controls.current_scenario("inference"), calibration))]
     if state.remembered("training") is not None:
-        out.append(("current_training", state.cached_plan(controls.current_scenario("training"))))
+        out.append(("current_training", state.cached_plan(controls.current_scenario("training"), calibration)))
     return out
 
 
@@ -94,7 +95,9 @@ def plan_section(number: int, key: str, plan, targets: review.Targets) -> None:
         left, right = st.columns([1, 1], gap="large")
         with left:
             st.markdown("**The numbers**")
-            st.table(pd.DataFrame(review.key_numbers(plan), columns=["", "Value"]).set_index(""))
+            st.table(pd.DataFrame(review.key_numbers(plan), columns=["", "Value", "Likely range"]).set_index(""))
+            st.caption("Likely range: where the measured value fell for 80 % of the published cases Headroom was "
+                       "checked against (or within the active calibration's residual error).")
         with right:
             st.markdown("**Assumptions**")
             st.markdown("\n".join(f"- {render.md_escape(a)}" for a in plan.assumptions))
@@ -104,7 +107,8 @@ def review_page() -> None:
     st.html(PRINT_CSS)
     warnings = links.load_pins_from_url() + _check_target_params()
     targets = targets_form()
-    plans = _plans()
+    calibration = active_calibration()
+    plans = _plans(calibration)
     warnings += controls.pending_link_warnings("inference", None) if not state.pins() else []
     if warnings:
         render.link_warnings(warnings)
@@ -119,6 +123,7 @@ def review_page() -> None:
         render.share_bar("review", params, [p for _, p in plans], "headroom-review", key="review")
         st.caption("Print this page (Ctrl/⌘+P) for the review: one plan per page, controls hidden."
                    + ("" if state.pins() else " Showing the current plan; pin plans on Compare to review several."))
+    render.calibration_caption(calibration)
     overview = []
     for number, (_, plan) in enumerate(plans, start=1):
         status = review.overall(review.checks(plan, targets))
