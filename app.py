@@ -27,6 +27,7 @@ pages = [
     st.Page("app_pages/training.py", title="Training", icon=":material/model_training:", url_path="training"),
     st.Page("app_pages/tradeoffs.py", title="Trade-offs", icon=":material/tune:", url_path="tradeoffs"),
     st.Page("app_pages/calibrate.py", title="Calibrate", icon=":material/straighten:", url_path="calibrate"),
+    st.Page("app_pages/accuracy.py", title="Accuracy", icon=":material/target:", url_path="accuracy"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("app_pages/review.py", title="Review", icon=":material/fact_check:", url_path="review"),
 ]

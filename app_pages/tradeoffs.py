@@ -1,14 +1,14 @@
-"""Trade-offs: the technique explorer (filled by its own issue); for now, where the current plan is constrained."""
+"""Trade-offs: what each technique buys and costs for the current plan, what binds, and the best configuration
+under constraints (inference)."""
 
 import streamlit as st
 
-from ui import controls, render, state
+from ui import controls, render, state, tradeoffs_view
+from ui.calibration_view import active_calibration
 
 st.title("Trade-offs", anchor=False)
-kind = "inference"
-if state.training_available() and state.remembered("training") is not None:
-    kind = st.segmented_control("Plan", ["inference", "training"], default="inference", key="tradeoffs_view_kind",
-                                format_func=str.capitalize, required=True)
+kind = tradeoffs_view.kind_picker()
 scenario = controls.current_scenario(kind)
 render.link_warnings(controls.pending_link_warnings(kind, scenario))
-render.tradeoffs_preview(kind, state.cached_plan(scenario))
+calibration = active_calibration()
+tradeoffs_view.tradeoffs_page(kind, scenario, state.cached_plan(scenario, calibration), calibration)

@@ -40,6 +40,7 @@ COMPONENT_COLOURS = {
     "compute": BLUE,
     "communication": ORANGE,
     "memory": GREEN,
+    "memory_bandwidth": GREEN,
     "pipeline_bubble": GREY,
     "bubble": GREY,
     "recompute": PURPLE,

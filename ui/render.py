@@ -67,23 +67,28 @@ def link_warnings(warnings: Sequence[str]) -> None:
                    + "\n".join(f"- {md_escape(w)}" for w in warnings), icon=":material/link_off:")
 
 
-def calibration_caption(calibration) -> None:
+def calibration_caption(calibration, scenario=None) -> None:
     """Which calibration every number on this page uses (the active one from the Calibrate page)."""
     if calibration is None:
         st.caption(":material/straighten: Calibration: **none**: documented default efficiencies "
                    "(choose one on the Calibrate page).")
-    else:
-        st.caption(f":material/straighten: Calibration: **{md_escape(calibration.label)}** "
-                   f"({md_escape(calibration.device.name)}, record {md_escape(calibration.id)}): its measured "
-                   "efficiencies and memory correction replace the defaults on every page.")
+        return
+    elsewhere = ""
+    if scenario is not None and not calibration.applies_to(scenario.gpu_id()):
+        elsewhere = (f" It was measured relative to '{md_escape(calibration.reference_gpu)}', not this plan's "
+                     f"'{md_escape(scenario.gpu_id())}'.")
+    st.caption(f":material/straighten: Calibration: **{md_escape(calibration.label)}** "
+               f"({md_escape(calibration.device.name)}, record {md_escape(calibration.id)}): its measured "
+               f"efficiencies and memory correction replace the defaults on every page.{elsewhere}")
 
 
 def metric_with_band(where, label: str, value: str, help: str | None, band_text: str | None,
                      band_help: str = "") -> None:
-    """st.metric with its likely range (plan.uncertainty) as a caption underneath."""
-    where.metric(label, value, help=help)
-    if band_text:
-        where.caption(band_text, help=band_help or None)
+    """st.metric with its likely range (plan.uncertainty) in the metric's grey pill; how the range is made in
+    the help tooltip, after the equation."""
+    if band_text and band_help:
+        help = (help + "\n\n---\n\n" if help else "") + md_escape(band_help)
+    where.metric(label, value, delta=band_text, delta_color="off", delta_arrow="off", help=help)
 
 
 def plan_warnings(plan) -> None:
@@ -156,6 +161,16 @@ def scenario_params(scenario) -> dict[str, str]:
 # ------------------------------------------------------------------------------------- inference
 
 
+def band_margin(plan) -> str:
+    """' The likely range reaches …' when a plan fits but the top of its memory band would not."""
+    band = bands.band_of(plan, "memory.total_bytes")
+    mem = plan.memory
+    if band is None or not mem.fits or band.high <= mem.budget_bytes:
+        return ""
+    return (f" The likely range reaches {units.gib(band.high)}, past the {units.gib(mem.budget_bytes)}: keep a margin "
+            "or check it on the hardware.")
+
+
 def verdict_sentence(plan) -> tuple[bool, str]:
     mem = plan.memory
     likely = bands.memory(plan)
@@ -163,7 +178,7 @@ def verdict_sentence(plan) -> tuple[bool, str]:
     if mem.fits:
         return True, (f"**Fits.** Each GPU needs {need} of the {units.gib(mem.budget_bytes)} "
                       f"the engine may use — **{units.percent(mem.headroom_fraction)} headroom** "
-                      f"({units.gib(mem.headroom_bytes)} free per GPU).")
+                      f"({units.gib(mem.headroom_bytes)} free per GPU)." + band_margin(plan))
     return False, (f"**Does not fit.** Each GPU needs {need} but the engine may use "
                    f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short per GPU.")
 
@@ -199,22 +214,29 @@ def inference_header(plan) -> None:
 def inference_metrics(plan) -> None:
     perf, cost, mem = plan.performance, plan.cost, plan.memory
     s = plan.scenario
+    likely = bands.inference_texts(plan)
     row1 = st.columns(3)
-    row1[0].metric("Time to first token", units.seconds(perf.ttft_seconds),
-                   help=equation_help(plan, "TTFT", note="An idle replica: queueing is not modelled."))
-    row1[1].metric("Time per output token", units.seconds(perf.tpot_seconds),
-                   help=equation_help(plan, "TPOT", "Decode step"))
-    row1[2].metric("Output tokens/s", f"{units.count(perf.output_tokens_per_second)}",
-                   help=equation_help(plan, "Output tokens/s",
-                                      note=f"{units.count(perf.output_tokens_per_second_per_gpu)} per GPU, "
-                                           f"{perf.requests_per_second:,.2f} requests/s."))
+    metric_with_band(row1[0], "Time to first token", units.seconds(perf.ttft_seconds),
+                     equation_help(plan, "TTFT", note="An idle replica: queueing is not modelled."),
+                     likely["Time to first token"], bands.basis(plan, "performance.ttft_seconds"))
+    metric_with_band(row1[1], "Time per output token", units.seconds(perf.tpot_seconds),
+                     equation_help(plan, "TPOT", "Decode step"),
+                     likely["Time per output token"], bands.basis(plan, "performance.tpot_seconds"))
+    metric_with_band(row1[2], "Output tokens/s", f"{units.count(perf.output_tokens_per_second)}",
+                     equation_help(plan, "Output tokens/s",
+                                   note=f"{units.count(perf.output_tokens_per_second_per_gpu)} per GPU, "
+                                        f"{perf.requests_per_second:,.2f} requests/s."),
+                     likely["Output tokens/s"], bands.basis(plan, "performance.output_tokens_per_second"))
     row2 = st.columns(3)
-    row2[0].metric("$ per 1M output tokens", units.usd(cost.usd_per_million_output_tokens),
-                   help=equation_help(plan, "$ per 1M output tokens",
-                                      note=f"{units.usd(cost.usd_per_hour)}/hour, {units.usd(cost.usd_per_month)}"
-                                           f"/month at {units.usd(cost.usd_per_gpu_hour)} per GPU-hour"
-                                           + (" (catalog reference price)." if plan.hardware.usd_per_gpu_hour_is_reference
-                                              else " (your price).")))
+    metric_with_band(row2[0], "$ per 1M output tokens", units.usd(cost.usd_per_million_output_tokens),
+                     equation_help(plan, "$ per 1M output tokens",
+                                   note=f"{units.usd(cost.usd_per_hour)}/hour, {units.usd(cost.usd_per_month)}"
+                                        f"/month at {units.usd(cost.usd_per_gpu_hour)} per GPU-hour"
+                                        + (" (catalog reference price)." if plan.hardware.usd_per_gpu_hour_is_reference
+                                           else " (your price).")),
+                     likely["$ per 1M output tokens"],
+                     "At a fixed price per GPU-hour the cost per token moves inversely with throughput. "
+                     + bands.basis(plan, "performance.output_tokens_per_second"))
     context = s["prompt_tokens"] + s["output_tokens"]
     row2[1].metric("Max concurrency", f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a",
                    help=f"Most sequences of {context:,} tokens whose KV cache fits in the memory left per GPU after "
@@ -291,7 +313,7 @@ def explore(scenario, plan, calibration=None) -> None:
 
 def inference_page(scenario, plan, calibration=None) -> None:
     inference_header(plan)
-    calibration_caption(calibration)
+    calibration_caption(calibration, scenario)
     verdict(plan)
     share_bar("inference", scenario_params(scenario), [plan], "headroom-inference-plan", scenario=scenario)
     inference_metrics(plan)
@@ -335,7 +357,7 @@ def training_verdict(plan) -> None:
     if mem.fits:
         st.success(f"**Fits.** Each GPU needs {need} of its {units.gib(mem.budget_bytes)} — "
                    f"**{units.percent(mem.headroom_fraction)} headroom** ({units.gib(mem.headroom_bytes)} free). "
-                   f"Largest micro-batch that fits: **{mem.max_micro_batch_size or 0}**.",
+                   f"Largest micro-batch that fits: **{mem.max_micro_batch_size or 0}**." + band_margin(plan),
                    icon=":material/check_circle:")
     else:
         fits = mem.max_micro_batch_size
@@ -403,7 +425,7 @@ def micro_batch_table(plan) -> None:
 
 def training_page(scenario, plan, calibration=None) -> None:
     training_header(plan)
-    calibration_caption(calibration)
+    calibration_caption(calibration, scenario)
     training_verdict(plan)
     share_bar("training", scenario_params(scenario), [plan], "headroom-training-plan", scenario=scenario)
     training_metrics(plan)

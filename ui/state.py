@@ -64,6 +64,44 @@ def context_grid(scenario, max_concurrency: int | None, model_max_context: int, 
     )
 
 
+# ---------------------------------------------------------------------------------------- trade-offs
+
+
+@st.cache_data(max_entries=64, show_spinner="Applying each technique…", hash_funcs=HASH_FUNCS)
+def cached_techniques(scenario, calibration=None) -> list:
+    """planner.tradeoffs.techniques: one full plan per technique (training: ~10 ms each)."""
+    from planner import tradeoffs
+
+    return tradeoffs.techniques(scenario, calibration)
+
+
+@st.cache_data(max_entries=64, show_spinner=False, hash_funcs=HASH_FUNCS)
+def cached_diagnosis(scenario, calibration=None):
+    from planner import tradeoffs
+
+    return tradeoffs.diagnose(scenario, calibration, effects=cached_techniques(scenario, calibration))
+
+
+@st.cache_data(max_entries=64, show_spinner="Trying smaller models and contexts…", hash_funcs=HASH_FUNCS)
+def cached_simpler(scenario, calibration=None):
+    from ui import tradeoff_data
+
+    return tradeoff_data.simpler_alternatives(scenario, calibration, base=cached_plan(scenario, calibration))
+
+
+def _spec_hash(spec) -> str:
+    return repr(spec)
+
+
+@st.cache_data(max_entries=16, show_spinner="Searching configurations…",
+               hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.SearchSpec": _spec_hash})
+def cached_search(scenario, spec, calibration=None):
+    """planner.sweep over the search grid, filtered, ranked and reduced to its Pareto frontier."""
+    from ui import tradeoff_data
+
+    return tradeoff_data.run_search(scenario, spec, calibration)
+
+
 def scenario_class(kind: str) -> type:
     if kind == "inference":
         return InferenceScenario

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -9,6 +11,11 @@ from streamlit.testing.v1 import AppTest
 
 APP = Path(__file__).resolve().parents[2] / "app.py"
 TIMEOUT = 60
+
+# Calibration records live in a per-user data directory, and the active one applies to every plan: the app
+# tests get an empty one of their own (tests that need a record write it there and clean up).
+DATA_DIR = Path(tempfile.mkdtemp(prefix="headroom-apptest-"))
+os.environ["HEADROOM_DATA_DIR"] = str(DATA_DIR)
 
 
 def open_page(page: str = "inference", params: dict | None = None) -> AppTest:

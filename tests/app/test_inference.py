@@ -160,3 +160,32 @@ def test_heatmap_view_renders():
     at.button_group(key="inference_view_explore").set_value("Concurrency × context").run()
     assert_clean(at)
     assert len(at.get("vega_lite_chart")) >= 3
+
+
+def test_headline_metrics_show_their_likely_range():
+    from ui import bands
+
+    at = open_page()
+    expected = plan(InferenceScenario())
+    shown = [m.delta for m in at.metric]
+    for path, formatter in (("performance.ttft_seconds", units.seconds), ("performance.tpot_seconds", units.seconds),
+                            ("performance.output_tokens_per_second", units.count)):
+        band = expected.uncertainty[path]
+        assert band.low <= getattr(expected.performance, path.split(".")[1]) <= band.high
+        assert bands.likely(expected, path, formatter) in shown, path
+    assert bands.memory(expected) in at.success[0].value  # the verdict: "needs 47.0 GiB (likely …)"
+
+
+def test_csv_export_carries_the_uncertainty_bands():
+    from planner.export import plans_to_csv, scenarios_from_csv
+
+    expected = plan(InferenceScenario())
+    import csv
+    import io
+
+    text = plans_to_csv([expected])
+    columns = next(csv.DictReader(io.StringIO(text)))
+    for path, band in expected.uncertainty.items():
+        assert float(columns[f"uncertainty.{path}.low"]) == band.low
+        assert float(columns[f"uncertainty.{path}.high"]) == band.high
+    assert scenarios_from_csv(text) == [InferenceScenario()]

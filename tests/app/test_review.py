@@ -56,3 +56,15 @@ def test_invalid_target_params_warn_by_name():
     text = warnings_text(at)
     assert "review_max_tpot_ms" in text and "review_max_usd_per_month" in text
     assert at.number_input(key="review_max_tpot_ms").value is None
+
+
+def test_key_numbers_carry_their_likely_range():
+    from ui import bands
+
+    at = open_page("review")
+    expected = plan(InferenceScenario())
+    numbers = at.table[0].value
+    likely = dict(zip(numbers.index, numbers["Likely range"]))
+    assert likely["Time per output token"] == bands.likely(expected, "performance.tpot_seconds",
+                                                           units.seconds).removeprefix("likely ")
+    assert likely["Memory per GPU"] == bands.memory(expected).removeprefix("likely ")

@@ -73,3 +73,21 @@ def test_impossible_batch_is_explained():
     at.number_input(key="training_global_batch_size").set_value(60).run()
     assert not at.exception
     assert any("global_batch_size=60" in e.value for e in at.error)
+
+
+def test_headline_metrics_show_their_likely_range():
+    from planner.export import plans_to_csv
+    from ui import bands
+
+    at = open_page("training")
+    expected = plan(TrainingScenario())
+    shown = [m.delta for m in at.metric]
+    for label, text in bands.training_texts(expected).items():
+        if label != "Memory per GPU":
+            assert text in shown, label
+    band = expected.uncertainty["performance.step_seconds"]
+    assert bands.likely(expected, "performance.step_seconds", units.seconds) == \
+        f"likely {bands.span(band.low, band.high, units.seconds)}"
+    assert bands.memory(expected) in at.success[0].value
+    header = plans_to_csv([expected]).splitlines()[0].split(",")
+    assert "uncertainty.performance.step_seconds.low" in header and "uncertainty.memory.total_bytes.high" in header

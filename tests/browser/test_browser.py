@@ -1,8 +1,8 @@
 """The dashboard in a real headless Chromium against a live `streamlit run app.py`.
 
 Moves a slider with the keyboard, reopens the URL in a fresh browser context, downloads the CSV and
-imports it on Compare, and screenshots every page (1280×800 and narrow) into test-artifacts/screenshots/.
-Uses the system Chromium (/usr/bin/chromium); no browser is downloaded.
+imports it on Compare, runs the Trade-offs search, and screenshots every page (1280×800 and narrow) into
+test-artifacts/screenshots/. Uses the system Chromium (/usr/bin/chromium); no browser is downloaded.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from pathlib import Path
@@ -28,7 +29,7 @@ SHOTS = ARTIFACTS / "screenshots"
 CHROMIUM = Path(os.environ.get("HEADROOM_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-PAGES = ("inference", "training", "tradeoffs", "calibrate", "compare", "review")
+PAGES = ("inference", "training", "tradeoffs", "calibrate", "accuracy", "compare", "review")
 WIDE = {"width": 1280, "height": 800}
 NARROW = {"width": 420, "height": 900}
 STEP_MS = 30_000  # any single wait
@@ -51,11 +52,14 @@ def server():
     SHOTS.mkdir(parents=True, exist_ok=True)
     port = _free_port()
     log = open(ARTIFACTS / "streamlit-server.log", "w")
+    # An empty calibration store of its own: the user's active calibration must not change the numbers.
+    data_dir = tempfile.mkdtemp(prefix="headroom-browser-")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
          "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
          "--browser.gatherUsageStats", "false"],
         cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "HEADROOM_DATA_DIR": data_dir},
     )
     base = f"http://127.0.0.1:{port}"
     try:
@@ -261,6 +265,13 @@ def test_screenshots_of_every_page(browser, server):
                 page.locator("[data-testid=stButtonGroup] button").filter(has_text="Concurrency × context").click()
                 page.get_by_text("Colour: output tokens/s").wait_for()
                 screenshot(page, "inference-heatmap-1280")
+                # The trade-offs search: one press, then the Pareto frontier with the best plan.
+                page.goto(f"{server}/tradeoffs?tradeoffs_gpus=NVIDIA+H100+SXM5+80GB&tradeoffs_gpus=NVIDIA+H200+SXM+141GB")
+                settle(page)
+                page.get_by_test_id("stBaseButton-primaryFormSubmit").click()
+                page.get_by_text("Pareto frontier: $ per 1M output tokens").wait_for()
+                assert not page.locator("[data-testid=stException]").count(), "traceback after the search"
+                screenshot(page, "tradeoffs-search-1280")
         finally:
             context.close()
     assert len(list(SHOTS.glob("*.png"))) >= 2 * len(PAGES)

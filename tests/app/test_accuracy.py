@@ -1,0 +1,37 @@
+"""How accurate is this? The Accuracy page renders benchmarks/accuracy/report.csv and the bands' summary."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from planner import units
+from planner.uncertainty import family_errors
+from ui import accuracy_view
+
+from conftest import assert_clean, open_page
+
+
+def test_accuracy_page_shows_the_summary_the_bands_use():
+    at = open_page("accuracy")
+    assert_clean(at)
+    summary = at.table[0].value
+    stats = family_errors()
+    assert len(summary) == len(stats)
+    for family, (name, row) in zip(stats, summary.iterrows()):
+        assert name == accuracy_view.family_name(family)
+        assert int(row["Cases"]) == stats[family]["cases"]
+        assert row["Median |error|"] == units.percent(stats[family]["median_abs_error"], 1)
+        assert row["p90 |error|"] == units.percent(stats[family]["p90_abs_error"], 1)
+    assert len(at.get("vega_lite_chart")) == 1  # the error distribution
+
+
+def test_worst_cases_have_causes_and_the_page_says_how_to_regenerate():
+    at = open_page("accuracy")
+    report = pd.read_csv(accuracy_view.REPORT_CSV)
+    worst = report.loc[report["error_percent"].abs().idxmax()]
+    text = "\n".join(m.value for m in at.markdown)
+    assert f"**{worst['case']}**" in text
+    assert "Likely cause:" in text
+    assert any(c.value == accuracy_view.REGENERATE for c in at.code)
+    assert accuracy_view.REGENERATE == ".venv/bin/python benchmarks/accuracy.py --sensitivity"
+    assert any(e.label.startswith("Sensitivity") for e in at.expander)
