@@ -17,8 +17,10 @@ Calibration records are read from a temporary data directory ($HEADROOM_DATA_DIR
 from __future__ import annotations
 
 import argparse
+import atexit
 import logging
 import os
+import shutil
 import statistics
 import sys
 import tempfile
@@ -27,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 os.environ["HEADROOM_DATA_DIR"] = tempfile.mkdtemp(prefix="headroom-rerun-timing-")
+atexit.register(shutil.rmtree, os.environ["HEADROOM_DATA_DIR"], ignore_errors=True)
 
 from streamlit.testing.v1 import AppTest  # noqa: E402
 

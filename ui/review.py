@@ -163,6 +163,10 @@ def risks(plan) -> list[str]:
     if mem.fits and mem.headroom_fraction < HEADROOM_RISK:
         out.append(f"Headroom is only {units.percent(mem.headroom_fraction)} (under {units.percent(HEADROOM_RISK)}): "
                    "a longer input or a burst of traffic can run out of memory.")
+    band = bands.band_of(plan, "memory.total_bytes")
+    if mem.fits and band is not None and band.high > mem.budget_bytes:
+        out.append(f"The likely memory range reaches {units.gib(band.high)} per GPU, past the {units.gib(mem.budget_bytes)} "
+                   f"available ({band.basis}): measure before committing.")
     kv = mem.components.get("kv_cache_bytes", 0.0)
     weights = mem.components.get("weights_bytes", 0.0)
     if kv > weights > 0:

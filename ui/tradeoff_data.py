@@ -311,7 +311,7 @@ def _longest_sequence(scenario, calibration, base) -> tuple[int | None, str]:
 def checklist(scenario, plan_, diagnosis, effects, simpler: Simpler) -> list[Answer]:
     """The trade-off checklist answered in plain words, with this plan's numbers."""
     kind = plan_.kind
-    mem, perf = plan_.memory, plan_.performance
+    mem = plan_.memory
     out: list[Answer] = []
 
     # 1. the bottleneck

@@ -8,9 +8,6 @@ charts. Widget keys are ``tradeoffs_``-prefixed and bound to the URL.
 
 from __future__ import annotations
 
-import math
-
-import pandas as pd
 import streamlit as st
 
 from planner import units

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -16,6 +18,7 @@ TIMEOUT = 60
 # tests get an empty one of their own (tests that need a record write it there and clean up).
 DATA_DIR = Path(tempfile.mkdtemp(prefix="headroom-apptest-"))
 os.environ["HEADROOM_DATA_DIR"] = str(DATA_DIR)
+atexit.register(shutil.rmtree, DATA_DIR, ignore_errors=True)
 
 
 def open_page(page: str = "inference", params: dict | None = None) -> AppTest:

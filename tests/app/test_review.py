@@ -68,3 +68,13 @@ def test_key_numbers_carry_their_likely_range():
     assert likely["Time per output token"] == bands.likely(expected, "performance.tpot_seconds",
                                                            units.seconds).removeprefix("likely ")
     assert likely["Memory per GPU"] == bands.memory(expected).removeprefix("likely ")
+
+
+def test_a_memory_band_past_the_budget_is_a_risk():
+    from ui import review
+
+    expected = plan(TIGHT)
+    band = expected.uncertainty["memory.total_bytes"]
+    assert expected.memory.fits and band.high > expected.memory.budget_bytes
+    assert any(r.startswith("The likely memory range reaches") for r in review.risks(expected))
+    assert not any(r.startswith("The likely memory range") for r in review.risks(plan(InferenceScenario(concurrency=8))))
