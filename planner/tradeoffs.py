@@ -170,11 +170,11 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
         changes_numerics=False, relieves="capacity (fewer sequences per replica), throughput at fixed latency",
         costs=f"{per_replica} more GPUs", watch="only helps when sequences can be spread over replicas",
     ))
-    effects.extend(_derived_inference_effects(scenario, base, numbers))
+    effects.extend(_derived_inference_effects(scenario, base, numbers, calibration))
     return effects
 
 
-def _derived_inference_effects(scenario, base, numbers) -> list[TechniqueEffect]:
+def _derived_inference_effects(scenario, base, numbers, calibration=None) -> list[TechniqueEffect]:
     """Techniques the engine has no scenario switch for, computed from the base plan's own terms."""
     from planner import memory as mem
     from planner import performance as perf
@@ -190,7 +190,7 @@ def _derived_inference_effects(scenario, base, numbers) -> list[TechniqueEffect]
     output = scenario.output_tokens
     sequences = -(-scenario.concurrency // scenario.replicas)
     micro = -(-sequences // scenario.pipeline_parallel)
-    efficiency = perf.DEFAULT_EFFICIENCY
+    efficiency = calibration.efficiency if calibration is not None else perf.DEFAULT_EFFICIENCY
     host = accel.host_link_bandwidth_bytes_per_second * efficiency.host_link
     effects = []
 
@@ -283,11 +283,11 @@ def diagnose(scenario, calibration=None, effects: list[TechniqueEffect] | None =
     else:
         breakdown = p.performance.step_breakdown_seconds
         step = sum(breakdown.values()) or 1.0
-        time_shares = {k: v / step for k, v in breakdown.items()}
+        time_shares = {k.removesuffix("_seconds"): v / step for k, v in breakdown.items()}
         intensity = float("nan")
         ridge = float("nan")
     dominant = max(p.memory.components, key=p.memory.components.__getitem__)
-    evidence.append(f"Memory: {dominant.removesuffix('_bytes').replace('_', ' ')} is the largest component "
+    evidence.append(f"Memory: the largest component is {dominant.removesuffix('_bytes').replace('_', ' ')} "
                     f"({percent(memory_shares[dominant.removesuffix('_bytes')])} of {gib(total)} per GPU).")
     usable = [e for e in effects if e.applicable and (e.fits_after or e.fits_after is None)]
     if p.bottleneck == "capacity":
