@@ -33,6 +33,7 @@ from planner.catalog.hf_config import architecture_from_config
 from planner.catalog.synthetic import parse_size_id, size_id
 from planner.dtypes import DTYPES
 from planner.scenario import MAX_GPUS, MAX_TOKENS
+from planner.safe_json import load_json
 from planner.share import query_params_to_scenario, scenario_to_query_params
 from planner.units import GIB
 from ui import state
@@ -505,12 +506,10 @@ def model_picker(prefix: str, seed_model: Any, where) -> tuple[Any, str | None]:
         if st.session_state.get(prefix + "inline_model_file") != marker:
             st.session_state[prefix + "inline_model_file"] = marker
             try:
-                config = json.loads(upload.getvalue().decode("utf-8"))
+                config = load_json(upload.getvalue(), upload.name)
                 if not isinstance(config, dict):
                     raise PlanningError("config.json must hold a JSON object")
                 architecture_from_config(config)
-            except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-                st.session_state[prefix + "inline_model_error"] = f"{upload.name} is not valid JSON ({exc})"
             except PlanningError as exc:
                 st.session_state[prefix + "inline_model_error"] = f"{upload.name}: {explain(exc)}"
             else:
