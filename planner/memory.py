@@ -78,10 +78,12 @@ def weight_bytes(counts: ParameterCounts, arch: ModelArchitecture, tensor_parall
             counts.moe_layer, arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes
         )
     embedding = (counts.embedding / tensor_parallel + counts.position_embedding) * embedding_bytes
-    head_matrix = counts.lm_head if counts.lm_head else counts.embedding
-    head = head_matrix / tensor_parallel * embedding_bytes + counts.final_norms * high_precision_bytes
-    single_stage = embedding + head - where(counts.lm_head == 0, head_matrix / tensor_parallel * embedding_bytes, 0)
-    edges = where(pipeline_parallel > 1, maximum(embedding, head), single_stage)
+    final_norms = counts.final_norms * high_precision_bytes
+    # On one stage a tied head *is* the embedding matrix; the last of several stages needs its own copy.
+    untied_head = counts.lm_head / tensor_parallel * embedding_bytes
+    last_stage_head = (counts.lm_head or counts.embedding) / tensor_parallel * embedding_bytes
+    edges = where(pipeline_parallel > 1, maximum(embedding, last_stage_head + final_norms),
+                  embedding + untied_head + final_norms)
     return layers + edges
 
 

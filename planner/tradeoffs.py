@@ -284,8 +284,9 @@ def diagnose(scenario, calibration=None, effects: list[TechniqueEffect] | None =
         breakdown = p.performance.step_breakdown_seconds
         step = sum(breakdown.values()) or 1.0
         time_shares = {k.removesuffix("_seconds"): v / step for k, v in breakdown.items()}
-        intensity = float("nan")
-        ridge = float("nan")
+        # A training step is one forward+backward per micro-batch: its roofline point is that phase's.
+        intensity = p.performance.forward_backward.arithmetic_intensity_flops_per_byte
+        ridge = p.hardware.peak_flops_per_second / p.hardware.memory_bandwidth_bytes_per_second
     dominant = max(p.memory.components, key=p.memory.components.__getitem__)
     evidence.append(f"Memory: the largest component is {dominant.removesuffix('_bytes').replace('_', ' ')} "
                     f"({percent(memory_shares[dominant.removesuffix('_bytes')])} of {gib(total)} per GPU).")
