@@ -3,9 +3,12 @@
     python -m planner search SCENARIO.json --constraint ttft_seconds<=0.5 --constraint tpot_seconds<=0.05 \\
         --minimize usd_per_million_output_tokens --top 10 [--gpus h100-sxm,h200] [--max-gpus 16] [--format csv]
 
-SCENARIO.json fixes the model and workload (prompt/output tokens); the search varies GPU type, GPU
-count (powers of two up to --max-gpus), TP, PP, EP (MoE), weight/KV precision and concurrency.
-`--pareto COL,COL` prints the non-dominated set over those objectives (minimized) instead.
+SCENARIO.json fixes the model and workload. For inference the search varies GPU type, GPU count (powers
+of two up to --max-gpus), TP, PP, EP (MoE), weight/KV precision and concurrency (default objective
+usd_per_million_output_tokens). For training it varies GPU type and count, TP, PP, ZeRO stage,
+activation checkpointing and micro-batch (default objective usd_total; e.g. --constraint
+time_to_train_seconds<=864000). `--pareto COL,COL` prints the non-dominated set over those objectives
+(minimized) instead.
 """
 
 from __future__ import annotations
@@ -15,10 +18,11 @@ import sys
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("search", help="best configurations under constraints (inference)")
+    p = subparsers.add_parser("search", help="best configurations under constraints")
     p.add_argument("scenario")
     p.add_argument("--constraint", action="append", default=[], help="e.g. ttft_seconds<=0.5 (repeatable)")
-    p.add_argument("--minimize", default="usd_per_million_output_tokens")
+    p.add_argument("--minimize", default=None, help="default: usd_per_million_output_tokens (inference), "
+                                                    "usd_total (training)")
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--gpus", default="", help="comma-separated catalog ids (default: the scenario's GPU)")
     p.add_argument("--max-gpus", type=int, default=16)
@@ -30,43 +34,53 @@ def register(subparsers) -> None:
 def run(args: argparse.Namespace) -> int:
     from planner.__main__ import CliError, _read_json, _scenarios
     from planner.errors import PlanningError
-    from planner.sweep import evaluate_inference, inference_grid, powers_of_two
+    from planner.sweep import (
+        TRAINING_GRID_COLUMNS,
+        evaluate_inference,
+        evaluate_training,
+        inference_grid,
+        powers_of_two,
+        training_grid,
+    )
     from planner.tradeoffs import apply_constraints, pareto_front, search
 
     scenarios, _ = _scenarios(_read_json(args.scenario))
     base = scenarios[0]
-    if base.kind != "inference":
-        raise CliError("search works on inference scenarios")
     if not 1 <= args.max_gpus <= 4096:
         raise CliError("--max-gpus must be between 1 and 4096")
     if not 1 <= args.top <= 10_000:
         raise CliError("--top must be between 1 and 10000")
     arch = base.architecture()
+    gpus = [g for g in args.gpus.split(",") if g] or None
     layout = powers_of_two(min(args.max_gpus, 64))
-    grid = inference_grid(
-        base,
-        gpus=[g for g in args.gpus.split(",") if g] or None,
-        num_gpus=powers_of_two(args.max_gpus),
-        tensor_parallel=layout,
-        pipeline_parallel=[p for p in layout if p <= arch.num_layers],
-        expert_parallel=layout if arch.is_moe else [1],
-        weight_dtypes=["bf16", "fp8", "int8", "int4"],
-        kv_cache_dtypes=["bf16", "fp8"],
-        concurrency=sorted({base.concurrency, *powers_of_two(4096)}),
-    )
+    if base.kind == "training":
+        grid = training_grid(
+            base, gpus=gpus, num_gpus=powers_of_two(args.max_gpus), tensor_parallel=[t for t in layout if t <= 8],
+            pipeline_parallel=[p for p in layout if p <= min(arch.num_layers, 16)], zero_stages=[0, 1, 2, 3],
+            checkpointing=["none", "selective", "full"], micro_batch_sizes=[1, 2, 4, 8])
+        evaluate, objective = evaluate_training, args.minimize or "usd_total"
+        columns = list(TRAINING_GRID_COLUMNS) + ["data_parallel", "step_seconds", "tokens_per_second", "mfu",
+                                                 "time_to_train_seconds", "usd_total", "total_bytes"]
+    else:
+        grid = inference_grid(
+            base, gpus=gpus, num_gpus=powers_of_two(args.max_gpus), tensor_parallel=layout,
+            pipeline_parallel=[p for p in layout if p <= arch.num_layers],
+            expert_parallel=layout if arch.is_moe else [1], weight_dtypes=["bf16", "fp8", "int8", "int4"],
+            kv_cache_dtypes=["bf16", "fp8"], concurrency=sorted({base.concurrency, *powers_of_two(4096)}))
+        evaluate, objective = evaluate_inference, args.minimize or "usd_per_million_output_tokens"
+        columns = ["gpu", "num_gpus", "tensor_parallel", "pipeline_parallel", "expert_parallel", "weight_dtype",
+                   "kv_cache_dtype", "concurrency", "ttft_seconds", "tpot_seconds", "output_tokens_per_second",
+                   "usd_per_hour", "usd_per_million_output_tokens", "total_bytes"]
     try:
-        frame = evaluate_inference(base, grid)
+        frame = evaluate(base, grid)
         if args.pareto:
             objectives = [c for c in args.pareto.split(",") if c]
             result = pareto_front(apply_constraints(frame, args.constraint), minimize=objectives)
             result = result.sort_values(objectives[0]).head(args.top)
         else:
-            result = search(frame, args.constraint, args.minimize, args.top)
-    except (PlanningError, ValueError) as exc:
+            result = search(frame, args.constraint, objective, args.top)
+    except (PlanningError, ValueError, KeyError) as exc:
         raise CliError(str(exc)) from None
-    columns = ["gpu", "num_gpus", "tensor_parallel", "pipeline_parallel", "expert_parallel", "weight_dtype",
-               "kv_cache_dtype", "concurrency", "ttft_seconds", "tpot_seconds", "output_tokens_per_second",
-               "usd_per_hour", "usd_per_million_output_tokens", "total_bytes"]
     result = result[columns]
     print(f"# {len(grid):,} configurations, {int(frame.valid.sum()):,} valid layouts, "
           f"{len(apply_constraints(frame, args.constraint)):,} fit and meet the constraints", file=sys.stderr)

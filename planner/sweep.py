@@ -188,3 +188,122 @@ def powers_of_two(upto: int, start: int = 1) -> list[int]:
 
 def unique(values: Iterable) -> list:
     return list(dict.fromkeys(values))
+
+
+# ---------------------------------------------------------------------------------------------
+# training
+
+TRAINING_GRID_COLUMNS = ("gpu", "num_gpus", "tensor_parallel", "pipeline_parallel", "zero_stage",
+                         "activation_checkpointing", "micro_batch_size")
+TRAINING_OUTPUT_COLUMNS = ("total_bytes", "capacity_bytes", "fits", "step_seconds", "tokens_per_second", "mfu",
+                           "time_to_train_seconds", "usd_per_hour", "usd_total")
+_RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
+
+
+def training_grid(base, *, gpus: Sequence[str] | None = None, num_gpus: Sequence[int] | None = None,
+                  tensor_parallel: Sequence[int] | None = None, pipeline_parallel: Sequence[int] | None = None,
+                  zero_stages: Sequence[int] | None = None, checkpointing: Sequence[str] | None = None,
+                  micro_batch_sizes: Sequence[int] | None = None) -> pd.DataFrame:
+    """Cartesian product of training knobs (layout x ZeRO x recompute x micro-batch); None keeps the base."""
+    axes = {
+        "gpu": gpus or [base.gpu_id()],
+        "num_gpus": num_gpus or [base.num_gpus],
+        "tensor_parallel": tensor_parallel or [base.tensor_parallel],
+        "pipeline_parallel": pipeline_parallel or [base.pipeline_parallel],
+        "zero_stage": zero_stages if zero_stages is not None else [base.zero_stage],
+        "activation_checkpointing": checkpointing or [base.activation_checkpointing],
+        "micro_batch_size": micro_batch_sizes or [base.micro_batch_size],
+    }
+    size = int(np.prod([len(v) for v in axes.values()]))
+    if size > MAX_GRID_ROWS:
+        raise ValueError(f"the grid has {size:,} configurations; the limit is {MAX_GRID_ROWS:,}")
+    return pd.DataFrame(list(itertools.product(*axes.values())), columns=list(axes))
+
+
+def training_scenario_for_row(base, row: pd.Series | dict):
+    """The full, validated training scenario behind one grid row (data parallelism follows the GPU count)."""
+    data = base.model_dump()
+    for column in TRAINING_GRID_COLUMNS:
+        value = row[column]
+        if column == "gpu" and value == "custom":
+            continue
+        data[column] = value.item() if hasattr(value, "item") else value
+    data["data_parallel"] = None
+    return type(base).model_validate(data)
+
+
+def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFrame:
+    """Plan every row of a training grid in one pass of `training_metrics` (the function plan() uses).
+
+    Validity comes from the scenario's own validation, run once per distinct layout (recompute level
+    never changes validity), so the sweep cannot disagree with plan() about what is possible.
+    """
+    from pydantic import ValidationError
+
+    from planner.errors import PlanningError, explain
+    from planner.training.metrics import training_metrics
+    from planner.training.plan import hardware_inputs, scenario_inputs
+
+    frame = grid.copy()
+    for column in TRAINING_GRID_COLUMNS:
+        if column not in frame:
+            frame[column] = getattr(base, column) if column != "gpu" else base.gpu_id()
+    layout_columns = [c for c in TRAINING_GRID_COLUMNS if c != "activation_checkpointing"]
+    reasons: dict[tuple, str] = {}
+    dp_of: dict[tuple, int] = {}
+    for key, group in frame.groupby(layout_columns, sort=False):
+        row = dict(zip(layout_columns, key), activation_checkpointing=base.activation_checkpointing)
+        try:
+            scenario = training_scenario_for_row(base, row)
+            reasons[key], dp_of[key] = "", scenario.dp
+        except (ValidationError, PlanningError) as exc:
+            reasons[key], dp_of[key] = explain(exc), 1
+    keys = list(frame[layout_columns].itertuples(index=False, name=None))
+    frame["invalid_reason"] = [reasons[k] for k in keys]
+    valid = (frame["invalid_reason"] == "").to_numpy()
+    frame["valid"] = valid
+    frame["data_parallel"] = [dp_of[k] for k in keys]
+
+    arch = base.architecture()
+    counts = parameter_counts(arch)
+    efficiency = calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY
+    correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
+    inputs = scenario_inputs(base, correction)
+    tp = np.where(valid, frame["tensor_parallel"].to_numpy(np.int64), 1)
+    pp = np.where(valid, frame["pipeline_parallel"].to_numpy(np.int64), 1)
+    inputs.update(
+        tensor_parallel=tp, pipeline_parallel=pp, data_parallel=frame["data_parallel"].to_numpy(np.int64),
+        zero_stage=np.where(valid, frame["zero_stage"].to_numpy(np.int64), 0),
+        recompute=np.array([_RECOMPUTE[c] for c in frame["activation_checkpointing"]]),
+        micro_batch_size=np.where(valid, frame["micro_batch_size"].to_numpy(np.int64), 1),
+        sequence_parallel=base.sequence_parallel & (tp > 1),
+        num_gpus=np.where(valid, frame["num_gpus"].to_numpy(np.int64), tp * pp),
+    )
+    if base.distributed_optimizer:
+        inputs["zero_stage"] = np.maximum(inputs["zero_stage"], 1)
+    hardware = _training_hardware_arrays(frame["gpu"].to_numpy(object), base)
+    metrics = training_metrics(arch, counts, hardware, efficiency, training_tokens=base.training_tokens, **inputs)
+    values = {**metrics["memory"], **metrics}
+    n = len(frame)
+    for column in TRAINING_OUTPUT_COLUMNS:
+        column_values = np.broadcast_to(np.asarray(values[column]), (n,))
+        if column == "fits":
+            frame[column] = column_values & valid
+        else:
+            frame[column] = np.where(valid, column_values.astype(float), np.nan)
+    return frame
+
+
+def _training_hardware_arrays(gpu_ids: np.ndarray, base):
+    from planner.training.metrics import TrainingHardware
+    from planner.training.plan import hardware_inputs
+
+    fields = {name: np.empty(len(gpu_ids)) for name in TrainingHardware.__dataclass_fields__}
+    for gpu_id in set(gpu_ids):
+        accel = resolve_accelerator(base.gpu if gpu_id == "custom" else gpu_id)
+        inputs = hardware_inputs(base, accel)
+        rows = gpu_ids == gpu_id
+        for name in fields:
+            fields[name][rows] = float(getattr(inputs, name))
+    fields["is_accelerator"] = fields["is_accelerator"].astype(bool)
+    return TrainingHardware(**fields)

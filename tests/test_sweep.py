@@ -55,3 +55,47 @@ def test_invalid_rows_are_flagged_not_planned():
 def test_grid_size_is_bounded():
     with pytest.raises(ValueError):
         inference_grid(InferenceScenario(), concurrency=list(range(1, 3000)), num_gpus=list(range(1, 1000)))
+
+
+def test_training_sweep_equals_scalar_training_plans_exactly():
+    from planner.scenario import parse_scenario
+    from planner.sweep import evaluate_training, training_grid, training_scenario_for_row
+
+    base = parse_scenario({"kind": "training", "model": "llama-3.1-70b", "num_gpus": 64, "global_batch_size": 512})
+    grid = training_grid(base, gpus=["h100-sxm", "a100-80gb"], num_gpus=[32, 64, 128], tensor_parallel=[1, 2, 8],
+                         pipeline_parallel=[1, 4, 3], zero_stages=[0, 1, 3],
+                         checkpointing=["none", "selective", "full"], micro_batch_sizes=[1, 2, 3])
+    result = evaluate_training(base, grid)
+    assert result.valid.any() and (~result.valid).any() and result.fits.any()
+    rng = np.random.default_rng(3)
+    for index in rng.choice(len(result), size=40, replace=False):
+        row = result.iloc[index]
+        try:
+            scenario = training_scenario_for_row(base, row)
+        except (PlanningError, ValueError):
+            assert not row["valid"] and row["invalid_reason"]
+            continue
+        assert row["valid"]
+        p = plan(scenario)
+        assert row["total_bytes"] == p.memory.total_bytes
+        assert row["fits"] == p.memory.fits
+        assert row["step_seconds"] == p.performance.step_seconds
+        assert row["mfu"] == p.performance.mfu
+        assert row["usd_total"] == p.cost.usd_total
+
+
+def test_training_search_respects_constraints(capsys):
+    from planner.__main__ import main
+
+    from pathlib import Path
+
+    example = Path(__file__).resolve().parents[1] / "examples" / "training-llama-3.1-8b-full-finetune.json"
+    code = main(["search", str(example), "--max-gpus", "16",
+                 "--constraint", "time_to_train_seconds<=86400", "--format", "json", "--top", "5"])
+    assert code == 0
+    import json
+
+    rows = json.loads(capsys.readouterr().out)
+    assert rows and all(r["time_to_train_seconds"] <= 86400 for r in rows)
+    costs = [r["usd_total"] for r in rows]
+    assert costs == sorted(costs)
