@@ -403,8 +403,11 @@ def tradeoffs_page(kind: str, scenario, plan, calibration) -> None:
         search_section(scenario, plan, calibration)
     else:
         st.subheader("Constrained search", anchor=False)
-        st.info("The constrained search covers serving plans (planner.sweep has an inference grid only). For training, "
-                "compare the technique rows above, or pin variants on Compare.", icon=":material/info:")
+        st.info("The training search (layout × ZeRO × recompute × micro-batch, with a Pareto frontier) runs headless "
+                "for now: `python -m planner search training.json --constraint time_to_train_seconds<=864000 "
+                "--pareto time_to_train_seconds,usd_total` (download this plan's scenario as JSON with the CLI "
+                "`schema`, or export the CSV). On this page, compare the technique rows above, or pin variants on "
+                "Compare.", icon=":material/info:")
     params = render.scenario_params(scenario)
     if kind != "inference":
         params[KIND_KEY] = kind.capitalize()
