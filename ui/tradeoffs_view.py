@@ -404,10 +404,11 @@ def tradeoffs_page(kind: str, scenario, plan, calibration) -> None:
     else:
         st.subheader("Constrained search", anchor=False)
         st.info("The training search (layout × ZeRO × recompute × micro-batch, with a Pareto frontier) runs headless "
-                "for now: `python -m planner search training.json --constraint time_to_train_seconds<=864000 "
-                "--pareto time_to_train_seconds,usd_total` (download this plan's scenario as JSON with the CLI "
-                "`schema`, or export the CSV). On this page, compare the technique rows above, or pin variants on "
-                "Compare.", icon=":material/info:")
+                "for now: download this scenario and run `python -m planner search training.json --constraint "
+                "time_to_train_seconds<=864000 --pareto time_to_train_seconds,usd_total`.", icon=":material/info:")
+        st.download_button("Download this scenario (JSON)", data=scenario.model_dump_json(indent=2),
+                           file_name="training.json", mime="application/json", on_click="ignore",
+                           key="tradeoffs_training_json", icon=":material/download:")
     params = render.scenario_params(scenario)
     if kind != "inference":
         params[KIND_KEY] = kind.capitalize()
