@@ -102,6 +102,15 @@ def cached_search(scenario, spec, calibration=None):
     return tradeoff_data.run_search(scenario, spec, calibration)
 
 
+@st.cache_data(max_entries=16, show_spinner="Searching training configurations…",
+               hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.TrainingSearchSpec": _spec_hash})
+def cached_training_search(scenario, spec, calibration=None):
+    """planner.sweep's training grid for this search, filtered, ranked, with its Pareto frontier."""
+    from ui import tradeoff_data
+
+    return tradeoff_data.run_training_search(scenario, spec, calibration)
+
+
 def scenario_class(kind: str) -> type:
     if kind == "inference":
         return InferenceScenario

@@ -267,3 +267,26 @@ def pareto(points: dict[str, pd.DataFrame]) -> dict:
     """Feasible configurations (grey), the $/1M-tokens vs TPOT Pareto frontier (coloured by GPU, stepped
     line), and the best plan at the user's fixed quantity (ring)."""
     return _spec(_pareto_chart(), points)
+
+
+def training_pareto(feasible: pd.DataFrame, frontier: pd.DataFrame, sample: int = 1500) -> alt.Chart:
+    """Cost to train vs time to train: every feasible configuration (grey) and the Pareto frontier."""
+    def points(frame: pd.DataFrame) -> pd.DataFrame:
+        return pd.DataFrame({
+            "days": frame["time_to_train_seconds"] / 86400, "usd": frame["usd_total"], "gpu": frame["gpu"],
+            "config": [f"{g}×{int(n)} TP{int(t)} PP{int(p)} ZeRO-{int(z)} {r} mb{int(m)}" for g, n, t, p, z, r, m in zip(
+                frame["gpu"], frame["num_gpus"], frame["tensor_parallel"], frame["pipeline_parallel"],
+                frame["zero_stage"], frame["activation_checkpointing"], frame["micro_batch_size"])],
+        })
+
+    cloud = points(feasible.sample(min(sample, len(feasible)), random_state=0) if len(feasible) > sample else feasible)
+    tooltip = [alt.Tooltip("config:N", title="configuration"), alt.Tooltip("days:Q", title="days", format=".3g"),
+               alt.Tooltip("usd:Q", title="cost ($)", format="$,.0f")]
+    x = alt.X("days:Q", title="Time to train (days, log)", scale=alt.Scale(type="log"))
+    y = alt.Y("usd:Q", title="Cost to train ($, log)", scale=alt.Scale(type="log"))
+    background = alt.Chart(cloud).mark_circle(size=18, color="#BBBBBB", opacity=0.5).encode(x, y, tooltip=tooltip)
+    front = points(frontier)
+    line = alt.Chart(front).mark_line(color="#555555", interpolate="step-after").encode(x, y)
+    dots = alt.Chart(front).mark_circle(size=70).encode(
+        x, y, color=alt.Color("gpu:N", title="GPU", scale=alt.Scale(range=palette.CATEGORICAL)), tooltip=tooltip)
+    return (background + line + dots).properties(height=320)

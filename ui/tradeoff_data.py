@@ -631,3 +631,77 @@ def frontier_points(result: SearchResult, best: pd.Series | None, sample: int = 
         cloud = cloud.sample(sample, random_state=0)
     best_frame = points(best.to_frame().T) if best is not None else points(pd.DataFrame())
     return {"cloud": points(cloud), "frontier": points(result.frontier), "best": best_frame}
+
+
+# --------------------------------------------------------------------------------------------- training search
+
+TRAINING_OBJECTIVES = {"usd_total": "cost to train", "time_to_train_seconds": "time to train"}
+
+
+@dataclass(frozen=True)
+class TrainingSearchSpec:
+    gpus: tuple[str, ...]
+    max_gpus: int
+    zero_stages: tuple[int, ...]
+    checkpointing: tuple[str, ...]
+    micro_batch_sizes: tuple[int, ...]
+    max_days: float | None = None
+    max_memory_bytes: float | None = None
+    max_usd_total: float | None = None
+    objective: str = "usd_total"
+    top: int = 10
+
+    def constraints(self) -> list[tuple[str, str, float]]:
+        out = [("num_gpus", "<=", float(self.max_gpus))]
+        for column, value in (("time_to_train_seconds", None if self.max_days is None else self.max_days * 86400),
+                              ("total_bytes", self.max_memory_bytes), ("usd_total", self.max_usd_total)):
+            if value is not None:
+                out.append((column, "<=", float(value)))
+        return out
+
+
+def run_training_search(scenario, spec: TrainingSearchSpec, calibration=None) -> SearchResult:
+    """planner.sweep's training grid (layout x ZeRO x recompute x micro-batch), filtered, ranked, and the
+    Pareto frontier of cost to train vs time to train."""
+    from planner import sweep, tradeoffs
+
+    empty = pd.DataFrame()
+    if not (spec.gpus and spec.zero_stages and spec.checkpointing and spec.micro_batch_sizes):
+        return SearchResult(0, 0, 0, empty, empty, empty, "pick at least one GPU type, ZeRO stage, recompute level "
+                                                          "and micro-batch size")
+    arch = scenario.architecture()
+    grid = sweep.training_grid(
+        scenario, gpus=list(spec.gpus), num_gpus=powers_of_two(1, spec.max_gpus),
+        tensor_parallel=powers_of_two(1, min(8, spec.max_gpus)),
+        pipeline_parallel=[p for p in powers_of_two(1, min(16, spec.max_gpus)) if p <= arch.num_layers],
+        zero_stages=list(spec.zero_stages), checkpointing=list(spec.checkpointing),
+        micro_batch_sizes=list(spec.micro_batch_sizes))
+    if len(grid) > MAX_SEARCH_ROWS:
+        return SearchResult(len(grid), 0, 0, empty, empty, empty,
+                            f"{len(grid):,} configurations is too many (limit {MAX_SEARCH_ROWS:,}); pick fewer options")
+    frame = sweep.evaluate_training(scenario, grid, calibration)
+    feasible = tradeoffs.apply_constraints(frame, spec.constraints())
+    top = tradeoffs.search(frame, spec.constraints(), minimize=spec.objective, top=spec.top)
+    frontier = tradeoffs.pareto_front(feasible, minimize=["usd_total", "time_to_train_seconds"])
+    return SearchResult(rows=len(frame), valid=int(frame["valid"].sum()), fitting=int(frame["fits"].sum()),
+                        feasible=feasible, top=top, frontier=frontier.sort_values("time_to_train_seconds"))
+
+
+def training_result_table(frame: pd.DataFrame, link_for_row) -> pd.DataFrame:
+    out = pd.DataFrame({
+        "GPU": frame["gpu"],
+        "GPUs": frame["num_gpus"].astype(int),
+        "TP": frame["tensor_parallel"].astype(int),
+        "PP": frame["pipeline_parallel"].astype(int),
+        "DP": frame["data_parallel"].astype(int),
+        "ZeRO": frame["zero_stage"].astype(int),
+        "Recompute": frame["activation_checkpointing"],
+        "Micro-batch": frame["micro_batch_size"].astype(int),
+        "Memory per GPU (GiB)": frame["total_bytes"] / GIB,
+        "Step (s)": frame["step_seconds"],
+        "MFU (%)": frame["mfu"] * 100,
+        "Time to train (days)": frame["time_to_train_seconds"] / 86400,
+        "Cost to train ($)": frame["usd_total"],
+    })
+    out["Open as plan"] = [link_for_row(row) for _, row in frame.iterrows()]
+    return out.reset_index(drop=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import streamlit as st
 
 from planner import units
+from planner.catalog import list_accelerators
 from planner.dtypes import DTYPES
 from planner.units import GIB
 from ui import render, state, tradeoff_charts
@@ -383,6 +384,88 @@ def frontier_csv(scenario, result, calibration) -> str:
                          for _, row in result.frontier.iterrows()])
 
 
+def _training_row_link(base):
+    from planner.sweep import training_scenario_for_row
+
+    def link(row) -> str:
+        return render.share_link("training", render.scenario_params(training_scenario_for_row(base, row)))
+
+    return link
+
+
+@st.fragment
+def training_search_section(scenario, plan, calibration) -> None:
+    """Layout x ZeRO x recompute x micro-batch for this training job; runs only when Search is pressed."""
+    st.subheader("Constrained search", anchor=False)
+    st.caption(f"Every combination of GPU type, GPU count (powers of two), TP ≤ 8, PP, ZeRO stage, activation "
+               f"recomputation and micro-batch for {plan.model.name}, {scenario.global_batch_size} × "
+               f"{scenario.sequence_length:,} tokens per step and {units.count(scenario.training_tokens)} tokens to "
+               "train, planned in one vectorized pass (planner.sweep). Only configurations that fit and meet every "
+               "constraint are kept.")
+    gpu_ids = [a.id for a in list_accelerators() if a.vendor != "cpu"]
+    with st.form("tradeoffs_training_search_form", border=True, enter_to_submit=False):
+        c = st.columns([3, 1])
+        gpus = c[0].multiselect("GPU types", gpu_ids, default=[scenario.gpu_id()] if scenario.gpu_id() in gpu_ids
+                                else gpu_ids[:1], key="tradeoffs_tsearch_gpus")
+        max_gpus = c[1].selectbox("Max GPUs", [8, 16, 32, 64, 128, 256, 512, 1024],
+                                  index=[8, 16, 32, 64, 128, 256, 512, 1024].index(
+                                      min(1024, max(8, 1 << (scenario.num_gpus - 1).bit_length()))),
+                                  key="tradeoffs_tsearch_max_gpus")
+        c = st.columns(3)
+        zero = c[0].multiselect("ZeRO stages", [0, 1, 2, 3], default=[0, 1, 2, 3], key="tradeoffs_tsearch_zero")
+        recompute = c[1].multiselect("Recompute", ["none", "selective", "full"], default=["none", "selective", "full"],
+                                     key="tradeoffs_tsearch_recompute")
+        micro = c[2].multiselect("Micro-batch", [1, 2, 4, 8, 16], default=[1, 2, 4], key="tradeoffs_tsearch_micro")
+        c = st.columns(4)
+        days = c[0].number_input("Time to train ≤ (days)", min_value=0.0, value=None, format="%g",
+                                 key="tradeoffs_tsearch_days")
+        memory = c[1].number_input("Memory per GPU ≤ (GiB)", min_value=0.0, value=None, format="%g",
+                                   key="tradeoffs_tsearch_memory")
+        budget = c[2].number_input("Cost to train ≤ ($)", min_value=0.0, value=None, format="%g",
+                                   key="tradeoffs_tsearch_budget")
+        objective = c[3].selectbox("Objective", list(data.TRAINING_OBJECTIVES.values()),
+                                   key="tradeoffs_tsearch_objective")
+        submitted = st.form_submit_button("Search", icon=":material/search:", type="primary",
+                                          key="tradeoffs_tsearch_run")
+    if submitted:
+        st.session_state["tradeoffs_tsearch_spec"] = data.TrainingSearchSpec(
+            gpus=tuple(gpus), max_gpus=int(max_gpus), zero_stages=tuple(zero), checkpointing=tuple(recompute),
+            micro_batch_sizes=tuple(micro), max_days=days, max_memory_bytes=None if memory is None else memory * GIB,
+            max_usd_total=budget, objective={v: k for k, v in data.TRAINING_OBJECTIVES.items()}[objective])
+    spec = st.session_state.get("tradeoffs_tsearch_spec")
+    if spec is None:
+        st.caption("Choose the search space and constraints, then press **Search**.")
+        return
+    result = state.cached_training_search(scenario, spec, calibration)
+    if result.error:
+        st.warning(result.error, icon=":material/warning:")
+        return
+    st.markdown(f"**{len(result.feasible):,} of {result.rows:,} configurations** fit and meet the constraints; "
+                f"{result.valid:,} were valid layouts, {result.fitting:,} fit. Ranked by "
+                f"{data.TRAINING_OBJECTIVES[spec.objective]}.")
+    if result.feasible.empty:
+        st.info("Nothing meets every constraint: loosen one, or allow more GPUs or more memory savers.",
+                icon=":material/search_off:")
+        return
+    link = _training_row_link(scenario)
+    config = {"Memory per GPU (GiB)": st.column_config.NumberColumn(format="%.1f"),
+              "Step (s)": st.column_config.NumberColumn(format="%.3g"),
+              "MFU (%)": st.column_config.NumberColumn(format="%.1f"),
+              "Time to train (days)": st.column_config.NumberColumn(format="%.3g"),
+              "Cost to train ($)": st.column_config.NumberColumn(format="$%.4g"),
+              "Open as plan": st.column_config.LinkColumn(display_text="open ↗")}
+    st.markdown(f"**Top {len(result.top)}**")
+    st.dataframe(data.training_result_table(result.top, link), hide_index=True, width="stretch",
+                 column_config=config, key="tradeoffs_tsearch_top")
+    st.markdown("**Pareto frontier: cost to train vs time to train**")
+    st.altair_chart(tradeoff_charts.training_pareto(result.feasible, result.frontier), width="stretch")
+    st.dataframe(data.training_result_table(result.frontier, link), hide_index=True, width="stretch",
+                 column_config=config, key="tradeoffs_tsearch_frontier")
+    st.download_button("Download the frontier (CSV)", data=result.frontier.to_csv(index=False),
+                       file_name="headroom-training-frontier.csv", mime="text/csv", on_click="ignore",
+                       key="tradeoffs_tsearch_csv", icon=":material/download:")
+
+
 # --------------------------------------------------------------------------------------------- page
 
 
@@ -402,13 +485,7 @@ def tradeoffs_page(kind: str, scenario, plan, calibration) -> None:
     if kind == "inference":
         search_section(scenario, plan, calibration)
     else:
-        st.subheader("Constrained search", anchor=False)
-        st.info("The training search (layout × ZeRO × recompute × micro-batch, with a Pareto frontier) runs headless "
-                "for now: download this scenario and run `python -m planner search training.json --constraint "
-                "time_to_train_seconds<=864000 --pareto time_to_train_seconds,usd_total`.", icon=":material/info:")
-        st.download_button("Download this scenario (JSON)", data=scenario.model_dump_json(indent=2),
-                           file_name="training.json", mime="application/json", on_click="ignore",
-                           key="tradeoffs_training_json", icon=":material/download:")
+        training_search_section(scenario, plan, calibration)
     params = render.scenario_params(scenario)
     if kind != "inference":
         params[KIND_KEY] = kind.capitalize()

@@ -186,3 +186,25 @@ def test_simpler_alternatives_are_real_plans():
     assert plan(InferenceScenario(model=model_id, num_gpus=2, tensor_parallel=2)).memory.fits
     assert simpler.longest_context == base.memory.max_context_tokens
     assert not math.isnan(simpler.current_params)
+
+
+def test_training_search_keeps_only_fitting_rows_within_the_deadline():
+    scenario = TrainingScenario(model="llama-3.1-8b", training_tokens=2e10)
+    at = open_page("tradeoffs", {**scenario_to_query_params(scenario, "training_"), "tradeoffs_kind": "Training"})
+    at.selectbox(key="tradeoffs_tsearch_max_gpus").set_value(32)
+    at.number_input(key="tradeoffs_tsearch_days").set_value(3.0)
+    at.button(key="tradeoffs_tsearch_run").click().run()
+    assert_clean(at)
+    frames = [f.value for f in at.dataframe if "Cost to train ($)" in f.value.columns]
+    assert len(frames) == 2, "top and frontier tables"
+    top, frontier = frames
+    assert len(top) >= 1 and list(top["Cost to train ($)"]) == sorted(top["Cost to train ($)"])
+    for frame in (top, frontier):
+        for _, row in frame.iterrows():
+            assert row["Time to train (days)"] <= 3 and row["GPUs"] <= 32
+            alternative = plan(scenario_of_link(row["Open as plan"], "training"))
+            assert alternative.memory.fits
+            assert alternative.cost.usd_total == pytest.approx(row["Cost to train ($)"])
+            assert alternative.performance.time_to_train_seconds / 86400 == pytest.approx(row["Time to train (days)"])
+    ordered = frontier.sort_values("Time to train (days)")
+    assert all(a >= b for a, b in zip(ordered["Cost to train ($)"], ordered["Cost to train ($)"][1:])) or len(ordered) == 1
