@@ -56,11 +56,7 @@ def inference_grid(base: InferenceScenario, *, gpus: Sequence[str] | None = None
         "kv_cache_dtype": kv_cache_dtypes or [base.kv_cache_dtype],
         "concurrency": concurrency or [base.concurrency],
     }
-    size = int(np.prod([len(v) for v in axes.values()]))
-    if size > MAX_GRID_ROWS:
-        raise ValueError(f"the grid has {size:,} configurations; the limit is {MAX_GRID_ROWS:,}")
-    rows = list(itertools.product(*axes.values()))
-    return pd.DataFrame(rows, columns=list(axes))
+    return _product(axes)
 
 
 def _invalid_reasons(arch, tp, pp, ep, num_gpus) -> np.ndarray:
@@ -139,38 +135,22 @@ def evaluate_inference(base: InferenceScenario, grid: pd.DataFrame, calibration=
     )
     frame["valid"] = valid
     frame["invalid_reason"] = reasons
-    for column in OUTPUT_COLUMNS:
-        values = np.broadcast_to(np.asarray(metrics[column]), (n,))
-        if column == "fits":
-            frame[column] = values & valid
-        else:
-            frame[column] = np.where(valid, values.astype(float), np.nan)
-    return frame
+    return _fill_outputs(frame, metrics, OUTPUT_COLUMNS, valid)
 
 
 def _hardware_arrays(gpu_ids: np.ndarray, weight_dtype: np.ndarray, base: InferenceScenario) -> HardwareInputs:
     """Per-row accelerator numbers, looked up once per distinct (GPU, dtype) pair."""
-    fields = {name: np.empty(len(gpu_ids)) for name in HardwareInputs.__dataclass_fields__}
-    for gpu_id, dtype in set(zip(gpu_ids, weight_dtype)):
-        accel = resolve_accelerator(base.gpu if gpu_id == "custom" else gpu_id)
+    def inputs(gpu_id, dtype):
+        accel = _accelerator(base, gpu_id)
         price = base.usd_per_gpu_hour if base.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
-        inputs = HardwareInputs.from_accelerator(accel, dtype, price)
-        rows = (gpu_ids == gpu_id) & (weight_dtype == dtype)
-        for name in fields:
-            fields[name][rows] = float(getattr(inputs, name))
-    fields["is_accelerator"] = fields["is_accelerator"].astype(bool)
-    return HardwareInputs(**fields)
+        return HardwareInputs.from_accelerator(accel, dtype, price)
+
+    return _per_row(HardwareInputs, list(zip(gpu_ids, weight_dtype)), inputs)
 
 
 def scenario_for_row(base: InferenceScenario, row: pd.Series | dict) -> InferenceScenario:
     """The full scenario behind one sweep row (validated), e.g. to open a frontier point as a plan."""
-    data = base.model_dump()
-    for column in GRID_COLUMNS:
-        value = row[column]
-        if column == "gpu" and value == "custom":
-            continue
-        data[column] = value.item() if hasattr(value, "item") else value
-    return InferenceScenario.model_validate(data)
+    return _row_scenario(base, row, GRID_COLUMNS)
 
 
 def divisors(n: int, limit: int | None = None) -> list[int]:
@@ -214,22 +194,12 @@ def training_grid(base, *, gpus: Sequence[str] | None = None, num_gpus: Sequence
         "activation_checkpointing": checkpointing or [base.activation_checkpointing],
         "micro_batch_size": micro_batch_sizes or [base.micro_batch_size],
     }
-    size = int(np.prod([len(v) for v in axes.values()]))
-    if size > MAX_GRID_ROWS:
-        raise ValueError(f"the grid has {size:,} configurations; the limit is {MAX_GRID_ROWS:,}")
-    return pd.DataFrame(list(itertools.product(*axes.values())), columns=list(axes))
+    return _product(axes)
 
 
 def training_scenario_for_row(base, row: pd.Series | dict):
     """The full, validated training scenario behind one grid row (data parallelism follows the GPU count)."""
-    data = base.model_dump()
-    for column in TRAINING_GRID_COLUMNS:
-        value = row[column]
-        if column == "gpu" and value == "custom":
-            continue
-        data[column] = value.item() if hasattr(value, "item") else value
-    data["data_parallel"] = None
-    return type(base).model_validate(data)
+    return _row_scenario(base, row, TRAINING_GRID_COLUMNS, data_parallel=None)
 
 
 def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFrame:
@@ -283,27 +253,59 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
         inputs["zero_stage"] = np.maximum(inputs["zero_stage"], 1)
     hardware = _training_hardware_arrays(frame["gpu"].to_numpy(object), base)
     metrics = training_metrics(arch, counts, hardware, efficiency, training_tokens=base.training_tokens, **inputs)
-    values = {**metrics["memory"], **metrics}
-    n = len(frame)
-    for column in TRAINING_OUTPUT_COLUMNS:
-        column_values = np.broadcast_to(np.asarray(values[column]), (n,))
-        if column == "fits":
-            frame[column] = column_values & valid
-        else:
-            frame[column] = np.where(valid, column_values.astype(float), np.nan)
-    return frame
+    return _fill_outputs(frame, {**metrics["memory"], **metrics}, TRAINING_OUTPUT_COLUMNS, valid)
 
 
 def _training_hardware_arrays(gpu_ids: np.ndarray, base):
     from planner.training.metrics import TrainingHardware
     from planner.training.plan import hardware_inputs
 
-    fields = {name: np.empty(len(gpu_ids)) for name in TrainingHardware.__dataclass_fields__}
-    for gpu_id in set(gpu_ids):
-        accel = resolve_accelerator(base.gpu if gpu_id == "custom" else gpu_id)
-        inputs = hardware_inputs(base, accel)
-        rows = gpu_ids == gpu_id
-        for name in fields:
-            fields[name][rows] = float(getattr(inputs, name))
+    return _per_row(TrainingHardware, [(g,) for g in gpu_ids],
+                    lambda gpu_id: hardware_inputs(base, _accelerator(base, gpu_id)))
+
+
+# ---------------------------------------------------------------------------------------------
+# shared by both kinds
+
+
+def _product(axes: dict[str, list]) -> pd.DataFrame:
+    size = int(np.prod([len(v) for v in axes.values()]))
+    if size > MAX_GRID_ROWS:
+        raise ValueError(f"the grid has {size:,} configurations; the limit is {MAX_GRID_ROWS:,}")
+    return pd.DataFrame(list(itertools.product(*axes.values())), columns=list(axes))
+
+
+def _accelerator(base, gpu_id: str):
+    return resolve_accelerator(base.gpu if gpu_id == "custom" else gpu_id)
+
+
+def _per_row(cls, keys: list[tuple], make):
+    """A hardware-inputs dataclass of per-row arrays, building `make(*key)` once per distinct key."""
+    distinct = list(dict.fromkeys(keys))
+    position = {key: i for i, key in enumerate(distinct)}
+    index = np.fromiter((position[key] for key in keys), dtype=np.int64, count=len(keys))
+    built = [make(*key) for key in distinct]
+    fields = {name: np.array([float(getattr(b, name)) for b in built])[index] for name in cls.__dataclass_fields__}
     fields["is_accelerator"] = fields["is_accelerator"].astype(bool)
-    return TrainingHardware(**fields)
+    return cls(**fields)
+
+
+def _row_scenario(base, row, columns, **overrides):
+    """The validated scenario behind one grid row (a 'custom' GPU keeps the base's inline spec)."""
+    data = base.model_dump()
+    for column in columns:
+        value = row[column]
+        if column == "gpu" and value == "custom":
+            continue
+        data[column] = value.item() if hasattr(value, "item") else value
+    data.update(overrides)
+    return type(base).model_validate(data)
+
+
+def _fill_outputs(frame: pd.DataFrame, metrics: dict, columns, valid: np.ndarray) -> pd.DataFrame:
+    """Output columns from the metrics; invalid rows get NaN (and never 'fits')."""
+    n = len(frame)
+    for column in columns:
+        values = np.broadcast_to(np.asarray(metrics[column]), (n,))
+        frame[column] = values & valid if column == "fits" else np.where(valid, values.astype(float), np.nan)
+    return frame
