@@ -296,6 +296,23 @@ def search_form(scenario) -> data.SearchSpec | None:
         objective={label: column for column, label in data.OBJECTIVES.items()}[objective], top=int(top))
 
 
+def search_summary(result, constraints: str, objective: str, loosen: str) -> bool:
+    """What a search found, in one line (or why nothing); True when there are rows to show."""
+    if result is None:
+        st.caption("Choose the search space and constraints, then press **Search**.")
+        return False
+    if result.error:
+        st.warning(result.error, icon=":material/warning:")
+        return False
+    st.markdown(f"**{len(result.feasible):,} of {result.rows:,} configurations** fit and meet the constraints"
+                f"{constraints}; {result.valid:,} were valid layouts, {result.fitting:,} fit. Ranked by {objective}.")
+    if result.feasible.empty:
+        st.info(f"Nothing meets every constraint: loosen one, or allow more GPUs or {loosen}.",
+                icon=":material/search_off:")
+        return False
+    return True
+
+
 @st.fragment
 def search_section(scenario, plan, calibration) -> None:
     """Runs only when Search is pressed (a form in a fragment): other widgets never wait for it."""
@@ -308,19 +325,9 @@ def search_section(scenario, plan, calibration) -> None:
     if spec is not None:
         st.session_state[SPEC_KEY] = spec
     spec = st.session_state.get(SPEC_KEY)
-    if spec is None:
-        st.caption("Choose the search space and constraints, then press **Search**.")
-        return
-    result = state.cached_search(scenario, spec, calibration)
-    if result.error:
-        st.warning(result.error, icon=":material/warning:")
-        return
-    st.markdown(f"**{len(result.feasible):,} of {result.rows:,} configurations** fit and meet the constraints "
-                f"({render.md_escape(spec.describe())}); {result.valid:,} were valid layouts, {result.fitting:,} fit. "
-                f"Ranked by {data.OBJECTIVES[spec.objective]}.")
-    if result.feasible.empty:
-        st.info("Nothing meets every constraint: loosen one, or allow more GPUs or lower-precision formats.",
-                icon=":material/search_off:")
+    result = None if spec is None else state.cached_search(scenario, spec, calibration)
+    if not search_summary(result, f" ({render.md_escape(spec.describe())})" if spec else "",
+                          data.OBJECTIVES[spec.objective] if spec else "", "lower-precision formats"):
         return
     link = _row_link(scenario)
     table_config = {
@@ -433,19 +440,8 @@ def training_search_section(scenario, plan, calibration) -> None:
             micro_batch_sizes=tuple(micro), max_days=days, max_memory_bytes=None if memory is None else memory * GIB,
             max_usd_total=budget, objective={v: k for k, v in data.TRAINING_OBJECTIVES.items()}[objective])
     spec = st.session_state.get("tradeoffs_tsearch_spec")
-    if spec is None:
-        st.caption("Choose the search space and constraints, then press **Search**.")
-        return
-    result = state.cached_training_search(scenario, spec, calibration)
-    if result.error:
-        st.warning(result.error, icon=":material/warning:")
-        return
-    st.markdown(f"**{len(result.feasible):,} of {result.rows:,} configurations** fit and meet the constraints; "
-                f"{result.valid:,} were valid layouts, {result.fitting:,} fit. Ranked by "
-                f"{data.TRAINING_OBJECTIVES[spec.objective]}.")
-    if result.feasible.empty:
-        st.info("Nothing meets every constraint: loosen one, or allow more GPUs or more memory savers.",
-                icon=":material/search_off:")
+    result = None if spec is None else state.cached_training_search(scenario, spec, calibration)
+    if not search_summary(result, "", data.TRAINING_OBJECTIVES[spec.objective] if spec else "", "more memory savers"):
         return
     link = _training_row_link(scenario)
     config = {"Memory per GPU (GiB)": st.column_config.NumberColumn(format="%.1f"),
