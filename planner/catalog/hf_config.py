@@ -198,103 +198,76 @@ def _parse_deepseek(config: dict) -> dict:
     )
 
 
-def _parse_gpt2(config: dict) -> dict:
-    hidden = _get(config, "n_embd", "hidden_size")
-    heads = _get(config, "n_head", "num_attention_heads")
+def _classic_mha(config: dict, model_type: str, hidden_keys=("hidden_size",), head_keys=("num_attention_heads",),
+                 layer_keys=("num_hidden_layers",), tied_default=True, **fields) -> dict:
+    """Fields shared by the GPT-style families: full multi-head attention, LayerNorm with bias, a plain
+    (non-gated) GeLU MLP. `fields` adds or overrides what a family does differently."""
+    hidden = _get(config, *hidden_keys)
+    heads = _get(config, *head_keys)
     if hidden % heads:
-        raise PlanningError(f"config.json: n_embd {hidden} is not divisible by n_head {heads}")
-    positions = _get(config, "n_positions", "max_position_embeddings")
-    return dict(
-        model_type="gpt2",
-        num_layers=_get(config, "n_layer", "num_hidden_layers"),
+        raise PlanningError(f"config.json: {hidden_keys[0]} {hidden} is not divisible by {head_keys[0]} {heads}")
+    common = dict(
+        model_type=model_type,
+        num_layers=_get(config, *layer_keys),
         hidden_size=hidden,
         num_attention_heads=heads,
         num_kv_heads=heads,
         head_dim=hidden // heads,
-        intermediate_size=_get(config, "n_inner", default=4 * hidden),
+        intermediate_size=4 * hidden,
         vocab_size=_get(config, "vocab_size"),
-        tie_word_embeddings=_get(config, "tie_word_embeddings", default=True, kind=bool),
-        max_context_tokens=positions,
+        tie_word_embeddings=_get(config, "tie_word_embeddings", default=tied_default, kind=bool),
         mlp_gated=False,
         norm_has_bias=True,
         qkv_bias=True,
         attn_out_bias=True,
         mlp_bias=True,
-        learned_position_embeddings=positions,
     )
+    common.update(fields)
+    return common
+
+
+def _parse_gpt2(config: dict) -> dict:
+    positions = _get(config, "n_positions", "max_position_embeddings")
+    fields = _classic_mha(config, "gpt2", ("n_embd", "hidden_size"), ("n_head", "num_attention_heads"),
+                          ("n_layer", "num_hidden_layers"), max_context_tokens=positions,
+                          learned_position_embeddings=positions)
+    fields["intermediate_size"] = _get(config, "n_inner", default=fields["intermediate_size"])
+    return fields
 
 
 def _parse_gpt_neox(config: dict) -> dict:
     heads, _, head_dim = _heads(config)
-    return dict(
-        model_type="gpt_neox",
-        num_layers=_get(config, "num_hidden_layers"),
-        hidden_size=_get(config, "hidden_size"),
-        num_attention_heads=heads,
-        num_kv_heads=heads,
-        head_dim=head_dim,
-        intermediate_size=_get(config, "intermediate_size"),
-        vocab_size=_get(config, "vocab_size"),
-        tie_word_embeddings=_get(config, "tie_word_embeddings", default=False, kind=bool),
-        max_context_tokens=_get(config, "max_position_embeddings", default=2048),
-        mlp_gated=False,
-        norm_has_bias=True,
-        qkv_bias=_get(config, "attention_bias", default=True, kind=bool),
-        attn_out_bias=_get(config, "attention_bias", default=True, kind=bool),
-        mlp_bias=True,
-    )
+    bias = _get(config, "attention_bias", default=True, kind=bool)
+    return _classic_mha(config, "gpt_neox", tied_default=False, head_dim=head_dim,
+                        intermediate_size=_get(config, "intermediate_size"),
+                        max_context_tokens=_get(config, "max_position_embeddings", default=2048),
+                        qkv_bias=bias, attn_out_bias=bias)
 
 
 def _parse_gptj(config: dict) -> dict:
     # GPT-J: attention and MLP in parallel from one LayerNorm; q/k/v/out without bias, MLP with bias,
     # untied lm_head with a bias.
-    hidden = _get(config, "n_embd", "hidden_size")
-    heads = _get(config, "n_head", "num_attention_heads")
-    if hidden % heads:
-        raise PlanningError(f"config.json: n_embd {hidden} is not divisible by n_head {heads}")
-    return dict(
-        model_type="gptj",
-        num_layers=_get(config, "n_layer", "num_hidden_layers"),
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        num_kv_heads=heads,
-        head_dim=hidden // heads,
-        intermediate_size=_get(config, "n_inner", default=4 * hidden),
-        vocab_size=_get(config, "vocab_size"),
-        tie_word_embeddings=_get(config, "tie_word_embeddings", default=False, kind=bool),
-        lm_head_bias=True,
-        max_context_tokens=_get(config, "n_positions", "max_position_embeddings", default=2048),
-        mlp_gated=False,
-        norm_has_bias=True,
-        norms_per_layer=1,
-        mlp_bias=True,
-    )
+    fields = _classic_mha(config, "gptj", ("n_embd", "hidden_size"), ("n_head", "num_attention_heads"),
+                          ("n_layer", "num_hidden_layers"), tied_default=False, lm_head_bias=True,
+                          max_context_tokens=_get(config, "n_positions", "max_position_embeddings", default=2048),
+                          norms_per_layer=1, qkv_bias=False, attn_out_bias=False)
+    fields["intermediate_size"] = _get(config, "n_inner", default=fields["intermediate_size"])
+    return fields
 
 
 def _parse_opt(config: dict) -> dict:
     hidden = _get(config, "hidden_size")
-    heads = _get(config, "num_attention_heads")
     projection = _get(config, "word_embed_proj_dim", default=hidden)
     if projection != hidden:
         raise PlanningError(
             f"config.json: OPT with word_embed_proj_dim {projection} != hidden_size {hidden} (project_in/out) is not supported"
         )
-    if hidden % heads:
-        raise PlanningError(f"config.json: hidden_size {hidden} is not divisible by num_attention_heads {heads}")
     bias = _get(config, "enable_bias", default=True, kind=bool)
     positions = _get(config, "max_position_embeddings")
-    return dict(
-        model_type="opt",
-        num_layers=_get(config, "num_hidden_layers"),
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        num_kv_heads=heads,
-        head_dim=hidden // heads,
+    return _classic_mha(
+        config, "opt",
         intermediate_size=_get(config, "ffn_dim"),
-        vocab_size=_get(config, "vocab_size"),
-        tie_word_embeddings=_get(config, "tie_word_embeddings", default=True, kind=bool),
         max_context_tokens=positions,
-        mlp_gated=False,
         norm_has_bias=_get(config, "layer_norm_elementwise_affine", default=True, kind=bool),
         extra_norms=1 if _get(config, "do_layer_norm_before", default=True, kind=bool) else 0,
         qkv_bias=bias,
@@ -306,28 +279,10 @@ def _parse_opt(config: dict) -> dict:
 
 
 def _parse_bloom(config: dict) -> dict:
-    hidden = _get(config, "hidden_size", "n_embed")
-    heads = _get(config, "n_head", "num_attention_heads")
-    if hidden % heads:
-        raise PlanningError(f"config.json: hidden_size {hidden} is not divisible by n_head {heads}")
-    return dict(
-        model_type="bloom",
-        num_layers=_get(config, "n_layer", "num_hidden_layers"),
-        hidden_size=hidden,
-        num_attention_heads=heads,
-        num_kv_heads=heads,
-        head_dim=hidden // heads,
-        intermediate_size=4 * hidden,
-        vocab_size=_get(config, "vocab_size"),
-        tie_word_embeddings=_get(config, "tie_word_embeddings", default=True, kind=bool),
-        max_context_tokens=_get(config, "seq_length", "max_position_embeddings", default=2048),
-        mlp_gated=False,
-        norm_has_bias=True,
-        extra_norms=2,  # word_embeddings_layernorm + ln_f
-        qkv_bias=True,
-        attn_out_bias=True,
-        mlp_bias=True,
-    )
+    return _classic_mha(config, "bloom", ("hidden_size", "n_embed"), ("n_head", "num_attention_heads"),
+                        ("n_layer", "num_hidden_layers"),
+                        max_context_tokens=_get(config, "seq_length", "max_position_embeddings", default=2048),
+                        extra_norms=2)  # word_embeddings_layernorm + ln_f
 
 
 PARSERS: dict[str, Callable[[dict], dict]] = {
