@@ -348,42 +348,27 @@ def _repeat(ctx: ProfileContext, step, budget_seconds: float, min_reps: int = 2,
 
 def run_prefill(ctx: ProfileContext, model: ProxyModel, tokens: int, budget_seconds: float) -> PhaseResult:
     """One sequence of `tokens` new tokens through every proxy layer, writing its K/V into a cache."""
-    backend, torch = ctx.backend, ctx.backend.torch
-    arch = model.arch
-    backend.empty_cache()
-    cache = kv_cache(model, 1, tokens)
-    x0 = torch.empty(1, tokens, arch.hidden_size, device=backend.tensor_device,
-                     dtype=backend.dtype(model.dtype)).normal_(0, 1)
-    backend.synchronize()
-    backend.reset_peak_memory()
-
-    def step():
-        marks = backend.marks()
-        with torch.inference_mode():
-            x = x0
-            marks.mark()
-            for i in range(arch.num_layers):
-                x = model.layer(i, x, cache[i], 0)
-                marks.mark()
-        return marks.intervals()
-
-    seconds, per_layer, median, reps = _repeat(ctx, step, budget_seconds)
-    peak = backend.peak_allocated_bytes()
-    result = PhaseResult(seconds, per_layer, reps,
-                         {"weights": model.parameter_bytes(), "kv_cache": tensor_bytes(t for c in cache for t in c)},
-                         peak, median_seconds=median)
-    return result
+    return _run_forward(ctx, model, batch=1, new_tokens=tokens, cache_tokens=tokens, position=0,
+                        budget_seconds=budget_seconds)
 
 
 def run_decode(ctx: ProfileContext, model: ProxyModel, batch: int, context: int, budget_seconds: float) -> PhaseResult:
     """One decode step: `batch` sequences each add one token at position `context` and attend over the
     `context` cached tokens plus their own (the cache holds context + 1 positions; its first `context`
     are filled with random keys/values, which costs the same as real ones)."""
+    return _run_forward(ctx, model, batch=batch, new_tokens=1, cache_tokens=context + 1, position=context,
+                        budget_seconds=budget_seconds, min_reps=3, max_reps=200)
+
+
+def _run_forward(ctx: ProfileContext, model: ProxyModel, *, batch: int, new_tokens: int, cache_tokens: int,
+                 position: int, budget_seconds: float, **repeat) -> PhaseResult:
+    """`batch` sequences add `new_tokens` each at `position` through every proxy layer (inference mode),
+    timed per layer; reports the weights, the KV cache and the device's peak memory."""
     backend, torch = ctx.backend, ctx.backend.torch
     arch = model.arch
     backend.empty_cache()
-    cache = kv_cache(model, batch, context + 1)
-    x0 = torch.empty(batch, 1, arch.hidden_size, device=backend.tensor_device,
+    cache = kv_cache(model, batch, cache_tokens)
+    x0 = torch.empty(batch, new_tokens, arch.hidden_size, device=backend.tensor_device,
                      dtype=backend.dtype(model.dtype)).normal_(0, 1)
     backend.synchronize()
     backend.reset_peak_memory()
@@ -394,16 +379,14 @@ def run_decode(ctx: ProfileContext, model: ProxyModel, batch: int, context: int,
             x = x0
             marks.mark()
             for i in range(arch.num_layers):
-                x = model.layer(i, x, cache[i], context)
+                x = model.layer(i, x, cache[i], position)
                 marks.mark()
         return marks.intervals()
 
-    seconds, per_layer, median, reps = _repeat(ctx, step, budget_seconds, min_reps=3, max_reps=200)
-    peak = backend.peak_allocated_bytes()
-    result = PhaseResult(seconds, per_layer, reps,
-                         {"weights": model.parameter_bytes(), "kv_cache": tensor_bytes(t for c in cache for t in c)},
-                         peak, median_seconds=median)
-    return result
+    seconds, per_layer, median, reps = _repeat(ctx, step, budget_seconds, **repeat)
+    return PhaseResult(seconds, per_layer, reps,
+                       {"weights": model.parameter_bytes(), "kv_cache": tensor_bytes(t for c in cache for t in c)},
+                       backend.peak_allocated_bytes(), median_seconds=median)
 
 
 class _AdamW:
