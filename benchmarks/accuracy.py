@@ -7,7 +7,7 @@ Turns every usable measured row of the reference tables into a scenario, plans i
 efficiencies (never tuned per case), and writes:
   <out>/report.csv   case, family, reference, predicted, error %, reading, source row
   <out>/report.md    the table, per-family median and p90 |error|, worst cases, unmapped rows with reasons
-  planner/catalog/accuracy.json   per-family error summary that the planner turns into error bands
+  planner/accuracy.json   per-family error summary that the planner turns into error bands
 `--sensitivity` adds how each family's error moves when an efficiency default moves by +-20 %.
 """
 
@@ -28,11 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner import plan  # noqa: E402
-from planner.performance import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
-from planner.scenario import InferenceScenario, parse_scenario  # noqa: E402
+from planner.inference.scenario import InferenceScenario
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
+from planner.scenario import parse_scenario  # noqa: E402
 
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference"
-SUMMARY_FILE = ROOT / "planner" / "catalog" / "accuracy.json"
+SUMMARY_FILE = ROOT / "planner" / "accuracy.json"
 FAMILIES = ("memory", "decode_speed", "ttft", "max_throughput", "training_step")
 
 GPU_IDS = {
@@ -411,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "accuracy")
     parser.add_argument("--sensitivity", action="store_true")
-    parser.add_argument("--no-summary-file", action="store_true", help="do not rewrite planner/catalog/accuracy.json")
+    parser.add_argument("--no-summary-file", action="store_true", help="do not rewrite planner/accuracy.json")
     args = parser.parse_args(argv)
     cases, unmapped = collect(args.reference)
     results = evaluate(cases)

@@ -12,8 +12,9 @@ import statistics
 import time
 
 from planner import plan
-from planner.scenario import InferenceScenario, parse_scenario
-from planner.sweep import evaluate_inference, inference_grid
+from planner.inference.scenario import InferenceScenario
+from planner.scenario import parse_scenario
+from planner.search.sweep import evaluate_inference, inference_grid
 
 
 def median_seconds(fn, repeats: int = 7, number: int = 200) -> float:

@@ -4,8 +4,9 @@ Public API: `plan(scenario)`, the scenario classes, and `PlanningError`. Never i
 """
 
 from planner.errors import PlanningError, explain
+from planner.inference.scenario import InferenceScenario
 from planner.plan import plan
-from planner.scenario import InferenceScenario, parse_scenario
+from planner.scenario import parse_scenario
 
 __all__ = ["plan", "InferenceScenario", "parse_scenario", "PlanningError", "explain"]
 __version__ = "0.1.0"

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.scenario import InferenceScenario, parse_scenario
+from planner.inference.plan import plan_inference
+from planner.inference.scenario import InferenceScenario
+from planner.scenario import parse_scenario
+from planner.training.plan import plan_training
 
 
 def plan(scenario: Any, calibration=None):
@@ -16,9 +19,7 @@ def plan(scenario: Any, calibration=None):
     if isinstance(scenario, dict):
         scenario = parse_scenario(scenario)
     if isinstance(scenario, InferenceScenario):
-        from planner.inference import plan_inference
 
         return plan_inference(scenario, calibration)
-    from planner.training.plan import plan_training
 
     return plan_training(scenario, calibration)

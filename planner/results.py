@@ -10,14 +10,12 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
-from planner.uncertainty import Band
 
-
-class _Frozen(BaseModel):
+class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class Equation(_Frozen):
+class Equation(Frozen):
     """One traceable number: the formula, the same formula with this scenario's numbers, the result."""
 
     name: str
@@ -28,7 +26,7 @@ class Equation(_Frozen):
     source: str = ""
 
 
-class ModelSummary(_Frozen):
+class ModelSummary(Frozen):
     name: str
     model_id: str
     model_type: str
@@ -41,7 +39,7 @@ class ModelSummary(_Frozen):
     parameter_breakdown: dict[str, int]
 
 
-class HardwareSummary(_Frozen):
+class HardwareSummary(Frozen):
     id: str
     name: str
     memory_bytes: int
@@ -52,7 +50,7 @@ class HardwareSummary(_Frozen):
     usd_per_gpu_hour_is_reference: bool
 
 
-class MemoryBreakdown(_Frozen):
+class MemoryBreakdown(Frozen):
     """Per GPU (most loaded pipeline stage). `components` maps `<name>_bytes` to bytes."""
 
     components: dict[str, float]
@@ -90,7 +88,7 @@ class MemoryBreakdown(_Frozen):
         return max(self.components, key=self.components.__getitem__)
 
 
-class PhaseRoofline(_Frozen):
+class PhaseRoofline(Frozen):
     """One step of one phase on one GPU: the work, the time each resource needs, which binds."""
 
     phase: str
@@ -118,47 +116,4 @@ class PhaseRoofline(_Frozen):
         return max(times, key=times.__getitem__)
 
 
-class InferencePerformance(_Frozen):
-    ttft_seconds: float  # a request arriving at an idle replica
-    burst_ttft_seconds: float  # the last request's TTFT when a replica's whole concurrency arrives at once
-    tpot_seconds: float  # mean time per output token, prefill interference included
-    decode_step_seconds: float  # one decode step alone
-    e2e_latency_seconds: float
-    output_tokens_per_second: float  # whole scenario (all GPUs)
-    output_tokens_per_second_per_gpu: float
-    output_tokens_per_second_per_replica: float
-    requests_per_second: float
-    prefill_share_of_time: float
-    prefill: PhaseRoofline
-    decode: PhaseRoofline
-    ridge_point_flops_per_byte: float
-
-
-class InferenceCost(_Frozen):
-    num_gpus: int
-    usd_per_gpu_hour: float
-    usd_per_hour: float
-    usd_per_month: float
-    usd_per_million_output_tokens: float
-    replicas_needed: int | None = None
-    gpus_needed: int | None = None
-
-
 Bottleneck = Literal["capacity", "memory_bandwidth", "compute", "communication"]
-
-
-class InferencePlan(_Frozen):
-    kind: Literal["inference"] = "inference"
-    scenario: dict
-    model: ModelSummary
-    hardware: HardwareSummary
-    memory: MemoryBreakdown
-    performance: InferencePerformance
-    cost: InferenceCost
-    bottleneck: Bottleneck
-    bottleneck_reason: str
-    warnings: list[str]
-    assumptions: list[str]
-    equations: list[Equation]
-    uncertainty: dict[str, Band] = {}  # headline field (dotted path) -> range the measured value likely falls in
-    calibration: str | None = None

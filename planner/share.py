@@ -11,17 +11,18 @@ from __future__ import annotations
 import base64
 import json
 import zlib
+from functools import lru_cache
 from typing import Any, Iterable, Mapping
 from urllib.parse import urlencode
 
-from functools import lru_cache
-
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
-from planner.catalog import resolve_accelerator, resolve_model
 from planner.errors import PlanningError, explain
+from planner.hardware.catalog import resolve_accelerator
+from planner.inference.scenario import InferenceScenario
+from planner.model.catalog import resolve_model
 from planner.safe_json import load_json
-from planner.scenario import InferenceScenario
+from planner.training.scenario import TrainingScenario
 
 INLINE_PREFIX = "cfg:"
 MAX_PARAM_CHARS = 16_384  # a compressed config.json is ~1-2 kB; anything far larger is not ours
@@ -31,7 +32,6 @@ LAYOUT_FIELDS = ("num_gpus", "tensor_parallel", "pipeline_parallel", "expert_par
 
 
 def scenario_classes() -> dict[str, type]:
-    from planner.training.scenario import TrainingScenario
 
     return {"inference": InferenceScenario, "training": TrainingScenario}
 

@@ -1,7 +1,7 @@
 """Error bands: how far to trust each headline number, from Headroom's own measured error.
 
 `benchmarks/accuracy.py` plans every usable published measurement and writes, per family, the spread
-of (predicted - measured) / measured to `catalog/accuracy.json`. If a family's errors run from e10
+of (predicted - measured) / measured to `planner/accuracy.json`. If a family's errors run from e10
 (10th percentile, signed) to e90, the measured value behind a prediction P lies in
 [P / (1 + e90), P / (1 + e10)] for 80 % of the cases we know of. The band always contains P.
 A calibration on the user's own device replaces the published spread with its own residual error.
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-SUMMARY_FILE = Path(__file__).with_name("catalog") / "accuracy.json"
+SUMMARY_FILE = Path(__file__).with_name("accuracy.json")
 # With no measurement for a family, say so with a wide, symmetric +-50 %.
 UNMEASURED = {"p10_signed_error": -0.5, "p90_signed_error": 0.5, "cases": 0}
 # Memory terms are computed from exact byte counts; below this spread we do not claim better.

@@ -1,7 +1,7 @@
 """The committed accuracy report is current: re-planning every mapped reference row reproduces it.
 
 If the engine changes a number, this fails until `benchmarks/accuracy.py --sensitivity` is re-run and
-its output (report.csv/.md, planner/catalog/accuracy.json) is committed with the change.
+its output (report.csv/.md, planner/accuracy.json) is committed with the change.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def test_committed_report_matches_the_engine(results):
 
 def test_committed_summary_matches_the_report(accuracy, results):
     evaluated, _ = results
-    summary = json.loads((ROOT / "planner" / "catalog" / "accuracy.json").read_text())["families"]
+    summary = json.loads((ROOT / "planner" / "accuracy.json").read_text())["families"]
     fresh = accuracy.summarize(evaluated)
     for family, stats in fresh.items():
         assert summary[family]["cases"] == stats["cases"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.architecture import (
+from planner.model.architecture import (
     ModelArchitecture,
     attention_score_flops_per_token,
     cached_tokens_per_layer_sum,
@@ -21,7 +21,7 @@ from planner.architecture import (
     parameter_counts,
     prefill_attention_flops,
 )
-from planner.catalog.hf_config import architecture_from_config
+from planner.model.hf_config import architecture_from_config
 
 # ---------------------------------------------------------------------------------------------
 # toy configs

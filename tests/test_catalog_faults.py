@@ -6,11 +6,11 @@ import json
 
 import pytest
 
-import planner.catalog.hardware as hardware
-import planner.catalog.model_catalog as models
+import planner.hardware.catalog as hardware
+import planner.model.catalog as models
 from planner import plan
 from planner.errors import PlanningError
-from planner.scenario import InferenceScenario
+from planner.inference.scenario import InferenceScenario
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from planner.__main__ import main
+from planner.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -8,8 +8,14 @@ import io
 import pytest
 
 from planner import plan
-from planner.export import CsvImportError, neutralize, plans_to_csv, scenarios_from_csv, unneutralize
-from planner.scenario import InferenceScenario
+from planner.export import (
+    CsvImportError,
+    neutralize,
+    plans_to_csv,
+    scenarios_from_csv,
+    unneutralize,
+)
+from planner.inference.scenario import InferenceScenario
 
 SCENARIOS = [
     InferenceScenario(),

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from planner import PlanningError, plan
-from planner.catalog import catalog_model_ids
 from planner.dtypes import DTYPES
+from planner.model.catalog import catalog_model_ids
 from planner.scenario import parse_scenario
 
 MODELS = st.sampled_from(list(catalog_model_ids()) + ["dense-0.5b", "dense-70b", "moe-1t", "moe-2b", "dense-9t"])

@@ -15,10 +15,16 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from planner import InferenceScenario, PlanningError, plan
-from planner import memory as mem
-from planner.architecture import parameter_counts
-from planner.catalog import catalog_model_ids, list_accelerators, resolve_model
-from planner.dtypes import BYTES_PER_ELEMENT, DTYPES, kv_bytes_per_element, weight_bytes_per_element
+from planner.dtypes import (
+    BYTES_PER_ELEMENT,
+    DTYPES,
+    kv_bytes_per_element,
+    weight_bytes_per_element,
+)
+from planner.hardware.catalog import list_accelerators
+from planner.model.architecture import parameter_counts
+from planner.model.catalog import catalog_model_ids, resolve_model
+from planner.physics import memory as mem
 
 MODELS = catalog_model_ids() + ("dense-70b", "moe-400b")
 GPUS = tuple(a.id for a in list_accelerators())

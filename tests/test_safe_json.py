@@ -45,7 +45,7 @@ def test_deeply_nested_inline_model_in_a_link_is_named():
 
 
 def test_cli_rejects_deep_json(tmp_path, capsys):
-    from planner.__main__ import main
+    from planner.cli.main import main
 
     path = tmp_path / "deep.json"
     path.write_text(DEEP)

@@ -10,8 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from planner import InferenceScenario, PlanningError, explain, plan
-from planner.catalog import resolve_accelerator, resolve_model
-from planner.catalog.hf_config import architecture_from_config
+from planner.hardware.catalog import resolve_accelerator
+from planner.model.catalog import resolve_model
+from planner.model.hf_config import architecture_from_config
 
 LLAMA_TOY = {
     "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,

@@ -6,7 +6,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 
-from planner.scenario import InferenceScenario
+from planner.inference.scenario import InferenceScenario
 from planner.share import (
     decode_inline,
     encode_inline,

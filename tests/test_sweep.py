@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from planner import PlanningError, plan
-from planner.scenario import InferenceScenario
-from planner.sweep import evaluate_inference, inference_grid, scenario_for_row
+from planner.inference.scenario import InferenceScenario
+from planner.search.sweep import evaluate_inference, inference_grid, scenario_for_row
 
 COLUMNS = {
     "total_bytes": lambda p: p.memory.total_bytes,
@@ -59,7 +59,11 @@ def test_grid_size_is_bounded():
 
 def test_training_sweep_equals_scalar_training_plans_exactly():
     from planner.scenario import parse_scenario
-    from planner.sweep import evaluate_training, training_grid, training_scenario_for_row
+    from planner.search.sweep import (
+        evaluate_training,
+        training_grid,
+        training_scenario_for_row,
+    )
 
     base = parse_scenario({"kind": "training", "model": "llama-3.1-70b", "num_gpus": 64, "global_batch_size": 512})
     grid = training_grid(base, gpus=["h100-sxm", "a100-80gb"], num_gpus=[32, 64, 128], tensor_parallel=[1, 2, 8],
@@ -85,9 +89,9 @@ def test_training_sweep_equals_scalar_training_plans_exactly():
 
 
 def test_training_search_respects_constraints(capsys):
-    from planner.__main__ import main
-
     from pathlib import Path
+
+    from planner.cli.main import main
 
     example = Path(__file__).resolve().parents[1] / "examples" / "training-llama-3.1-8b-full-finetune.json"
     code = main(["search", str(example), "--max-gpus", "16",

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from planner import InferenceScenario, PlanningError, plan
-from planner.architecture import parameter_counts
-from planner.catalog import resolve_model
-from planner.catalog.synthetic import parse_size_id, size_id, synthetic_architecture
+from planner.model.architecture import parameter_counts
+from planner.model.catalog import resolve_model
+from planner.model.synthetic import parse_size_id, size_id, synthetic_architecture
 
 DENSE = ["dense-0.5b", "dense-1b", "dense-1.5b", "dense-3b", "dense-7b", "dense-8b", "dense-13b", "dense-34b",
          "dense-70b", "dense-180b", "dense-405b", "dense-1t", "dense-2t"]

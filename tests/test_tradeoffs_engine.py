@@ -8,9 +8,16 @@ import pandas as pd
 import pytest
 
 from planner import PlanningError, plan
-from planner.scenario import InferenceScenario
-from planner.sweep import evaluate_inference, inference_grid
-from planner.tradeoffs import apply_constraints, diagnose, inference_techniques, pareto_front, parse_constraint, search
+from planner.inference.scenario import InferenceScenario
+from planner.search.constraints import (
+    apply_constraints,
+    pareto_front,
+    parse_constraint,
+    search,
+)
+from planner.search.diagnosis import diagnose
+from planner.search.inference_tradeoffs import inference_techniques
+from planner.search.sweep import evaluate_inference, inference_grid
 
 BASE = InferenceScenario()
 
@@ -108,7 +115,7 @@ def test_bad_constraints_are_rejected_with_a_sentence(text):
 
 def test_training_technique_deltas_are_differences_of_two_training_plans():
     from planner import parse_scenario
-    from planner.tradeoffs import techniques
+    from planner.search.diagnosis import techniques
 
     scenario = parse_scenario({"kind": "training"})
     base = plan(scenario)

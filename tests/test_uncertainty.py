@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from planner import plan
-from planner.scenario import InferenceScenario
+from planner.inference.scenario import InferenceScenario
 from planner.uncertainty import band, family_errors
 
 

@@ -2,7 +2,7 @@
 
 Reads the report that ``benchmarks/accuracy.py --sensitivity`` writes (report.csv: one row per case;
 report.md: the same plus the sensitivity table) and the per-family summary the engine's error bands use
-(planner/catalog/accuracy.json through planner.uncertainty). Nothing is recomputed here except sorting.
+(planner/accuracy.json through planner.uncertainty). Nothing is recomputed here except sorting.
 """
 
 from __future__ import annotations

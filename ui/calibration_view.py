@@ -25,12 +25,14 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from planner import units
-from planner.calibration import store
+from planner import calibration, plan, units
+from planner.calibration import store, torch_available
 from planner.calibration.errors import CalibrationError, ProfileAborted
 from planner.calibration.record import CalibrationRecord, ProfileSettings
 from planner.calibration.report import format_error, format_value, table_rows
-from planner.performance import DEFAULT_EFFICIENCY
+from planner.hardware.catalog import list_accelerators
+from planner.model.catalog import catalog_model_ids, resolve_model
+from planner.physics.efficiency import DEFAULT_EFFICIENCY
 
 JOB_KEY = "calibrate_job"
 SERIES_DEFAULT = "documented defaults"
@@ -147,10 +149,9 @@ class ProfileJob:
         self.fraction, self.message = fraction, message
 
     def run(self) -> None:
-        from planner.calibration import run_profile
 
         try:
-            self.record = run_profile(self.settings, progress=self.progress, cancel=self.cancel)
+            self.record = calibration.run_profile(self.settings, progress=self.progress, cancel=self.cancel)
         except ProfileAborted as exc:
             self.error, self.partial = str(exc), exc.partial
         except CalibrationError as exc:
@@ -201,13 +202,11 @@ def active_calibration() -> CalibrationRecord | None:
 
 
 def _torch_available() -> bool:
-    from planner.calibration import torch_available
 
     return torch_available()
 
 
 def _model_options() -> list[str]:
-    from planner.catalog import catalog_model_ids, resolve_model
 
     out = []
     for model_id in catalog_model_ids():
@@ -243,7 +242,6 @@ def _run_section() -> None:
         layers = c[1].number_input("Proxy layers (0 = auto)", min_value=0, max_value=16, value=0,
                                    key="calibrate_layers")
         dtype = c[2].selectbox("dtype", ["auto", "bf16", "fp16", "fp32"], key="calibrate_dtype")
-        from planner.catalog import list_accelerators
 
         gpus = ["detect"] + [a.id for a in list_accelerators()]
         gpu = c[3].selectbox("Efficiencies relative to", gpus, key="calibrate_gpu")
@@ -357,7 +355,6 @@ def _record_section(record: CalibrationRecord, scenario=None) -> None:
 
 
 def _scenario_effect(record: CalibrationRecord, scenario) -> None:
-    from planner import plan
 
     try:
         before, after = plan(scenario), plan(scenario, calibration=record)

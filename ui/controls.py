@@ -18,8 +18,8 @@ How a page's inputs stay in the URL
 
 from __future__ import annotations
 
-import json
 import math
+import typing
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Sequence
@@ -28,15 +28,17 @@ import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from planner import PlanningError, explain
-from planner.catalog import catalog_model_ids, list_accelerators, model_metadata, resolve_accelerator, resolve_model
-from planner.catalog.hf_config import architecture_from_config
-from planner.catalog.synthetic import parse_size_id, size_id
 from planner.dtypes import DTYPES
-from planner.scenario import MAX_GPUS, MAX_TOKENS
+from planner.hardware.catalog import list_accelerators, resolve_accelerator
+from planner.model.catalog import catalog_model_ids, model_metadata, resolve_model
+from planner.model.hf_config import architecture_from_config
+from planner.model.synthetic import parse_size_id, size_id
 from planner.safe_json import load_json
+from planner.scenario_base import MAX_TOKENS
 from planner.share import query_params_to_scenario, scenario_to_query_params
 from planner.units import GIB
-from ui import state
+from ui import state, training_controls
+from ui.specs import COMMON_LAYOUT, Spec
 
 MANUAL_FIELDS = ("model", "gpu")
 SOURCE_CATALOG, SOURCE_SIZE, SOURCE_UPLOAD = "Catalog", "Size", "Upload"
@@ -45,71 +47,6 @@ CUSTOM_GPU = "custom"
 
 # ------------------------------------------------------------------------------------------ specs
 
-
-@dataclass(frozen=True)
-class Spec:
-    """One bound scenario field: its widget, the range the widget can show, and where it sits."""
-
-    name: str
-    label: str
-    widget: str  # int | float | optional_float | slider_int | slider_float | select | toggle | text | textarea
-    lo: float | None = None
-    hi: float | None = None
-    step: float | None = None
-    options: tuple = ()
-    fmt: str | None = None
-    help: str | None = None
-    max_chars: int | None = None
-    section: str = "workload"
-    column: int | None = None  # 0/1: shares a row with the next spec of the same section
-    scale: float = 1.0  # scenario value = widget value x scale (only for unbound specs)
-    bound: bool = True  # False: the widget shows scaled units, so this module writes its URL parameter
-
-    def to_widget(self, value: Any) -> Any:
-        return value if value is None or self.scale == 1.0 else value / self.scale
-
-    def from_widget(self, value: Any) -> Any:
-        return value if value is None or self.scale == 1.0 else value * self.scale
-
-    def accepts(self, value: Any) -> bool:
-        if self.widget in ("optional_float", "optional_int") and value is None:
-            return True
-        value = self.to_widget(value)
-        if self.widget in ("int", "slider_int", "optional_int"):
-            return isinstance(value, int) and not isinstance(value, bool) and self.lo <= value <= self.hi
-        if self.widget in ("float", "optional_float", "slider_float"):
-            return isinstance(value, (int, float)) and math.isfinite(value) and self.lo <= value <= self.hi
-        if self.widget == "select":
-            return value in self.options
-        if self.widget == "toggle":
-            return isinstance(value, bool)
-        if self.widget in ("text", "textarea"):
-            return isinstance(value, str) and (self.max_chars is None or len(value) <= self.max_chars)
-        return True
-
-    def describe(self) -> str:
-        if self.widget == "select":
-            return "one of " + ", ".join(map(str, self.options))
-        if self.lo is not None:
-            return f"{self.lo * self.scale:,g} to {self.hi * self.scale:,g}"
-        return "a valid value"
-
-    def same(self, a: Any, b: Any) -> bool:
-        if self.widget in ("float", "optional_float", "slider_float") and a is not None and b is not None:
-            return math.isclose(float(a), float(b), rel_tol=1e-12, abs_tol=1e-12)
-        return a == b
-
-
-_TP_HELP = ("Tensor parallelism: every layer is split over this many GPUs (all-reduces twice per layer). "
-            "Must divide the attention heads.")
-_PP_HELP = "Pipeline parallelism: layers are split into this many stages (one GPU group each)."
-
-COMMON_LAYOUT = (
-    Spec("num_gpus", "GPUs", "int", 1, MAX_GPUS, 1, section="hardware",
-         help="GPUs in the deployment. A multiple of TP × PP; every extra group is another replica."),
-    Spec("tensor_parallel", "TP (tensor)", "int", 1, 1024, 1, section="layout", column=0, help=_TP_HELP),
-    Spec("pipeline_parallel", "PP (pipeline)", "int", 1, 1024, 1, section="layout", column=1, help=_PP_HELP),
-)
 
 INFERENCE_SPECS: tuple[Spec, ...] = COMMON_LAYOUT + (
     Spec("expert_parallel", "EP (experts)", "int", 1, 65_536, 1, section="layout",
@@ -150,30 +87,18 @@ INFERENCE_SPECS: tuple[Spec, ...] = COMMON_LAYOUT + (
          help="Which trade-off you chose and why. It travels with the plan: in the share link, the CSV and Review."),
 )
 
-SPECS: dict[str, tuple[Spec, ...]] = {"inference": INFERENCE_SPECS}
+SPECS: dict[str, tuple[Spec, ...]] = {"inference": INFERENCE_SPECS, "training": training_controls.TRAINING_SPECS}
 
 SECTIONS = {
     "inference": (("hardware", None), ("layout", None), ("precision", "Precision"), ("workload", "Workload"),
                   ("more", "▸ More settings"), ("notes", "Notes for the review")),
+    "training": training_controls.SECTIONS,
 }
 
-
-# Extra manual fields (beyond model/gpu) and custom section renderers, per kind.
-EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": ()}
-CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {"inference": {}}
-
-
-def register_specs(kind: str, specs: Sequence[Spec], sections, manual: Sequence[str] = (),
-                   custom: dict[str, Callable] | None = None) -> None:
-    """Training (and future kinds) declare their fields the same way.
-
-    `custom` maps a section name to ``fn(prefix, seed, where) -> (dict of scenario fields, error or None)``
-    for fields no single widget holds (e.g. a LoRA config); their names go in `manual`.
-    """
-    SPECS[kind] = tuple(specs)
-    SECTIONS[kind] = tuple(sections)
-    EXTRA_MANUAL[kind] = tuple(manual)
-    CUSTOM_SECTIONS[kind] = dict(custom or {})
+# Extra manual fields (beyond model/gpu) and custom section renderers, per kind: fields no single widget
+# holds (e.g. a LoRA config) are rendered by ``fn(prefix, seed, where) -> (scenario fields, error or None)``.
+EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": (), "training": ("lora",)}
+CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {"inference": {}, "training": {"lora": training_controls.lora_section}}
 
 
 def manual_fields(kind: str) -> tuple[str, ...]:
@@ -182,10 +107,6 @@ def manual_fields(kind: str) -> tuple[str, ...]:
 
 
 def specs_for(kind: str) -> tuple[Spec, ...]:
-    if kind not in SPECS and kind == "training":
-        from ui import training_controls
-
-        assert kind in SPECS, training_controls.__name__  # importing it registered the training specs
     return SPECS[kind]
 
 
@@ -235,7 +156,6 @@ def read_link(kind: str, params: dict[str, list[str]] | None = None, check_widge
 
 def _literal_int_fields(kind: str) -> dict[str, tuple]:
     """Fields typed Literal[0, 1, 2, 3] (e.g. zero_stage): pydantic will not read them from URL text."""
-    import typing
 
     out = {}
     for name, info in state.scenario_class(kind).model_fields.items():

@@ -9,6 +9,7 @@ import re
 from typing import Any, Sequence
 from urllib.parse import urlencode
 
+import pandas as pd
 import streamlit as st
 
 from planner import units
@@ -406,7 +407,6 @@ def step_chart(plan) -> None:
 
 
 def micro_batch_table(plan) -> None:
-    import pandas as pd
 
     rows = [{
         "Micro-batch": o.micro_batch_size,

@@ -9,7 +9,7 @@ import math
 from dataclasses import dataclass
 
 from planner import units
-from planner.catalog import resolve_accelerator
+from planner.hardware.catalog import resolve_accelerator
 from ui import bands
 from ui.text import component_label, gpu_short_name, resource_label
 

@@ -19,9 +19,11 @@ import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
 
-from planner import PlanningError, plan
-from planner.scenario import InferenceScenario
-from ui import sweeps
+from planner import PlanningError, explain, plan
+from planner.inference.scenario import InferenceScenario
+from planner.search import diagnosis
+from planner.training.scenario import TrainingScenario
+from ui import sweeps, tradeoff_data
 
 KINDS = ("inference", "training")
 TRAINING_SCENARIO_FQN = "planner.training.scenario.TrainingScenario"
@@ -69,22 +71,19 @@ def context_grid(scenario, max_concurrency: int | None, model_max_context: int, 
 
 @st.cache_data(max_entries=64, show_spinner="Applying each technique…", hash_funcs=HASH_FUNCS)
 def cached_techniques(scenario, calibration=None) -> list:
-    """planner.tradeoffs.techniques: one full plan per technique (training: ~10 ms each)."""
-    from planner import tradeoffs
+    """planner.search.diagnosis.techniques: one full plan per technique (training: ~10 ms each)."""
 
-    return tradeoffs.techniques(scenario, calibration)
+    return diagnosis.techniques(scenario, calibration)
 
 
 @st.cache_data(max_entries=64, show_spinner=False, hash_funcs=HASH_FUNCS)
 def cached_diagnosis(scenario, calibration=None):
-    from planner import tradeoffs
 
-    return tradeoffs.diagnose(scenario, calibration, effects=cached_techniques(scenario, calibration))
+    return diagnosis.diagnose(scenario, calibration, effects=cached_techniques(scenario, calibration))
 
 
 @st.cache_data(max_entries=64, show_spinner="Trying smaller models and contexts…", hash_funcs=HASH_FUNCS)
 def cached_simpler(scenario, calibration=None):
-    from ui import tradeoff_data
 
     return tradeoff_data.simpler_alternatives(scenario, calibration, base=cached_plan(scenario, calibration))
 
@@ -97,7 +96,6 @@ def _spec_hash(spec) -> str:
                hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.SearchSpec": _spec_hash})
 def cached_search(scenario, spec, calibration=None):
     """planner.sweep over the search grid, filtered, ranked and reduced to its Pareto frontier."""
-    from ui import tradeoff_data
 
     return tradeoff_data.run_search(scenario, spec, calibration)
 
@@ -105,8 +103,7 @@ def cached_search(scenario, spec, calibration=None):
 @st.cache_data(max_entries=16, show_spinner="Searching training configurations…",
                hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.TrainingSearchSpec": _spec_hash})
 def cached_training_search(scenario, spec, calibration=None):
-    """planner.sweep's training grid for this search, filtered, ranked, with its Pareto frontier."""
-    from ui import tradeoff_data
+    """planner.search.sweep's training grid for this search, filtered, ranked, with its Pareto frontier."""
 
     return tradeoff_data.run_training_search(scenario, spec, calibration)
 
@@ -114,7 +111,6 @@ def cached_training_search(scenario, spec, calibration=None):
 def scenario_class(kind: str) -> type:
     if kind == "inference":
         return InferenceScenario
-    from planner.training.scenario import TrainingScenario
 
     return TrainingScenario
 
@@ -132,7 +128,6 @@ def build_scenario(kind: str, fields: dict[str, Any]):
     try:
         return scenario_class(kind)(**fields), None
     except (ValidationError, PlanningError) as exc:
-        from planner import explain
 
         return None, explain(exc)
 

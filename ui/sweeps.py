@@ -9,8 +9,7 @@ from typing import Any
 import pandas as pd
 from pydantic import ValidationError
 
-from planner import PlanningError, plan
-from planner import units
+from planner import PlanningError, plan, units
 
 MAX_SWEEP_CONCURRENCY = 1 << 15
 

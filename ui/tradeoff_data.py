@@ -17,6 +17,10 @@ import pandas as pd
 from pydantic import ValidationError
 
 from planner import PlanningError, plan, units
+from planner.model.architecture import parameter_counts
+from planner.model.catalog import catalog_model_ids, model_metadata, resolve_model
+from planner.search import constraints, sweep
+from planner.search.sweep import unique
 from planner.units import GIB
 from ui.text import component_label, resource_label
 
@@ -233,8 +237,6 @@ class Simpler:
 @lru_cache(maxsize=1)
 def catalog_sizes() -> tuple[tuple[str, str, int], ...]:
     """(id, display name, total parameters) of every catalog model, smallest first."""
-    from planner.architecture import parameter_counts
-    from planner.catalog import catalog_model_ids, model_metadata, resolve_model
 
     out = []
     for model_id in catalog_model_ids():
@@ -508,7 +510,6 @@ def powers_of_two(lo: int, hi: int) -> list[int]:
 
 def search_axes(scenario, spec: SearchSpec) -> dict[str, list]:
     """The knobs of planner.sweep.inference_grid for this search."""
-    from planner.sweep import unique
 
     arch = scenario.architecture()
     num_gpus = unique(powers_of_two(1, spec.max_gpus) + ([scenario.num_gpus] if scenario.num_gpus <= spec.max_gpus
@@ -541,7 +542,6 @@ class SearchResult:
 
 def run_search(scenario, spec: SearchSpec, calibration=None) -> SearchResult:
     """Evaluate the grid with planner.sweep, filter with planner.tradeoffs, rank and take the frontier."""
-    from planner import sweep, tradeoffs
 
     axes = search_axes(scenario, spec)
     size = grid_size(axes)
@@ -554,9 +554,9 @@ def run_search(scenario, spec: SearchSpec, calibration=None) -> SearchResult:
                             "formats or a smaller concurrency range")
     grid = sweep.inference_grid(scenario, **axes)
     frame = sweep.evaluate_inference(scenario, grid, calibration)
-    feasible = tradeoffs.apply_constraints(frame, spec.constraints())
-    top = tradeoffs.search(frame, spec.constraints(), minimize=spec.objective, top=spec.top)
-    frontier = tradeoffs.pareto_front(feasible, minimize=["usd_per_million_output_tokens", "tpot_seconds"])
+    feasible = constraints.apply_constraints(frame, spec.constraints())
+    top = constraints.search(frame, spec.constraints(), minimize=spec.objective, top=spec.top)
+    frontier = constraints.pareto_front(feasible, minimize=["usd_per_million_output_tokens", "tpot_seconds"])
     frontier = frontier.sort_values("tpot_seconds")
     return SearchResult(rows=len(frame), valid=int(frame["valid"].sum()), fitting=int(frame["fits"].sum()),
                         feasible=feasible, top=top, frontier=frontier)
@@ -661,9 +661,8 @@ class TrainingSearchSpec:
 
 
 def run_training_search(scenario, spec: TrainingSearchSpec, calibration=None) -> SearchResult:
-    """planner.sweep's training grid (layout x ZeRO x recompute x micro-batch), filtered, ranked, and the
+    """planner.search.sweep's training grid (layout x ZeRO x recompute x micro-batch), filtered, ranked, and the
     Pareto frontier of cost to train vs time to train."""
-    from planner import sweep, tradeoffs
 
     empty = pd.DataFrame()
     if not (spec.gpus and spec.zero_stages and spec.checkpointing and spec.micro_batch_sizes):
@@ -680,9 +679,9 @@ def run_training_search(scenario, spec: TrainingSearchSpec, calibration=None) ->
         return SearchResult(len(grid), 0, 0, empty, empty, empty,
                             f"{len(grid):,} configurations is too many (limit {MAX_SEARCH_ROWS:,}); pick fewer options")
     frame = sweep.evaluate_training(scenario, grid, calibration)
-    feasible = tradeoffs.apply_constraints(frame, spec.constraints())
-    top = tradeoffs.search(frame, spec.constraints(), minimize=spec.objective, top=spec.top)
-    frontier = tradeoffs.pareto_front(feasible, minimize=["usd_total", "time_to_train_seconds"])
+    feasible = constraints.apply_constraints(frame, spec.constraints())
+    top = constraints.search(frame, spec.constraints(), minimize=spec.objective, top=spec.top)
+    frontier = constraints.pareto_front(feasible, minimize=["usd_total", "time_to_train_seconds"])
     return SearchResult(rows=len(frame), valid=int(frame["valid"].sum()), fitting=int(frame["fits"].sum()),
                         feasible=feasible, top=top, frontier=frontier.sort_values("time_to_train_seconds"))
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import streamlit as st
 
+from planner import plan as make_plan
 from planner import units
-from planner.catalog import list_accelerators
 from planner.dtypes import DTYPES
+from planner.export import plans_to_csv
+from planner.hardware.catalog import list_accelerators
+from planner.search.sweep import scenario_for_row, training_scenario_for_row
 from planner.units import GIB
 from ui import render, state, tradeoff_charts
 from ui import tradeoff_data as data
@@ -38,7 +41,6 @@ def scenario_link(kind: str, scenario_dict: dict | None) -> str | None:
 
 
 def _row_link(base):
-    from planner.sweep import scenario_for_row
 
     def link(row) -> str:
         scenario = scenario_for_row(base, row)
@@ -236,7 +238,6 @@ def position_section(kind: str, plan, effects, calibration) -> None:
 
 
 def _gpu_names() -> dict[str, str]:
-    from planner.catalog import list_accelerators
 
     return {a.id: a.name for a in list_accelerators()}
 
@@ -383,16 +384,12 @@ def frontier_section(scenario, plan, result, spec, link, table_config, calibrati
 
 def frontier_csv(scenario, result, calibration) -> str:
     """The frontier as planner.export CSV: each point planned in full (importable on Compare)."""
-    from planner import plan as make_plan
-    from planner.export import plans_to_csv
-    from planner.sweep import scenario_for_row
 
     return plans_to_csv([make_plan(scenario_for_row(scenario, row), calibration)
                          for _, row in result.frontier.iterrows()])
 
 
 def _training_row_link(base):
-    from planner.sweep import training_scenario_for_row
 
     def link(row) -> str:
         return render.share_link("training", render.scenario_params(training_scenario_for_row(base, row)))

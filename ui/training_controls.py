@@ -6,9 +6,9 @@ from typing import Any, get_args
 
 import streamlit as st
 
-from planner.scenario import MAX_TOKENS
+from planner.scenario_base import MAX_TOKENS
 from planner.training.scenario import ALL_LINEAR, Checkpointing, Optimizer, Precision
-from ui.controls import COMMON_LAYOUT, Spec, register_specs
+from ui.specs import COMMON_LAYOUT, Spec
 
 PRECISION_HELP = ("mixed_bf16: bf16 weights and gradients with fp32 master weights and optimizer state (Megatron, "
                   "DeepSpeed); amp_bf16: fp32 weights with bf16 autocast (PyTorch AMP); bf16: pure bf16.")
@@ -98,5 +98,3 @@ def lora_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | None]:
         return {"lora": original}, None
     return {"lora": config}, None
 
-
-register_specs("training", TRAINING_SPECS, SECTIONS, manual=("lora",), custom={"lora": lora_section})

@@ -17,23 +17,29 @@ from planner.calibration.errors import (
     ProfileCancelled,
     ProfileUnavailable,
 )
-from planner.calibration.record import CALIBRATION_VERSION, CalibrationRecord, ComparisonRow, ProfileSettings
+from planner.calibration.record import (
+    CALIBRATION_VERSION,
+    CalibrationRecord,
+    ComparisonRow,
+    ProfileSettings,
+)
 
 
 def run_profile(settings=None, **kwargs):
     """Profile a device (imports torch). See planner.calibration.profile.run_profile."""
-    from planner.calibration.profile import run_profile as _run
 
     return _run(settings, **kwargs)
 
 
 def torch_available() -> bool:
     """Whether torch can be imported (without importing it)."""
-    import importlib.util
 
     return importlib.util.find_spec("torch") is not None
 
 
+import importlib.util
+
+from planner.calibration.profile import run_profile as _run
 from planner.calibration.store import (  # noqa: E402 - after the lazy helpers on purpose
     calibrations_dir,
     delete_calibration,

@@ -30,14 +30,24 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from planner import memory as base_memory
-from planner import performance as perf
-from planner.architecture import ModelArchitecture, ParameterCounts, parameter_counts
 from planner.calibration.record import Ceilings, ComparisonRow, PhaseMeasurement
-from planner.catalog import Accelerator, get_accelerator
-from planner.performance import DEFAULT_EFFICIENCY, Efficiency
+from planner.hardware.catalog import Accelerator, get_accelerator
+from planner.model.architecture import (
+    ModelArchitecture,
+    ParameterCounts,
+    parameter_counts,
+)
+from planner.physics import collectives
+from planner.physics import memory as base_memory
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.physics.flops import decode_flops, prefill_flops
+from planner.physics.roofline import (
+    compute_seconds,
+    decode_weight_read_bytes,
+    memory_seconds,
+)
 from planner.training import memory as tmem
-from planner.training import step_time as st
+from planner.training import step_time
 
 ELEMENT_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
 TRAINING_PRECISION = {"fp32": "fp32", "bf16": "mixed_bf16", "fp16": "mixed_fp16"}
@@ -119,7 +129,7 @@ class ProxyGeometry:
 
     # ---- inference memory
     def weight_bytes(self) -> float:
-        """planner.memory.weight_bytes: every proxy tensor (norms included) is stored in the proxy dtype."""
+        """planner.physics.memory.weight_bytes: every proxy tensor (norms included) is stored in the proxy dtype."""
         b = self.element_bytes
         return float(base_memory.weight_bytes(self.counts, self.arch, 1, 1, 1, b, b, b))
 
@@ -133,15 +143,15 @@ class ProxyGeometry:
     def prefill_work(self, tokens: int) -> tuple[float, float]:
         """(FLOPs, bytes) of one prompt of `tokens` tokens: performance.prefill_flops; weights read once
         plus the KV written (inference_metrics' prefill step with one chunk)."""
-        flops = perf.prefill_flops(self.counts, self.arch, tokens, 1)
+        flops = prefill_flops(self.counts, self.arch, tokens, 1)
         return float(flops), self.weight_bytes() + self.kv_bytes(1, tokens)
 
     def decode_work(self, batch: int, context: int) -> tuple[float, float]:
         """(FLOPs, bytes) of one decode step over `context` cached tokens (each new token attends
         context + 1 keys): performance.decode_flops; weights + the KV read (inference_metrics' decode)."""
         attended = context + 1
-        flops = perf.decode_flops(self.counts, self.arch, batch, attended)
-        weights = perf.decode_weight_read_bytes(self.weight_bytes(), 0.0, 0, 0, batch)
+        flops = decode_flops(self.counts, self.arch, batch, attended)
+        weights = decode_weight_read_bytes(self.weight_bytes(), 0.0, 0, 0, batch)
         return float(flops), float(weights + self.kv_bytes(batch, attended))
 
     # ---- training
@@ -171,11 +181,11 @@ class ProxyGeometry:
         microbatch_memory_bytes) and of the AdamW step (optimizer_step_bytes)."""
         p = self.precision
         n = self.trainable_elements()
-        _, hw_per_token = st.layer_training_flops_per_token(self.counts, self.arch, False, tokens, True, 0)
+        _, hw_per_token = step_time.layer_training_flops_per_token(self.counts, self.arch, False, tokens, True, 0)
         flops = micro_batch * tokens * self.arch.num_layers * hw_per_token
         mem = self.training_memory(micro_batch, tokens)
-        bytes_mb = st.microbatch_memory_bytes(mem["weights"], mem["saved_activations"], n * p.grad, 0)
-        opt = st.optimizer_step_bytes(mem["optimizer_states"], n, p.grad, p.param, p.master)
+        bytes_mb = step_time.microbatch_memory_bytes(mem["weights"], mem["saved_activations"], n * p.grad, 0)
+        opt = step_time.optimizer_step_bytes(mem["optimizer_states"], n, p.grad, p.param, p.master)
         return {"flops": float(flops), "bytes": float(bytes_mb), "optimizer_bytes": float(opt)}
 
 
@@ -192,15 +202,15 @@ def predicted_seconds(phase: str, flops: float, bytes_moved: float, peak: float,
                       efficiency: Efficiency, layers: int = 0) -> float:
     """What the engine plans for one step on one GPU without communication: max(compute, memory), plus
     `layers` x the per-layer overhead for inference steps (inference_metrics; training has no such term)."""
-    compute = perf.compute_seconds(flops, peak, _compute_efficiency(efficiency, phase))
-    memory = perf.memory_seconds(bytes_moved, bandwidth, efficiency.memory_bandwidth)
+    compute = compute_seconds(flops, peak, _compute_efficiency(efficiency, phase))
+    memory = memory_seconds(bytes_moved, bandwidth, efficiency.memory_bandwidth)
     overhead = layers * efficiency.layer_overhead_seconds if phase in ("prefill", "decode") else 0.0
     return float(max(compute, memory) + overhead)
 
 
 def optimizer_seconds(bytes_moved: float, bandwidth: float, efficiency: Efficiency) -> float:
     """The AdamW step as training_metrics plans it: a memory-bound elementwise kernel."""
-    return float(perf.memory_seconds(bytes_moved, bandwidth, efficiency.memory_bandwidth))
+    return float(memory_seconds(bytes_moved, bandwidth, efficiency.memory_bandwidth))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -374,7 +384,7 @@ def comparison_rows(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Ref
         largest = max(a.message_bytes for a in ceilings.allreduce)
         for a in sorted(ceilings.allreduce, key=lambda a: a.message_bytes):
             def allreduce(eff, a=a):
-                return float(perf.allreduce_seconds(a.message_bytes, a.world_size, ref.link_bytes_per_second,
+                return float(collectives.allreduce_seconds(a.message_bytes, a.world_size, ref.link_bytes_per_second,
                                                     ref.link_latency_seconds, eff))
             rows.append(ComparisonRow(
                 quantity=f"all-reduce {a.message_bytes >> 20} MiB over {a.world_size} ranks", phase="allreduce",

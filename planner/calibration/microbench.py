@@ -15,11 +15,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from datetime import timedelta
 from pathlib import Path
 
 from planner.calibration.context import ProfileContext
 from planner.calibration.device import BYTES_PER_ELEMENT
-from planner.calibration.record import AllReduceMeasurement, BandwidthMeasurement, MatmulMeasurement
+from planner.calibration.record import (
+    AllReduceMeasurement,
+    BandwidthMeasurement,
+    MatmulMeasurement,
+)
 
 SQUARE_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
 SKINNY_ROWS = 16  # a decode step of 16 sequences: weight streaming dominates
@@ -148,9 +153,7 @@ def allreduce_bus_bandwidth(world_size: int, message_sizes: list[int], *, backen
     interpreter, so nothing of the caller's __main__ is re-imported), all-reduce each message size, and
     return rank 0's timings (the slowest rank's time per all-reduce, after a barrier). Raises RuntimeError
     with the failing rank's message when a worker fails or the group does not finish in time."""
-    import planner
-
-    package_root = str(Path(planner.__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])  # the folder that holds planner/
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH", "")) if p)
     with tempfile.TemporaryDirectory(prefix="headroom-allreduce-") as tmp:
@@ -196,8 +199,6 @@ def allreduce_bus_bandwidth(world_size: int, message_sizes: list[int], *, backen
 def _allreduce_worker(rank: int, world_size: int, backend: str, device: str, init: str, sizes: list[int],
                       seconds_per_size: float, out_dir: str) -> None:
     try:
-        from datetime import timedelta
-
         import torch
         import torch.distributed as dist
 

@@ -19,12 +19,20 @@ from datetime import datetime, timezone
 
 from pydantic import ValidationError
 
-from planner.architecture import ModelArchitecture
 from planner.calibration import microbench, proxy, store
 from planner.calibration.context import ProfileContext
 from planner.calibration.device import Backend, make_backend
-from planner.calibration.errors import ProfileAborted, ProfileCancelled, ProfileUnavailable
-from planner.calibration.fit import ProxyGeometry, Reference, comparison_rows, fit_efficiency
+from planner.calibration.errors import (
+    ProfileAborted,
+    ProfileCancelled,
+    ProfileUnavailable,
+)
+from planner.calibration.fit import (
+    ProxyGeometry,
+    Reference,
+    comparison_rows,
+    fit_efficiency,
+)
 from planner.calibration.record import (
     CalibrationRecord,
     Ceilings,
@@ -33,9 +41,11 @@ from planner.calibration.record import (
     ProxySpec,
     make_record_id,
 )
-from planner.catalog import get_accelerator, resolve_model
 from planner.errors import PlanningError, explain
-from planner.memory import CUDA_CONTEXT_BYTES
+from planner.hardware.catalog import get_accelerator
+from planner.model.architecture import ModelArchitecture
+from planner.model.catalog import resolve_model
+from planner.physics.memory import CUDA_CONTEXT_BYTES
 from planner.units import gib, rate, seconds
 
 # Operating points before any cap: (prefill tokens, holdout prefill tokens, decode batch, decode context,
@@ -484,7 +494,7 @@ def _record(ctx: ProfileContext, state: _State, stopped: str) -> CalibrationReco
     rows = comparison_rows(ceilings, phases, ref, dtype, geometry, fit.efficiency, runtime)
     if backend.kind == "cpu":
         notes.append("CPU profile: host RAM stands in for device memory; the catalog's 'cpu' entry is a generic "
-                     "placeholder, so edit its peaks in hardware.json for absolute numbers that match this machine")
+                     "placeholder, so edit its peaks in planner/hardware/accelerators.json for absolute numbers that match this machine")
     return CalibrationRecord(
         id=make_record_id(info.name, state.created), label=label, created_at=state.created,
         complete=not stopped, stopped_reason=stopped, device=info, reference_gpu=ref.gpu_id,

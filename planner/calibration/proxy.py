@@ -20,9 +20,9 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from planner.architecture import ModelArchitecture
 from planner.calibration.context import ProfileContext
 from planner.calibration.errors import ProfileUnavailable
+from planner.model.architecture import ModelArchitecture
 
 ROPE_THETA = 10_000.0
 NORM_EPS = 1e-6

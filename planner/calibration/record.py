@@ -15,8 +15,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
 
-from planner.architecture import ModelArchitecture
-from planner.performance import Efficiency
+from planner.model.architecture import ModelArchitecture
+from planner.physics.efficiency import Efficiency
 
 CALIBRATION_FORMAT = "headroom-calibration"
 CALIBRATION_VERSION = 1

@@ -1,7 +1,6 @@
 """Calibration records on disk: one JSON file per record in the user's data directory.
 
-Directory: $HEADROOM_DATA_DIR if set, else platformdirs' user data directory for "headroom" when
-platformdirs is installed, else ~/.local/share/headroom; records live in its `calibrations/` folder,
+Directory: $HEADROOM_DATA_DIR if set, else $XDG_DATA_HOME/headroom, else ~/.local/share/headroom; records live in its `calibrations/` folder,
 the active choice in `calibrations/active.json`. Writes are atomic (a temporary file in the same folder,
 fsync, os.replace), so a crash never leaves half a record. Every loading error names the file.
 No torch here.
@@ -18,7 +17,11 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from planner.calibration.errors import CalibrationFileError
-from planner.calibration.record import CALIBRATION_FORMAT, CALIBRATION_VERSION, CalibrationRecord
+from planner.calibration.record import (
+    CALIBRATION_FORMAT,
+    CALIBRATION_VERSION,
+    CalibrationRecord,
+)
 from planner.errors import explain
 
 DATA_DIR_ENV = "HEADROOM_DATA_DIR"
@@ -31,11 +34,8 @@ def data_dir() -> Path:
     env = os.environ.get(DATA_DIR_ENV)
     if env:
         return Path(env).expanduser()
-    try:
-        import platformdirs
-    except ImportError:
-        return Path.home() / ".local" / "share" / "headroom"
-    return Path(platformdirs.user_data_dir("headroom", appauthor=False))
+    # The XDG base-directory rule (what platformdirs answers on Linux), without the dependency.
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "headroom"
 
 
 def calibrations_dir(directory: Path | None = None) -> Path:

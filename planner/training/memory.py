@@ -17,9 +17,9 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from planner import memory as base_memory
-from planner.architecture import ModelArchitecture, ParameterCounts
 from planner.arrays import maximum, minimum, where
+from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.physics import memory as base_memory
 
 # ---------------------------------------------------------------------------------------------
 # number formats

@@ -12,15 +12,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner import memory as base_memory
-from planner import performance as perf
-from planner.architecture import ModelArchitecture, ParameterCounts
 from planner.arrays import maximum, where
-from planner.catalog import Accelerator
-from planner.cost import gpu_hours, usd_for, usd_per_hour, usd_per_million_tokens
-from planner.performance import Efficiency
+from planner.hardware.catalog import Accelerator
+from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.physics import memory as base_memory
+from planner.physics import roofline
+from planner.physics.cost import (
+    gpu_hours,
+    usd_for,
+    usd_per_hour,
+    usd_per_million_tokens,
+)
+from planner.physics.efficiency import Efficiency
 from planner.training import memory as tmem
-from planner.training import step_time as st
+from planner.training import step_time
 
 RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2}
 MEMORY_COMPONENTS = (
@@ -227,39 +232,39 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
 
     # ---- FLOPs: the last stage is the slowest (its layers plus the output head)
     flop_args = (sequence_length, flash_attention, recompute, frozen, lora_rank, lora_targets)
-    model_per_token, hardware_per_token = st.model_training_flops_per_token(counts, arch, *flop_args)
-    dense_model, dense_hw = st.layer_training_flops_per_token(counts, arch, False, *flop_args)
-    moe_layers = st.stage_moe_layers(arch, pp)
-    dense_layers = st.stage_layers(arch, pp) - moe_layers
-    stage_hw_per_token = dense_layers * dense_hw + st.head_training_flops_per_token(counts, frozen)
-    fwd_share_numerator = dense_layers * (2 * st.layer_matmul_parameters(counts, False)
-                                          + st.attention_forward_flops_per_token(arch, sequence_length,
+    model_per_token, hardware_per_token = step_time.model_training_flops_per_token(counts, arch, *flop_args)
+    dense_model, dense_hw = step_time.layer_training_flops_per_token(counts, arch, False, *flop_args)
+    moe_layers = step_time.stage_moe_layers(arch, pp)
+    dense_layers = step_time.stage_layers(arch, pp) - moe_layers
+    stage_hw_per_token = dense_layers * dense_hw + step_time.head_training_flops_per_token(counts, frozen)
+    fwd_share_numerator = dense_layers * (2 * step_time.layer_matmul_parameters(counts, False)
+                                          + step_time.attention_forward_flops_per_token(arch, sequence_length,
                                                                                  flash_attention))
     if arch.is_moe:
-        _, moe_hw = st.layer_training_flops_per_token(counts, arch, True, *flop_args)
+        _, moe_hw = step_time.layer_training_flops_per_token(counts, arch, True, *flop_args)
         stage_hw_per_token = stage_hw_per_token + moe_layers * moe_hw
         fwd_share_numerator = fwd_share_numerator + moe_layers * (
-            2 * st.layer_matmul_parameters(counts, True)
-            + st.attention_forward_flops_per_token(arch, sequence_length, flash_attention))
+            2 * step_time.layer_matmul_parameters(counts, True)
+            + step_time.attention_forward_flops_per_token(arch, sequence_length, flash_attention))
     stage_flops_mb = tokens * stage_hw_per_token / tp
-    backward_share = 1 - (fwd_share_numerator + st.head_forward_flops_per_token(counts)) / stage_hw_per_token
+    backward_share = 1 - (fwd_share_numerator + step_time.head_forward_flops_per_token(counts)) / stage_hw_per_token
 
-    compute_mb = perf.compute_seconds(stage_flops_mb, hw.peak_flops_per_second, efficiency.training_compute)
+    compute_mb = roofline.compute_seconds(stage_flops_mb, hw.peak_flops_per_second, efficiency.training_compute)
     stage_param_bytes = s_last["param_dense"] + s_last["param_expert"]
     trainable_local = s_last["trainable_dense"] + s_last["trainable_expert"]
     stored_mb = tmem.stage_activation_bytes(arch, tp, pp, cp, micro_batch_size, sequence_length, m, v,
                                             sequence_parallel, flash_attention, recompute, dropout, False,
                                             activation_bytes, lora_rank, lora_targets)
-    bytes_mb = st.microbatch_memory_bytes(stage_param_bytes, stored_mb, trainable_local * grad_bytes, recompute)
-    memory_mb = perf.memory_seconds(bytes_mb, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
+    bytes_mb = step_time.microbatch_memory_bytes(stage_param_bytes, stored_mb, trainable_local * grad_bytes, recompute)
+    memory_mb = roofline.memory_seconds(bytes_mb, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
 
     # ---- links
     comm_eff = efficiency.communication
     gpn = hw.gpus_per_node
 
     def link(span):
-        return (st.link_bandwidth(span, gpn, hw.intra_node_bytes_per_second, hw.inter_node_bytes_per_second),
-                st.link_latency(span, gpn, hw.intra_node_latency_seconds))
+        return (step_time.link_bandwidth(span, gpn, hw.intra_node_bytes_per_second, hw.inter_node_bytes_per_second),
+                step_time.link_latency(span, gpn, hw.intra_node_latency_seconds))
 
     tp_bw, tp_lat = link(tp)
     cp_bw, cp_lat = link(tp * cp)
@@ -268,16 +273,16 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
     pp_bw, pp_lat = link(where(pp > 1, tp * cp * dp * 2, 1))
 
     # ---- per micro-batch communication
-    layers = st.stage_layers(arch, pp)
-    tp_comm = st.tensor_parallel_comm_seconds(layers, tokens, h, activation_bytes, tp, recompute, tp_bw, tp_lat,
+    layers = step_time.stage_layers(arch, pp)
+    tp_comm = step_time.tensor_parallel_comm_seconds(layers, tokens, h, activation_bytes, tp, recompute, tp_bw, tp_lat,
                                               comm_eff)
     ep_comm = 0.0
     if arch.is_moe:
-        ep_comm = st.expert_all_to_all_seconds(moe_layers, tokens, arch.experts_per_token, h, activation_bytes, ep,
+        ep_comm = step_time.expert_all_to_all_seconds(moe_layers, tokens, arch.experts_per_token, h, activation_bytes, ep,
                                                recompute, ep_bw, ep_lat, comm_eff)
-    cp_comm = st.context_parallel_comm_seconds(layers, tokens, st.kv_elements_per_token_for_cp(arch, tp),
+    cp_comm = step_time.context_parallel_comm_seconds(layers, tokens, step_time.kv_elements_per_token_for_cp(arch, tp),
                                                activation_bytes, cp, recompute, cp_bw, cp_lat, comm_eff)
-    p2p = st.pipeline_p2p_seconds(tokens, h, activation_bytes, tp, sequence_parallel, pp, v, pp_bw, pp_lat, comm_eff)
+    p2p = step_time.pipeline_p2p_seconds(tokens, h, activation_bytes, tp, sequence_parallel, pp, v, pp_bw, pp_lat, comm_eff)
 
     reduce_b = where(grad_accumulation_fp32, maximum(grad_bytes, 4.0), grad_bytes)
     grads_dense = s_last["trainable_dense"] * reduce_b
@@ -287,15 +292,15 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
     trainable_params_expert = s_last["trainable_expert"] * param_bytes
 
     def rs(dense, expert):
-        return (st.gradient_reduce_scatter_seconds(dense, dense_group, dp_bw, dp_lat, comm_eff)
-                + st.gradient_reduce_scatter_seconds(expert, expert_group, dp_bw, dp_lat, comm_eff))
+        return (step_time.gradient_reduce_scatter_seconds(dense, dense_group, dp_bw, dp_lat, comm_eff)
+                + step_time.gradient_reduce_scatter_seconds(expert, expert_group, dp_bw, dp_lat, comm_eff))
 
     def ag(dense, expert):
-        return (st.parameter_allgather_seconds(dense, dense_group, dp_bw, dp_lat, comm_eff)
-                + st.parameter_allgather_seconds(expert, expert_group, dp_bw, dp_lat, comm_eff))
+        return (step_time.parameter_allgather_seconds(dense, dense_group, dp_bw, dp_lat, comm_eff)
+                + step_time.parameter_allgather_seconds(expert, expert_group, dp_bw, dp_lat, comm_eff))
 
-    allreduce_step = (st.gradient_allreduce_seconds(grads_dense, dense_group, dp_bw, dp_lat, comm_eff)
-                      + st.gradient_allreduce_seconds(grads_expert, expert_group, dp_bw, dp_lat, comm_eff))
+    allreduce_step = (step_time.gradient_allreduce_seconds(grads_dense, dense_group, dp_bw, dp_lat, comm_eff)
+                      + step_time.gradient_allreduce_seconds(grads_expert, expert_group, dp_bw, dp_lat, comm_eff))
     reduce_scatter = rs(grads_dense, grads_expert)
     gather_trainable = ag(trainable_params_dense, trainable_params_expert)
     gather_all = ag(params_dense, params_expert)
@@ -303,7 +308,7 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
     zero_mb = where(zero_stage >= 3, 2 * gather_all + reduce_scatter, where(zero_stage == 2, reduce_scatter, 0.0))
     # Parameter offload: each micro-batch fetches the GPU's parameter shard over PCIe for forward and backward.
     param_shard_bytes = (params_dense / dense_group + params_expert / expert_group)
-    offload_params_mb = where(offload_parameters, st.host_transfer_seconds(
+    offload_params_mb = where(offload_parameters, step_time.host_transfer_seconds(
         2 * param_shard_bytes, hw.host_link_bytes_per_second, efficiency.host_link), 0.0)
     overlapped_mb = cp_comm + zero_mb + offload_params_mb
     overlapped_exposed_mb = maximum(overlapped_mb - compute_mb, 0.0)
@@ -323,10 +328,10 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
                        + s_last["trainable_expert"] / where(opt_shard, expert_group, 1))
     states_shard = (s_last["state_dense"] / where(opt_shard, dense_group, 1)
                     + s_last["state_expert"] / where(opt_shard, expert_group, 1))
-    optimizer_bytes = st.optimizer_step_bytes(states_shard, trainable_shard, grad_bytes, param_bytes, master_bytes)
-    optimizer_seconds = where(offload_optimizer, 0.0, perf.memory_seconds(
+    optimizer_bytes = step_time.optimizer_step_bytes(states_shard, trainable_shard, grad_bytes, param_bytes, master_bytes)
+    optimizer_seconds = where(offload_optimizer, 0.0, roofline.memory_seconds(
         optimizer_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth))
-    offload_step = where(offload_optimizer, st.host_transfer_seconds(
+    offload_step = where(offload_optimizer, step_time.host_transfer_seconds(
         trainable_shard * (grad_bytes + param_bytes), hw.host_link_bytes_per_second, efficiency.host_link), 0.0)
 
     step = pipeline_seconds + grad_sync_exposed + param_gather + optimizer_seconds + offload_step
@@ -377,7 +382,7 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
         optimizer_step_bytes=optimizer_bytes,
         step_seconds=step,
         flops_roofline_seconds=hardware_flops_step / cluster_peak,
-        pipeline_bubble_fraction=st.pipeline_bubble_fraction(pp, m, v),
+        pipeline_bubble_fraction=step_time.pipeline_bubble_fraction(pp, m, v),
         tokens_per_step=tokens_per_step,
         tokens_per_second=tokens_per_second,
         tokens_per_second_per_gpu=tokens_per_second / num_gpus,

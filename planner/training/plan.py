@@ -6,11 +6,22 @@ from __future__ import annotations
 
 import numpy as np
 
-from planner.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token, parameter_counts
-from planner.catalog import Accelerator
-from planner.memory import stage_layers
-from planner.performance import DEFAULT_EFFICIENCY, Efficiency
-from planner.results import Equation, HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
+from planner.hardware.catalog import Accelerator
+from planner.model.architecture import (
+    ModelArchitecture,
+    ParameterCounts,
+    kv_cache_bytes_per_token,
+    parameter_counts,
+)
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.physics.memory import stage_layers
+from planner.results import (
+    Equation,
+    HardwareSummary,
+    MemoryBreakdown,
+    ModelSummary,
+    PhaseRoofline,
+)
 from planner.training import memory as tmem
 from planner.training.metrics import (
     RECOMPUTE_LEVEL,

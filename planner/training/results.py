@@ -12,8 +12,15 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from planner.results import (
+    Bottleneck,
+    Equation,
+    HardwareSummary,
+    MemoryBreakdown,
+    ModelSummary,
+    PhaseRoofline,
+)
 from planner.uncertainty import Band
-from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
 
 
 class _Frozen(BaseModel):

@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.errors import PlanningError
-from planner.scenario import MAX_TOKENS, ModelRef, _ScenarioBase
+from planner.scenario_base import MAX_TOKENS, ModelRef, ScenarioBase
 
 Precision = Literal["mixed_bf16", "mixed_fp16", "amp_bf16", "bf16", "fp32"]
 Optimizer = Literal["adamw", "adam8bit", "sgd", "sgd_momentum", "adafactor"]
@@ -45,7 +45,7 @@ class LoraConfig(BaseModel):
         return tuple(dict.fromkeys(modules))
 
 
-class TrainingScenario(_ScenarioBase):
+class TrainingScenario(ScenarioBase):
     """Training (pre-training or full fine-tuning) or LoRA/QLoRA fine-tuning of one model."""
 
     kind: Literal["training"] = "training"

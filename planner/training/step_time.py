@@ -10,19 +10,21 @@ Times are seconds on one GPU. All functions broadcast over numpy arrays of scena
 
 from __future__ import annotations
 
-from planner import memory as base_memory
-from planner import performance as perf
-from planner.architecture import (
+from planner.arrays import maximum, where
+from planner.model.architecture import (
     ModelArchitecture,
     ParameterCounts,
     attention_score_flops_per_token,
     prefill_attention_flops,
 )
-from planner.arrays import maximum, minimum, where
-from planner.performance import INTER_NODE_LATENCY_SECONDS, link_bandwidth, link_latency  # noqa: F401
+from planner.physics import collectives
+from planner.physics import memory as base_memory
+from planner.physics.collectives import (  # noqa: F401
+    INTER_NODE_LATENCY_SECONDS,
+    link_bandwidth,
+    link_latency,
+)
 from planner.training.memory import layer_matrices
-
-
 
 # ---------------------------------------------------------------------------------------------
 # FLOPs per token
@@ -139,7 +141,7 @@ def tensor_parallel_comm_seconds(layers, tokens, hidden, activation_bytes, tenso
     the backward, two more when the forward is recomputed; with sequence parallelism each becomes an
     all-gather + reduce-scatter of the same volume (Korthikanti Sec. 4.2.2). Not overlapped with compute."""
     count = 4 + where(recompute >= 2, 2, 0)
-    return layers * count * perf.allreduce_seconds(tokens * hidden * activation_bytes, tensor_parallel,
+    return layers * count * collectives.allreduce_seconds(tokens * hidden * activation_bytes, tensor_parallel,
                                                    link_bytes_per_second, link_latency_seconds, efficiency)
 
 
@@ -149,7 +151,7 @@ def expert_all_to_all_seconds(moe_layers, tokens, experts_per_token, hidden, act
     (and again when recomputed); (EP - 1)/EP of it leaves the GPU. Not overlapped."""
     count = 4 + where(recompute >= 2, 2, 0)
     message = tokens * experts_per_token * hidden * activation_bytes
-    return moe_layers * count * perf.allgather_seconds(message, expert_parallel, link_bytes_per_second,
+    return moe_layers * count * collectives.allgather_seconds(message, expert_parallel, link_bytes_per_second,
                                                        link_latency_seconds, efficiency)
 
 
@@ -160,7 +162,7 @@ def context_parallel_comm_seconds(layers, tokens, kv_elements_per_token, activat
     attention blocks; the plan hides it behind the micro-batch's compute."""
     count = 3 + where(recompute >= 2, 1, 0)
     message = tokens * context_parallel * kv_elements_per_token * activation_bytes
-    return layers * count * perf.allgather_seconds(message, context_parallel, link_bytes_per_second,
+    return layers * count * collectives.allgather_seconds(message, context_parallel, link_bytes_per_second,
                                                    link_latency_seconds, efficiency)
 
 
@@ -170,7 +172,7 @@ def pipeline_p2p_seconds(tokens, hidden, activation_bytes, tensor_parallel, sequ
     (tokens x h, split over TP by Megatron's scatter-gather optimisation or sequence parallelism); the
     interleaved schedule crosses v times as many stage boundaries."""
     message = tokens * hidden * activation_bytes / where(sequence_parallel, tensor_parallel, 1)
-    one = perf.p2p_seconds(message, link_bytes_per_second, link_latency_seconds, efficiency)
+    one = collectives.p2p_seconds(message, link_bytes_per_second, link_latency_seconds, efficiency)
     return where(pipeline_parallel > 1, 2 * virtual_stages * one, 0.0)
 
 
@@ -180,17 +182,17 @@ def pipeline_p2p_seconds(tokens, hidden, activation_bytes, tensor_parallel, sequ
 
 def gradient_allreduce_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency):
     """DDP / ZeRO-0: one ring all-reduce of this GPU's gradients per step (2 (n-1)/n of them cross each link)."""
-    return perf.allreduce_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
+    return collectives.allreduce_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
 
 
 def gradient_reduce_scatter_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency):
     """ZeRO-1/2/3, FSDP, Megatron's distributed optimizer: reduce-scatter of the gradients ((n-1)/n cross)."""
-    return perf.allgather_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
+    return collectives.allgather_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
 
 
 def parameter_allgather_seconds(param_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency):
     """All-gather of the updated (ZeRO-1/2) or needed (ZeRO-3: forward and backward) parameter shards."""
-    return perf.allgather_seconds(param_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
+    return collectives.allgather_seconds(param_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
 
 
 def host_transfer_seconds(num_bytes, host_link_bytes_per_second, efficiency):

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import pandas as pd
+from conftest import assert_clean, open_page
 
 from planner import units
 from planner.uncertainty import family_errors
 from ui import accuracy_view
-
-from conftest import assert_clean, open_page
 
 
 def test_accuracy_page_shows_the_summary_the_bands_use():

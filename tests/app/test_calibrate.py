@@ -6,14 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from conftest import DATA_DIR, assert_clean, metric, open_page
 
-from planner import InferenceScenario, plan, tradeoffs, units
+from planner import InferenceScenario, plan, units
 from planner.calibration import store
+from planner.search.diagnosis import techniques
 from planner.training.scenario import TrainingScenario
 from planner.units import GIB
 from ui import bands
-
-from conftest import DATA_DIR, assert_clean, metric, open_page
 
 RECORD_FILE = Path(__file__).resolve().parents[2] / "benchmarks" / "calibration_cpu.json"
 
@@ -75,7 +75,7 @@ def test_active_calibration_changes_every_plan_and_is_named(active_record):
     assert_clean(at)
     assert label in captions(at)
     frame = [f.value for f in at.dataframe if "Variant" in f.value.columns][0]
-    effects = [e for e in tradeoffs.techniques(scenario, active_record) if e.applicable]
+    effects = [e for e in techniques(scenario, active_record) if e.applicable]
     assert list(frame["Δ memory per GPU (GiB)"]) == pytest.approx([e.delta_memory_bytes / GIB for e in effects])
     assert list(frame["Δ TPOT (ms)"]) == pytest.approx([e.delta_time_seconds * 1e3 for e in effects])
 

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+from conftest import assert_clean, open_page, warnings_text
+
 from planner import InferenceScenario, plan, units
 from planner.export import plans_to_csv
 from planner.share import share_url
 from planner.training.scenario import TrainingScenario
 from ui.links import encode_pin
-
-from conftest import assert_clean, open_page, warnings_text
 
 A = InferenceScenario(label="baseline", decision="keep bf16")
 B = InferenceScenario(concurrency=32, kv_cache_dtype="fp8", label="fp8 KV", decision="=fp8 KV halves the cache")

@@ -7,7 +7,6 @@ import tomllib
 from pathlib import Path
 
 import pytest
-
 from conftest import open_page, warnings_text
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 
-from planner import InferenceScenario, plan, units
-from planner.catalog import load_catalog_config
-from planner.share import scenario_to_query_params
-
 from conftest import assert_clean, metric, open_page, warnings_text
+
+from planner import InferenceScenario, plan, units
+from planner.model.catalog import load_catalog_config
+from planner.share import scenario_to_query_params
 
 
 def assert_metrics_match(at, scenario: InferenceScenario) -> None:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from conftest import assert_clean, open_page, warnings_text
+
 from planner import InferenceScenario, plan, units
 from planner.share import scenario_to_query_params
 from ui.links import encode_pin
-
-from conftest import assert_clean, open_page, warnings_text
 
 TIGHT = InferenceScenario(concurrency=176, label="tight", decision="ship it at 176 sequences")
 

@@ -7,15 +7,15 @@ import math
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
+from conftest import assert_clean, metric, open_page, warnings_text
 
-from planner import InferenceScenario, plan, tradeoffs
+from planner import InferenceScenario, plan
+from planner.search.diagnosis import diagnose, techniques
 from planner.share import query_params_to_scenario, scenario_to_query_params
 from planner.training.scenario import TrainingScenario
 from planner.units import GIB
 from ui import tradeoff_data
 from ui.text import component_label, resource_label
-
-from conftest import assert_clean, metric, open_page, warnings_text
 
 
 def table(at, which: str = "techniques"):
@@ -38,7 +38,7 @@ def scenario_of_link(url: str, kind: str):
 
 def assert_technique_table(at, scenario) -> None:
     kind = scenario.kind
-    effects = [e for e in tradeoffs.techniques(scenario) if e.applicable]
+    effects = [e for e in techniques(scenario) if e.applicable]
     frame = table(at)
     names = tradeoff_data.columns(kind)
     _, factor = tradeoff_data.time_unit(kind)
@@ -65,7 +65,7 @@ def test_default_inference_tradeoffs_match_the_engine():
     scenario = InferenceScenario()
     expected = plan(scenario)
     assert_technique_table(at, scenario)
-    diagnosis = tradeoffs.diagnose(scenario)
+    diagnosis = diagnose(scenario)
     assert diagnosis.binding == expected.bottleneck
     assert metric(at, "Binding resource") == resource_label(expected.bottleneck).capitalize()
     assert metric(at, "Arithmetic intensity") == f"{diagnosis.arithmetic_intensity_flops_per_byte:,.0f} FLOP/B"

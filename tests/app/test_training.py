@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from conftest import assert_clean, metric, open_page, warnings_text
+
 from planner import plan, units
 from planner.share import scenario_to_query_params
 from planner.training.scenario import LoraConfig, TrainingScenario
-
-from conftest import assert_clean, metric, open_page, warnings_text
 
 
 def assert_metrics_match(at, scenario: TrainingScenario) -> None:

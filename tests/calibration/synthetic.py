@@ -27,9 +27,9 @@ from planner.calibration.record import (
     ProxySpec,
     make_record_id,
 )
-from planner import performance as perf
-from planner.catalog import resolve_model
-from planner.performance import Efficiency
+from planner.model.catalog import resolve_model
+from planner.physics import collectives
+from planner.physics.efficiency import Efficiency
 
 TRUE = Efficiency(prefill_compute=0.55, decode_compute=0.30, memory_bandwidth=0.70, communication=0.65,
                   training_compute=0.45, layer_overhead_seconds=30e-6)
@@ -76,7 +76,7 @@ def measurements(true: Efficiency = TRUE, world_size: int = 2):
                                   seconds=2 * 16 * 8192**2 / (peak * 0.35), reps=5)],
         bandwidth=[BandwidthMeasurement(buffer_bytes=1 << 30, seconds=2 * (1 << 30) / (bw * 0.85), reps=5)],
         allreduce=[AllReduceMeasurement(backend="nccl", world_size=world_size, message_bytes=m,
-                                        seconds=float(perf.allreduce_seconds(m, world_size, ref.link_bytes_per_second,
+                                        seconds=float(collectives.allreduce_seconds(m, world_size, ref.link_bytes_per_second,
                                                                              ref.link_latency_seconds,
                                                                              true.communication)), reps=5)
                    for m in (16 << 20, 256 << 20)] if world_size > 1 else [],

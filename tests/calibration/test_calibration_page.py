@@ -56,7 +56,7 @@ def test_the_background_job_reports_success_and_failure(monkeypatch):
 
 
 def _page():
-    from planner.scenario import InferenceScenario
+    from planner.inference.scenario import InferenceScenario
     from ui.calibration_view import render_calibrate_page
 
     render_calibrate_page(InferenceScenario(model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tensor_parallel=1))

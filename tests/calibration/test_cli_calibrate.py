@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
-from planner.__main__ import build_parser, main
 from planner.calibration import store
+from planner.cli.main import build_parser, main
 
 
 def test_calibrate_is_registered_with_its_options():

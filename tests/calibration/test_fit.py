@@ -7,7 +7,7 @@ import pytest
 
 from planner.calibration.fit import Reference, clamp, comparison_rows, fit_efficiency
 from planner.calibration.record import Ceilings
-from planner.performance import DEFAULT_EFFICIENCY, Efficiency
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 
 from .synthetic import DTYPE, TRUE, measurements
 

@@ -13,12 +13,21 @@ import torch
 from planner import plan
 from planner.calibration import microbench
 from planner.calibration.context import ProfileContext
-from planner.calibration.device import CpuBackend, CudaBackend, catalog_id_for_device, make_backend
-from planner.calibration.errors import ProfileAborted, ProfileCancelled, ProfileUnavailable
+from planner.calibration.device import (
+    CpuBackend,
+    CudaBackend,
+    catalog_id_for_device,
+    make_backend,
+)
+from planner.calibration.errors import (
+    ProfileAborted,
+    ProfileCancelled,
+    ProfileUnavailable,
+)
 from planner.calibration.profile import run_profile
 from planner.calibration.record import AllReduceMeasurement, ProfileSettings
-from planner.memory import CUDA_CONTEXT_BYTES
-from planner.scenario import InferenceScenario
+from planner.inference.scenario import InferenceScenario
+from planner.physics.memory import CUDA_CONTEXT_BYTES
 
 from .fakes import GIB, FakeCuda, fake_backend
 

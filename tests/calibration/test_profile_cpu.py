@@ -20,7 +20,7 @@ import pytest
 from planner import plan
 from planner.calibration import store
 from planner.calibration.record import CalibrationRecord
-from planner.scenario import InferenceScenario
+from planner.inference.scenario import InferenceScenario
 
 from .conftest import CPU_PROFILE_MODEL, CPU_PROFILE_SECONDS
 

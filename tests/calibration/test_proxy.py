@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from planner.architecture import ModelArchitecture
 from planner.calibration import proxy
 from planner.calibration.context import ProfileContext
 from planner.calibration.device import make_backend
@@ -13,7 +12,8 @@ from planner.calibration.errors import ProfileUnavailable
 from planner.calibration.fit import ProxyGeometry
 from planner.calibration.profile import CPU_POINTS, GPU_POINTS, _Rates, size_proxy
 from planner.calibration.record import ProfileSettings
-from planner.catalog import resolve_model
+from planner.model.architecture import ModelArchitecture
+from planner.model.catalog import resolve_model
 
 
 def _qk_norm_model() -> ModelArchitecture:

@@ -7,20 +7,19 @@ import json
 import os
 import subprocess
 import sys
-import types
 from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 
 from planner import plan
-from planner.__main__ import main as cli_main
 from planner.calibration import store
 from planner.calibration.errors import CalibrationFileError
 from planner.calibration.record import CALIBRATION_VERSION
 from planner.calibration.report import markdown_report, text_table
-from planner.memory import GIB
-from planner.scenario import InferenceScenario
+from planner.cli.main import main as cli_main
+from planner.inference.scenario import InferenceScenario
+from planner.physics.memory import GIB
 
 from .synthetic import synthetic_record
 
@@ -120,15 +119,14 @@ def test_unreadable_files_in_the_store_are_reported_not_fatal(data_dir):
     assert len(records) == 1 and len(problems) == 1 and "broken.json" in problems[0]
 
 
-def test_data_directory_env_platformdirs_and_fallback(monkeypatch, tmp_path):
+def test_data_directory_env_xdg_and_fallback(monkeypatch, tmp_path):
     monkeypatch.setenv(store.DATA_DIR_ENV, str(tmp_path / "x"))
     assert store.data_dir() == tmp_path / "x"
     monkeypatch.delenv(store.DATA_DIR_ENV)
-    monkeypatch.setitem(sys.modules, "platformdirs", None)  # not installed
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
     assert store.data_dir() == Path.home() / ".local" / "share" / "headroom"
-    fake = types.SimpleNamespace(user_data_dir=lambda name, appauthor=None: str(tmp_path / "pd" / name))
-    monkeypatch.setitem(sys.modules, "platformdirs", fake)
-    assert store.data_dir() == tmp_path / "pd" / "headroom"
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    assert store.data_dir() == tmp_path / "xdg" / "headroom"
 
 
 def test_plan_applies_the_record_and_says_so():
@@ -180,7 +178,7 @@ def test_the_calibration_package_imports_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"  # any `import torch` now raises ImportError
         "import planner, planner.calibration, planner.calibration.record, planner.calibration.store\n"
-        "import planner.calibration.fit, planner.calibration.report, planner.calibration.cli\n"
+        "import planner.calibration.fit, planner.calibration.report, planner.cli.calibrate\n"
         "import planner.calibration.device, planner.calibration.microbench, planner.calibration.proxy\n"
         "import planner.calibration.profile\n"
         "from planner.calibration import run_profile, ProfileUnavailable, torch_available\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.architecture import ModelArchitecture, parameter_counts
+from planner.model.architecture import ModelArchitecture, parameter_counts
 from planner.training import memory as tmem
 
 TOY = ModelArchitecture(name="toy", model_type="llama", num_layers=4, hidden_size=8, num_attention_heads=2,

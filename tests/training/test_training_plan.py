@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from planner import parse_scenario, plan
-from planner.architecture import parameter_counts
-from planner.performance import Efficiency
+from planner.model.architecture import parameter_counts
+from planner.physics.efficiency import Efficiency
 from planner.training import memory as tmem
 from planner.training.metrics import training_metrics
 from planner.training.plan import hardware_inputs, scenario_inputs

@@ -98,7 +98,7 @@ def test_memory_never_increases_with_tensor_parallel(job, dp):
 @SETTINGS
 @given(job=jobs(models=PP_SAFE), dp=st.sampled_from([2, 4]), zero=st.sampled_from([0, 1, 3]))
 def test_memory_never_increases_with_pipeline_parallel(job, dp, zero):
-    from planner.catalog import resolve_model
+    from planner.model.catalog import resolve_model
 
     layers = resolve_model(job["model"]).num_layers
     degrees = [p for p in (1, 2, 3, 4, 6, 8, 12, 16) if layers % p == 0]

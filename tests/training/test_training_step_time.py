@@ -6,15 +6,19 @@ import numpy as np
 import pytest
 
 from planner import plan
-from planner.architecture import matmul_flops_per_token, parameter_counts, prefill_attention_flops
-from planner.training import step_time as st
+from planner.model.architecture import (
+    matmul_flops_per_token,
+    parameter_counts,
+    prefill_attention_flops,
+)
+from planner.training import step_time
 from planner.training.scenario import TrainingScenario
 
 
 def test_model_flops_are_6n_plus_causal_attention():
     s = TrainingScenario()
     arch, counts, seq = s.architecture(), parameter_counts(s.architecture()), 4096
-    model, hardware = st.model_training_flops_per_token(counts, arch, seq, True, 0)
+    model, hardware = step_time.model_training_flops_per_token(counts, arch, seq, True, 0)
     # norms and biases are elementwise, not matmul FLOPs (Llama has no biases)
     norms = counts.final_norms + arch.num_layers * counts.dense_layer.norms
     matmul_params = counts.total - counts.embedding - norms
@@ -29,13 +33,13 @@ def test_model_flops_are_6n_plus_causal_attention():
 def test_recomputation_and_lora_change_hardware_and_model_flops():
     s = TrainingScenario()
     arch, counts, seq = s.architecture(), parameter_counts(s.architecture()), 4096
-    model, _ = st.model_training_flops_per_token(counts, arch, seq, True, 0)
-    _, full = st.model_training_flops_per_token(counts, arch, seq, True, 2)
-    head = st.head_training_flops_per_token(counts)
+    model, _ = step_time.model_training_flops_per_token(counts, arch, seq, True, 0)
+    _, full = step_time.model_training_flops_per_token(counts, arch, seq, True, 2)
+    head = step_time.head_training_flops_per_token(counts)
     assert (full - head) / (model - head) == pytest.approx(4 / 3)  # one more forward of every layer
-    _, selective = st.model_training_flops_per_token(counts, arch, seq, True, 1)
+    _, selective = step_time.model_training_flops_per_token(counts, arch, seq, True, 1)
     assert selective == pytest.approx(model)  # FlashAttention already recomputes inside its kernel
-    lora_model, _ = st.model_training_flops_per_token(counts, arch, seq, True, 0, frozen_base=True)
+    lora_model, _ = step_time.model_training_flops_per_token(counts, arch, seq, True, 0, frozen_base=True)
     # no weight gradients for the frozen base: its matmuls run 2x instead of 3x; attention stays 3x
     attention = 3 * prefill_attention_flops(arch, seq) / seq
     assert lora_model == pytest.approx((model - attention) * 2 / 3 + attention)
@@ -46,29 +50,29 @@ def test_engine_hardware_flops_match_megatron_equation_3():
     norms: within 0.2 %."""
     s = TrainingScenario(model="gpt-3-175b", gpu="a100-80gb", num_gpus=8, global_batch_size=8, sequence_length=2048)
     arch, counts = s.architecture(), parameter_counts(s.architecture())
-    _, hardware = st.model_training_flops_per_token(counts, arch, 2048, False, 2)
-    paper = st.megatron_flops_per_step(1, 2048, 96, 12288, 51200) / 2048
+    _, hardware = step_time.model_training_flops_per_token(counts, arch, 2048, False, 2)
+    paper = step_time.megatron_flops_per_step(1, 2048, 96, 12288, 51200) / 2048
     assert hardware == pytest.approx(paper, rel=2e-3)
 
 
 def test_pipeline_bubble():
-    assert st.pipeline_bubble_fraction(1, 8) == 0
-    assert st.pipeline_bubble_fraction(4, 8) == 3 / 8
-    assert st.pipeline_bubble_fraction(4, 8, 3) == 3 / 24
+    assert step_time.pipeline_bubble_fraction(1, 8) == 0
+    assert step_time.pipeline_bubble_fraction(4, 8) == 3 / 8
+    assert step_time.pipeline_bubble_fraction(4, 8, 3) == 3 / 24
 
 
 def test_links_switch_to_the_network_across_nodes():
-    assert st.link_bandwidth(8, 8, 450e9, 50e9) == 450e9
-    assert st.link_bandwidth(16, 8, 450e9, 50e9) == 50e9
-    assert list(st.link_bandwidth(np.array([4, 32]), 8, 450e9, 50e9)) == [450e9, 50e9]
+    assert step_time.link_bandwidth(8, 8, 450e9, 50e9) == 450e9
+    assert step_time.link_bandwidth(16, 8, 450e9, 50e9) == 50e9
+    assert list(step_time.link_bandwidth(np.array([4, 32]), 8, 450e9, 50e9)) == [450e9, 50e9]
 
 
 def test_tensor_parallel_comm_count():
-    one = st.tensor_parallel_comm_seconds(1, 1000, 100, 2, 4, 0, 100e9, 0.0, 1.0)
+    one = step_time.tensor_parallel_comm_seconds(1, 1000, 100, 2, 4, 0, 100e9, 0.0, 1.0)
     # ring all-reduce of 1000 x 100 x 2 B over 4 GPUs: 2 x 3/4 x 200 kB / 100 GB/s, 4 per layer
     assert one == pytest.approx(4 * 2 * 0.75 * 200_000 / 100e9)
-    assert st.tensor_parallel_comm_seconds(1, 1000, 100, 2, 4, 2, 100e9, 0.0, 1.0) == pytest.approx(one * 6 / 4)
-    assert st.tensor_parallel_comm_seconds(1, 1000, 100, 2, 1, 0, 100e9, 3e-6, 1.0) == 0
+    assert step_time.tensor_parallel_comm_seconds(1, 1000, 100, 2, 4, 2, 100e9, 0.0, 1.0) == pytest.approx(one * 6 / 4)
+    assert step_time.tensor_parallel_comm_seconds(1, 1000, 100, 2, 1, 0, 100e9, 3e-6, 1.0) == 0
 
 
 def test_step_step_breakdown_seconds_sums_and_respects_the_roofline():

@@ -19,9 +19,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from planner import memory as mem
-from planner.architecture import parameter_counts
-from planner.catalog.hf_config import architecture_from_config
+from planner.model.architecture import parameter_counts
+from planner.model.hf_config import architecture_from_config
+from planner.physics import memory as mem
 
 torch.manual_seed(0)
 BF16 = torch.bfloat16

@@ -18,16 +18,19 @@ from __future__ import annotations
 
 import csv
 import re
-from pathlib import Path
 
 import pytest
 import torch
 from torch import nn
 
-from planner.architecture import parameter_counts
-from planner.catalog import catalog_model_ids, load_catalog_config, model_metadata, resolve_model
-from planner.catalog.hf_config import architecture_from_config
-
+from planner.model.architecture import parameter_counts
+from planner.model.catalog import (
+    catalog_model_ids,
+    load_catalog_config,
+    model_metadata,
+    resolve_model,
+)
+from planner.model.hf_config import architecture_from_config
 from tests.reference_data import require_reference  # noqa: E402
 
 REFERENCE = require_reference() / "models.csv"

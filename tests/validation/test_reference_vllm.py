@@ -18,17 +18,21 @@ from __future__ import annotations
 
 import csv
 import re
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 from planner import InferenceScenario, plan
-from planner import memory as mem
-from planner.architecture import kv_cache_bytes_per_token, kv_elements_per_token_per_layer, parameter_counts
-from planner.catalog import get_accelerator, resolve_model
-from planner.catalog.hf_config import architecture_from_config
-from planner.performance import DEFAULT_EFFICIENCY
+from planner.hardware.catalog import get_accelerator
+from planner.model.architecture import (
+    kv_cache_bytes_per_token,
+    kv_elements_per_token_per_layer,
+    parameter_counts,
+)
+from planner.model.catalog import resolve_model
+from planner.model.hf_config import architecture_from_config
+from planner.physics import memory as mem
+from planner.physics.efficiency import DEFAULT_EFFICIENCY
 
 GIB = 1 << 30
 from tests.reference_data import require_reference  # noqa: E402

@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 
 from planner import plan
-from planner.architecture import parameter_counts
+from planner.model.architecture import parameter_counts
 from planner.training import memory as tmem
-from planner.training import step_time as st
+from planner.training import step_time
 from planner.training.scenario import TrainingScenario
 
 REPO = Path(__file__).resolve().parents[3]
@@ -144,9 +144,9 @@ def test_selective_recompute_savings_and_flops_overhead(row, h, a):
                                    "vocab_size": 51200}, gpu="a100-80gb", num_gpus=1, global_batch_size=1,
                             sequence_length=s).architecture()
     counts = parameter_counts(arch)
-    _, hw_none = st.layer_training_flops_per_token(counts, arch, False, s, False, 0)
-    _, hw_selective = st.layer_training_flops_per_token(counts, arch, False, s, False, 1)
-    forward = 2 * st.layer_matmul_parameters(counts, False) + st.attention_forward_flops_per_token(arch, s, False)
+    _, hw_none = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 0)
+    _, hw_selective = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 1)
+    forward = 2 * step_time.layer_matmul_parameters(counts, False) + step_time.attention_forward_flops_per_token(arch, s, False)
     assert (hw_selective - hw_none) / forward == pytest.approx(overhead, abs=0.001)
 
 
@@ -208,7 +208,7 @@ def predicted_tflops(s: TrainingScenario, layers: int, hidden: int, batch: int) 
     """The paper's own accounting (Eq. 3, recomputation included) over the engine's step time."""
     p = plan(s)
     assert p.memory.fits  # these runs happened, so the plan must fit on 80 GB
-    flops = st.megatron_flops_per_step(batch, 2048, layers, hidden, 51200)
+    flops = step_time.megatron_flops_per_step(batch, 2048, layers, hidden, 51200)
     return flops / p.performance.step_seconds / s.num_gpus / 1e12
 
 

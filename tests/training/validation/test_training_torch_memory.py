@@ -22,7 +22,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from planner import plan  # noqa: E402
-from planner.architecture import parameter_counts  # noqa: E402
+from planner.model.architecture import parameter_counts  # noqa: E402
 from planner.training import memory as tmem  # noqa: E402
 from planner.training.scenario import TrainingScenario  # noqa: E402
 

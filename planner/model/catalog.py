@@ -7,12 +7,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from planner.architecture import ModelArchitecture
-from planner.catalog.hf_config import architecture_from_config
-from planner.catalog.synthetic import parse_size_id, synthetic_architecture
 from planner.errors import PlanningError
+from planner.model.architecture import ModelArchitecture
+from planner.model.hf_config import architecture_from_config
+from planner.model.synthetic import parse_size_id, synthetic_architecture
 
-MODELS_DIR = Path(__file__).with_name("models")
+MODELS_DIR = Path(__file__).with_name("configs")
 
 
 @lru_cache(maxsize=1)

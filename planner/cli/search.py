@@ -16,6 +16,18 @@ from __future__ import annotations
 import argparse
 import sys
 
+from planner.cli.main import CliError, _read_json, _scenarios
+from planner.errors import PlanningError
+from planner.search.constraints import apply_constraints, pareto_front, search
+from planner.search.sweep import (
+    TRAINING_GRID_COLUMNS,
+    evaluate_inference,
+    evaluate_training,
+    inference_grid,
+    powers_of_two,
+    training_grid,
+)
+
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("search", help="best configurations under constraints")
@@ -32,17 +44,6 @@ def register(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.__main__ import CliError, _read_json, _scenarios
-    from planner.errors import PlanningError
-    from planner.sweep import (
-        TRAINING_GRID_COLUMNS,
-        evaluate_inference,
-        evaluate_training,
-        inference_grid,
-        powers_of_two,
-        training_grid,
-    )
-    from planner.tradeoffs import apply_constraints, pareto_front, search
 
     scenarios, _ = _scenarios(_read_json(args.scenario))
     base = scenarios[0]

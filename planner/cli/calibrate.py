@@ -18,6 +18,12 @@ import shlex
 import sys
 from pathlib import Path
 
+from planner.calibration import store
+from planner.calibration.errors import ProfileAborted, ProfileUnavailable
+from planner.calibration.profile import run_profile
+from planner.calibration.record import ProfileSettings
+from planner.calibration.report import markdown_report, text_table
+
 EXIT_STOPPED = 1
 EXIT_INVALID = 2
 
@@ -44,11 +50,6 @@ def register(subparsers) -> None:
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
-    from planner.calibration import store
-    from planner.calibration.errors import ProfileAborted, ProfileUnavailable
-    from planner.calibration.profile import run_profile
-    from planner.calibration.record import ProfileSettings
-    from planner.calibration.report import markdown_report, text_table
 
     settings = ProfileSettings(device=args.device, seconds=args.seconds, model=args.model, layers=args.layers,
                                memory_share=args.memory_share, reference_gpu=args.gpu, dtype=args.dtype,

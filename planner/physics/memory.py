@@ -7,14 +7,14 @@ arrays of equal shape; the model description (`ModelArchitecture`, `ParameterCou
 
 from __future__ import annotations
 
-from planner.architecture import (
+from planner.arrays import ceil_div, ceil_to_multiple, maximum, minimum, where
+from planner.model.architecture import (
     LayerParameters,
     ModelArchitecture,
     ParameterCounts,
     cached_tokens_per_layer_sum,
     kv_elements_per_token_per_layer,
 )
-from planner.arrays import ceil_div, ceil_to_multiple, maximum, minimum, where
 
 GIB = 1 << 30
 

@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from planner.errors import PlanningError, explain
 
-HARDWARE_FILE = Path(__file__).with_name("hardware.json")
+HARDWARE_FILE = Path(__file__).with_name("accelerators.json")
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
 
 

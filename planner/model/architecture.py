@@ -12,7 +12,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
-from planner.arrays import maximum as _maximum, minimum as _minimum, where as _where
+from planner.arrays import maximum as _maximum
+from planner.arrays import minimum as _minimum
+from planner.arrays import where as _where
 
 
 class ModelArchitecture(BaseModel):

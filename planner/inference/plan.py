@@ -12,18 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner import memory as mem
-from planner import performance as perf
-from planner.architecture import (
-    ModelArchitecture,
-    ParameterCounts,
-    kv_cache_bytes_per_token,
-    kv_elements_per_token_per_layer,
-    parameter_counts,
-)
 from planner.arrays import ceil_div, maximum, minimum, where
-from planner.catalog import Accelerator
-from planner.cost import HOURS_PER_MONTH, usd_per_hour, usd_per_million_tokens
 from planner.dtypes import (
     BYTES_PER_ELEMENT,
     compute_dtype,
@@ -31,18 +20,28 @@ from planner.dtypes import (
     kv_bytes_per_element,
     weight_bytes_per_element,
 )
-from planner.performance import DEFAULT_EFFICIENCY, Efficiency
+from planner.hardware.catalog import Accelerator
+from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan
+from planner.inference.scenario import InferenceScenario
+from planner.model.architecture import (
+    ModelArchitecture,
+    ParameterCounts,
+    kv_cache_bytes_per_token,
+    kv_elements_per_token_per_layer,
+    parameter_counts,
+)
+from planner.physics import collectives, roofline
+from planner.physics import memory as mem
+from planner.physics.cost import HOURS_PER_MONTH, usd_per_hour, usd_per_million_tokens
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.physics.flops import decode_flops, prefill_flops
 from planner.results import (
     Equation,
     HardwareSummary,
-    InferenceCost,
-    InferencePerformance,
-    InferencePlan,
     MemoryBreakdown,
     ModelSummary,
     PhaseRoofline,
 )
-from planner.scenario import InferenceScenario
 from planner.uncertainty import inference_bands
 from planner.units import count, gib, percent, rate, seconds, usd
 
@@ -96,12 +95,12 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
     h = arch.hidden_size
     # TP groups are innermost (consecutive GPUs); a pipeline hand-off crosses nodes once a replica does;
     # an expert-parallel group spans `ep` GPUs.
-    tp_bw = perf.link_bandwidth(tp, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
-    tp_lat = perf.link_latency(tp, hw.gpus_per_node, hw.link_latency_seconds)
-    pp_bw = perf.link_bandwidth(tp * pp, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
-    pp_lat = perf.link_latency(tp * pp, hw.gpus_per_node, hw.link_latency_seconds)
-    ep_bw = perf.link_bandwidth(ep, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
-    ep_lat = perf.link_latency(ep, hw.gpus_per_node, hw.link_latency_seconds)
+    tp_bw = collectives.link_bandwidth(tp, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
+    tp_lat = collectives.link_latency(tp, hw.gpus_per_node, hw.link_latency_seconds)
+    pp_bw = collectives.link_bandwidth(tp * pp, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
+    pp_lat = collectives.link_latency(tp * pp, hw.gpus_per_node, hw.link_latency_seconds)
+    ep_bw = collectives.link_bandwidth(ep, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
+    ep_lat = collectives.link_latency(ep, hw.gpus_per_node, hw.link_latency_seconds)
 
     # ---- memory, per GPU
     weights = mem.weight_bytes(counts, arch, tp, pp, ep, linear_bytes, high_precision_bytes, embedding_bytes)
@@ -127,15 +126,15 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
     new_tokens = maximum(np.ceil(prompt_tokens * (1 - prefix_cache_hit_rate)), 1)
 
     def prefill_step(tokens_per_sequence, batch):
-        flops = perf.prefill_flops(counts, arch, prompt_tokens, batch, new_tokens=tokens_per_sequence) / (tp * pp)
+        flops = prefill_flops(counts, arch, prompt_tokens, batch, new_tokens=tokens_per_sequence) / (tp * pp)
         tokens = tokens_per_sequence * batch
         chunks = np.ceil(tokens / prefill_chunk_tokens)
         bytes_moved = chunks * weights + mem.kv_cache_bytes(arch, tp, pp, batch, prompt_tokens, kv_bytes)
-        compute_s = perf.compute_seconds(flops, hw.prefill_peak_flops_per_second, efficiency.prefill_compute)
-        memory_s = perf.memory_seconds(bytes_moved, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
+        compute_s = roofline.compute_seconds(flops, hw.prefill_peak_flops_per_second, efficiency.prefill_compute)
+        memory_s = roofline.memory_seconds(bytes_moved, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
         message = tokens * h * activation_bytes
-        comm_s = stage_layers * 2 * perf.allreduce_seconds(message, tp, tp_bw, tp_lat, efficiency.communication)
-        handoff = (pp - 1) * perf.p2p_seconds(message, pp_bw, pp_lat, efficiency.communication)
+        comm_s = stage_layers * 2 * collectives.allreduce_seconds(message, tp, tp_bw, tp_lat, efficiency.communication)
+        handoff = (pp - 1) * collectives.p2p_seconds(message, pp_bw, pp_lat, efficiency.communication)
         overhead = stage_layers * efficiency.layer_overhead_seconds
         step = pp * (maximum(compute_s, memory_s) + comm_s + overhead) + handoff
         return dict(flops=flops, bytes=bytes_moved, compute=compute_s, memory=memory_s,
@@ -151,26 +150,26 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
 
     # ---- decode (TPOT): one step for a micro-batch on one stage, times the stages
     mean_context = prompt_tokens + output_tokens / 2
-    decode_flops = perf.decode_flops(counts, arch, micro_batch, mean_context) / (tp * pp)
+    decode_step_flops = decode_flops(counts, arch, micro_batch, mean_context) / (tp * pp)
     routed = counts.moe_layer.experts_routed if counts.moe_layer else 0
     stage_routed_bytes = mem.stage_moe_layers(arch, pp) * routed / maximum(tp, ep) * linear_bytes
-    weight_reads = perf.decode_weight_read_bytes(
+    weight_reads = roofline.decode_weight_read_bytes(
         weights, stage_routed_bytes, arch.num_experts, arch.experts_per_token, micro_batch
     )
     kv_reads = mem.kv_cache_bytes(arch, tp, pp, micro_batch, mean_context, kv_bytes, 1, honor_sliding_window)
     decode_bytes = weight_reads + kv_reads
-    decode_compute = perf.compute_seconds(decode_flops, hw.decode_peak_flops_per_second, efficiency.decode_compute)
-    decode_memory = perf.memory_seconds(decode_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
+    decode_compute = roofline.compute_seconds(decode_step_flops, hw.decode_peak_flops_per_second, efficiency.decode_compute)
+    decode_memory = roofline.memory_seconds(decode_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
     message = micro_batch * h * activation_bytes
-    decode_comm = stage_layers * 2 * perf.allreduce_seconds(message, tp, tp_bw, tp_lat, efficiency.communication)
+    decode_comm = stage_layers * 2 * collectives.allreduce_seconds(message, tp, tp_bw, tp_lat, efficiency.communication)
     if arch.is_moe:
         # Experts spread beyond the TP group: tokens travel to their experts and back (2 all-to-alls).
         dispatch = micro_batch * arch.experts_per_token * h * activation_bytes
-        all_to_all = 2 * mem.stage_moe_layers(arch, pp) * perf.allgather_seconds(
+        all_to_all = 2 * mem.stage_moe_layers(arch, pp) * collectives.allgather_seconds(
             dispatch, ep, ep_bw, ep_lat, efficiency.communication
         )
         decode_comm = decode_comm + where(ep > tp, all_to_all, 0.0)
-    handoff = (pp - 1) * perf.p2p_seconds(message, pp_bw, pp_lat, efficiency.communication)
+    handoff = (pp - 1) * collectives.p2p_seconds(message, pp_bw, pp_lat, efficiency.communication)
     decode_overhead = stage_layers * efficiency.layer_overhead_seconds
     decode_step = pp * (maximum(decode_compute, decode_memory) + decode_comm + decode_overhead) + handoff
 
@@ -200,7 +199,7 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
         ttft_seconds=ttft_step["seconds"],
         burst_ttft_seconds=maximum(sequences * prefill_seconds_per_request, ttft_step["seconds"]),
         prefill_seconds_per_request=prefill_seconds_per_request,
-        decode=dict(flops=decode_flops, bytes=decode_bytes, compute=decode_compute, memory=decode_memory,
+        decode=dict(flops=decode_step_flops, bytes=decode_bytes, compute=decode_compute, memory=decode_memory,
                     comm=decode_comm + handoff / pp, seconds=decode_step, tokens=micro_batch),
         decode_step_seconds=decode_step,
         tpot_seconds=tpot,
@@ -323,7 +322,7 @@ def plan_inference(scenario: InferenceScenario, calibration=None) -> InferencePl
         kv_blocks=int(m["kv_blocks"]),
     )
     prefill, decode = _phase("prefill", m["prefill"]), _phase("decode", m["decode"])
-    ridge = perf.ridge_point_flops_per_byte(hw.decode_peak_flops_per_second, hw.bandwidth_bytes_per_second)
+    ridge = roofline.ridge_point_flops_per_byte(hw.decode_peak_flops_per_second, hw.bandwidth_bytes_per_second)
     performance = InferencePerformance(
         ttft_seconds=float(m["ttft_seconds"]),
         burst_ttft_seconds=float(m["burst_ttft_seconds"]),

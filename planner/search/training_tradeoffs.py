@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from planner.tradeoffs import TechniqueEffect, _try_variant
+from planner.search.techniques import TechniqueEffect, _try_variant
+from planner.training.memory import PRECISIONS
+from planner.training.plan import plan_training
 from planner.units import percent
 
 
@@ -17,7 +19,6 @@ def _numbers(p) -> dict[str, float]:
 
 
 def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
-    from planner.training.plan import plan_training
 
     base = plan_training(scenario, calibration)
     numbers = _numbers(base)
@@ -92,7 +93,6 @@ def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
 
 
 def _precisions() -> tuple[str, ...]:
-    from planner.training.memory import PRECISIONS
 
     return tuple(PRECISIONS)
 

@@ -13,20 +13,23 @@ from typing import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+from pydantic import ValidationError
 
-from planner.architecture import parameter_counts
-from planner.catalog import resolve_accelerator
 from planner.dtypes import (
     BYTES_PER_ELEMENT,
     DTYPES,
-    compute_dtype,
     high_precision_dtype,
     kv_bytes_per_element,
     weight_bytes_per_element,
 )
-from planner.inference import HardwareInputs, inference_metrics
-from planner.performance import DEFAULT_EFFICIENCY
-from planner.scenario import InferenceScenario
+from planner.errors import PlanningError, explain
+from planner.hardware.catalog import resolve_accelerator
+from planner.inference.plan import HardwareInputs, inference_metrics
+from planner.inference.scenario import InferenceScenario
+from planner.model.architecture import parameter_counts
+from planner.physics.efficiency import DEFAULT_EFFICIENCY
+from planner.training.metrics import TrainingHardware, training_metrics
+from planner.training.plan import hardware_inputs, scenario_inputs
 
 GRID_COLUMNS = ("gpu", "num_gpus", "tensor_parallel", "pipeline_parallel", "expert_parallel", "weight_dtype",
                 "kv_cache_dtype", "concurrency")
@@ -97,7 +100,6 @@ def evaluate_inference(base: InferenceScenario, grid: pd.DataFrame, calibration=
     for column in GRID_COLUMNS:
         if column not in frame:
             frame[column] = getattr(base, column) if column != "gpu" else base.gpu_id()
-    n = len(frame)
     tp = frame["tensor_parallel"].to_numpy(np.int64)
     pp = frame["pipeline_parallel"].to_numpy(np.int64)
     ep = frame["expert_parallel"].to_numpy(np.int64)
@@ -208,11 +210,7 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
     Validity comes from the scenario's own validation, run once per distinct layout (recompute level
     never changes validity), so the sweep cannot disagree with plan() about what is possible.
     """
-    from pydantic import ValidationError
 
-    from planner.errors import PlanningError, explain
-    from planner.training.metrics import training_metrics
-    from planner.training.plan import hardware_inputs, scenario_inputs
 
     frame = grid.copy()
     for column in TRAINING_GRID_COLUMNS:
@@ -257,8 +255,6 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
 
 
 def _training_hardware_arrays(gpu_ids: np.ndarray, base):
-    from planner.training.metrics import TrainingHardware
-    from planner.training.plan import hardware_inputs
 
     return _per_row(TrainingHardware, [(g,) for g in gpu_ids],
                     lambda gpu_id: hardware_inputs(base, _accelerator(base, gpu_id)))

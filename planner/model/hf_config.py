@@ -11,8 +11,8 @@ from typing import Any, Callable
 
 from pydantic import ValidationError
 
-from planner.architecture import ModelArchitecture
 from planner.errors import PlanningError, explain
+from planner.model.architecture import ModelArchitecture
 
 LLAMA_LIKE_FIELDS = (
     "hidden_size",

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import re
 
-from planner.architecture import ModelArchitecture, parameter_counts
 from planner.errors import PlanningError
+from planner.model.architecture import ModelArchitecture, parameter_counts
 
 SIZE_PATTERN = re.compile(r"^(dense|moe)-(\d+(?:\.\d+)?)([mbt])$", re.IGNORECASE)
 _UNITS = {"m": 1e6, "b": 1e9, "t": 1e12}

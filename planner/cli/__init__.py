@@ -1,0 +1,1 @@
+"""The command line: thin shells over the public API (parse, call, print)."""

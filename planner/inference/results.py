@@ -1,0 +1,59 @@
+"""What an inference plan returns: frozen records whose JSON is the CLI/CSV contract."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from planner.results import (
+    Bottleneck,
+    Equation,
+    Frozen,
+    HardwareSummary,
+    MemoryBreakdown,
+    ModelSummary,
+    PhaseRoofline,
+)
+from planner.uncertainty import Band
+
+
+class InferencePerformance(Frozen):
+    ttft_seconds: float  # a request arriving at an idle replica
+    burst_ttft_seconds: float  # the last request's TTFT when a replica's whole concurrency arrives at once
+    tpot_seconds: float  # mean time per output token, prefill interference included
+    decode_step_seconds: float  # one decode step alone
+    e2e_latency_seconds: float
+    output_tokens_per_second: float  # whole scenario (all GPUs)
+    output_tokens_per_second_per_gpu: float
+    output_tokens_per_second_per_replica: float
+    requests_per_second: float
+    prefill_share_of_time: float
+    prefill: PhaseRoofline
+    decode: PhaseRoofline
+    ridge_point_flops_per_byte: float
+
+
+class InferenceCost(Frozen):
+    num_gpus: int
+    usd_per_gpu_hour: float
+    usd_per_hour: float
+    usd_per_month: float
+    usd_per_million_output_tokens: float
+    replicas_needed: int | None = None
+    gpus_needed: int | None = None
+
+
+class InferencePlan(Frozen):
+    kind: Literal["inference"] = "inference"
+    scenario: dict
+    model: ModelSummary
+    hardware: HardwareSummary
+    memory: MemoryBreakdown
+    performance: InferencePerformance
+    cost: InferenceCost
+    bottleneck: Bottleneck
+    bottleneck_reason: str
+    warnings: list[str]
+    assumptions: list[str]
+    equations: list[Equation]
+    uncertainty: dict[str, Band] = {}  # headline field (dotted path) -> range the measured value likely falls in
+    calibration: str | None = None

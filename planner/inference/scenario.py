@@ -1,0 +1,66 @@
+"""The inference scenario: serving one model on a cluster, validated at the edge."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from planner.dtypes import DType
+from planner.errors import PlanningError
+from planner.scenario_base import MAX_TOKENS, ScenarioBase
+
+
+class InferenceScenario(ScenarioBase):
+    """Serving one model: `concurrency` sequences of `prompt_tokens` in and `output_tokens` out."""
+
+    kind: Literal["inference"] = "inference"
+    expert_parallel: int = Field(default=1, ge=1, le=65_536)
+    weight_dtype: DType = "bf16"
+    kv_cache_dtype: DType = "bf16"
+    weight_group_size: int = Field(default=128, ge=16, le=4096, description="int4 quantization group")
+    quantize_embeddings: bool = Field(default=False, description="also quantize embedding and lm_head")
+    prompt_tokens: int = Field(default=2048, ge=1, le=MAX_TOKENS)
+    output_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS)
+    concurrency: int = Field(default=64, ge=1, le=MAX_TOKENS, description="sequences in flight, whole deployment")
+    kv_block_tokens: int = Field(default=16, ge=1, le=4096, description="paged KV block size")
+    gpu_memory_utilization: float = Field(default=0.90, gt=0.05, le=1.0, description="engine's share of GPU memory")
+    prefill_chunk_tokens: int = Field(default=8192, ge=16, le=MAX_TOKENS, description="max tokens per prefill step")
+    honor_sliding_window: bool = True
+    prefix_cache_hit_rate: float = Field(default=0.0, ge=0.0, le=1.0, description="share of prompt tokens already cached")
+    target_requests_per_second: float | None = Field(default=None, gt=0, le=1e7)
+
+    @model_validator(mode="after")
+    def _valid_layout(self) -> "InferenceScenario":
+        arch = self.architecture()
+        self.accelerator()
+        self._check_tensor_parallel(arch)
+        self._check_pipeline(arch)
+        per_replica = self.tensor_parallel * self.pipeline_parallel
+        if self.num_gpus % per_replica:
+            raise PlanningError(
+                f"num_gpus={self.num_gpus} is not a multiple of tensor_parallel x pipeline_parallel = {per_replica}; "
+                f"use {per_replica * max(1, self.num_gpus // per_replica)} GPUs or change the layout"
+            )
+        ep = self.expert_parallel
+        if ep > 1:
+            if not arch.is_moe:
+                raise PlanningError(f"expert_parallel={ep} needs a mixture-of-experts model; {arch.name} is dense")
+            if arch.num_experts % ep:
+                raise PlanningError(f"expert_parallel={ep} does not divide the model's {arch.num_experts} experts")
+            gpus_per_stage = self.num_gpus // self.pipeline_parallel
+            tp = self.tensor_parallel
+            if not (tp % ep == 0 or (ep % tp == 0 and gpus_per_stage % ep == 0)):
+                raise PlanningError(
+                    f"expert_parallel={ep} must divide tensor_parallel={tp}, or be a multiple of it that divides the "
+                    f"{gpus_per_stage} GPUs of a pipeline stage across replicas"
+                )
+        return self
+
+    @property
+    def replicas(self) -> int:
+        return self.num_gpus // (self.tensor_parallel * self.pipeline_parallel)
+
+    @property
+    def context_tokens(self) -> int:
+        return self.prompt_tokens + self.output_tokens

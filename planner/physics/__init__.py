@@ -1,0 +1,1 @@
+"""Physics: every cost term once (memory, FLOPs, roofline, collectives, efficiencies, cost)."""

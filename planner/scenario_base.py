@@ -1,0 +1,72 @@
+"""What every scenario shares: the model, the GPUs and the layout checks both kinds run.
+
+Everything that enters Headroom (widgets, share links, CSV rows, CLI JSON) becomes one of these.
+Layout rules that make a plan impossible are validation errors with a sentence; things that are
+possible but risky become plan warnings later.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.errors import PlanningError
+from planner.hardware.catalog import Accelerator, resolve_accelerator
+from planner.model.architecture import ModelArchitecture
+from planner.model.catalog import resolve_model
+
+# A model is a catalog id, a size id ("dense-70b", "moe-400b") or an inline config.json object.
+ModelRef = Union[Annotated[str, Field(min_length=1, max_length=200)], dict[str, Any]]
+# A GPU is a catalog id or an inline accelerator spec.
+GpuRef = Union[Annotated[str, Field(min_length=1, max_length=64)], dict[str, Any]]
+
+MAX_GPUS = 100_000
+MAX_TOKENS = 10_000_000
+
+
+class ScenarioBase(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    model: ModelRef = "llama-3.1-70b"
+    gpu: GpuRef = "h100-sxm"
+    num_gpus: int = Field(default=4, ge=1, le=MAX_GPUS)
+    tensor_parallel: int = Field(default=4, ge=1, le=1024)
+    pipeline_parallel: int = Field(default=1, ge=1, le=1024)
+    usd_per_gpu_hour: float | None = Field(
+        default=None, ge=0, le=10_000, description="overrides the catalog's reference $/GPU-hour"
+    )
+    label: str = Field(default="", max_length=200)
+    decision: str = Field(default="", max_length=2000, description="which trade-off was chosen and why")
+
+    def architecture(self) -> ModelArchitecture:
+        return resolve_model(self.model)
+
+    def accelerator(self) -> Accelerator:
+        return resolve_accelerator(self.gpu)
+
+    def model_id(self) -> str:
+        return self.model if isinstance(self.model, str) else "custom"
+
+    def gpu_id(self) -> str:
+        return self.gpu if isinstance(self.gpu, str) else "custom"
+
+    def _check_tensor_parallel(self, arch: ModelArchitecture) -> None:
+        tp = self.tensor_parallel
+        if arch.num_attention_heads % tp:
+            raise PlanningError(
+                f"tensor_parallel={tp} does not divide the model's {arch.num_attention_heads} attention heads"
+            )
+        if not arch.uses_mla and tp > arch.num_kv_heads and tp % arch.num_kv_heads:
+            raise PlanningError(
+                f"tensor_parallel={tp} exceeds the {arch.num_kv_heads} KV heads and is not a multiple of them, "
+                "so KV heads cannot be replicated evenly"
+            )
+        if not arch.uses_mla and tp < arch.num_kv_heads and arch.num_kv_heads % tp:
+            raise PlanningError(f"tensor_parallel={tp} does not divide the model's {arch.num_kv_heads} KV heads")
+
+    def _check_pipeline(self, arch: ModelArchitecture) -> None:
+        if self.pipeline_parallel > arch.num_layers:
+            raise PlanningError(
+                f"pipeline_parallel={self.pipeline_parallel} is more stages than the model's {arch.num_layers} layers"
+            )

@@ -1,0 +1,1 @@
+"""Search: vectorized sweep, constrained search and Pareto fronts, trade-offs, diagnosis."""
