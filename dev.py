@@ -30,8 +30,6 @@ def run(*command: str | Path) -> None:
 
 
 def ensure_venv() -> None:
-    if sys.version_info < (3, 11):
-        sys.exit(f"Headroom needs Python 3.11 or newer; this is {sys.version.split()[0]}")
     if not PYTHON.exists():
         print(f"creating {VENV}", flush=True)
         venv.EnvBuilder(with_pip=True).create(VENV)

@@ -8,6 +8,5 @@ from ui.calibration_view import render_calibrate_page
 st.title("Calibrate", anchor=False)
 scenario = controls.current_scenario("inference")
 render.link_warnings(controls.pending_link_warnings("inference", scenario))
-st.page_link("app_pages/accuracy.py", label="How accurate is Headroom without a calibration?",
-             icon=":material/target:")
+st.page_link("app_pages/accuracy.py", label="How accurate is Headroom without a calibration?", icon=":material/target:")
 render_calibrate_page(scenario)

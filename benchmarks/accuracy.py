@@ -20,15 +20,15 @@ import math
 import re
 import statistics
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from planner import plan  # noqa: E402
-from planner.inference.scenario import InferenceScenario
+from planner.inference.scenario import InferenceScenario  # noqa: E402
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
 
@@ -37,8 +37,12 @@ SUMMARY_FILE = ROOT / "planner" / "accuracy.json"
 FAMILIES = ("memory", "decode_speed", "ttft", "max_throughput", "training_step")
 
 GPU_IDS = {
-    "H100-SXM-80GB": "h100-sxm", "H200-SXM-141GB": "h200", "A100-SXM-80GB": "a100-80gb",
-    "A100 40GB": "a100-40gb", "A100 80GB": "a100-80gb", "A100 80GB (Selene)": "a100-80gb",
+    "H100-SXM-80GB": "h100-sxm",
+    "H200-SXM-141GB": "h200",
+    "A100-SXM-80GB": "a100-80gb",
+    "A100 40GB": "a100-40gb",
+    "A100 80GB": "a100-80gb",
+    "A100 80GB (Selene)": "a100-80gb",
     "A100 80GB (Selene DGX A100)": "a100-80gb",
 }
 MODEL_IDS = {"OPT-13B": "opt-13b", "OPT-66B": "opt-66b", "OPT-175B": "opt-175b", "GPT-J-6B": "gpt-j-6b"}
@@ -88,33 +92,81 @@ def memory_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
     cases, unmapped = [], []
     by_id = {r["id"]: r for r in rows}
     # Table 1 of the vLLM paper: parameter memory and KV memory (all GPUs) per configuration.
-    layouts = {("M006", "M007"): ("opt-13b", "a100-40gb", 1), ("M008", "M009"): ("opt-66b", "a100-40gb", 4),
-               ("M010", "M011"): ("opt-175b", "a100-80gb", 8)}
+    layouts = {
+        ("M006", "M007"): ("opt-13b", "a100-40gb", 1),
+        ("M008", "M009"): ("opt-66b", "a100-40gb", 4),
+        ("M010", "M011"): ("opt-175b", "a100-80gb", 8),
+    }
     for (weights_id, kv_id), (model, gpu, tp) in layouts.items():
-        scenario = InferenceScenario(model=model, gpu=gpu, num_gpus=tp, tensor_parallel=tp, prompt_tokens=1024,
-                                     output_tokens=1024, concurrency=1, gpu_memory_utilization=0.9)
+        scenario = InferenceScenario(
+            model=model,
+            gpu=gpu,
+            num_gpus=tp,
+            tensor_parallel=tp,
+            prompt_tokens=1024,
+            output_tokens=1024,
+            concurrency=1,
+            gpu_memory_utilization=0.9,
+        )
         weights_row, kv_row = by_id[weights_id], by_id[kv_id]
-        cases.append(Case(
-            weights_id, "memory", f"{weights_row['model']} {weights_row['hardware']} x{tp}: parameter memory",
-            float(weights_row["value"]) * 1e9, "bytes",
-            lambda eff, s=scenario: _plan(s, eff).memory.components["weights_bytes"] * s.num_gpus,
-            "GB read as 1e9 bytes (26 GB = 12.9B params x 2 B); all GPUs summed", weights_id))
-        cases.append(Case(
-            kv_id, "memory", f"{kv_row['model']} {kv_row['hardware']} x{tp}: memory available for KV cache",
-            float(kv_row["value"]) * 2**30, "bytes",
-            lambda eff, s=scenario: _kv_pool(_plan(s, eff)) * s.num_gpus,
-            "GB read as GiB (the paper's 12 GB = 15.7K slots x 800 KB = 12.0 GiB); predicted = budget at "
-            "gpu_memory_utilization 0.9 minus weights, activations and runtime, summed over GPUs", kv_id))
-    scenario = InferenceScenario(model="opt-13b", gpu="a100-40gb", num_gpus=1, tensor_parallel=1,
-                                 prompt_tokens=1024, output_tokens=1024, concurrency=1)
-    cases.append(Case(
-        "M003", "memory", "OPT-13B on A100-40GB: share of memory holding weights", 65.0, "%",
-        lambda eff, s=scenario: 100 * _plan(s, eff).memory.components["weights_bytes"] / (40 * 2**30),
-        "share of the 40 GiB device; the paper's figure is approximate ('approximately 65%')", "M003"))
-    cases.append(Case(
-        "M004", "memory", "OPT-13B on A100-40GB: share of memory holding the KV cache", 30.0, "%",
-        lambda eff, s=scenario: 100 * _kv_pool(_plan(s, eff)) / (40 * 2**30),
-        "KV pool when the engine fills its budget, as a share of 40 GiB ('close to 30%')", "M004"))
+        cases.append(
+            Case(
+                weights_id,
+                "memory",
+                f"{weights_row['model']} {weights_row['hardware']} x{tp}: parameter memory",
+                float(weights_row["value"]) * 1e9,
+                "bytes",
+                lambda eff, s=scenario: _plan(s, eff).memory.components["weights_bytes"] * s.num_gpus,
+                "GB read as 1e9 bytes (26 GB = 12.9B params x 2 B); all GPUs summed",
+                weights_id,
+            )
+        )
+        cases.append(
+            Case(
+                kv_id,
+                "memory",
+                f"{kv_row['model']} {kv_row['hardware']} x{tp}: memory available for KV cache",
+                float(kv_row["value"]) * 2**30,
+                "bytes",
+                lambda eff, s=scenario: _kv_pool(_plan(s, eff)) * s.num_gpus,
+                "GB read as GiB (the paper's 12 GB = 15.7K slots x 800 KB = 12.0 GiB); predicted = budget at "
+                "gpu_memory_utilization 0.9 minus weights, activations and runtime, summed over GPUs",
+                kv_id,
+            )
+        )
+    scenario = InferenceScenario(
+        model="opt-13b",
+        gpu="a100-40gb",
+        num_gpus=1,
+        tensor_parallel=1,
+        prompt_tokens=1024,
+        output_tokens=1024,
+        concurrency=1,
+    )
+    cases.append(
+        Case(
+            "M003",
+            "memory",
+            "OPT-13B on A100-40GB: share of memory holding weights",
+            65.0,
+            "%",
+            lambda eff, s=scenario: 100 * _plan(s, eff).memory.components["weights_bytes"] / (40 * 2**30),
+            "share of the 40 GiB device; the paper's figure is approximate ('approximately 65%')",
+            "M003",
+        )
+    )
+    cases.append(
+        Case(
+            "M004",
+            "memory",
+            "OPT-13B on A100-40GB: share of memory holding the KV cache",
+            30.0,
+            "%",
+            lambda eff, s=scenario: 100 * _kv_pool(_plan(s, eff)) / (40 * 2**30),
+            "KV pool when the engine fills its budget, as a share of 40 GiB ('close to 30%')",
+            "M004",
+        )
+    )
     for row in rows:
         if row["id"] in {c.source for c in cases}:
             continue
@@ -152,44 +204,85 @@ def inference_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
         model = _inference_model(row["model"])
         gpu = GPU_IDS.get(row["hardware"])
         if model is None or gpu is None:
-            unmapped.append(Unmapped(row["id"], f"model '{row['model']}' or GPU '{row['hardware']}' not in the catalog"))
+            unmapped.append(
+                Unmapped(row["id"], f"model '{row['model']}' or GPU '{row['hardware']}' not in the catalog")
+            )
             continue
         dtype = "fp8" if "FP8" in row["precision"].upper() else "bf16"
         prompt = int(row["input_len"])
         output = int(row["output_len"] or 128)
         requests = _int_in(row["batch_or_concurrency"])
-        common = dict(model=model, gpu=gpu, num_gpus=1, tensor_parallel=1, weight_dtype=dtype, kv_cache_dtype=dtype,
-                      prompt_tokens=prompt, output_tokens=output)
+        common = dict(
+            model=model,
+            gpu=gpu,
+            num_gpus=1,
+            tensor_parallel=1,
+            weight_dtype=dtype,
+            kv_cache_dtype=dtype,
+            prompt_tokens=prompt,
+            output_tokens=output,
+        )
         if "max throughput" in row["scenario"]:
             # All requests queued at once: the engine runs as many as fit in its KV pool, up to its
             # maximum batch (TensorRT-LLM's default max_batch_size, 2048 for these runs).
-            reading = ("all requests at once: concurrency = min(requests, 2048, what fits at "
-                       "gpu_memory_utilization 0.95 - kv_cache_free_gpu_mem_fraction 0.90-0.95)")
-            cases.append(Case(row["id"], "max_throughput",
-                              f"{row['model'][:28]} {row['hardware']} {dtype} {prompt}/{output}",
-                              float(row["value"]), "tokens/s",
-                              lambda eff, c=common, n=requests: _max_throughput(c, n, eff).performance
-                              .output_tokens_per_second, reading, row["id"]))
+            reading = (
+                "all requests at once: concurrency = min(requests, 2048, what fits at "
+                "gpu_memory_utilization 0.95 - kv_cache_free_gpu_mem_fraction 0.90-0.95)"
+            )
+            cases.append(
+                Case(
+                    row["id"],
+                    "max_throughput",
+                    f"{row['model'][:28]} {row['hardware']} {dtype} {prompt}/{output}",
+                    float(row["value"]),
+                    "tokens/s",
+                    lambda eff, c=common, n=requests: _max_throughput(c, n, eff).performance.output_tokens_per_second,
+                    reading,
+                    row["id"],
+                )
+            )
             if row.get("ttft_ms"):
-                cases.append(Case(f"{row['id']}-ttft", "ttft",
-                                  f"{row['model'][:28]} {row['hardware']} {dtype} batch {requests} x {prompt} tokens",
-                                  float(row["ttft_ms"]) / 1e3, "seconds",
-                                  lambda eff, c=common, n=requests: _plan(InferenceScenario(**c, concurrency=n), eff)
-                                  .performance.burst_ttft_seconds,
-                                  "TTFT of a batch of prompts arriving together (burst_ttft_seconds)", row["id"]))
+                cases.append(
+                    Case(
+                        f"{row['id']}-ttft",
+                        "ttft",
+                        f"{row['model'][:28]} {row['hardware']} {dtype} batch {requests} x {prompt} tokens",
+                        float(row["ttft_ms"]) / 1e3,
+                        "seconds",
+                        lambda eff, c=common, n=requests: (
+                            _plan(InferenceScenario(**c, concurrency=n), eff).performance.burst_ttft_seconds
+                        ),
+                        "TTFT of a batch of prompts arriving together (burst_ttft_seconds)",
+                        row["id"],
+                    )
+                )
         elif "min latency" in row["scenario"]:
             scenario = InferenceScenario(**common, concurrency=1)
-            cases.append(Case(row["id"], "decode_speed",
-                              f"{row['model'][:28]} {row['hardware']} {dtype} batch 1",
-                              float(row["value"]), "tokens/s",
-                              lambda eff, s=scenario: 1 / _plan(s, eff).performance.decode_step_seconds,
-                              "batch-1 output tokens/s read as 1 / time per decode step (output length not given)",
-                              row["id"]))
+            cases.append(
+                Case(
+                    row["id"],
+                    "decode_speed",
+                    f"{row['model'][:28]} {row['hardware']} {dtype} batch 1",
+                    float(row["value"]),
+                    "tokens/s",
+                    lambda eff, s=scenario: 1 / _plan(s, eff).performance.decode_step_seconds,
+                    "batch-1 output tokens/s read as 1 / time per decode step (output length not given)",
+                    row["id"],
+                )
+            )
             if row.get("ttft_ms"):
-                cases.append(Case(f"{row['id']}-ttft", "ttft", f"{row['model'][:28]} {row['hardware']} {dtype} "
-                                  f"one {prompt}-token prompt", float(row["ttft_ms"]) / 1e3, "seconds",
-                                  lambda eff, s=scenario: _plan(s, eff).performance.ttft_seconds,
-                                  "first-token latency of one request on an idle GPU", row["id"]))
+                cases.append(
+                    Case(
+                        f"{row['id']}-ttft",
+                        "ttft",
+                        f"{row['model'][:28]} {row['hardware']} {dtype} one {prompt}-token prompt",
+                        float(row["ttft_ms"]) / 1e3,
+                        "seconds",
+                        lambda eff, s=scenario: _plan(s, eff).performance.ttft_seconds,
+                        "first-token latency of one request on an idle GPU",
+                        row["id"],
+                    )
+                )
         else:
             unmapped.append(Unmapped(row["id"], f"scenario '{row['scenario']}' has no mapping"))
     return cases, unmapped
@@ -230,19 +323,36 @@ def training_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
             unmapped.append(Unmapped(row["id"], mapped))
             continue
         scenario, reading = mapped
-        cases.append(Case(row["id"], "training_step", f"{row['model'][:34]} on {row['num_gpus']} GPUs "
-                          f"({row['parallelism'][:30]})", float(row["value"]), "TFLOP/s per GPU",
-                          lambda eff, s=scenario: _achieved_tflops(s, eff), reading, row["id"]))
+        cases.append(
+            Case(
+                row["id"],
+                "training_step",
+                f"{row['model'][:34]} on {row['num_gpus']} GPUs ({row['parallelism'][:30]})",
+                float(row["value"]),
+                "TFLOP/s per GPU",
+                lambda eff, s=scenario: _achieved_tflops(s, eff),
+                reading,
+                row["id"],
+            )
+        )
     return cases, unmapped
 
 
 def _megatron_config(heads: int, hidden: int, layers: int) -> dict:
-    return {"model_type": "gpt2", "n_embd": hidden, "n_head": heads, "n_layer": layers, "n_positions": 2048,
-            "vocab_size": 51200, "tie_word_embeddings": True}
+    return {
+        "model_type": "gpt2",
+        "n_embd": hidden,
+        "n_head": heads,
+        "n_layer": layers,
+        "n_positions": 2048,
+        "vocab_size": 51200,
+        "tie_word_embeddings": True,
+    }
 
 
 _GPT_SHAPES = {  # Narayanan et al. Table 1 / Table 2 (heads, hidden, layers)
-    "174.6B": (96, 12288, 96), "529.6B": (128, 20480, 105),
+    "174.6B": (96, 12288, 96),
+    "529.6B": (128, 20480, 105),
 }
 
 
@@ -277,18 +387,34 @@ def _megatron_scenario(row: dict):
     # attention with dropout, no sequence parallelism (2022), 1F1B, gradients all-reduced after the
     # pipeline flush, 8 x HDR 200 Gb/s InfiniBand per node = 25 GB/s per GPU.
     scenario = {
-        "kind": "training", "model": _megatron_config(heads, hidden, layers), "gpu": "a100-80gb", "num_gpus": gpus,
-        "tensor_parallel": tp, "pipeline_parallel": pp, "data_parallel": dp, "zero_stage": zero,
-        "precision": "mixed_fp16", "optimizer": "adamw", "micro_batch_size": int(micro.group(1)) if micro else 1,
-        "global_batch_size": int(batch.group(1)) if batch else 512, "sequence_length": 2048,
-        "activation_checkpointing": "full", "flash_attention": False, "dropout": True, "sequence_parallel": False,
-        "overlap_grad_reduce": False, "inter_node_bandwidth_bytes_per_second": 25e9, **extra,
+        "kind": "training",
+        "model": _megatron_config(heads, hidden, layers),
+        "gpu": "a100-80gb",
+        "num_gpus": gpus,
+        "tensor_parallel": tp,
+        "pipeline_parallel": pp,
+        "data_parallel": dp,
+        "zero_stage": zero,
+        "precision": "mixed_fp16",
+        "optimizer": "adamw",
+        "micro_batch_size": int(micro.group(1)) if micro else 1,
+        "global_batch_size": int(batch.group(1)) if batch else 512,
+        "sequence_length": 2048,
+        "activation_checkpointing": "full",
+        "flash_attention": False,
+        "dropout": True,
+        "sequence_parallel": False,
+        "overlap_grad_reduce": False,
+        "inter_node_bandwidth_bytes_per_second": 25e9,
+        **extra,
     }
     try:
-        return parse_scenario(scenario), ("hardware TFLOP/s per GPU incl. the recompute forward "
-                                          "(the paper's 96Bslh^2(1+s/6h+V/16lh) / step time / GPUs); Selene: "
-                                          "25 GB/s InfiniBand per GPU, no sequence parallelism, unfused attention "
-                                          "with dropout, micro-batch 1 where the table gives none")
+        return parse_scenario(scenario), (
+            "hardware TFLOP/s per GPU incl. the recompute forward "
+            "(the paper's 96Bslh^2(1+s/6h+V/16lh) / step time / GPUs); Selene: "
+            "25 GB/s InfiniBand per GPU, no sequence parallelism, unfused attention "
+            "with dropout, micro-batch 1 where the table gives none"
+        )
     except Exception as exc:  # a layout the planner rejects is a finding, reported as unmapped
         return f"scenario rejected: {exc}"
 
@@ -296,8 +422,8 @@ def _megatron_scenario(row: dict):
 def _achieved_tflops(scenario, efficiency: Efficiency) -> float:
     p = _plan(scenario, efficiency)
     arch = scenario.architecture()
-    s, l, h, v = scenario.sequence_length, arch.num_layers, arch.hidden_size, arch.vocab_size
-    flops = 96 * scenario.global_batch_size * s * l * h * h * (1 + s / (6 * h) + v / (16 * l * h))
+    s, layers, h, v = scenario.sequence_length, arch.num_layers, arch.hidden_size, arch.vocab_size
+    flops = 96 * scenario.global_batch_size * s * layers * h * h * (1 + s / (6 * h) + v / (16 * layers * h))
     return flops / p.performance.step_seconds / scenario.num_gpus / 1e12
 
 
@@ -352,42 +478,77 @@ def collect(reference: Path) -> tuple[list[Case], list[Unmapped]]:
     return memory + inference + training, m_unmapped + i_unmapped + t_unmapped
 
 
-def write_report(results: list[Result], unmapped: list[Unmapped], summary: dict, out: Path,
-                 sensitivity: list[tuple[str, dict]] | None = None) -> None:
+def write_report(
+    results: list[Result],
+    unmapped: list[Unmapped],
+    summary: dict,
+    out: Path,
+    sensitivity: list[tuple[str, dict]] | None = None,
+) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with (out / "report.csv").open("w", newline="") as handle:
         writer = csv.writer(handle)
-        writer.writerow(["case", "family", "description", "reference", "predicted", "unit", "error_percent",
-                         "reading"])
+        writer.writerow(["case", "family", "description", "reference", "predicted", "unit", "error_percent", "reading"])
         for r in results:
-            writer.writerow([r.case.case_id, r.case.family, r.case.description, f"{r.case.reference:.6g}",
-                             f"{r.predicted:.6g}", r.case.unit, f"{100 * r.error:+.1f}", r.case.reading])
-    lines = ["# Accuracy against published measurements", "",
-             "Generated by `.venv/bin/python benchmarks/accuracy.py --sensitivity`; do not edit by hand.",
-             "Efficiencies are the documented defaults (`planner/performance.py: Efficiency`), identical for every "
-             "case.", "", "## Summary per family", "",
-             "| family | cases | median abs error | p90 abs error | median signed error | worst |",
-             "|---|---|---|---|---|---|"]
+            writer.writerow(
+                [
+                    r.case.case_id,
+                    r.case.family,
+                    r.case.description,
+                    f"{r.case.reference:.6g}",
+                    f"{r.predicted:.6g}",
+                    r.case.unit,
+                    f"{100 * r.error:+.1f}",
+                    r.case.reading,
+                ]
+            )
+    lines = [
+        "# Accuracy against published measurements",
+        "",
+        "Generated by `.venv/bin/python benchmarks/accuracy.py --sensitivity`; do not edit by hand.",
+        "Efficiencies are the documented defaults (`planner/performance.py: Efficiency`), identical for every case.",
+        "",
+        "## Summary per family",
+        "",
+        "| family | cases | median abs error | p90 abs error | median signed error | worst |",
+        "|---|---|---|---|---|---|",
+    ]
     for family, s in summary.items():
-        lines.append(f"| {family} | {s['cases']} | {100 * s['median_abs_error']:.1f}% | {100 * s['p90_abs_error']:.1f}% "
-                     f"| {100 * s['median_signed_error']:+.1f}% | {100 * s['max_abs_error']:.1f}% |")
+        lines.append(
+            f"| {family} | {s['cases']} | {100 * s['median_abs_error']:.1f}% | {100 * s['p90_abs_error']:.1f}% "
+            f"| {100 * s['median_signed_error']:+.1f}% | {100 * s['max_abs_error']:.1f}% |"
+        )
     lines += ["", "## Worst cases", ""]
     for r in sorted(results, key=lambda r: -abs(r.error))[:5]:
-        lines.append(f"- **{r.case.case_id}** ({r.case.family}) {r.case.description}: reference "
-                     f"{r.case.reference:.4g} {r.case.unit}, predicted {r.predicted:.4g} ({100 * r.error:+.1f}%)")
-    lines += ["", "## Every case", "", "| case | family | description | reference | predicted | error |",
-              "|---|---|---|---|---|---|"]
+        lines.append(
+            f"- **{r.case.case_id}** ({r.case.family}) {r.case.description}: reference "
+            f"{r.case.reference:.4g} {r.case.unit}, predicted {r.predicted:.4g} ({100 * r.error:+.1f}%)"
+        )
+    lines += [
+        "",
+        "## Every case",
+        "",
+        "| case | family | description | reference | predicted | error |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in results:
-        lines.append(f"| {r.case.case_id} | {r.case.family} | {r.case.description} | {r.case.reference:.4g} "
-                     f"{r.case.unit} | {r.predicted:.4g} | {100 * r.error:+.1f}% |")
+        lines.append(
+            f"| {r.case.case_id} | {r.case.family} | {r.case.description} | {r.case.reference:.4g} "
+            f"{r.case.unit} | {r.predicted:.4g} | {100 * r.error:+.1f}% |"
+        )
     lines += ["", "## Readings chosen where a source is ambiguous", ""]
     for reading in dict.fromkeys(f"{r.case.family}: {r.case.reading}" for r in results):
         lines.append(f"- {reading}")
     lines += ["", "## Rows not mapped", "", "| row | reason |", "|---|---|"]
     lines += [f"| {u.row_id} | {u.reason} |" for u in unmapped]
     if sensitivity:
-        lines += ["", "## Sensitivity: median signed error when one default moves", "",
-                  "| change | " + " | ".join(summary) + " |", "|---|" + "---|" * len(summary)]
+        lines += [
+            "",
+            "## Sensitivity: median signed error when one default moves",
+            "",
+            "| change | " + " | ".join(summary) + " |",
+            "|---|" + "---|" * len(summary),
+        ]
         for label, s in sensitivity:
             cells = [f"{100 * s[f]['median_signed_error']:+.1f}%" if f in s else "" for f in summary]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
@@ -396,8 +557,14 @@ def write_report(results: list[Result], unmapped: list[Unmapped], summary: dict,
 
 def sensitivity_study(cases: list[Case]) -> list[tuple[str, dict]]:
     rows = [("defaults", summarize(evaluate(cases)))]
-    for name in ("prefill_compute", "decode_compute", "memory_bandwidth", "communication", "training_compute",
-                 "layer_overhead_seconds"):
+    for name in (
+        "prefill_compute",
+        "decode_compute",
+        "memory_bandwidth",
+        "communication",
+        "training_compute",
+        "layer_overhead_seconds",
+    ):
         for factor in (0.8, 1.2):
             value = getattr(DEFAULT_EFFICIENCY, name) * factor
             if name != "layer_overhead_seconds":
@@ -419,14 +586,22 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(results)
     write_report(results, unmapped, summary, args.out, sensitivity_study(cases) if args.sensitivity else None)
     if not args.no_summary_file:
-        SUMMARY_FILE.write_text(json.dumps({
-            "schema_version": 1,
-            "generated_by": "benchmarks/accuracy.py",
-            "families": summary,
-        }, indent=2) + "\n")
+        SUMMARY_FILE.write_text(
+            json.dumps(
+                {
+                    "schema_version": 1,
+                    "generated_by": "benchmarks/accuracy.py",
+                    "families": summary,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     for family, s in summary.items():
-        print(f"{family:15s} n={s['cases']:2d}  median |err| {100 * s['median_abs_error']:5.1f}%  "
-              f"p90 {100 * s['p90_abs_error']:5.1f}%  bias {100 * s['median_signed_error']:+5.1f}%")
+        print(
+            f"{family:15s} n={s['cases']:2d}  median |err| {100 * s['median_abs_error']:5.1f}%  "
+            f"p90 {100 * s['p90_abs_error']:5.1f}%  bias {100 * s['median_signed_error']:+5.1f}%"
+        )
     print(f"{len(unmapped)} rows not mapped (reasons in {args.out / 'report.md'})")
     return 0
 

@@ -26,8 +26,16 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = os.environ.get("HEADROOM_CHROMIUM", "/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 WAIT_MS = 30_000
 
 
@@ -47,10 +55,28 @@ def rss_bytes(pid: int) -> int:
 
 def start_server(port: int) -> subprocess.Popen:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.address",
-         "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -94,7 +120,9 @@ async def session(browser, base: str, until: float, latencies: list[float], erro
                 # The page's summary line names the concurrency the plan was computed for.
                 await page.wait_for_function(
                     "(n) => document.querySelector('[data-testid=stMain]').innerText.includes('× ' + n + ' in flight')",
-                    arg=f"{target:,}", timeout=WAIT_MS)
+                    arg=f"{target:,}",
+                    timeout=WAIT_MS,
+                )
             except Exception as exc:  # a timeout is an error the report counts
                 errors.append(f"session {index}: no new plan within {WAIT_MS / 1000:.0f} s ({type(exc).__name__})")
                 continue
@@ -139,10 +167,18 @@ async def run(sessions: int, seconds: float) -> dict:
     def quantile(q: float) -> float:
         return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else float("nan")
 
-    return dict(sessions=sessions, seconds=seconds, reruns=len(latencies), errors=errors,
-                p50=quantile(0.5), p95=quantile(0.95), max=ordered[-1] if ordered else float("nan"),
-                mean=statistics.fmean(ordered) if ordered else float("nan"),
-                rss_before=rss_before, rss_after=rss_after)
+    return dict(
+        sessions=sessions,
+        seconds=seconds,
+        reruns=len(latencies),
+        errors=errors,
+        p50=quantile(0.5),
+        p95=quantile(0.95),
+        max=ordered[-1] if ordered else float("nan"),
+        mean=statistics.fmean(ordered) if ordered else float("nan"),
+        rss_before=rss_before,
+        rss_after=rss_after,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -154,12 +190,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--sessions must be 1-32 and --seconds 1-600 (the test is bounded)")
     result = asyncio.run(run(args.sessions, args.seconds))
     mib = 1 << 20
-    print(f"sessions {result['sessions']}, {result['seconds']:.0f} s, {result['reruns']} reruns, "
-          f"{len(result['errors'])} errors")
-    print(f"rerun latency (keypress -> new plan on screen): p50 {result['p50'] * 1e3:.0f} ms, "
-          f"p95 {result['p95'] * 1e3:.0f} ms, max {result['max'] * 1e3:.0f} ms")
-    print(f"server RSS: before {result['rss_before'] / mib:.0f} MiB, after {result['rss_after'] / mib:.0f} MiB, "
-          f"growth {(result['rss_after'] - result['rss_before']) / mib:+.0f} MiB")
+    print(
+        f"sessions {result['sessions']}, {result['seconds']:.0f} s, {result['reruns']} reruns, "
+        f"{len(result['errors'])} errors"
+    )
+    print(
+        f"rerun latency (keypress -> new plan on screen): p50 {result['p50'] * 1e3:.0f} ms, "
+        f"p95 {result['p95'] * 1e3:.0f} ms, max {result['max'] * 1e3:.0f} ms"
+    )
+    print(
+        f"server RSS: before {result['rss_before'] / mib:.0f} MiB, after {result['rss_after'] / mib:.0f} MiB, "
+        f"growth {(result['rss_after'] - result['rss_before']) / mib:+.0f} MiB"
+    )
     for error in result["errors"][:20]:
         print("  error:", error)
     return 1 if result["errors"] else 0

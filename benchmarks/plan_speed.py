@@ -38,8 +38,10 @@ def main() -> None:
         print(f"plan(training default)          median {median_seconds(lambda: plan(training)) * 1e3:.3f} ms")
     except ImportError:
         pass
-    print(f"validate + plan (dict input)    median "
-          f"{median_seconds(lambda: plan({'model': 'llama-3.1-8b', 'num_gpus': 1, 'tensor_parallel': 1})) * 1e3:.3f} ms")
+    print(
+        f"validate + plan (dict input)    median "
+        f"{median_seconds(lambda: plan({'model': 'llama-3.1-8b', 'num_gpus': 1, 'tensor_parallel': 1})) * 1e3:.3f} ms"
+    )
 
     grid = inference_grid(
         inference,
@@ -56,9 +58,11 @@ def main() -> None:
     result = evaluate_inference(inference, grid)
     first = time.perf_counter() - start
     sweep = median_seconds(lambda: evaluate_inference(inference, grid), repeats=3, number=1)
-    print(f"sweep of {len(grid):,} configurations: median {sweep:.3f} s (first run {first:.3f} s, "
-          f"{sweep / len(grid) * 1e6:.2f} µs per configuration; {int(result.valid.sum()):,} valid, "
-          f"{int(result.fits.sum()):,} fit)")
+    print(
+        f"sweep of {len(grid):,} configurations: median {sweep:.3f} s (first run {first:.3f} s, "
+        f"{sweep / len(grid) * 1e6:.2f} µs per configuration; {int(result.valid.sum()):,} valid, "
+        f"{int(result.fits.sum()):,} fit)"
+    )
     del build
 
 

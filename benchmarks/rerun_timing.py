@@ -111,29 +111,43 @@ def main(argv: list[str] | None = None) -> int:
         at.button(key="tradeoffs_search_run").click()
 
     def view(at, value):
-        at.button_group(key="tradeoffs_view_position").set_value(
-            "Roofline (decode)" if value % 2 else "Memory vs time")
+        at.button_group(key="tradeoffs_view_position").set_value("Roofline (decode)" if value % 2 else "Memory vs time")
 
     results = [
-        _time_case("inference: concurrency slider (latency curve shown)", "inference", slider,
-                   [40 + i for i in range(n)]),
-        _time_case("inference: concurrency slider (heatmap shown)", "inference", slider,
-                   [40 + i for i in range(n)], setup=heatmap),
+        _time_case(
+            "inference: concurrency slider (latency curve shown)", "inference", slider, [40 + i for i in range(n)]
+        ),
+        _time_case(
+            "inference: concurrency slider (heatmap shown)",
+            "inference",
+            slider,
+            [40 + i for i in range(n)],
+            setup=heatmap,
+        ),
         _time_case("training: global batch size", "training", batch, [64 + 8 * i for i in range(n)]),
         _time_case("training: sequence length", "training", sequence, [4096 + 256 * i for i in range(n)]),
     ]
     with active_calibration(ROOT / "benchmarks" / "calibration_cpu.json"):
-        results.append(_time_case("inference: concurrency slider, calibration active", "inference", slider,
-                                  [140 + i for i in range(n)]))
+        results.append(
+            _time_case(
+                "inference: concurrency slider, calibration active", "inference", slider, [140 + i for i in range(n)]
+            )
+        )
     results += [
         _time_case("trade-offs: switch memory/roofline view (cached plans)", "tradeoffs", view, list(range(n))),
-        _time_case("trade-offs: Search with a new TPOT limit (grid evaluated)", "tradeoffs", tpot_limit,
-                   [60.0 + i for i in range(n)]),
+        _time_case(
+            "trade-offs: Search with a new TPOT limit (grid evaluated)",
+            "tradeoffs",
+            tpot_limit,
+            [60.0 + i for i in range(n)],
+        ),
     ]
     width = max(len(r["case"]) for r in results)
     print(f"{'case':<{width}}  reruns  median    p90     max")
     for r in results:
-        print(f"{r['case']:<{width}}  {r['reruns']:>6}  {r['median_ms']:>6.1f}  {r['p90_ms']:>6.1f}  {r['max_ms']:>6.1f}  ms")
+        print(
+            f"{r['case']:<{width}}  {r['reruns']:>6}  {r['median_ms']:>6.1f}  {r['p90_ms']:>6.1f}  {r['max_ms']:>6.1f}  ms"
+        )
     return 0
 
 

@@ -8,5 +8,5 @@ from planner.inference.scenario import InferenceScenario
 from planner.plan import plan
 from planner.scenario import parse_scenario
 
-__all__ = ["plan", "InferenceScenario", "parse_scenario", "PlanningError", "explain"]
+__all__ = ["InferenceScenario", "PlanningError", "explain", "parse_scenario", "plan"]
 __version__ = "0.1.0"

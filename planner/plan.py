@@ -19,7 +19,6 @@ def plan(scenario: Any, calibration=None):
     if isinstance(scenario, dict):
         scenario = parse_scenario(scenario)
     if isinstance(scenario, InferenceScenario):
-
         return plan_inference(scenario, calibration)
 
     return plan_training(scenario, calibration)

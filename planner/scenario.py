@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 from pydantic import Field, TypeAdapter
 
 from planner.inference.scenario import InferenceScenario
 from planner.training.scenario import TrainingScenario
 
-Scenario = Annotated[Union[InferenceScenario, TrainingScenario], Field(discriminator="kind")]
+Scenario = Annotated[InferenceScenario | TrainingScenario, Field(discriminator="kind")]
 _ADAPTER: TypeAdapter[InferenceScenario | TrainingScenario] = TypeAdapter(Scenario)
 
 

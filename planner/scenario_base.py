@@ -7,7 +7,7 @@ possible but risky become plan warnings later.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Union
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,9 +17,9 @@ from planner.model.architecture import ModelArchitecture
 from planner.model.catalog import resolve_model
 
 # A model is a catalog id, a size id ("dense-70b", "moe-400b") or an inline config.json object.
-ModelRef = Union[Annotated[str, Field(min_length=1, max_length=200)], dict[str, Any]]
+ModelRef = Annotated[str, Field(min_length=1, max_length=200)] | dict[str, Any]
 # A GPU is a catalog id or an inline accelerator spec.
-GpuRef = Union[Annotated[str, Field(min_length=1, max_length=64)], dict[str, Any]]
+GpuRef = Annotated[str, Field(min_length=1, max_length=64)] | dict[str, Any]
 
 MAX_GPUS = 100_000
 MAX_TOKENS = 10_000_000

@@ -11,8 +11,9 @@ from __future__ import annotations
 import base64
 import json
 import zlib
-from functools import lru_cache
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from functools import cache
+from typing import Any
 from urllib.parse import urlencode
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -27,8 +28,14 @@ from planner.training.scenario import TrainingScenario
 INLINE_PREFIX = "cfg:"
 MAX_PARAM_CHARS = 16_384  # a compressed config.json is ~1-2 kB; anything far larger is not ours
 MAX_INLINE_JSON_BYTES = 256 * 1024
-LAYOUT_FIELDS = ("num_gpus", "tensor_parallel", "pipeline_parallel", "expert_parallel", "data_parallel",
-                 "context_parallel")
+LAYOUT_FIELDS = (
+    "num_gpus",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "expert_parallel",
+    "data_parallel",
+    "context_parallel",
+)
 
 
 def scenario_classes() -> dict[str, type]:
@@ -42,7 +49,7 @@ def encode_inline(value: dict) -> str:
 
 
 def decode_inline(text: str) -> dict:
-    body = text[len(INLINE_PREFIX):]
+    body = text[len(INLINE_PREFIX) :]
     try:
         packed = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
         decompressor = zlib.decompressobj()
@@ -83,7 +90,9 @@ def scenario_to_query_params(scenario, prefix: str = "") -> dict[str, str]:
     return params
 
 
-def share_url(scenario, base_url: str = "http://localhost:8501", page: str | None = None, prefix: str | None = None) -> str:
+def share_url(
+    scenario, base_url: str = "http://localhost:8501", page: str | None = None, prefix: str | None = None
+) -> str:
     page = page or scenario.kind
     prefix = f"{page}_" if prefix is None else prefix
     query = urlencode(scenario_to_query_params(scenario, prefix))
@@ -103,8 +112,9 @@ def _from_text(cls: type, name: str, text: str) -> Any:
     return text
 
 
-def query_params_to_scenario(params: Mapping[str, str | Iterable[str]], kind: str = "inference",
-                             prefix: str = "") -> tuple[Any, list[str]]:
+def query_params_to_scenario(
+    params: Mapping[str, str | Iterable[str]], kind: str = "inference", prefix: str = ""
+) -> tuple[Any, list[str]]:
     """Build a scenario from query parameters. Returns (scenario, warnings); never raises for bad input.
 
     Unknown parameters with our prefix are reported; repeated parameters use the last value; each
@@ -118,7 +128,7 @@ def query_params_to_scenario(params: Mapping[str, str | Iterable[str]], kind: st
     for key, raw in params.items():
         if prefix and not key.startswith(prefix):
             continue
-        name = key[len(prefix):]
+        name = key[len(prefix) :]
         if isinstance(raw, (list, tuple)):
             if not raw:
                 continue
@@ -139,8 +149,9 @@ def query_params_to_scenario(params: Mapping[str, str | Iterable[str]], kind: st
         except (ValidationError, ValueError, PlanningError) as exc:
             default = cls.model_fields[name].get_default(call_default_factory=True)
             shown = text if len(text) <= 40 else text[:37] + "..."
-            warnings.append(f"Link parameter '{key}' = '{shown}' is invalid ({_short(exc)}); using the default "
-                            f"{default!r}.")
+            warnings.append(
+                f"Link parameter '{key}' = '{shown}' is invalid ({_short(exc)}); using the default {default!r}."
+            )
             continue
         fields[name] = value
     try:
@@ -151,15 +162,17 @@ def query_params_to_scenario(params: Mapping[str, str | Iterable[str]], kind: st
     retry = {k: v for k, v in fields.items() if k not in LAYOUT_FIELDS}
     try:
         scenario = cls(**retry)
-        warnings.append(f"The link's layout ({', '.join(prefix + f for f in layout_given) or 'defaults'}) cannot "
-                        f"work: {message}. The default layout is used instead.")
+        warnings.append(
+            f"The link's layout ({', '.join(prefix + f for f in layout_given) or 'defaults'}) cannot "
+            f"work: {message}. The default layout is used instead."
+        )
         return scenario, warnings
     except (ValidationError, PlanningError) as exc:
         warnings.append(f"The link describes an impossible plan ({_short(exc)}); the default scenario is shown.")
         return cls(), warnings
 
 
-@lru_cache(maxsize=None)
+@cache
 def _field_validator(cls: type) -> type[BaseModel]:
     """The scenario's fields without its cross-field validation: checks one parameter at a time."""
     fields = {name: (field.annotation, field) for name, field in cls.model_fields.items()}

@@ -41,8 +41,11 @@ def family_errors() -> dict[str, dict]:
 
 def band(point: float, family: str, calibration=None) -> Band:
     stats = family_errors().get(family, UNMEASURED)
-    basis = (f"{stats['cases']} published measurements (benchmarks/accuracy.py)" if stats["cases"]
-             else "no published measurement yet: +-50 %")
+    basis = (
+        f"{stats['cases']} published measurements (benchmarks/accuracy.py)"
+        if stats["cases"]
+        else "no published measurement yet: +-50 %"
+    )
     e10, e90 = stats["p10_signed_error"], stats["p90_signed_error"]
     residual = getattr(calibration, "residual_error", None) if calibration is not None else None
     if residual is not None:
@@ -53,15 +56,17 @@ def band(point: float, family: str, calibration=None) -> Band:
     return Band(low=min(low, point), high=max(high, point), family=family, basis=basis)
 
 
-def inference_bands(total_bytes: float, ttft: float, tpot: float, tokens_per_second: float,
-                    calibration=None) -> dict[str, Band]:
+def inference_bands(
+    total_bytes: float, ttft: float, tpot: float, tokens_per_second: float, calibration=None
+) -> dict[str, Band]:
     # Decode speed is measured as tokens/s; a time per token has the reciprocal error.
     speed = band(1 / tpot, "decode_speed", calibration)
     return {
         "memory.total_bytes": band(total_bytes, "memory", calibration),
         "performance.ttft_seconds": band(ttft, "ttft", calibration),
-        "performance.tpot_seconds": Band(low=1 / speed.high, high=1 / speed.low, family="decode_speed",
-                                         basis=speed.basis),
+        "performance.tpot_seconds": Band(
+            low=1 / speed.high, high=1 / speed.low, family="decode_speed", basis=speed.basis
+        ),
         "performance.output_tokens_per_second": band(tokens_per_second, "max_throughput", calibration),
     }
 
@@ -71,6 +76,7 @@ def training_bands(total_bytes: float, step_seconds: float, calibration=None) ->
     rate = band(1 / step_seconds, "training_step", calibration)
     return {
         "memory.total_bytes": band(total_bytes, "memory", calibration),
-        "performance.step_seconds": Band(low=1 / rate.high, high=1 / rate.low, family="training_step",
-                                         basis=rate.basis),
+        "performance.step_seconds": Band(
+            low=1 / rate.high, high=1 / rate.low, family="training_step", basis=rate.basis
+        ),
     }

@@ -15,8 +15,11 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 def reference_dir() -> Path | None:
-    candidates = [os.environ.get("HEADROOM_REFERENCE"), REPO.parent / "shared" / "reference",
-                  REPO / "shared" / "reference"]
+    candidates = [
+        os.environ.get("HEADROOM_REFERENCE"),
+        REPO.parent / "shared" / "reference",
+        REPO / "shared" / "reference",
+    ]
     for candidate in candidates:
         if candidate and (Path(candidate) / "models.csv").exists():
             return Path(candidate)

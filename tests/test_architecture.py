@@ -27,39 +27,88 @@ from planner.model.hf_config import architecture_from_config
 # toy configs
 
 LLAMA = {
-    "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "intermediate_size": 128, "num_hidden_layers": 2, "vocab_size": 100, "max_position_embeddings": 512,
+    "model_type": "llama",
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 128,
+    "num_hidden_layers": 2,
+    "vocab_size": 100,
+    "max_position_embeddings": 512,
     "tie_word_embeddings": False,
 }  # head_dim = 64 / 4 = 16
 
 GPT2 = {
-    "model_type": "gpt2", "n_embd": 32, "n_head": 4, "n_layer": 2, "n_positions": 16, "vocab_size": 50,
+    "model_type": "gpt2",
+    "n_embd": 32,
+    "n_head": 4,
+    "n_layer": 2,
+    "n_positions": 16,
+    "vocab_size": 50,
     "n_inner": None,
 }  # tied by default, MLP 4 x 32 = 128, biases everywhere, learned positions
 
 OPT = {
-    "model_type": "opt", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 2, "ffn_dim": 64,
-    "vocab_size": 50, "max_position_embeddings": 16, "word_embed_proj_dim": 32, "do_layer_norm_before": True,
+    "model_type": "opt",
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 2,
+    "ffn_dim": 64,
+    "vocab_size": 50,
+    "max_position_embeddings": 16,
+    "word_embed_proj_dim": 32,
+    "do_layer_norm_before": True,
 }  # enable_bias / tie default true; 16 + 2 position rows
 
 GEMMA2 = {
-    "model_type": "gemma2", "hidden_size": 48, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-    "intermediate_size": 96, "num_hidden_layers": 3, "vocab_size": 40, "max_position_embeddings": 64,
+    "model_type": "gemma2",
+    "hidden_size": 48,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 96,
+    "num_hidden_layers": 3,
+    "vocab_size": 40,
+    "max_position_embeddings": 64,
     "sliding_window": 8,
 }  # tie defaults to true; heads x head_dim = 64 != hidden 48
 
 DEEPSEEK_V3 = {
-    "model_type": "deepseek_v3", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,
-    "q_lora_rank": 24, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
-    "intermediate_size": 96, "moe_intermediate_size": 16, "n_routed_experts": 8, "num_experts_per_tok": 2,
-    "n_shared_experts": 2, "first_k_dense_replace": 1, "moe_layer_freq": 1, "num_hidden_layers": 3,
-    "vocab_size": 50, "max_position_embeddings": 128, "topk_method": "noaux_tc", "tie_word_embeddings": False,
+    "model_type": "deepseek_v3",
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "q_lora_rank": 24,
+    "kv_lora_rank": 16,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 4,
+    "v_head_dim": 8,
+    "intermediate_size": 96,
+    "moe_intermediate_size": 16,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 2,
+    "first_k_dense_replace": 1,
+    "moe_layer_freq": 1,
+    "num_hidden_layers": 3,
+    "vocab_size": 50,
+    "max_position_embeddings": 128,
+    "topk_method": "noaux_tc",
+    "tie_word_embeddings": False,
 }
 
 MIXTRAL = {
-    "model_type": "mixtral", "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "intermediate_size": 64, "num_local_experts": 4, "num_experts_per_tok": 2, "num_hidden_layers": 2,
-    "vocab_size": 50, "max_position_embeddings": 128, "tie_word_embeddings": False,
+    "model_type": "mixtral",
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "intermediate_size": 64,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 50,
+    "max_position_embeddings": 128,
+    "tie_word_embeddings": False,
 }  # head_dim 8
 
 
@@ -320,7 +369,14 @@ def test_architecture_rejects_inconsistent_shapes():
     with pytest.raises(ValueError, match="moe_intermediate_size"):
         ModelArchitecture(**{**base, "num_experts": 4, "experts_per_token": 2})
     with pytest.raises(ValueError, match="leaves no MoE layers"):
-        ModelArchitecture(**{**base, "num_experts": 4, "experts_per_token": 2, "expert_intermediate_size": 8,
-                             "first_k_dense_layers": 2})
+        ModelArchitecture(
+            **{
+                **base,
+                "num_experts": 4,
+                "experts_per_token": 2,
+                "expert_intermediate_size": 8,
+                "first_k_dense_layers": 2,
+            }
+        )
     with pytest.raises(ValueError, match="more sliding-window layers"):
         ModelArchitecture(**{**base, "sliding_window": 4, "sliding_window_layers": 3})

@@ -15,23 +15,51 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def run_cli(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "planner", *args], capture_output=True, text=True, cwd=ROOT,
-                          input=stdin, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "planner", *args], capture_output=True, text=True, cwd=ROOT, input=stdin, timeout=120
+    )
 
 
 def test_plan_json_has_the_contract_keys(tmp_path, capsys):
     path = tmp_path / "s.json"
-    path.write_text(json.dumps({"kind": "inference", "model": "llama-3.1-70b", "gpu": "h100-sxm", "num_gpus": 4,
-                                "tensor_parallel": 4, "pipeline_parallel": 1, "expert_parallel": 1,
-                                "weight_dtype": "bf16", "kv_cache_dtype": "bf16", "prompt_tokens": 2048,
-                                "output_tokens": 512, "concurrency": 64}))
+    path.write_text(
+        json.dumps(
+            {
+                "kind": "inference",
+                "model": "llama-3.1-70b",
+                "gpu": "h100-sxm",
+                "num_gpus": 4,
+                "tensor_parallel": 4,
+                "pipeline_parallel": 1,
+                "expert_parallel": 1,
+                "weight_dtype": "bf16",
+                "kv_cache_dtype": "bf16",
+                "prompt_tokens": 2048,
+                "output_tokens": 512,
+                "concurrency": 64,
+            }
+        )
+    )
     assert main(["plan", str(path)]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["model"]["params_total"] == 70_553_706_496
-    for dotted in ("model.params_active", "model.kv_cache_bytes_per_token", "memory.components",
-                   "memory.total_bytes", "memory.capacity_bytes", "memory.fits", "memory.max_concurrency",
-                   "performance.ttft_seconds", "performance.tpot_seconds", "performance.output_tokens_per_second",
-                   "bottleneck", "cost.usd_per_hour", "cost.usd_per_million_output_tokens", "warnings", "assumptions"):
+    for dotted in (
+        "model.params_active",
+        "model.kv_cache_bytes_per_token",
+        "memory.components",
+        "memory.total_bytes",
+        "memory.capacity_bytes",
+        "memory.fits",
+        "memory.max_concurrency",
+        "performance.ttft_seconds",
+        "performance.tpot_seconds",
+        "performance.output_tokens_per_second",
+        "bottleneck",
+        "cost.usd_per_hour",
+        "cost.usd_per_million_output_tokens",
+        "warnings",
+        "assumptions",
+    ):
         node = out
         for part in dotted.split("."):
             node = node[part]

@@ -19,13 +19,29 @@ from planner.inference.scenario import InferenceScenario
 
 SCENARIOS = [
     InferenceScenario(),
-    InferenceScenario(model="llama-3.1-8b", gpu="l4", num_gpus=2, tensor_parallel=1, weight_dtype="int4",
-                      kv_cache_dtype="fp8", concurrency=7, gpu_memory_utilization=0.8123456789,
-                      decision="=HYPERLINK(\"http://evil\")"),
-    InferenceScenario(model="dense-13b", gpu={"name": "My card", "memory_bytes": 48 * 2**30,
-                                              "memory_bandwidth_bytes_per_second": 1e12,
-                                              "peak_flops_per_second": {"bf16": 2e14}},
-                      num_gpus=1, tensor_parallel=1, label="+cmd|' /C calc'!A0"),
+    InferenceScenario(
+        model="llama-3.1-8b",
+        gpu="l4",
+        num_gpus=2,
+        tensor_parallel=1,
+        weight_dtype="int4",
+        kv_cache_dtype="fp8",
+        concurrency=7,
+        gpu_memory_utilization=0.8123456789,
+        decision='=HYPERLINK("http://evil")',
+    ),
+    InferenceScenario(
+        model="dense-13b",
+        gpu={
+            "name": "My card",
+            "memory_bytes": 48 * 2**30,
+            "memory_bandwidth_bytes_per_second": 1e12,
+            "peak_flops_per_second": {"bf16": 2e14},
+        },
+        num_gpus=1,
+        tensor_parallel=1,
+        label="+cmd|' /C calc'!A0",
+    ),
 ]
 
 
@@ -38,10 +54,20 @@ def test_one_row_per_plan_with_units_in_column_names():
     rows = _rows(text)
     assert len(rows) == 3
     header = rows[0].keys()
-    for column in ("kind", "decision", "scenario.model", "scenario.concurrency", "memory.total_bytes",
-                   "memory.components.kv_cache_bytes", "performance.ttft_seconds", "performance.tpot_seconds",
-                   "performance.output_tokens_per_second", "cost.usd_per_hour",
-                   "cost.usd_per_million_output_tokens", "bottleneck"):
+    for column in (
+        "kind",
+        "decision",
+        "scenario.model",
+        "scenario.concurrency",
+        "memory.total_bytes",
+        "memory.components.kv_cache_bytes",
+        "performance.ttft_seconds",
+        "performance.tpot_seconds",
+        "performance.output_tokens_per_second",
+        "cost.usd_per_hour",
+        "cost.usd_per_million_output_tokens",
+        "bottleneck",
+    ):
         assert column in header
     assert float(rows[0]["memory.total_bytes"]) == plan(SCENARIOS[0]).memory.total_bytes
 

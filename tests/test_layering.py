@@ -18,8 +18,13 @@ LAYERS: list[tuple[str, ...]] = [
     ("planner.model", "planner.hardware"),
     ("planner.physics",),
     # What a plan may take as input: the scenario types, the calibration record, the result types.
-    ("planner.scenario_base", "planner.calibration.record", "planner.calibration.errors", "planner.uncertainty",
-     "planner.results"),
+    (
+        "planner.scenario_base",
+        "planner.calibration.record",
+        "planner.calibration.errors",
+        "planner.uncertainty",
+        "planner.results",
+    ),
     ("planner.inference", "planner.training"),
     ("planner.scenario",),
     ("planner.plan",),
@@ -58,8 +63,12 @@ def _imports(path: Path) -> list[tuple[str, ast.stmt, bool]]:
     """(imported module, node, is function-level) for every project import in `path`."""
     tree = ast.parse(path.read_text())
     found = []
-    nested = {id(sub) for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
-              for sub in ast.walk(node)}
+    nested = {
+        id(sub)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+        for sub in ast.walk(node)
+    }
     package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
@@ -68,7 +77,9 @@ def _imports(path: Path) -> list[tuple[str, ast.stmt, bool]]:
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
-                base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
+                base = ".".join(
+                    package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else [])
+                )
             for alias in node.names:
                 # `from planner import plan` imports planner.plan when it is a module, else a name of planner
                 candidate = f"{base}.{alias.name}"

@@ -55,8 +55,14 @@ def layouts(draw, model=None):
     ep = 1
     if arch.is_moe:
         ep = draw(st.sampled_from([e for e in (1, 2, 4, 8, 16) if arch.num_experts % e == 0]))
-    return dict(model=model, gpu=draw(st.sampled_from(GPUS)), tensor_parallel=tp, pipeline_parallel=pp,
-                num_gpus=tp * pp * replicas, expert_parallel=ep)
+    return dict(
+        model=model,
+        gpu=draw(st.sampled_from(GPUS)),
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        num_gpus=tp * pp * replicas,
+        expert_parallel=ep,
+    )
 
 
 @st.composite
@@ -101,8 +107,11 @@ def _numeric_leaves(node, path=""):
 @given(scenarios())
 def test_no_nan_inf_or_negative_numbers(scenario):
     dumped = plan(scenario).model_dump()
-    bad = [(path, value) for path, value in _numeric_leaves(dumped)
-           if not math.isfinite(value) or (value < 0 and path.rsplit(".", 1)[-1] not in SIGNED)]
+    bad = [
+        (path, value)
+        for path, value in _numeric_leaves(dumped)
+        if not math.isfinite(value) or (value < 0 and path.rsplit(".", 1)[-1] not in SIGNED)
+    ]
     assert not bad, bad
 
 
@@ -116,7 +125,8 @@ def test_plan_is_internally_consistent(scenario):
     assert m.budget_bytes == pytest.approx(m.capacity_bytes * scenario.gpu_memory_utilization)
     assert p.performance.output_tokens_per_second > 0
     assert p.performance.output_tokens_per_second_per_gpu == pytest.approx(
-        p.performance.output_tokens_per_second / scenario.num_gpus)
+        p.performance.output_tokens_per_second / scenario.num_gpus
+    )
 
 
 @SETTINGS
@@ -165,8 +175,16 @@ def test_more_pipeline_stages_never_raise_per_gpu_weights_and_kv(layout, workloa
 
 
 @SETTINGS
-@given(st.sampled_from(MODELS), st.sampled_from([1, 2, 4, 8]), st.integers(1, 4), st.integers(1, 64),
-       st.integers(1, 64), st.integers(1, 50_000), st.integers(1, 50_000), st.sampled_from(DTYPES))
+@given(
+    st.sampled_from(MODELS),
+    st.sampled_from([1, 2, 4, 8]),
+    st.integers(1, 4),
+    st.integers(1, 64),
+    st.integers(1, 64),
+    st.integers(1, 50_000),
+    st.integers(1, 50_000),
+    st.sampled_from(DTYPES),
+)
 def test_kv_bytes_linear_in_sequences_and_tokens(model, tp, pp, s1, s2, t1, t2, dtype):
     arch = resolve_model(model)
     assume(arch.num_attention_heads % tp == 0 and pp <= arch.num_layers)
@@ -177,8 +195,9 @@ def test_kv_bytes_linear_in_sequences_and_tokens(model, tp, pp, s1, s2, t1, t2, 
 
     # sequences: exactly linear, with any block size and the sliding window honoured
     for block, sliding in ((1, False), (16, True)):
-        assert kv(s1 + s2, t1, block, sliding) == pytest.approx(kv(s1, t1, block, sliding) + kv(s2, t1, block, sliding),
-                                                                rel=1e-12)
+        assert kv(s1 + s2, t1, block, sliding) == pytest.approx(
+            kv(s1, t1, block, sliding) + kv(s2, t1, block, sliding), rel=1e-12
+        )
     # tokens: linear without the sliding window and without block rounding
     assert kv(s1, t1 + t2) == pytest.approx(kv(s1, t1) + kv(s1, t2), rel=1e-12)
     assert kv(s1, t1) == pytest.approx(s1 * t1 * kv(1, 1), rel=1e-12)
@@ -196,7 +215,8 @@ def test_plan_kv_doubles_with_concurrency(scenario):
     base = _valid(**{**scenario.model_dump(), "concurrency": scenario.concurrency * scenario.replicas})
     assume(doubled is not None and base is not None)
     assert plan(doubled).memory.components["kv_cache_bytes"] == pytest.approx(
-        2 * plan(base).memory.components["kv_cache_bytes"], rel=1e-12)
+        2 * plan(base).memory.components["kv_cache_bytes"], rel=1e-12
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -215,9 +235,12 @@ def test_decode_never_faster_than_its_rooflines(scenario):
     if arch.is_moe:
         # at least k experts are read; at most all of this GPU's routed expert bytes are skipped otherwise
         counts = parameter_counts(arch)
-        routed_per_gpu = (mem.stage_moe_layers(arch, scenario.pipeline_parallel) * counts.moe_layer.experts_routed
-                          / max(scenario.tensor_parallel, scenario.expert_parallel)
-                          * weight_bytes_per_element(scenario.weight_dtype, scenario.weight_group_size))
+        routed_per_gpu = (
+            mem.stage_moe_layers(arch, scenario.pipeline_parallel)
+            * counts.moe_layer.experts_routed
+            / max(scenario.tensor_parallel, scenario.expert_parallel)
+            * weight_bytes_per_element(scenario.weight_dtype, scenario.weight_group_size)
+        )
         weights -= routed_per_gpu * (1 - arch.experts_per_token / arch.num_experts)
     assert weights > 0
     assert step >= weights / bandwidth
@@ -255,8 +278,15 @@ def test_max_context_fits_its_budget(scenario):
     block = scenario.kv_block_tokens
 
     def per_sequence(tokens):
-        return mem.kv_cache_bytes_per_sequence(arch, scenario.tensor_parallel, scenario.pipeline_parallel, tokens,
-                                               kv_b, block, scenario.honor_sliding_window)
+        return mem.kv_cache_bytes_per_sequence(
+            arch,
+            scenario.tensor_parallel,
+            scenario.pipeline_parallel,
+            tokens,
+            kv_b,
+            block,
+            scenario.honor_sliding_window,
+        )
 
     best = m.max_context_tokens
     assert 0 <= best <= arch.max_context_tokens
@@ -274,8 +304,9 @@ def test_kv_blocks_cover_the_planned_sequences_when_it_fits(scenario):
     assume(p.memory.fits)
     arch = scenario.architecture()
     block = scenario.kv_block_tokens
-    per_block = mem.kv_block_bytes(arch, scenario.tensor_parallel, scenario.pipeline_parallel,
-                                   kv_bytes_per_element(scenario.kv_cache_dtype), block)
+    per_block = mem.kv_block_bytes(
+        arch, scenario.tensor_parallel, scenario.pipeline_parallel, kv_bytes_per_element(scenario.kv_cache_dtype), block
+    )
     assert p.memory.kv_blocks * per_block >= p.memory.components["kv_cache_bytes"] * (1 - 1e-9)
 
 
@@ -293,8 +324,11 @@ def _plan_strict(model):
 
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        return plan(InferenceScenario(model=model, num_gpus=1, tensor_parallel=1, concurrency=1, prompt_tokens=100,
-                                      output_tokens=10))
+        return plan(
+            InferenceScenario(
+                model=model, num_gpus=1, tensor_parallel=1, concurrency=1, prompt_tokens=100, output_tokens=10
+            )
+        )
 
 
 @pytest.mark.parametrize("model", ["llama-3.1-8b", "gemma-2-9b", "deepseek-v2-lite", "qwen3-30b-a3b"])

@@ -12,13 +12,16 @@ from planner.share import query_params_to_scenario
 DEEP = "[" * 100_000 + "]" * 100_000
 
 
-@pytest.mark.parametrize("data, fragment", [
-    (DEEP, "nested"),
-    ("[" * (MAX_DEPTH + 2) + "]" * (MAX_DEPTH + 2), "nested more than"),
-    ('{"a": ', "not valid JSON"),
-    (b"\xff\xfe\x00", "not UTF-8"),
-    ("x" * (3 * 1024 * 1024), "limit"),
-])
+@pytest.mark.parametrize(
+    "data, fragment",
+    [
+        (DEEP, "nested"),
+        ("[" * (MAX_DEPTH + 2) + "]" * (MAX_DEPTH + 2), "nested more than"),
+        ('{"a": ', "not valid JSON"),
+        (b"\xff\xfe\x00", "not UTF-8"),
+        ("x" * (3 * 1024 * 1024), "limit"),
+    ],
+)
 def test_bad_json_is_a_planning_error(data, fragment):
     with pytest.raises(PlanningError) as info:
         load_json(data, "config.json")
@@ -26,7 +29,7 @@ def test_bad_json_is_a_planning_error(data, fragment):
 
 
 def test_deeply_nested_model_cell_in_csv_is_a_clear_error():
-    text = "kind,scenario.model\ninference,\"" + "{\"\"a\"\":" * 5000 + "1" + "}" * 5000 + "\"\n"
+    text = 'kind,scenario.model\ninference,"' + '{""a"":' * 5000 + "1" + "}" * 5000 + '"\n'
     with pytest.raises(CsvImportError) as info:
         scenarios_from_csv(text)
     assert "row 2" in str(info.value)

@@ -15,8 +15,14 @@ from planner.model.catalog import resolve_model
 from planner.model.hf_config import architecture_from_config
 
 LLAMA_TOY = {
-    "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
-    "num_hidden_layers": 2, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 512,
+    "model_type": "llama",
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "num_hidden_layers": 2,
+    "intermediate_size": 128,
+    "vocab_size": 100,
+    "max_position_embeddings": 512,
 }
 
 
@@ -124,8 +130,13 @@ def test_custom_gpu_missing_fields():
 
 def test_custom_gpu_unknown_dtype():
     with pytest.raises(PlanningError) as info:
-        resolve_accelerator({"memory_bytes": 1 << 34, "memory_bandwidth_bytes_per_second": 1e12,
-                             "peak_flops_per_second": {"bf16": 1e14, "fp2": 1e15}})
+        resolve_accelerator(
+            {
+                "memory_bytes": 1 << 34,
+                "memory_bandwidth_bytes_per_second": 1e12,
+                "peak_flops_per_second": {"bf16": 1e14, "fp2": 1e15},
+            }
+        )
     assert "unknown dtype(s) ['fp2']" in explain(info.value)
 
 
@@ -149,8 +160,16 @@ def test_unknown_model_type_names_the_needed_fields():
     msg = rejection(model={"model_type": "mamba", "hidden_size": 4}, num_gpus=1, tensor_parallel=1)
     assert msg.startswith("model_type 'mamba' is not supported")
     assert "llama" in msg and "deepseek_v3" in msg  # the supported list
-    for field in ("hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
-                  "num_key_value_heads", "vocab_size", "max_position_embeddings", "head_dim"):
+    for field in (
+        "hidden_size",
+        "intermediate_size",
+        "num_hidden_layers",
+        "num_attention_heads",
+        "num_key_value_heads",
+        "vocab_size",
+        "max_position_embeddings",
+        "head_dim",
+    ):
         assert field in msg, field
 
 
@@ -187,16 +206,19 @@ def test_malformed_bool():
 
 def test_negative_and_zero_values():
     assert config_rejection(num_hidden_layers=-2) == (
-        "config.json is not a plannable model: num_layers: Input should be greater than 0")
+        "config.json is not a plannable model: num_layers: Input should be greater than 0"
+    )
     assert config_rejection(num_attention_heads=0) == (
-        "config.json: hidden_size and num_attention_heads must be positive")
+        "config.json: hidden_size and num_attention_heads must be positive"
+    )
     assert "vocab_size: Input should be greater than 0" in config_rejection(vocab_size=0)
 
 
 def test_huge_values():
     assert "vocab_size: Input should be less than or equal to 20000000" in config_rejection(vocab_size=10**12)
     assert "hidden_size: Input should be less than or equal to 262144" in config_rejection(
-        hidden_size=1 << 20, head_dim=64)
+        hidden_size=1 << 20, head_dim=64
+    )
     assert "num_layers: Input should be less than or equal to 4096" in config_rejection(num_hidden_layers=10**6)
 
 
@@ -207,35 +229,64 @@ def test_heads_not_dividing_hidden_needs_head_dim():
 
 def test_kv_heads_not_dividing_heads():
     msg = config_rejection(num_key_value_heads=3)
-    assert msg == ("config.json is not a plannable model: num_attention_heads 4 is not a multiple of "
-                   "num_key_value_heads 3")
+    assert msg == (
+        "config.json is not a plannable model: num_attention_heads 4 is not a multiple of num_key_value_heads 3"
+    )
 
 
 def test_moe_config_inconsistencies():
     mixtral = {**LLAMA_TOY, "model_type": "mixtral", "num_local_experts": 4, "num_experts_per_tok": 5}
     assert "experts per token (5) must be between 1 and the 4 experts" in rejection(
-        model=mixtral, num_gpus=1, tensor_parallel=1)
-    deepseek = {"model_type": "deepseek_v3", "hidden_size": 64, "num_attention_heads": 4, "kv_lora_rank": 16,
-                "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8, "intermediate_size": 96,
-                "moe_intermediate_size": 16, "n_routed_experts": 8, "num_experts_per_tok": 2,
-                "first_k_dense_replace": 3, "num_hidden_layers": 3, "vocab_size": 50}
+        model=mixtral, num_gpus=1, tensor_parallel=1
+    )
+    deepseek = {
+        "model_type": "deepseek_v3",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "kv_lora_rank": 16,
+        "qk_nope_head_dim": 8,
+        "qk_rope_head_dim": 4,
+        "v_head_dim": 8,
+        "intermediate_size": 96,
+        "moe_intermediate_size": 16,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "first_k_dense_replace": 3,
+        "num_hidden_layers": 3,
+        "vocab_size": 50,
+    }
     assert "first_k_dense_replace leaves no MoE layers" in rejection(model=deepseek, num_gpus=1, tensor_parallel=1)
     no_rope = {**deepseek, "first_k_dense_replace": 1, "qk_rope_head_dim": 0}
     assert "multi-head latent attention needs qk_rope_head_dim and v_head_dim" in rejection(
-        model=no_rope, num_gpus=1, tensor_parallel=1)
+        model=no_rope, num_gpus=1, tensor_parallel=1
+    )
 
 
 def test_opt_projection_not_supported():
-    opt = {"model_type": "opt", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2,
-           "ffn_dim": 128, "vocab_size": 50, "max_position_embeddings": 16, "word_embed_proj_dim": 32}
+    opt = {
+        "model_type": "opt",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "num_hidden_layers": 2,
+        "ffn_dim": 128,
+        "vocab_size": 50,
+        "max_position_embeddings": 16,
+        "word_embed_proj_dim": 32,
+    }
     with pytest.raises(PlanningError) as info:
         architecture_from_config(opt)
     assert "word_embed_proj_dim 32 != hidden_size 64" in explain(info.value)
 
 
 def test_qwen_moe_dense_layers_at_positions_rejected():
-    cfg = {**LLAMA_TOY, "model_type": "qwen3_moe", "num_experts": 4, "num_experts_per_tok": 2,
-           "moe_intermediate_size": 16, "mlp_only_layers": [0]}
+    cfg = {
+        **LLAMA_TOY,
+        "model_type": "qwen3_moe",
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "moe_intermediate_size": 16,
+        "mlp_only_layers": [0],
+    }
     with pytest.raises(PlanningError, match="mlp_only_layers"):
         architecture_from_config(cfg)
 
@@ -249,21 +300,24 @@ def test_config_must_be_an_object():
 # scenario numbers
 
 
-@pytest.mark.parametrize("field,value,expected", [
-    ("num_gpus", 0, "num_gpus: Input should be greater than or equal to 1"),
-    ("num_gpus", 10**9, "num_gpus: Input should be less than or equal to 100000"),
-    ("concurrency", -5, "concurrency: Input should be greater than or equal to 1"),
-    ("prompt_tokens", 10**9, "prompt_tokens: Input should be less than or equal to 10000000"),
-    ("output_tokens", 0, "output_tokens: Input should be greater than or equal to 1"),
-    ("tensor_parallel", 0, "tensor_parallel: Input should be greater than or equal to 1"),
-    ("gpu_memory_utilization", 1.5, "gpu_memory_utilization: Input should be less than or equal to 1"),
-    ("gpu_memory_utilization", 0.0, "gpu_memory_utilization: Input should be greater than 0.05"),
-    ("prefix_cache_hit_rate", -0.1, "prefix_cache_hit_rate: Input should be greater than or equal to 0"),
-    ("kv_block_tokens", 0, "kv_block_tokens: Input should be greater than or equal to 1"),
-    ("weight_dtype", "fp3", "weight_dtype: Input should be 'fp32', 'bf16', 'fp16', 'fp8', 'int8' or 'int4'"),
-    ("usd_per_gpu_hour", -1.0, "usd_per_gpu_hour: Input should be greater than or equal to 0"),
-    ("unknown_knob", 1, "unknown_knob: Extra inputs are not permitted"),
-])
+@pytest.mark.parametrize(
+    "field,value,expected",
+    [
+        ("num_gpus", 0, "num_gpus: Input should be greater than or equal to 1"),
+        ("num_gpus", 10**9, "num_gpus: Input should be less than or equal to 100000"),
+        ("concurrency", -5, "concurrency: Input should be greater than or equal to 1"),
+        ("prompt_tokens", 10**9, "prompt_tokens: Input should be less than or equal to 10000000"),
+        ("output_tokens", 0, "output_tokens: Input should be greater than or equal to 1"),
+        ("tensor_parallel", 0, "tensor_parallel: Input should be greater than or equal to 1"),
+        ("gpu_memory_utilization", 1.5, "gpu_memory_utilization: Input should be less than or equal to 1"),
+        ("gpu_memory_utilization", 0.0, "gpu_memory_utilization: Input should be greater than 0.05"),
+        ("prefix_cache_hit_rate", -0.1, "prefix_cache_hit_rate: Input should be greater than or equal to 0"),
+        ("kv_block_tokens", 0, "kv_block_tokens: Input should be greater than or equal to 1"),
+        ("weight_dtype", "fp3", "weight_dtype: Input should be 'fp32', 'bf16', 'fp16', 'fp8', 'int8' or 'int4'"),
+        ("usd_per_gpu_hour", -1.0, "usd_per_gpu_hour: Input should be greater than or equal to 0"),
+        ("unknown_knob", 1, "unknown_knob: Extra inputs are not permitted"),
+    ],
+)
 def test_scenario_field_limits(field, value, expected):
     base = dict(model="llama-3.1-8b", num_gpus=1, tensor_parallel=1)
     assert expected in rejection(**{**base, field: value})

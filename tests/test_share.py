@@ -22,11 +22,23 @@ def test_default_scenario_has_no_parameters():
 
 
 def test_round_trip_through_a_url_is_exact():
-    scenario = InferenceScenario(model="mixtral-8x7b", gpu="a100-80gb", num_gpus=4, tensor_parallel=2,
-                                 expert_parallel=2, weight_dtype="int4", weight_group_size=64,
-                                 kv_cache_dtype="fp8", prompt_tokens=777, output_tokens=99, concurrency=3,
-                                 gpu_memory_utilization=0.85, prefix_cache_hit_rate=0.25,
-                                 usd_per_gpu_hour=1.75, decision="chose int4 to fit on 4 GPUs & save $")
+    scenario = InferenceScenario(
+        model="mixtral-8x7b",
+        gpu="a100-80gb",
+        num_gpus=4,
+        tensor_parallel=2,
+        expert_parallel=2,
+        weight_dtype="int4",
+        weight_group_size=64,
+        kv_cache_dtype="fp8",
+        prompt_tokens=777,
+        output_tokens=99,
+        concurrency=3,
+        gpu_memory_utilization=0.85,
+        prefix_cache_hit_rate=0.25,
+        usd_per_gpu_hour=1.75,
+        decision="chose int4 to fit on 4 GPUs & save $",
+    )
     url = share_url(scenario, "https://headroom.example")
     query = {k: v for k, v in parse_qs(urlparse(url).query).items()}
     restored, warnings = query_params_to_scenario(query, "inference", "inference_")
@@ -35,9 +47,16 @@ def test_round_trip_through_a_url_is_exact():
 
 
 def test_inline_model_config_survives_a_link():
-    config = {"model_type": "llama", "hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 4,
-              "num_attention_heads": 8, "num_key_value_heads": 2, "vocab_size": 32000,
-              "max_position_embeddings": 4096}
+    config = {
+        "model_type": "llama",
+        "hidden_size": 1024,
+        "intermediate_size": 2816,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 8,
+        "num_key_value_heads": 2,
+        "vocab_size": 32000,
+        "max_position_embeddings": 4096,
+    }
     scenario = InferenceScenario(model=config, num_gpus=1, tensor_parallel=1)
     params = scenario_to_query_params(scenario, "p_")
     assert params["p_model"].startswith("cfg:")
@@ -69,7 +88,8 @@ def test_bad_parameter_is_named_and_defaulted(key, value, fragment):
 
 def test_impossible_layout_falls_back_to_default_layout_with_reason():
     scenario, warnings = query_params_to_scenario(
-        {"p_tensor_parallel": "3", "p_num_gpus": "3", "p_concurrency": "5"}, "inference", "p_")
+        {"p_tensor_parallel": "3", "p_num_gpus": "3", "p_concurrency": "5"}, "inference", "p_"
+    )
     assert scenario.tensor_parallel == InferenceScenario().tensor_parallel
     assert scenario.concurrency == 5  # the valid, unrelated parameter is kept
     assert any("does not divide" in w and "64 attention heads" in w for w in warnings), warnings

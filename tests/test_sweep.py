@@ -24,10 +24,17 @@ COLUMNS = {
 @pytest.mark.parametrize("model", ["llama-3.1-70b", "mixtral-8x7b", "deepseek-v2-lite", "gemma-2-9b"])
 def test_sweep_equals_scalar_plan_exactly(model):
     base = InferenceScenario(model=model, num_gpus=1, tensor_parallel=1)
-    grid = inference_grid(base, gpus=["h100-sxm", "a100-40gb", "l4", "cpu"], num_gpus=[1, 2, 4, 8],
-                          tensor_parallel=[1, 2, 4, 8], pipeline_parallel=[1, 2, 3], expert_parallel=[1, 2, 8],
-                          weight_dtypes=["bf16", "int4", "fp8"], kv_cache_dtypes=["bf16", "int4"],
-                          concurrency=[1, 13, 256])
+    grid = inference_grid(
+        base,
+        gpus=["h100-sxm", "a100-40gb", "l4", "cpu"],
+        num_gpus=[1, 2, 4, 8],
+        tensor_parallel=[1, 2, 4, 8],
+        pipeline_parallel=[1, 2, 3],
+        expert_parallel=[1, 2, 8],
+        weight_dtypes=["bf16", "int4", "fp8"],
+        kv_cache_dtypes=["bf16", "int4"],
+        concurrency=[1, 13, 256],
+    )
     result = evaluate_inference(base, grid)
     rng = np.random.default_rng(7)
     for index in rng.choice(len(result), size=60, replace=False):
@@ -66,9 +73,16 @@ def test_training_sweep_equals_scalar_training_plans_exactly():
     )
 
     base = parse_scenario({"kind": "training", "model": "llama-3.1-70b", "num_gpus": 64, "global_batch_size": 512})
-    grid = training_grid(base, gpus=["h100-sxm", "a100-80gb"], num_gpus=[32, 64, 128], tensor_parallel=[1, 2, 8],
-                         pipeline_parallel=[1, 4, 3], zero_stages=[0, 1, 3],
-                         checkpointing=["none", "selective", "full"], micro_batch_sizes=[1, 2, 3])
+    grid = training_grid(
+        base,
+        gpus=["h100-sxm", "a100-80gb"],
+        num_gpus=[32, 64, 128],
+        tensor_parallel=[1, 2, 8],
+        pipeline_parallel=[1, 4, 3],
+        zero_stages=[0, 1, 3],
+        checkpointing=["none", "selective", "full"],
+        micro_batch_sizes=[1, 2, 3],
+    )
     result = evaluate_training(base, grid)
     assert result.valid.any() and (~result.valid).any() and result.fits.any()
     rng = np.random.default_rng(3)
@@ -94,8 +108,20 @@ def test_training_search_respects_constraints(capsys):
     from planner.cli.main import main
 
     example = Path(__file__).resolve().parents[1] / "examples" / "training-llama-3.1-8b-full-finetune.json"
-    code = main(["search", str(example), "--max-gpus", "16",
-                 "--constraint", "time_to_train_seconds<=86400", "--format", "json", "--top", "5"])
+    code = main(
+        [
+            "search",
+            str(example),
+            "--max-gpus",
+            "16",
+            "--constraint",
+            "time_to_train_seconds<=86400",
+            "--format",
+            "json",
+            "--top",
+            "5",
+        ]
+    )
     assert code == 0
     import json
 

@@ -9,10 +9,34 @@ from planner.model.architecture import parameter_counts
 from planner.model.catalog import resolve_model
 from planner.model.synthetic import parse_size_id, size_id, synthetic_architecture
 
-DENSE = ["dense-0.5b", "dense-1b", "dense-1.5b", "dense-3b", "dense-7b", "dense-8b", "dense-13b", "dense-34b",
-         "dense-70b", "dense-180b", "dense-405b", "dense-1t", "dense-2t"]
-MOE = ["moe-2b", "moe-7b", "moe-16b", "moe-30b", "moe-57b", "moe-100b", "moe-235b", "moe-400b", "moe-671b",
-       "moe-1t", "moe-2t"]
+DENSE = [
+    "dense-0.5b",
+    "dense-1b",
+    "dense-1.5b",
+    "dense-3b",
+    "dense-7b",
+    "dense-8b",
+    "dense-13b",
+    "dense-34b",
+    "dense-70b",
+    "dense-180b",
+    "dense-405b",
+    "dense-1t",
+    "dense-2t",
+]
+MOE = [
+    "moe-2b",
+    "moe-7b",
+    "moe-16b",
+    "moe-30b",
+    "moe-57b",
+    "moe-100b",
+    "moe-235b",
+    "moe-400b",
+    "moe-671b",
+    "moe-1t",
+    "moe-2t",
+]
 
 
 @pytest.mark.parametrize("model_id", DENSE + MOE)
@@ -86,11 +110,14 @@ def test_parse_and_format_size_ids():
         assert parse_size_id(size_id(params, moe)) == (moe, params)
 
 
-@pytest.mark.parametrize("params,moe,match", [
-    (5e7, False, "outside the supported 0.1B-10T range for dense models"),
-    (1e9, True, "outside the supported 2B-10T range for MoE models"),
-    (2e13, False, "outside the supported"),
-])
+@pytest.mark.parametrize(
+    "params,moe,match",
+    [
+        (5e7, False, "outside the supported 0.1B-10T range for dense models"),
+        (1e9, True, "outside the supported 2B-10T range for MoE models"),
+        (2e13, False, "outside the supported"),
+    ],
+)
 def test_out_of_range(params, moe, match):
     with pytest.raises(PlanningError, match=match):
         synthetic_architecture(params, moe)

@@ -25,17 +25,21 @@ BASE = InferenceScenario()
 def test_each_planned_technique_delta_is_the_difference_of_two_plans():
     base = plan(BASE)
     effects = [e for e in inference_techniques(BASE) if e.applicable and not e.derived]
-    assert {e.technique for e in effects} >= {"Weight quantization", "KV cache quantization",
-                                               "Prefix / prompt caching", "Tensor parallelism",
-                                               "Pipeline parallelism"}
+    assert {e.technique for e in effects} >= {
+        "Weight quantization",
+        "KV cache quantization",
+        "Prefix / prompt caching",
+        "Tensor parallelism",
+        "Pipeline parallelism",
+    }
     for effect in effects:
         alt = plan(InferenceScenario.model_validate(effect.scenario))
         assert effect.delta_memory_bytes == alt.memory.total_bytes - base.memory.total_bytes
         assert effect.delta_time_seconds == alt.performance.tpot_seconds - base.performance.tpot_seconds
-        assert effect.delta_throughput == (alt.performance.output_tokens_per_second
-                                           - base.performance.output_tokens_per_second)
-        assert effect.delta_cost == (alt.cost.usd_per_million_output_tokens
-                                     - base.cost.usd_per_million_output_tokens)
+        assert effect.delta_throughput == (
+            alt.performance.output_tokens_per_second - base.performance.output_tokens_per_second
+        )
+        assert effect.delta_cost == (alt.cost.usd_per_million_output_tokens - base.cost.usd_per_million_output_tokens)
 
 
 def test_quantization_is_flagged_as_changing_numerics_and_sharding_is_not():
@@ -78,10 +82,16 @@ def test_diagnosis_names_the_binding_resource_with_evidence():
 
 @pytest.fixture(scope="module")
 def frame() -> pd.DataFrame:
-    grid = inference_grid(BASE, gpus=["h100-sxm", "h200", "a100-80gb", "l40s"], num_gpus=[1, 2, 4, 8],
-                          tensor_parallel=[1, 2, 4, 8], pipeline_parallel=[1, 2],
-                          weight_dtypes=["bf16", "fp8", "int4"], kv_cache_dtypes=["bf16", "fp8"],
-                          concurrency=[1, 8, 64, 256])
+    grid = inference_grid(
+        BASE,
+        gpus=["h100-sxm", "h200", "a100-80gb", "l40s"],
+        num_gpus=[1, 2, 4, 8],
+        tensor_parallel=[1, 2, 4, 8],
+        pipeline_parallel=[1, 2],
+        weight_dtypes=["bf16", "fp8", "int4"],
+        kv_cache_dtypes=["bf16", "fp8"],
+        concurrency=[1, 8, 64, 256],
+    )
     return evaluate_inference(BASE, grid)
 
 
@@ -120,8 +130,13 @@ def test_training_technique_deltas_are_differences_of_two_training_plans():
     scenario = parse_scenario({"kind": "training"})
     base = plan(scenario)
     effects = [e for e in techniques(scenario) if e.applicable and not e.derived]
-    assert {e.technique for e in effects} >= {"Activation checkpointing", "Gradient accumulation",
-                                               "Sharding (ZeRO / FSDP)", "Offload to host", "Tensor parallelism"}
+    assert {e.technique for e in effects} >= {
+        "Activation checkpointing",
+        "Gradient accumulation",
+        "Sharding (ZeRO / FSDP)",
+        "Offload to host",
+        "Tensor parallelism",
+    }
     for effect in effects:
         alt = plan(parse_scenario(effect.scenario))
         assert effect.delta_memory_bytes == alt.memory.total_bytes - base.memory.total_bytes

@@ -22,10 +22,14 @@ def test_bands_contain_the_point_and_are_in_the_plan_json():
 def test_bands_widen_with_larger_family_error(monkeypatch):
     import planner.uncertainty as u
 
-    monkeypatch.setattr(u, "family_errors", lambda: {
-        "narrow": {"cases": 5, "p10_signed_error": -0.05, "p90_signed_error": 0.05},
-        "wide": {"cases": 5, "p10_signed_error": -0.30, "p90_signed_error": 0.40},
-    })
+    monkeypatch.setattr(
+        u,
+        "family_errors",
+        lambda: {
+            "narrow": {"cases": 5, "p10_signed_error": -0.05, "p90_signed_error": 0.05},
+            "wide": {"cases": 5, "p10_signed_error": -0.30, "p90_signed_error": 0.40},
+        },
+    )
     narrow, wide = u.band(100.0, "narrow"), u.band(100.0, "wide")
     assert wide.low < narrow.low <= 100 <= narrow.high < wide.high
     unmeasured = u.band(100.0, "never-measured")

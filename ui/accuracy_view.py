@@ -28,38 +28,49 @@ REPORT_MD = ROOT / "benchmarks" / "accuracy" / "report.md"
 REGENERATE = ".venv/bin/python benchmarks/accuracy.py --sensitivity"
 
 FAMILIES = {  # family -> (name, what was compared, which dashboard numbers take its band)
-    "memory": ("Memory", "bytes of weights and of the KV-cache pool (vLLM paper, OPT on A100)",
-               "memory per GPU"),
-    "decode_speed": ("Decode speed", "batch-1 output tokens/s (NVIDIA TensorRT-LLM, GPT-J on A100/H100)",
-                     "time per output token"),
-    "ttft": ("Time to first token", "first-token latency, one prompt or a burst (TensorRT-LLM, GPT-J)",
-             "time to first token"),
-    "max_throughput": ("Max throughput", "output tokens/s at full load (TensorRT-LLM, Llama 3.1 8B on H100/H200)",
-                       "output tokens/s and $ per 1M tokens"),
-    "training_step": ("Training step", "achieved TFLOP/s per GPU (Megatron-LM and ZeRO papers, 1.7B–1T GPT)",
-                      "step time, tokens/s, MFU, time and cost to train"),
+    "memory": ("Memory", "bytes of weights and of the KV-cache pool (vLLM paper, OPT on A100)", "memory per GPU"),
+    "decode_speed": (
+        "Decode speed",
+        "batch-1 output tokens/s (NVIDIA TensorRT-LLM, GPT-J on A100/H100)",
+        "time per output token",
+    ),
+    "ttft": (
+        "Time to first token",
+        "first-token latency, one prompt or a burst (TensorRT-LLM, GPT-J)",
+        "time to first token",
+    ),
+    "max_throughput": (
+        "Max throughput",
+        "output tokens/s at full load (TensorRT-LLM, Llama 3.1 8B on H100/H200)",
+        "output tokens/s and $ per 1M tokens",
+    ),
+    "training_step": (
+        "Training step",
+        "achieved TFLOP/s per GPU (Megatron-LM and ZeRO papers, 1.7B–1T GPT)",
+        "step time, tokens/s, MFU, time and cost to train",
+    ),
 }
 
 # Likely causes of the largest errors (judgement from the case's setup; see report.md for the readings).
 CASE_CAUSES = {
     "T082": "A batch-1 decode step of a 6B model in fp8 lasts ~3 ms: kernel launches, sampling and fp8 scaling "
-            "kernels are a large share of it, and such small steps do not reach the share of HBM bandwidth the "
-            "default efficiency assumes.",
+    "kernels are a large share of it, and such small steps do not reach the share of HBM bandwidth the "
+    "default efficiency assumes.",
     "T082-ttft": "One 128-token prompt on an idle GPU: a few ms of fixed per-request cost (scheduling, tokenization, "
-                 "launches, first sampling) that a roofline of the prefill FLOPs does not contain.",
+    "launches, first sampling) that a roofline of the prefill FLOPs does not contain.",
     "T084-ttft": "As T082-ttft: fixed per-request overhead dominates a tiny prompt.",
     "T015": "Long outputs on an H200: the benchmark's scheduler caps the batch (max batch size, in-flight limits) "
-            "below what fits in 141 GB, so real concurrency — and throughput — stays under the memory limit "
-            "Headroom assumes.",
+    "below what fits in 141 GB, so real concurrency — and throughput — stays under the memory limit "
+    "Headroom assumes.",
     "T019": "As T015: on the H200 the engine's batch cap, not memory, limits concurrency.",
     "T021": "As T015: on the H200 the engine's batch cap, not memory, limits concurrency.",
     "T023": "As T015: on the H200 the engine's batch cap, not memory, limits concurrency.",
     "T013": "Short requests at full load: scheduling and prefill/decode interleaving cost more than modelled.",
     "M009": "vLLM's profiled activation peak and runtime buffers on 4 GPUs are larger than Headroom's overhead "
-            "allowance, so less memory is left for the KV pool.",
+    "allowance, so less memory is left for the KV pool.",
     "T148": "ZeRO-3 without model parallelism: parameter all-gathers overlap with compute less than Headroom assumes.",
     "T143": "A 35-stage pipeline: the paper's schedule hides more of the bubble and communication than the "
-            "(p − 1)/m bubble model, so Headroom under-predicts the achieved rate.",
+    "(p − 1)/m bubble model, so Headroom under-predicts the achieved rate.",
     "T144": "A 64-stage pipeline: as T143, the measured run hides more bubble and communication than modelled.",
 }
 FAMILY_CAUSES = {
@@ -105,14 +116,16 @@ def summary_frame() -> pd.DataFrame:
     for family, stats in family_errors().items():
         b = band(1.0, family)
         name, compared, drives = FAMILIES.get(family, (family, "", ""))
-        rows.append({
-            "Family": name,
-            "Cases": int(stats["cases"]),
-            "Median |error|": units.percent(stats["median_abs_error"], 1),
-            "p90 |error|": units.percent(stats["p90_abs_error"], 1),
-            "Median signed error": f"{stats['median_signed_error'] * 100:+.1f}%",
-            "Band on a prediction": f"{(b.low - 1) * 100:+.0f}% … {(b.high - 1) * 100:+.0f}%",
-        })
+        rows.append(
+            {
+                "Family": name,
+                "Cases": int(stats["cases"]),
+                "Median |error|": units.percent(stats["median_abs_error"], 1),
+                "p90 |error|": units.percent(stats["p90_abs_error"], 1),
+                "Median signed error": f"{stats['median_signed_error'] * 100:+.1f}%",
+                "Band on a prediction": f"{(b.low - 1) * 100:+.0f}% … {(b.high - 1) * 100:+.0f}%",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -122,38 +135,69 @@ def cause(case: str, family: str) -> str:
 
 def worst_frame(frame: pd.DataFrame, n: int = 8) -> pd.DataFrame:
     worst = frame.sort_values("abs_error_percent", ascending=False).head(n)
-    return pd.DataFrame({
-        "Case": worst["case"],
-        "Family": [family_name(f) for f in worst["family"]],
-        "What": worst["description"],
-        "Measured": [f"{r:.4g} {u}" for r, u in zip(worst["reference"], worst["unit"])],
-        "Predicted": [f"{p:.4g}" for p in worst["predicted"]],
-        "Error": [f"{e:+.1f}%" for e in worst["error_percent"]],
-        "Likely cause": [cause(c, f) for c, f in zip(worst["case"], worst["family"])],
-    })
+    return pd.DataFrame(
+        {
+            "Case": worst["case"],
+            "Family": [family_name(f) for f in worst["family"]],
+            "What": worst["description"],
+            "Measured": [f"{r:.4g} {u}" for r, u in zip(worst["reference"], worst["unit"])],
+            "Predicted": [f"{p:.4g}" for p in worst["predicted"]],
+            "Error": [f"{e:+.1f}%" for e in worst["error_percent"]],
+            "Likely cause": [cause(c, f) for c, f in zip(worst["case"], worst["family"])],
+        }
+    )
 
 
 @lru_cache(maxsize=1)
 def _distribution_chart() -> dict:
     y = alt.Y("name:N", title=None, sort=alt.EncodingSortField("order"), axis=alt.Axis(labelLimit=200))
     x = alt.X("error_percent:Q", title="error: (predicted − measured) / measured, %")
-    bands_ = alt.Chart(_records("bands")).mark_bar(height=22, color=palette.SKY, opacity=0.35).encode(
-        x=alt.X("p10:Q", title="error: (predicted − measured) / measured, %"), x2="p90:Q", y=y,
-        tooltip=[alt.Tooltip("name:N", title="Family"), alt.Tooltip("range:N", title="10th–90th percentile")])
-    zero = alt.Chart(_records("zero")).mark_rule(color=palette.BLACK).encode(
-        x=alt.X("x:Q", title="error: (predicted − measured) / measured, %"))
-    dots = alt.Chart(_records("cases")).mark_point(size=70, filled=True, opacity=0.85).encode(
-        x=x, y=y, yOffset=alt.YOffset("jitter:Q", scale=alt.Scale(domain=[-1, 1], range=[6, 22])),
-        color=alt.Color("direction:N", title=None,
-                        scale=alt.Scale(domain=["over-predicts", "under-predicts"],
-                                        range=[palette.VERMILLION, palette.BLUE]),
-                        legend=alt.Legend(orient="top", direction="horizontal")),
-        tooltip=[alt.Tooltip("case:N", title="Case"), alt.Tooltip("description:N", title="What"),
-                 alt.Tooltip("measured:N", title="Measured"), alt.Tooltip("predicted_text:N", title="Predicted"),
-                 alt.Tooltip("error_text:N", title="Error")])
-    medians = alt.Chart(_records("bands")).mark_tick(color=palette.BLACK, thickness=2, size=26).encode(
-        x=alt.X("median:Q", title="error: (predicted − measured) / measured, %"), y=y,
-        tooltip=[alt.Tooltip("name:N", title="Family"), alt.Tooltip("median_text:N", title="Median error")])
+    bands_ = (
+        alt.Chart(_records("bands"))
+        .mark_bar(height=22, color=palette.SKY, opacity=0.35)
+        .encode(
+            x=alt.X("p10:Q", title="error: (predicted − measured) / measured, %"),
+            x2="p90:Q",
+            y=y,
+            tooltip=[alt.Tooltip("name:N", title="Family"), alt.Tooltip("range:N", title="10th–90th percentile")],
+        )
+    )
+    zero = (
+        alt.Chart(_records("zero"))
+        .mark_rule(color=palette.BLACK)
+        .encode(x=alt.X("x:Q", title="error: (predicted − measured) / measured, %"))
+    )
+    dots = (
+        alt.Chart(_records("cases"))
+        .mark_point(size=70, filled=True, opacity=0.85)
+        .encode(
+            x=x,
+            y=y,
+            yOffset=alt.YOffset("jitter:Q", scale=alt.Scale(domain=[-1, 1], range=[6, 22])),
+            color=alt.Color(
+                "direction:N",
+                title=None,
+                scale=alt.Scale(domain=["over-predicts", "under-predicts"], range=[palette.VERMILLION, palette.BLUE]),
+                legend=alt.Legend(orient="top", direction="horizontal"),
+            ),
+            tooltip=[
+                alt.Tooltip("case:N", title="Case"),
+                alt.Tooltip("description:N", title="What"),
+                alt.Tooltip("measured:N", title="Measured"),
+                alt.Tooltip("predicted_text:N", title="Predicted"),
+                alt.Tooltip("error_text:N", title="Error"),
+            ],
+        )
+    )
+    medians = (
+        alt.Chart(_records("bands"))
+        .mark_tick(color=palette.BLACK, thickness=2, size=26)
+        .encode(
+            x=alt.X("median:Q", title="error: (predicted − measured) / measured, %"),
+            y=y,
+            tooltip=[alt.Tooltip("name:N", title="Family"), alt.Tooltip("median_text:N", title="Median error")],
+        )
+    )
     return _finish(alt.layer(bands_, zero, dots, medians), height=300).to_dict()
 
 
@@ -170,17 +214,37 @@ def distribution_chart(frame: pd.DataFrame) -> dict:
     cases["predicted_text"] = [f"{p:.4g}" for p in cases["predicted"]]
     cases["error_text"] = [f"{e:+.1f}%" for e in cases["error_percent"]]
     stats = family_errors()
-    bands_ = pd.DataFrame([{
-        "name": family_name(f), "order": order.get(f, 99),
-        "p10": s["p10_signed_error"] * 100, "p90": s["p90_signed_error"] * 100,
-        "median": s["median_signed_error"] * 100, "median_text": f"{s['median_signed_error'] * 100:+.1f}%",
-        "range": f"{s['p10_signed_error'] * 100:+.0f}% to {s['p90_signed_error'] * 100:+.0f}%",
-    } for f, s in stats.items()])
-    columns = ["case", "description", "name", "order", "direction", "jitter", "measured", "predicted_text",
-               "error_text", "error_percent"]
-    return _spec(_distribution_chart(), {"cases": cases[columns], "bands": bands_,
-                                         "zero": pd.DataFrame({"x": [0.0]})},
-                 height=max(220, 64 * len(bands_) + 60))
+    bands_ = pd.DataFrame(
+        [
+            {
+                "name": family_name(f),
+                "order": order.get(f, 99),
+                "p10": s["p10_signed_error"] * 100,
+                "p90": s["p90_signed_error"] * 100,
+                "median": s["median_signed_error"] * 100,
+                "median_text": f"{s['median_signed_error'] * 100:+.1f}%",
+                "range": f"{s['p10_signed_error'] * 100:+.0f}% to {s['p90_signed_error'] * 100:+.0f}%",
+            }
+            for f, s in stats.items()
+        ]
+    )
+    columns = [
+        "case",
+        "description",
+        "name",
+        "order",
+        "direction",
+        "jitter",
+        "measured",
+        "predicted_text",
+        "error_text",
+        "error_percent",
+    ]
+    return _spec(
+        _distribution_chart(),
+        {"cases": cases[columns], "bands": bands_, "zero": pd.DataFrame({"x": [0.0]})},
+        height=max(220, 64 * len(bands_) + 60),
+    )
 
 
 def accuracy_section(calibration=None) -> None:
@@ -191,28 +255,44 @@ def accuracy_section(calibration=None) -> None:
         st.code(REGENERATE, language="bash")
         return
     stats = family_errors()
-    st.markdown(f"Headroom was checked against **{len(frame)} published measurements** in {len(stats)} families, "
-                "with the documented default efficiencies (no calibration). Every headline number on the Inference, "
-                "Training and Review pages carries a *likely* range from this spread: the measured value fell inside "
-                "it for 80 % of the cases of its family.")
+    st.markdown(
+        f"Headroom was checked against **{len(frame)} published measurements** in {len(stats)} families, "
+        "with the documented default efficiencies (no calibration). Every headline number on the Inference, "
+        "Training and Review pages carries a *likely* range from this spread: the measured value fell inside "
+        "it for 80 % of the cases of its family."
+    )
     if calibration is not None:
-        st.info(f"The active calibration **{md_escape(calibration.label)}** replaces these published spreads with its "
-                "own residual error in every plan's band.", icon=":material/straighten:")
+        st.info(
+            f"The active calibration **{md_escape(calibration.label)}** replaces these published spreads with its "
+            "own residual error in every plan's band.",
+            icon=":material/straighten:",
+        )
     st.subheader("Error per family", anchor=False)
     st.table(summary_frame().set_index("Family"))
-    st.markdown("\n".join(f"- **{name}**: {compared}; its band is shown on {drives}."
-                          for family, (name, compared, drives) in FAMILIES.items() if family in stats))
-    st.caption("Signed error = (predicted − measured) / measured: positive means Headroom over-predicts (too "
-               "optimistic for a speed, too pessimistic for a time). *Band on a prediction*: the range "
-               "[P / (1 + p90 error), P / (1 + p10 error)] the dashboard shows around a prediction P.")
+    st.markdown(
+        "\n".join(
+            f"- **{name}**: {compared}; its band is shown on {drives}."
+            for family, (name, compared, drives) in FAMILIES.items()
+            if family in stats
+        )
+    )
+    st.caption(
+        "Signed error = (predicted − measured) / measured: positive means Headroom over-predicts (too "
+        "optimistic for a speed, too pessimistic for a time). *Band on a prediction*: the range "
+        "[P / (1 + p90 error), P / (1 + p10 error)] the dashboard shows around a prediction P."
+    )
     st.markdown("**Distribution** (one dot per case; shaded: 10th–90th percentile; tick: median)")
     chart(distribution_chart(frame), width="stretch")
     st.subheader("The largest errors and their likely causes", anchor=False)
     worst = worst_frame(frame)
-    st.markdown("\n".join(
-        f"- **{md_escape(r['Case'])}** · {md_escape(r['Family'])} · **{md_escape(r['Error'])}** — "
-        f"{md_escape(r['What'])}: measured {md_escape(r['Measured'])}, predicted {md_escape(r['Predicted'])}.  \n"
-        f"  *Likely cause:* {md_escape(r['Likely cause'])}" for _, r in worst.iterrows()))
+    st.markdown(
+        "\n".join(
+            f"- **{md_escape(r['Case'])}** · {md_escape(r['Family'])} · **{md_escape(r['Error'])}** — "
+            f"{md_escape(r['What'])}: measured {md_escape(r['Measured'])}, predicted {md_escape(r['Predicted'])}.  \n"
+            f"  *Likely cause:* {md_escape(r['Likely cause'])}"
+            for _, r in worst.iterrows()
+        )
+    )
     sections = report_sections()
     sensitivity = next((body for title, body in sections.items() if title.startswith("Sensitivity")), None)
     if sensitivity:
@@ -223,13 +303,16 @@ def accuracy_section(calibration=None) -> None:
         with st.expander("Readings chosen where a source is ambiguous"):
             st.markdown(readings)
     with st.expander(f"Every case ({len(frame)})"):
-        st.dataframe(frame.drop(columns=["abs_error_percent"]), hide_index=True, width="stretch",
-                     key="accuracy_cases")
+        st.dataframe(frame.drop(columns=["abs_error_percent"]), hide_index=True, width="stretch", key="accuracy_cases")
     st.subheader("Regenerate the report", anchor=False)
-    st.markdown("After changing a formula or a default efficiency, re-run the comparison: it rewrites "
-                f"`{REPORT_CSV.relative_to(ROOT)}`, `{REPORT_MD.relative_to(ROOT)}` and "
-                f"`{SUMMARY_FILE.relative_to(ROOT)}` (the bands). This page re-reads the report on its next run; the bands "
-                "on the other pages change when the server restarts.")
+    st.markdown(
+        "After changing a formula or a default efficiency, re-run the comparison: it rewrites "
+        f"`{REPORT_CSV.relative_to(ROOT)}`, `{REPORT_MD.relative_to(ROOT)}` and "
+        f"`{SUMMARY_FILE.relative_to(ROOT)}` (the bands). This page re-reads the report on its next run; the bands "
+        "on the other pages change when the server restarts."
+    )
     st.code(REGENERATE, language="bash")
-    st.caption("Your own hardware: a calibration on the Calibrate page measures this machine and replaces both the "
-               "efficiencies and these bands with its own residual error.")
+    st.caption(
+        "Your own hardware: a calibration on the Calibrate page measures this machine and replaces both the "
+        "efficiencies and these bands with its own residual error."
+    )

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Callable
+from collections.abc import Callable
 
 from planner import units
 
@@ -44,8 +44,14 @@ def likely(plan, path: str, formatter: Callable[[float], str]) -> str | None:
     return f"likely {span(band.low, band.high, formatter)}"
 
 
-def scaled(plan, path: str, point_of_band_quantity: float, value: float, formatter: Callable[[float], str],
-           inverse: bool = False) -> str | None:
+def scaled(
+    plan,
+    path: str,
+    point_of_band_quantity: float,
+    value: float,
+    formatter: Callable[[float], str],
+    inverse: bool = False,
+) -> str | None:
     """The band of a number exactly proportional (or inversely proportional) to the banded quantity."""
     band = band_of(plan, path)
     if band is None or not point_of_band_quantity or not math.isfinite(value):
@@ -60,8 +66,10 @@ def basis(plan, path: str) -> str:
     band = band_of(plan, path)
     if band is None:
         return ""
-    return (f"Likely range: where the measured value fell for 80 % of the known cases of the "
-            f"'{band.family}' family ({band.basis}). See the Accuracy page.")
+    return (
+        f"Likely range: where the measured value fell for 80 % of the known cases of the "
+        f"'{band.family}' family ({band.basis}). See the Accuracy page."
+    )
 
 
 def memory(plan) -> str | None:
@@ -76,8 +84,14 @@ def inference_texts(plan) -> dict[str, str | None]:
         "Time to first token": likely(plan, "performance.ttft_seconds", units.seconds),
         "Time per output token": likely(plan, "performance.tpot_seconds", units.seconds),
         "Output tokens/s": likely(plan, "performance.output_tokens_per_second", units.count),
-        "$ per 1M output tokens": scaled(plan, "performance.output_tokens_per_second", tps,
-                                         cost.usd_per_million_output_tokens, units.usd, inverse=True),
+        "$ per 1M output tokens": scaled(
+            plan,
+            "performance.output_tokens_per_second",
+            tps,
+            cost.usd_per_million_output_tokens,
+            units.usd,
+            inverse=True,
+        ),
         "Memory per GPU": memory(plan),
     }
 

@@ -25,8 +25,9 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from planner import calibration, plan, units
-from planner.calibration import store, torch_available
+from planner import plan, units
+from planner.calibration import profile, store
+from planner.calibration.device import torch_available
 from planner.calibration.errors import CalibrationError, ProfileAborted
 from planner.calibration.record import CalibrationRecord, ProfileSettings
 from planner.calibration.report import format_error, format_value, table_rows
@@ -49,32 +50,56 @@ def comparison_frame(record: CalibrationRecord) -> pd.DataFrame:
     """One row per (quantity, prediction series): measured, predicted, error %, display strings."""
     rows = []
     for order, row in enumerate(record.predicted_vs_measured):
-        for series, predicted, error in ((SERIES_DEFAULT, row.predicted, row.error_fraction),
-                                         (SERIES_CALIBRATED, row.predicted_calibrated, row.calibrated_error_fraction)):
+        for series, predicted, error in (
+            (SERIES_DEFAULT, row.predicted, row.error_fraction),
+            (SERIES_CALIBRATED, row.predicted_calibrated, row.calibrated_error_fraction),
+        ):
             if predicted is None:
                 continue
-            rows.append({
-                "order": order,
-                "quantity": row.quantity,
-                "role": row.role,
-                "unit": row.unit,
-                "group": GROUPS.get(row.unit, "other"),
-                "series": series,
-                "measured": row.measured,
-                "predicted": predicted,
-                "error_pct": error * 100.0,
-                "measured_text": format_value(row.measured, row.unit),
-                "predicted_text": format_value(predicted, row.unit),
-                "error_text": format_error(error),
-            })
-    return pd.DataFrame(rows, columns=["order", "quantity", "role", "unit", "group", "series", "measured",
-                                       "predicted", "error_pct", "measured_text", "predicted_text", "error_text"])
+            rows.append(
+                {
+                    "order": order,
+                    "quantity": row.quantity,
+                    "role": row.role,
+                    "unit": row.unit,
+                    "group": GROUPS.get(row.unit, "other"),
+                    "series": series,
+                    "measured": row.measured,
+                    "predicted": predicted,
+                    "error_pct": error * 100.0,
+                    "measured_text": format_value(row.measured, row.unit),
+                    "predicted_text": format_value(predicted, row.unit),
+                    "error_text": format_error(error),
+                }
+            )
+    return pd.DataFrame(
+        rows,
+        columns=[
+            "order",
+            "quantity",
+            "role",
+            "unit",
+            "group",
+            "series",
+            "measured",
+            "predicted",
+            "error_pct",
+            "measured_text",
+            "predicted_text",
+            "error_text",
+        ],
+    )
 
 
 def _tooltip():
-    return [alt.Tooltip("quantity:N", title="Quantity"), alt.Tooltip("series:N", title="Prediction"),
-            alt.Tooltip("measured_text:N", title="Measured"), alt.Tooltip("predicted_text:N", title="Predicted"),
-            alt.Tooltip("error_text:N", title="Error"), alt.Tooltip("role:N", title="Row")]
+    return [
+        alt.Tooltip("quantity:N", title="Quantity"),
+        alt.Tooltip("series:N", title="Prediction"),
+        alt.Tooltip("measured_text:N", title="Measured"),
+        alt.Tooltip("predicted_text:N", title="Predicted"),
+        alt.Tooltip("error_text:N", title="Error"),
+        alt.Tooltip("role:N", title="Row"),
+    ]
 
 
 def error_chart(frame: pd.DataFrame) -> alt.Chart:
@@ -83,12 +108,18 @@ def error_chart(frame: pd.DataFrame) -> alt.Chart:
     order = list(dict.fromkeys(frame.sort_values("order")["quantity"]))
     base = alt.Chart(frame)
     bars = base.mark_bar().encode(
-        x=alt.X("error_pct:Q", title="error: (predicted - measured) / measured, % (symlog)",
-                scale=alt.Scale(type="symlog", constant=1)),
+        x=alt.X(
+            "error_pct:Q",
+            title="error: (predicted - measured) / measured, % (symlog)",
+            scale=alt.Scale(type="symlog", constant=1),
+        ),
         y=alt.Y("quantity:N", sort=order, title=None),
         yOffset=alt.YOffset("series:N"),
-        color=alt.Color("series:N", title="Prediction",
-                        scale=alt.Scale(domain=list(SERIES_COLOURS), range=list(SERIES_COLOURS.values()))),
+        color=alt.Color(
+            "series:N",
+            title="Prediction",
+            scale=alt.Scale(domain=list(SERIES_COLOURS), range=list(SERIES_COLOURS.values())),
+        ),
         tooltip=_tooltip(),
     )
     zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#1F2430").encode(x="x:Q")
@@ -103,16 +134,26 @@ def scatter_chart(frame: pd.DataFrame, group: str) -> alt.Chart:
     high = float(max(data["measured"].max(), data["predicted"].max())) if len(data) else 10.0
     low, high = max(low / 2, 1e-12), high * 2
     scale = alt.Scale(type="log", domain=[low, high])
-    points = alt.Chart(data).mark_point(filled=True, size=70).encode(
-        x=alt.X("measured:Q", title=f"measured ({unit})", scale=scale),
-        y=alt.Y("predicted:Q", title=f"predicted ({unit})", scale=scale),
-        color=alt.Color("series:N", title="Prediction",
-                        scale=alt.Scale(domain=list(SERIES_COLOURS), range=list(SERIES_COLOURS.values()))),
-        shape=alt.Shape("role:N", title="Row"),
-        tooltip=_tooltip(),
+    points = (
+        alt.Chart(data)
+        .mark_point(filled=True, size=70)
+        .encode(
+            x=alt.X("measured:Q", title=f"measured ({unit})", scale=scale),
+            y=alt.Y("predicted:Q", title=f"predicted ({unit})", scale=scale),
+            color=alt.Color(
+                "series:N",
+                title="Prediction",
+                scale=alt.Scale(domain=list(SERIES_COLOURS), range=list(SERIES_COLOURS.values())),
+            ),
+            shape=alt.Shape("role:N", title="Row"),
+            tooltip=_tooltip(),
+        )
     )
-    diagonal = alt.Chart(pd.DataFrame({"v": [low, high]})).mark_line(color="#8C8C8C", strokeDash=[4, 4]).encode(
-        x=alt.X("v:Q", scale=scale), y=alt.Y("v:Q", scale=scale))
+    diagonal = (
+        alt.Chart(pd.DataFrame({"v": [low, high]}))
+        .mark_line(color="#8C8C8C", strokeDash=[4, 4])
+        .encode(x=alt.X("v:Q", scale=scale), y=alt.Y("v:Q", scale=scale))
+    )
     return (diagonal + points).properties(height=360)
 
 
@@ -123,8 +164,14 @@ def efficiency_frame(record: CalibrationRecord) -> pd.DataFrame:
             continue
         value, default = getattr(record.efficiency, name), getattr(DEFAULT_EFFICIENCY, name)
         show = units.seconds if name.endswith("_seconds") else (lambda v: units.percent(v, 2))
-        rows.append({"factor": name, "calibrated": show(value), "documented default": show(default),
-                     "how": record.efficiency_notes.get(name, "")})
+        rows.append(
+            {
+                "factor": name,
+                "calibrated": show(value),
+                "documented default": show(default),
+                "how": record.efficiency_notes.get(name, ""),
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -151,17 +198,17 @@ class ProfileJob:
     def run(self) -> None:
 
         try:
-            self.record = calibration.run_profile(self.settings, progress=self.progress, cancel=self.cancel)
+            self.record = profile.run_profile(self.settings, progress=self.progress, cancel=self.cancel)
         except ProfileAborted as exc:
             self.error, self.partial = str(exc), exc.partial
         except CalibrationError as exc:
             self.error = str(exc)
-        except Exception as exc:  # noqa: BLE001 - shown on the page instead of killing the thread silently
+        except Exception as exc:
             self.error = f"{type(exc).__name__}: {exc}"
         finally:
             self.done = True
 
-    def start(self) -> "ProfileJob":
+    def start(self) -> ProfileJob:
         self.thread = threading.Thread(target=self.run, name="headroom-calibration", daemon=True)
         self.thread.start()
         return self
@@ -219,8 +266,11 @@ def _model_options() -> list[str]:
 def _run_section() -> None:
     st.markdown("##### Run a profile")
     if not _torch_available():
-        st.warning("Profiling needs PyTorch, which is not installed on this server. Install the profile extra "
-                   "(and, on a GPU machine, the CUDA build of torch first):", icon=":material/info:")
+        st.warning(
+            "Profiling needs PyTorch, which is not installed on this server. Install the profile extra "
+            "(and, on a GPU machine, the CUDA build of torch first):",
+            icon=":material/info:",
+        )
         st.code('pip install "headroom[profile]"', language="bash")
         st.caption("Or run `python -m planner calibrate` on the GPU machine and import its JSON below.")
         return
@@ -231,25 +281,37 @@ def _run_section() -> None:
     models = _model_options()
     cols = st.columns([1, 1, 2])
     device = cols[0].segmented_control("Device", ["auto", "cpu", "cuda"], default="auto", key="calibrate_device")
-    seconds = cols[1].number_input("Time budget (s)", min_value=2, max_value=1800, value=60, step=10,
-                                   key="calibrate_seconds")
-    model = cols[2].selectbox("Proxy model (a few of its layers, real width)", models,
-                              index=models.index("llama-3.1-8b") if "llama-3.1-8b" in models else 0,
-                              key="calibrate_model")
+    seconds = cols[1].number_input(
+        "Time budget (s)", min_value=2, max_value=1800, value=60, step=10, key="calibrate_seconds"
+    )
+    model = cols[2].selectbox(
+        "Proxy model (a few of its layers, real width)",
+        models,
+        index=models.index("llama-3.1-8b") if "llama-3.1-8b" in models else 0,
+        key="calibrate_model",
+    )
     with st.expander("More settings"):
         c = st.columns(4)
         share = c[0].slider("Most of the free memory to use", 0.1, 0.9, 0.5, 0.05, key="calibrate_memory_share")
-        layers = c[1].number_input("Proxy layers (0 = auto)", min_value=0, max_value=16, value=0,
-                                   key="calibrate_layers")
+        layers = c[1].number_input(
+            "Proxy layers (0 = auto)", min_value=0, max_value=16, value=0, key="calibrate_layers"
+        )
         dtype = c[2].selectbox("dtype", ["auto", "bf16", "fp16", "fp32"], key="calibrate_dtype")
 
         gpus = ["detect"] + [a.id for a in list_accelerators()]
         gpu = c[3].selectbox("Efficiencies relative to", gpus, key="calibrate_gpu")
         label = st.text_input("Label (shown in plans)", value="", max_chars=200, key="calibrate_label")
     if st.button("Run profile", type="primary", key="calibrate_run", icon=":material/speed:"):
-        settings = ProfileSettings(device=device or "auto", seconds=float(seconds), model=model, memory_share=share,
-                                   layers=int(layers) or None, dtype=dtype,
-                                   reference_gpu=None if gpu == "detect" else gpu, label=label.strip() or None)
+        settings = ProfileSettings(
+            device=device or "auto",
+            seconds=float(seconds),
+            model=model,
+            memory_share=share,
+            layers=int(layers) or None,
+            dtype=dtype,
+            reference_gpu=None if gpu == "detect" else gpu,
+            label=label.strip() or None,
+        )
         start_profile(settings)
         st.rerun()
     if job is not None and job.done:
@@ -263,8 +325,10 @@ def _job_progress() -> None:
         return
     if job.done:
         st.rerun(scope="app")
-    st.progress(min(max(job.fraction, 0.0), 1.0),
-                text=f"{job.message} ({time.monotonic() - job.started:.0f} s of ~{job.settings.seconds:.0f} s)")
+    st.progress(
+        min(max(job.fraction, 0.0), 1.0),
+        text=f"{job.message} ({time.monotonic() - job.started:.0f} s of ~{job.settings.seconds:.0f} s)",
+    )
     if job.cancel.is_set():
         st.caption("Cancelling after the current measurement…")
     elif st.button("Cancel", key="calibrate_cancel", icon=":material/stop_circle:"):
@@ -277,8 +341,11 @@ def _job_result(job: ProfileJob) -> None:
             store.save_calibration(job.record)
             store.set_active_id(job.record.id)
             st.session_state[f"calibrate_saved_{job.record.id}"] = True
-        st.success(f"Profile finished in {job.record.elapsed_seconds:.0f} s and is now the active calibration: "
-                   f"{job.record.label}.", icon=":material/check_circle:")
+        st.success(
+            f"Profile finished in {job.record.elapsed_seconds:.0f} s and is now the active calibration: "
+            f"{job.record.label}.",
+            icon=":material/check_circle:",
+        )
         return
     st.error(job.error or "the profile stopped", icon=":material/error:")
     if job.partial is not None and job.partial.predicted_vs_measured:
@@ -290,8 +357,10 @@ def _job_result(job: ProfileJob) -> None:
 def _active_section(records: list[CalibrationRecord]) -> CalibrationRecord | None:
     st.markdown("##### Active calibration")
     ids = [""] + [r.id for r in records]
-    labels = {r.id: f"{r.label}{'' if r.complete else ' (partial)'} · {r.device.name} · "
-                    f"{r.created_at:%Y-%m-%d %H:%M}" for r in records}
+    labels = {
+        r.id: f"{r.label}{'' if r.complete else ' (partial)'} · {r.device.name} · {r.created_at:%Y-%m-%d %H:%M}"
+        for r in records
+    }
     labels[""] = "None: documented default efficiencies"
     current = store.get_active_id()
     if current not in ids:
@@ -300,8 +369,14 @@ def _active_section(records: list[CalibrationRecord]) -> CalibrationRecord | Non
     def changed() -> None:
         store.set_active_id(st.session_state["calibrate_active"] or None)
 
-    chosen = st.selectbox("Every plan uses", ids, index=ids.index(current), format_func=labels.__getitem__,
-                          key="calibrate_active", on_change=changed)
+    chosen = st.selectbox(
+        "Every plan uses",
+        ids,
+        index=ids.index(current),
+        format_func=labels.__getitem__,
+        key="calibrate_active",
+        on_change=changed,
+    )
     return next((r for r in records if r.id == chosen), None)
 
 
@@ -310,23 +385,35 @@ def _record_section(record: CalibrationRecord, scenario=None) -> None:
     if not record.complete:
         st.warning(f"Partial record: {record.stopped_reason}", icon=":material/warning:")
     cols = st.columns(4)
-    cols[0].metric("Device", d.name[:40], help=f"{d.kind}, torch {d.torch_version}"
-                   + (f", CUDA {d.cuda_version}" if d.cuda_version else ""))
+    cols[0].metric(
+        "Device",
+        d.name[:40],
+        help=f"{d.kind}, torch {d.torch_version}" + (f", CUDA {d.cuda_version}" if d.cuda_version else ""),
+    )
     cols[1].metric("Relative to", record.reference_gpu, help="catalog accelerator whose peaks the efficiencies scale")
-    cols[2].metric("Decode bandwidth", units.percent(record.efficiency.memory_bandwidth, 1),
-                   help=record.efficiency_notes.get("memory_bandwidth"))
-    cols[3].metric("Prefill compute", units.percent(record.efficiency.prefill_compute, 1),
-                   help=record.efficiency_notes.get("prefill_compute"))
+    cols[2].metric(
+        "Decode bandwidth",
+        units.percent(record.efficiency.memory_bandwidth, 1),
+        help=record.efficiency_notes.get("memory_bandwidth"),
+    )
+    cols[3].metric(
+        "Prefill compute",
+        units.percent(record.efficiency.prefill_compute, 1),
+        help=record.efficiency_notes.get("prefill_compute"),
+    )
     if scenario is not None:
         _scenario_effect(record, scenario)
     frame = comparison_frame(record)
     st.markdown("##### Predicted vs measured")
-    st.caption("Predicted (documented defaults) is what a plan assumes without calibration; predicted (this "
-               "calibration) uses the fitted factors. *fitted* rows set a factor (≈0 % by construction); "
-               "*held out* rows test it; *memory* rows compare exact tensor bytes with the engine's terms.")
+    st.caption(
+        "Predicted (documented defaults) is what a plan assumes without calibration; predicted (this "
+        "calibration) uses the fitted factors. *fitted* rows set a factor (≈0 % by construction); "
+        "*held out* rows test it; *memory* rows compare exact tensor bytes with the engine's terms."
+    )
     if len(frame):
-        view = st.segmented_control("View", ["Error %", "Times", "Memory", "Ceilings"], default="Error %",
-                                    key="calibrate_view")
+        view = st.segmented_control(
+            "View", ["Error %", "Times", "Memory", "Ceilings"], default="Error %", key="calibrate_view"
+        )
         if view in (None, "Error %"):
             st.altair_chart(error_chart(frame), width="stretch")
         else:
@@ -338,13 +425,17 @@ def _record_section(record: CalibrationRecord, scenario=None) -> None:
     st.dataframe(pd.DataFrame(table_rows(record)), hide_index=True, width="stretch")
     with st.expander("Fitted efficiencies, proxy model and notes"):
         st.dataframe(efficiency_frame(record), hide_index=True, width="stretch")
-        st.markdown(f"**Memory correction:** {units.gib(record.runtime_overhead_correction_bytes)}. "
-                    f"{record.memory_correction_note}")
+        st.markdown(
+            f"**Memory correction:** {units.gib(record.runtime_overhead_correction_bytes)}. "
+            f"{record.memory_correction_note}"
+        )
         if record.proxy is not None:
             a = record.proxy.architecture
-            st.markdown(f"**Proxy:** {a.num_layers} of {record.proxy.source_num_layers} layers of "
-                        f"{record.proxy.model_name}, hidden {a.hidden_size}, {a.num_attention_heads} heads, "
-                        f"{a.num_kv_heads} KV heads, {record.proxy.dtype}.")
+            st.markdown(
+                f"**Proxy:** {a.num_layers} of {record.proxy.source_num_layers} layers of "
+                f"{record.proxy.model_name}, hidden {a.hidden_size}, {a.num_attention_heads} heads, "
+                f"{a.num_kv_heads} KV heads, {record.proxy.dtype}."
+            )
             for cap in record.proxy.caps:
                 st.markdown(f"- {cap}")
         for key, reason in record.ceilings.skipped.items():
@@ -358,32 +449,48 @@ def _scenario_effect(record: CalibrationRecord, scenario) -> None:
 
     try:
         before, after = plan(scenario), plan(scenario, calibration=record)
-    except Exception:  # noqa: BLE001 - the comparison is a courtesy; the page must still render
+    except Exception:
         return
     gpu = scenario.gpu_id()
     if not record.applies_to(gpu):
-        st.info(f"This calibration measured '{record.reference_gpu}', but the current scenario plans on '{gpu}': "
-                "its factors are applied anyway when active.", icon=":material/info:")
+        st.info(
+            f"This calibration measured '{record.reference_gpu}', but the current scenario plans on '{gpu}': "
+            "its factors are applied anyway when active.",
+            icon=":material/info:",
+        )
     if before.kind != "inference":
         return
     cols = st.columns(3)
     b, a = before.performance, after.performance
-    cols[0].metric("Decode step (current scenario)", units.seconds(a.decode_step_seconds),
-                   delta=f"{(a.decode_step_seconds / b.decode_step_seconds - 1) * 100:+.0f}% vs defaults",
-                   delta_color="inverse")
-    cols[1].metric("Time to first token", units.seconds(a.ttft_seconds),
-                   delta=f"{(a.ttft_seconds / b.ttft_seconds - 1) * 100:+.0f}% vs defaults", delta_color="inverse")
-    cols[2].metric("Memory per GPU", units.gib(after.memory.total_bytes),
-                   delta=units.gib(after.memory.total_bytes - before.memory.total_bytes) + " vs defaults",
-                   delta_color="inverse")
+    cols[0].metric(
+        "Decode step (current scenario)",
+        units.seconds(a.decode_step_seconds),
+        delta=f"{(a.decode_step_seconds / b.decode_step_seconds - 1) * 100:+.0f}% vs defaults",
+        delta_color="inverse",
+    )
+    cols[1].metric(
+        "Time to first token",
+        units.seconds(a.ttft_seconds),
+        delta=f"{(a.ttft_seconds / b.ttft_seconds - 1) * 100:+.0f}% vs defaults",
+        delta_color="inverse",
+    )
+    cols[2].metric(
+        "Memory per GPU",
+        units.gib(after.memory.total_bytes),
+        delta=units.gib(after.memory.total_bytes - before.memory.total_bytes) + " vs defaults",
+        delta_color="inverse",
+    )
 
 
 def _files_section(records: list[CalibrationRecord], selected: CalibrationRecord | None) -> None:
     st.markdown("##### Import and export")
     cols = st.columns(2)
     with cols[0]:
-        upload = st.file_uploader("Import a calibration (JSON from `python -m planner calibrate --out`)",
-                                  type=["json"], key="calibrate_import")
+        upload = st.file_uploader(
+            "Import a calibration (JSON from `python -m planner calibrate --out`)",
+            type=["json"],
+            key="calibrate_import",
+        )
         if upload is not None:
             marker = f"calibrate_imported_{upload.file_id}"
             if not st.session_state.get(marker):
@@ -396,9 +503,14 @@ def _files_section(records: list[CalibrationRecord], selected: CalibrationRecord
                     st.success(f"Imported {record.label} ({record.id}); choose it above to apply it.")
     with cols[1]:
         if selected is not None:
-            st.download_button("Export the selected calibration (JSON)", store.export_calibration(selected),
-                               file_name=f"{selected.id}.json", mime="application/json", key="calibrate_export",
-                               icon=":material/download:")
+            st.download_button(
+                "Export the selected calibration (JSON)",
+                store.export_calibration(selected),
+                file_name=f"{selected.id}.json",
+                mime="application/json",
+                key="calibrate_export",
+                icon=":material/download:",
+            )
             if st.button("Delete the selected calibration", key="calibrate_delete", icon=":material/delete:"):
                 store.delete_calibration(selected.id)
                 st.rerun()
@@ -409,9 +521,11 @@ def _files_section(records: list[CalibrationRecord], selected: CalibrationRecord
 def render_calibrate_page(scenario=None) -> None:
     """The whole Calibrate page body. `scenario` (optional): the current scenario, to show what the
     active calibration changes in its plan."""
-    st.caption("A calibration measures this machine (matmul and bandwidth ceilings, a few layers of a real "
-               "model) and replaces the documented efficiency factors with fitted ones. It is optional: without "
-               "one every plan uses the documented defaults.")
+    st.caption(
+        "A calibration measures this machine (matmul and bandwidth ceilings, a few layers of a real "
+        "model) and replaces the documented efficiency factors with fitted ones. It is optional: without "
+        "one every plan uses the documented defaults."
+    )
     _run_section()
     records, problems = store.scan_calibrations()
     for problem in problems:
@@ -424,5 +538,13 @@ def render_calibrate_page(scenario=None) -> None:
     _files_section(records, selected)
 
 
-__all__ = ["render_calibrate_page", "active_calibration", "comparison_frame", "error_chart", "scatter_chart",
-           "efficiency_frame", "ProfileJob", "start_profile"]
+__all__ = [
+    "ProfileJob",
+    "active_calibration",
+    "comparison_frame",
+    "efficiency_frame",
+    "error_chart",
+    "render_calibrate_page",
+    "scatter_chart",
+    "start_profile",
+]

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
-from typing import Iterable, Sequence
 
 import altair as alt
 import numpy as np
@@ -37,10 +37,12 @@ def _finish(chart, height: int | None = None):
     props = {"usermeta": _EMBED}
     if height is not None:
         props["height"] = height
-    return (chart.properties(**props)
-            .configure_axis(labelFontSize=12, titleFontSize=12, labelLimit=220, titleFontWeight="normal")
-            .configure_legend(labelFontSize=12, titleFontSize=12, labelLimit=260)
-            .configure_view(strokeWidth=0))
+    return (
+        chart.properties(**props)
+        .configure_axis(labelFontSize=12, titleFontSize=12, labelLimit=220, titleFontWeight="normal")
+        .configure_legend(labelFontSize=12, titleFontSize=12, labelLimit=260)
+        .configure_view(strokeWidth=0)
+    )
 
 
 def _spec(chart, datasets: dict[str, pd.DataFrame], height: int | None = None) -> dict:
@@ -62,77 +64,117 @@ def memory_frame(components: dict[str, float], plan_label: str = "per GPU", rank
     total = sum(components.values()) or 1.0
     rows = []
     for index, (name, value) in enumerate(components.items()):
-        rows.append({
-            "plan": plan_label,
-            "rank": rank,
-            "component": component_label(name),
-            "order": index,
-            "gib": value / GIB,
-            "share": value / total,
-            "size": units.gib(value),
-        })
+        rows.append(
+            {
+                "plan": plan_label,
+                "rank": rank,
+                "component": component_label(name),
+                "order": index,
+                "gib": value / GIB,
+                "share": value / total,
+                "size": units.gib(value),
+            }
+        )
     return pd.DataFrame(rows)
 
 
 def _component_scale(keys: Sequence[str]) -> alt.Scale:
-    return alt.Scale(domain=[component_label(k) for k in keys],
-                     range=[palette.component_colour(k, i) for i, k in enumerate(keys)])
+    return alt.Scale(
+        domain=[component_label(k) for k in keys], range=[palette.component_colour(k, i) for i, k in enumerate(keys)]
+    )
 
 
 @lru_cache(maxsize=32)
 def _memory_bar_chart(keys: tuple[str, ...]) -> dict:
-    bars = alt.Chart(_records("memory")).mark_bar(height=30).encode(
-        x=alt.X("sum(gib):Q", title="GiB per GPU (2^30 bytes)", stack="zero", scale=alt.Scale(zero=True),
-                axis=alt.Axis(tickCount=8)),
-        y=alt.Y("plan:N", title=None, axis=None),
-        color=alt.Color("component:N", scale=_component_scale(keys), title=None,
-                        legend=alt.Legend(orient="top", direction="horizontal", columns=3, symbolType="square",
-                                          offset=6)),
-        order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("component:N", title="Component"), alt.Tooltip("size:N", title="Size"),
-                 alt.Tooltip("share:Q", title="Share of total", format=".1%")],
+    bars = (
+        alt.Chart(_records("memory"))
+        .mark_bar(height=30)
+        .encode(
+            x=alt.X(
+                "sum(gib):Q",
+                title="GiB per GPU (2^30 bytes)",
+                stack="zero",
+                scale=alt.Scale(zero=True),
+                axis=alt.Axis(tickCount=8),
+            ),
+            y=alt.Y("plan:N", title=None, axis=None),
+            color=alt.Color(
+                "component:N",
+                scale=_component_scale(keys),
+                title=None,
+                legend=alt.Legend(orient="top", direction="horizontal", columns=3, symbolType="square", offset=6),
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=[
+                alt.Tooltip("component:N", title="Component"),
+                alt.Tooltip("size:N", title="Size"),
+                alt.Tooltip("share:Q", title="Share of total", format=".1%"),
+            ],
+        )
     )
     limits = alt.Chart(_records("limits"))
     tooltip = [alt.Tooltip("what:N", title="Limit")]
     budget = limits.transform_filter("datum.dash == 'budget'")
     capacity = limits.transform_filter("datum.dash == 'capacity'")
     budget_rule = budget.mark_rule(strokeWidth=2, strokeDash=[5, 3], color=palette.BLACK).encode(
-        x="gib:Q", tooltip=tooltip)
+        x="gib:Q", tooltip=tooltip
+    )
     capacity_rule = capacity.mark_rule(strokeWidth=2, color=palette.BLACK).encode(x="gib:Q", tooltip=tooltip)
     # The limits are named in the caption above the chart and in their tooltips, not as text marks: two
     # labels a few GiB apart would collide on a narrow screen.
     return _finish(alt.layer(bars, budget_rule, capacity_rule), height=170).to_dict()
 
 
-def memory_bar(components: dict[str, float], budget_bytes: float, capacity_bytes: float,
-               budget_label: str = "engine budget") -> dict:
+def memory_bar(
+    components: dict[str, float], budget_bytes: float, capacity_bytes: float, budget_label: str = "engine budget"
+) -> dict:
     """One GPU's memory as a stacked bar, with the budget (dashed) and physical capacity (solid) as rules."""
     keys = tuple(k for k, v in components.items() if v > 0)
     frame = memory_frame({k: components[k] for k in keys})
     limits = [{"what": f"capacity {units.gib(capacity_bytes)}", "gib": capacity_bytes / GIB, "dash": "capacity"}]
     if not math.isclose(budget_bytes, capacity_bytes, rel_tol=1e-9):
-        limits.append({"what": f"{budget_label} {units.gib(budget_bytes)}", "gib": budget_bytes / GIB,
-                       "dash": "budget"})
+        limits.append(
+            {"what": f"{budget_label} {units.gib(budget_bytes)}", "gib": budget_bytes / GIB, "dash": "budget"}
+        )
     limits = pd.DataFrame(limits)
     return _spec(_memory_bar_chart(keys), {"memory": frame, "limits": limits})
 
 
 @lru_cache(maxsize=32)
 def _memory_compare_chart(keys: tuple[str, ...]) -> dict:
-    y = alt.Y("plan:N", title=None, sort=alt.EncodingSortField("rank", order="ascending"),
-              axis=alt.Axis(labelLimit=220))
-    bars = alt.Chart(_records("memory")).mark_bar().encode(
-        x=alt.X("sum(gib):Q", title="GiB per GPU", stack="zero"),
-        y=y,
-        color=alt.Color("component:N", scale=_component_scale(keys), title=None,
-                        legend=alt.Legend(orient="bottom", direction="horizontal", columns=3)),
-        order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("plan:N", title="Plan"), alt.Tooltip("component:N", title="Component"),
-                 alt.Tooltip("size:N", title="Size"), alt.Tooltip("share:Q", title="Share", format=".1%")],
+    y = alt.Y(
+        "plan:N", title=None, sort=alt.EncodingSortField("rank", order="ascending"), axis=alt.Axis(labelLimit=220)
     )
-    ticks = alt.Chart(_records("budgets")).mark_tick(color=palette.BLACK, thickness=3, size=26).encode(
-        x="gib:Q", y=alt.Y("plan:N", sort=alt.EncodingSortField("rank", order="ascending")),
-        tooltip=[alt.Tooltip("plan:N", title="Plan"), alt.Tooltip("budget:N", title="Memory budget")])
+    bars = (
+        alt.Chart(_records("memory"))
+        .mark_bar()
+        .encode(
+            x=alt.X("sum(gib):Q", title="GiB per GPU", stack="zero"),
+            y=y,
+            color=alt.Color(
+                "component:N",
+                scale=_component_scale(keys),
+                title=None,
+                legend=alt.Legend(orient="bottom", direction="horizontal", columns=3),
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=[
+                alt.Tooltip("plan:N", title="Plan"),
+                alt.Tooltip("component:N", title="Component"),
+                alt.Tooltip("size:N", title="Size"),
+                alt.Tooltip("share:Q", title="Share", format=".1%"),
+            ],
+        )
+    )
+    ticks = (
+        alt.Chart(_records("budgets"))
+        .mark_tick(color=palette.BLACK, thickness=3, size=26)
+        .encode(
+            x="gib:Q",
+            y=alt.Y("plan:N", sort=alt.EncodingSortField("rank", order="ascending")),
+            tooltip=[alt.Tooltip("plan:N", title="Plan"), alt.Tooltip("budget:N", title="Memory budget")],
+        )
+    )
     return _finish(alt.layer(bars, ticks), height=200).to_dict()
 
 
@@ -141,12 +183,24 @@ def memory_compare(plans: Sequence[tuple[str, dict[str, float], float]]) -> dict
     keys: list[str] = []
     for _, components, _ in plans:
         keys += [k for k, v in components.items() if v > 0 and k not in keys]
-    frame = pd.concat([memory_frame({k: v for k, v in components.items() if v > 0}, label, rank)
-                       for rank, (label, components, _) in enumerate(plans)], ignore_index=True)
-    budgets = pd.DataFrame([{"plan": label, "rank": rank, "gib": budget / GIB, "budget": units.gib(budget)}
-                            for rank, (label, _, budget) in enumerate(plans)])
-    return _spec(_memory_compare_chart(tuple(keys)), {"memory": frame, "budgets": budgets},
-                 height=max(130, 44 * len(plans) + 130))
+    frame = pd.concat(
+        [
+            memory_frame({k: v for k, v in components.items() if v > 0}, label, rank)
+            for rank, (label, components, _) in enumerate(plans)
+        ],
+        ignore_index=True,
+    )
+    budgets = pd.DataFrame(
+        [
+            {"plan": label, "rank": rank, "gib": budget / GIB, "budget": units.gib(budget)}
+            for rank, (label, _, budget) in enumerate(plans)
+        ]
+    )
+    return _spec(
+        _memory_compare_chart(tuple(keys)),
+        {"memory": frame, "budgets": budgets},
+        height=max(130, 44 * len(plans) + 130),
+    )
 
 
 # ---------------------------------------------------------------------------------------- roofline
@@ -154,25 +208,42 @@ def memory_compare(plans: Sequence[tuple[str, dict[str, float], float]]) -> dict
 
 @lru_cache(maxsize=1)
 def _roofline_chart() -> dict:
-    x = alt.X("intensity:Q", title="Arithmetic intensity (FLOP per byte, log)",
-              scale=alt.Scale(type="log", nice=False))
+    x = alt.X("intensity:Q", title="Arithmetic intensity (FLOP per byte, log)", scale=alt.Scale(type="log", nice=False))
     y = alt.Y("tflops:Q", title="TFLOP/s per GPU (1e12, log)", scale=alt.Scale(type="log", nice=False))
-    roof_line = alt.Chart(_records("roof")).mark_line(color=palette.BLACK, strokeWidth=2).encode(
-        x=x, y=y,
-        tooltip=[alt.Tooltip("where:N", title="Roof"), alt.Tooltip("intensity:Q", title="FLOP/B", format=",.3~g"),
-                 alt.Tooltip("tflops:Q", title="Attainable TFLOP/s", format=",.4~g")])
+    roof_line = (
+        alt.Chart(_records("roof"))
+        .mark_line(color=palette.BLACK, strokeWidth=2)
+        .encode(
+            x=x,
+            y=y,
+            tooltip=[
+                alt.Tooltip("where:N", title="Roof"),
+                alt.Tooltip("intensity:Q", title="FLOP/B", format=",.3~g"),
+                alt.Tooltip("tflops:Q", title="Attainable TFLOP/s", format=",.4~g"),
+            ],
+        )
+    )
     ridge = alt.Chart(_records("ridge"))
     ridge_mark = ridge.mark_point(shape="diamond", size=80, filled=True, color=palette.BLACK).encode(
-        x=x, y=y, tooltip=[alt.Tooltip("label:N", title="Ridge point")])
+        x=x, y=y, tooltip=[alt.Tooltip("label:N", title="Ridge point")]
+    )
     ridge_text = ridge.mark_text(dy=-12, fontSize=11).encode(x=x, y=y, text="label:N")
-    colour = alt.Color("label:N", title=None, sort=alt.EncodingSortField("order"),
-                       scale=alt.Scale(range=list(palette.PHASE_COLOURS.values())),
-                       legend=alt.Legend(orient="bottom", direction="horizontal", symbolSize=90, labelLimit=300))
-    tooltip = [alt.Tooltip("phase:N", title="Phase"), alt.Tooltip("intensity:Q", title="FLOP/B", format=",.3~g"),
-               alt.Tooltip("tflops:Q", title="Achieved TFLOP/s", format=",.4~g"),
-               alt.Tooltip("roof:Q", title="Roof at this intensity", format=",.4~g"),
-               alt.Tooltip("of_roof:Q", title="Share of roof", format=".0%"),
-               alt.Tooltip("binding:N", title="Binding resource"), alt.Tooltip("step:N", title="Step time")]
+    colour = alt.Color(
+        "label:N",
+        title=None,
+        sort=alt.EncodingSortField("order"),
+        scale=alt.Scale(range=list(palette.PHASE_COLOURS.values())),
+        legend=alt.Legend(orient="bottom", direction="horizontal", symbolSize=90, labelLimit=300),
+    )
+    tooltip = [
+        alt.Tooltip("phase:N", title="Phase"),
+        alt.Tooltip("intensity:Q", title="FLOP/B", format=",.3~g"),
+        alt.Tooltip("tflops:Q", title="Achieved TFLOP/s", format=",.4~g"),
+        alt.Tooltip("roof:Q", title="Roof at this intensity", format=",.4~g"),
+        alt.Tooltip("of_roof:Q", title="Share of roof", format=".0%"),
+        alt.Tooltip("binding:N", title="Binding resource"),
+        alt.Tooltip("step:N", title="Step time"),
+    ]
     points = alt.Chart(_records("phases"))
     dots = points.mark_point(size=160, filled=True, opacity=1).encode(x=x, y=y, color=colour, tooltip=tooltip)
     # Phases are named in a legend (with their share of the roof), not next to the points: a label beside
@@ -192,22 +263,33 @@ def roofline(peak_flops_per_second: float, bandwidth_bytes_per_second: float, ph
         intensity = item["flops"] / item["bytes"]
         achieved = item["flops"] / item["seconds"]
         roof = min(peak_flops_per_second, bandwidth_bytes_per_second * intensity)
-        points.append({
-            "phase": item["phase"], "intensity": intensity, "tflops": achieved / TERA, "roof": roof / TERA,
-            "of_roof": achieved / roof, "binding": str(item["binding"]).replace("_", " "),
-            "step": units.seconds(item["seconds"]), "label": f"{item['phase']}: {achieved / roof:.0%} of the roof",
-            "order": list(palette.PHASE_COLOURS).index(item["phase"]) if item["phase"] in palette.PHASE_COLOURS else 9,
-        })
+        points.append(
+            {
+                "phase": item["phase"],
+                "intensity": intensity,
+                "tflops": achieved / TERA,
+                "roof": roof / TERA,
+                "of_roof": achieved / roof,
+                "binding": str(item["binding"]).replace("_", " "),
+                "step": units.seconds(item["seconds"]),
+                "label": f"{item['phase']}: {achieved / roof:.0%} of the roof",
+                "order": list(palette.PHASE_COLOURS).index(item["phase"])
+                if item["phase"] in palette.PHASE_COLOURS
+                else 9,
+            }
+        )
     ridge = peak_flops_per_second / bandwidth_bytes_per_second
     intensities = [p["intensity"] for p in points] + [ridge]
     low = 10 ** math.floor(math.log10(max(min(intensities) / 4, 1e-2)))
     high = 10 ** math.ceil(math.log10(max(intensities) * 4))
     xs = np.unique(np.concatenate([np.geomspace(low, high, 48), [ridge]]))
-    roof = pd.DataFrame({"intensity": xs,
-                         "tflops": np.minimum(peak_flops_per_second, bandwidth_bytes_per_second * xs) / TERA})
+    roof = pd.DataFrame(
+        {"intensity": xs, "tflops": np.minimum(peak_flops_per_second, bandwidth_bytes_per_second * xs) / TERA}
+    )
     roof["where"] = np.where(roof["intensity"] < ridge, "memory-bandwidth roof", "compute roof")
-    ridge_frame = pd.DataFrame([{"intensity": ridge, "tflops": peak_flops_per_second / TERA,
-                                 "label": f"ridge {ridge:,.0f} FLOP/B"}])
+    ridge_frame = pd.DataFrame(
+        [{"intensity": ridge, "tflops": peak_flops_per_second / TERA, "label": f"ridge {ridge:,.0f} FLOP/B"}]
+    )
     return _spec(_roofline_chart(), {"roof": roof, "ridge": ridge_frame, "phases": pd.DataFrame(points)})
 
 
@@ -226,23 +308,49 @@ _SWEEP_TOOLTIP = [
 
 @lru_cache(maxsize=1)
 def _heatmap_chart() -> dict:
-    x = alt.X("conc_label:O", title="Concurrency (sequences in flight)",
-              sort=alt.EncodingSortField("concurrency", order="ascending"),
-              axis=alt.Axis(labelAngle=0, labelOverlap="greedy"))
-    y = alt.Y("ctx_label:O", title="Context per sequence (prompt + output tokens)",
-              sort=alt.EncodingSortField("context", order="descending"))
+    x = alt.X(
+        "conc_label:O",
+        title="Concurrency (sequences in flight)",
+        sort=alt.EncodingSortField("concurrency", order="ascending"),
+        axis=alt.Axis(labelAngle=0, labelOverlap="greedy"),
+    )
+    y = alt.Y(
+        "ctx_label:O",
+        title="Context per sequence (prompt + output tokens)",
+        sort=alt.EncodingSortField("context", order="descending"),
+    )
     tooltip = [_SWEEP_TOOLTIP[0], alt.Tooltip("context:Q", title="Context tokens", format=","), *_SWEEP_TOOLTIP[1:]]
     cells = alt.Chart(_records("grid"))
-    fits = cells.transform_filter("datum.fits").mark_rect(stroke="white", strokeWidth=1).encode(
-        x=x, y=y, tooltip=tooltip,
-        color=alt.Color("tokens_per_second:Q", title="Output tokens/s", scale=alt.Scale(scheme="viridis", type="log"),
-                        legend=alt.Legend(orient="right", format=".2~s", gradientLength=160)))
-    misses = cells.transform_filter("!datum.fits").mark_rect(color=palette.LIGHT_GREY, stroke="white",
-                                                             strokeWidth=1).encode(x=x, y=y, tooltip=tooltip)
-    crosses = cells.transform_filter("!datum.fits").mark_text(text="✕", color="#5F5F5F", fontSize=12).encode(
-        x=x, y=y, tooltip=tooltip)
-    marker = cells.transform_filter("datum.is_current").mark_rect(fill=None, stroke=palette.VERMILLION,
-                                                                  strokeWidth=3).encode(x=x, y=y, tooltip=tooltip)
+    fits = (
+        cells.transform_filter("datum.fits")
+        .mark_rect(stroke="white", strokeWidth=1)
+        .encode(
+            x=x,
+            y=y,
+            tooltip=tooltip,
+            color=alt.Color(
+                "tokens_per_second:Q",
+                title="Output tokens/s",
+                scale=alt.Scale(scheme="viridis", type="log"),
+                legend=alt.Legend(orient="right", format=".2~s", gradientLength=160),
+            ),
+        )
+    )
+    misses = (
+        cells.transform_filter("!datum.fits")
+        .mark_rect(color=palette.LIGHT_GREY, stroke="white", strokeWidth=1)
+        .encode(x=x, y=y, tooltip=tooltip)
+    )
+    crosses = (
+        cells.transform_filter("!datum.fits")
+        .mark_text(text="✕", color="#5F5F5F", fontSize=12)
+        .encode(x=x, y=y, tooltip=tooltip)
+    )
+    marker = (
+        cells.transform_filter("datum.is_current")
+        .mark_rect(fill=None, stroke=palette.VERMILLION, strokeWidth=3)
+        .encode(x=x, y=y, tooltip=tooltip)
+    )
     return _finish(alt.layer(fits, misses, crosses, marker), height=300).to_dict()
 
 
@@ -274,14 +382,20 @@ def _latency_chart() -> dict:
     line = points.mark_line(color=palette.GREY, strokeWidth=2).encode(x=x, y=y, order="concurrency:Q")
     verdicts = ["fits in memory", "does not fit"]
     dots = points.mark_point(size=80, filled=True).encode(
-        x=x, y=y, tooltip=tooltip,
-        color=alt.Color("verdict:N", title=None, scale=alt.Scale(domain=verdicts, range=[palette.BLUE, palette.VERMILLION]),
-                        legend=alt.Legend(orient="top-left", fillColor="white", padding=4)),
-        shape=alt.Shape("verdict:N", scale=alt.Scale(domain=verdicts, range=["circle", "cross"]), legend=None))
+        x=x,
+        y=y,
+        tooltip=tooltip,
+        color=alt.Color(
+            "verdict:N",
+            title=None,
+            scale=alt.Scale(domain=verdicts, range=[palette.BLUE, palette.VERMILLION]),
+            legend=alt.Legend(orient="top-left", fillColor="white", padding=4),
+        ),
+        shape=alt.Shape("verdict:N", scale=alt.Scale(domain=verdicts, range=["circle", "cross"]), legend=None),
+    )
     now = points.transform_filter("datum.is_current")
     ring = now.mark_point(size=320, strokeWidth=2.5, color=palette.BLACK).encode(x=x, y=y, tooltip=tooltip)
-    text = now.mark_text(align="right", dx=-14, dy=-12, fontSize=12, fontWeight="bold").encode(
-        x=x, y=y, text="label:N")
+    text = now.mark_text(align="right", dx=-14, dy=-12, fontSize=12, fontWeight="bold").encode(x=x, y=y, text="label:N")
     return _finish(alt.layer(line, dots, ring, text), height=320).to_dict()
 
 
@@ -302,36 +416,64 @@ def latency_curve(frame: pd.DataFrame, current_concurrency: int) -> dict:
 
 @lru_cache(maxsize=64)
 def _metric_chart(title: str, axis_format: str) -> dict:
-    y = alt.Y("plan:N", sort=alt.EncodingSortField("rank", order="ascending"), title=None,
-              axis=alt.Axis(labelLimit=130))
-    x = alt.X("value:Q", title=title, axis=alt.Axis(format=axis_format, tickCount=4),
-              scale=alt.Scale(zero=True, nice=True))
-    colour = alt.Color("plan:N", sort=alt.EncodingSortField("rank", order="ascending"),
-                       scale=alt.Scale(range=palette.CATEGORICAL), legend=None)
-    bars = alt.Chart(_records("values")).mark_bar().encode(
-        x=x, y=y, color=colour, tooltip=[alt.Tooltip("plan:N", title="Plan"), alt.Tooltip("text:N", title=title)])
+    y = alt.Y(
+        "plan:N", sort=alt.EncodingSortField("rank", order="ascending"), title=None, axis=alt.Axis(labelLimit=130)
+    )
+    x = alt.X(
+        "value:Q", title=title, axis=alt.Axis(format=axis_format, tickCount=4), scale=alt.Scale(zero=True, nice=True)
+    )
+    colour = alt.Color(
+        "plan:N",
+        sort=alt.EncodingSortField("rank", order="ascending"),
+        scale=alt.Scale(range=palette.CATEGORICAL),
+        legend=None,
+    )
+    bars = (
+        alt.Chart(_records("values"))
+        .mark_bar()
+        .encode(
+            x=x, y=y, color=colour, tooltip=[alt.Tooltip("plan:N", title="Plan"), alt.Tooltip("text:N", title=title)]
+        )
+    )
     return _finish(bars, height=120).to_dict()
 
 
-def metric_bars(plans: Sequence[str], values: Sequence[float], texts: Sequence[str], title: str,
-                axis_format: str = "~s") -> dict:
+def metric_bars(
+    plans: Sequence[str], values: Sequence[float], texts: Sequence[str], title: str, axis_format: str = "~s"
+) -> dict:
     """One metric across plans, one bar each; colour = plan, in pin order on every compare chart."""
-    frame = pd.DataFrame({"plan": list(plans), "rank": range(len(plans)),
-                          "value": [v if v is not None and math.isfinite(v) else None for v in values],
-                          "text": list(texts)})
+    frame = pd.DataFrame(
+        {
+            "plan": list(plans),
+            "rank": range(len(plans)),
+            "value": [v if v is not None and math.isfinite(v) else None for v in values],
+            "text": list(texts),
+        }
+    )
     return _spec(_metric_chart(title, axis_format), {"values": frame}, height=max(130, 34 * len(plans) + 80))
 
 
 @lru_cache(maxsize=32)
 def _stacked_time_chart(keys: tuple[str, ...], title: str) -> dict:
-    bars = alt.Chart(_records("parts")).mark_bar(height=38).encode(
-        x=alt.X("sum(seconds):Q", title=title, stack="zero"),
-        y=alt.Y("plan:N", title=None, axis=None),
-        color=alt.Color("component:N", scale=_component_scale(keys), title=None,
-                        legend=alt.Legend(orient="bottom", direction="horizontal", columns=3, symbolType="square")),
-        order=alt.Order("order:Q"),
-        tooltip=[alt.Tooltip("component:N", title="Component"), alt.Tooltip("text:N", title="Time"),
-                 alt.Tooltip("share:Q", title="Share of the step", format=".1%")],
+    bars = (
+        alt.Chart(_records("parts"))
+        .mark_bar(height=38)
+        .encode(
+            x=alt.X("sum(seconds):Q", title=title, stack="zero"),
+            y=alt.Y("plan:N", title=None, axis=None),
+            color=alt.Color(
+                "component:N",
+                scale=_component_scale(keys),
+                title=None,
+                legend=alt.Legend(orient="bottom", direction="horizontal", columns=3, symbolType="square"),
+            ),
+            order=alt.Order("order:Q"),
+            tooltip=[
+                alt.Tooltip("component:N", title="Component"),
+                alt.Tooltip("text:N", title="Time"),
+                alt.Tooltip("share:Q", title="Share of the step", format=".1%"),
+            ],
+        )
     )
     return _finish(bars, height=190).to_dict()
 
@@ -340,13 +482,26 @@ def stacked_time(parts: dict[str, float], title: str = "Seconds per optimizer st
     """A breakdown of one step's time (training): `parts` maps component names to seconds."""
     keys = tuple(k for k, v in parts.items() if v > 0)
     total = sum(parts[k] for k in keys) or 1.0
-    frame = pd.DataFrame([{"plan": "step", "component": component_label(k), "order": i, "seconds": parts[k],
-                           "share": parts[k] / total, "text": units.seconds(parts[k])} for i, k in enumerate(keys)])
+    frame = pd.DataFrame(
+        [
+            {
+                "plan": "step",
+                "component": component_label(k),
+                "order": i,
+                "seconds": parts[k],
+                "share": parts[k] / total,
+                "text": units.seconds(parts[k]),
+            }
+            for i, k in enumerate(keys)
+        ]
+    )
     return _spec(_stacked_time_chart(keys, title), {"parts": frame})
 
 
 def to_altair(spec: dict) -> alt.TopLevelMixin:
     """The Altair chart of a spec (data included), e.g. to save it: ``to_altair(spec).save("chart.svg")``."""
-    data = {name: (frame.to_dict("records") if isinstance(frame, pd.DataFrame) else frame)
-            for name, frame in spec.get("datasets", {}).items()}
+    data = {
+        name: (frame.to_dict("records") if isinstance(frame, pd.DataFrame) else frame)
+        for name, frame in spec.get("datasets", {}).items()
+    }
     return alt.Chart.from_dict({**spec, "datasets": data}, validate=False)

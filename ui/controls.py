@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import math
 import typing
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
@@ -49,56 +50,189 @@ CUSTOM_GPU = "custom"
 
 
 INFERENCE_SPECS: tuple[Spec, ...] = COMMON_LAYOUT + (
-    Spec("expert_parallel", "EP (experts)", "int", 1, 65_536, 1, section="layout",
-         help="Expert parallelism (mixture-of-experts models only): experts are spread over this many GPUs."),
-    Spec("weight_dtype", "Weights", "select", options=DTYPES, section="precision", column=0,
-         help="Storage format of the linear-layer weights. fp8/int8 run their GEMMs in that format; int4 is "
-              "weight-only (GPTQ/AWQ) and computes in bf16."),
-    Spec("kv_cache_dtype", "KV cache", "select", options=DTYPES, section="precision", column=1,
-         help="Storage format of the cached keys and values."),
-    Spec("prompt_tokens", "Prompt tokens", "int", 1, MAX_TOKENS, 256, section="workload", column=0,
-         help="Tokens in each request's prompt (input)."),
-    Spec("output_tokens", "Output tokens", "int", 1, MAX_TOKENS, 64, section="workload", column=1,
-         help="Tokens generated per request."),
-    Spec("concurrency", "Concurrency (sequences in flight)", "slider_int", 1, 8192, 1, section="workload",
-         help="Requests being served at once across the whole deployment (continuous batching). "
-              "Use the arrow keys on the slider for single steps."),
-    Spec("gpu_memory_utilization", "GPU memory the engine may use", "float", 0.1, 1.0, 0.01, fmt="%.2f",
-         section="more", help="vLLM-style gpu_memory_utilization: the share of each GPU's memory the serving "
-                              "engine pre-allocates (weights, KV cache, activations)."),
-    Spec("prefix_cache_hit_rate", "Prefix-cache hit rate", "slider_float", 0.0, 1.0, 0.05, section="more",
-         help="Share of prompt tokens already in the KV cache (shared system prompts); skips their prefill."),
-    Spec("kv_block_tokens", "KV block size (tokens)", "int", 1, 4096, 16, section="more",
-         help="Paged-attention block size; every sequence's KV cache is rounded up to whole blocks."),
-    Spec("prefill_chunk_tokens", "Prefill chunk (tokens)", "int", 16, MAX_TOKENS, 1024, section="more",
-         help="Most prompt tokens processed in one prefill step (chunked prefill)."),
-    Spec("weight_group_size", "int4 group size", "int", 16, 4096, 16, section="more",
-         help="Quantization group of int4 weights: one fp16 scale and a 4-bit zero per group."),
+    Spec(
+        "expert_parallel",
+        "EP (experts)",
+        "int",
+        1,
+        65_536,
+        1,
+        section="layout",
+        help="Expert parallelism (mixture-of-experts models only): experts are spread over this many GPUs.",
+    ),
+    Spec(
+        "weight_dtype",
+        "Weights",
+        "select",
+        options=DTYPES,
+        section="precision",
+        column=0,
+        help="Storage format of the linear-layer weights. fp8/int8 run their GEMMs in that format; int4 is "
+        "weight-only (GPTQ/AWQ) and computes in bf16.",
+    ),
+    Spec(
+        "kv_cache_dtype",
+        "KV cache",
+        "select",
+        options=DTYPES,
+        section="precision",
+        column=1,
+        help="Storage format of the cached keys and values.",
+    ),
+    Spec(
+        "prompt_tokens",
+        "Prompt tokens",
+        "int",
+        1,
+        MAX_TOKENS,
+        256,
+        section="workload",
+        column=0,
+        help="Tokens in each request's prompt (input).",
+    ),
+    Spec(
+        "output_tokens",
+        "Output tokens",
+        "int",
+        1,
+        MAX_TOKENS,
+        64,
+        section="workload",
+        column=1,
+        help="Tokens generated per request.",
+    ),
+    Spec(
+        "concurrency",
+        "Concurrency (sequences in flight)",
+        "slider_int",
+        1,
+        8192,
+        1,
+        section="workload",
+        help="Requests being served at once across the whole deployment (continuous batching). "
+        "Use the arrow keys on the slider for single steps.",
+    ),
+    Spec(
+        "gpu_memory_utilization",
+        "GPU memory the engine may use",
+        "float",
+        0.1,
+        1.0,
+        0.01,
+        fmt="%.2f",
+        section="more",
+        help="vLLM-style gpu_memory_utilization: the share of each GPU's memory the serving "
+        "engine pre-allocates (weights, KV cache, activations).",
+    ),
+    Spec(
+        "prefix_cache_hit_rate",
+        "Prefix-cache hit rate",
+        "slider_float",
+        0.0,
+        1.0,
+        0.05,
+        section="more",
+        help="Share of prompt tokens already in the KV cache (shared system prompts); skips their prefill.",
+    ),
+    Spec(
+        "kv_block_tokens",
+        "KV block size (tokens)",
+        "int",
+        1,
+        4096,
+        16,
+        section="more",
+        help="Paged-attention block size; every sequence's KV cache is rounded up to whole blocks.",
+    ),
+    Spec(
+        "prefill_chunk_tokens",
+        "Prefill chunk (tokens)",
+        "int",
+        16,
+        MAX_TOKENS,
+        1024,
+        section="more",
+        help="Most prompt tokens processed in one prefill step (chunked prefill).",
+    ),
+    Spec(
+        "weight_group_size",
+        "int4 group size",
+        "int",
+        16,
+        4096,
+        16,
+        section="more",
+        help="Quantization group of int4 weights: one fp16 scale and a 4-bit zero per group.",
+    ),
     Spec("quantize_embeddings", "Quantize embeddings and lm_head too", "toggle", section="more"),
-    Spec("honor_sliding_window", "Honour sliding-window attention", "toggle", section="more",
-         help="Sliding-window layers cache at most their window (as engines that support it do)."),
-    Spec("usd_per_gpu_hour", "Price ($ per GPU-hour)", "optional_float", 0.0, 10_000.0, 0.1, fmt="%.2f",
-         section="more", help="Leave empty to use the catalog's reference price for this GPU."),
-    Spec("target_requests_per_second", "Target requests/s", "optional_float", 0.001, 1e7, 1.0, fmt="%.3g",
-         section="more", help="Optional: the request rate to serve; the plan then says how many GPUs it needs."),
-    Spec("label", "Plan label", "text", max_chars=200, section="notes",
-         help="A short name for this plan in Compare and Review."),
-    Spec("decision", "Decision", "textarea", max_chars=2000, section="notes",
-         help="Which trade-off you chose and why. It travels with the plan: in the share link, the CSV and Review."),
+    Spec(
+        "honor_sliding_window",
+        "Honour sliding-window attention",
+        "toggle",
+        section="more",
+        help="Sliding-window layers cache at most their window (as engines that support it do).",
+    ),
+    Spec(
+        "usd_per_gpu_hour",
+        "Price ($ per GPU-hour)",
+        "optional_float",
+        0.0,
+        10_000.0,
+        0.1,
+        fmt="%.2f",
+        section="more",
+        help="Leave empty to use the catalog's reference price for this GPU.",
+    ),
+    Spec(
+        "target_requests_per_second",
+        "Target requests/s",
+        "optional_float",
+        0.001,
+        1e7,
+        1.0,
+        fmt="%.3g",
+        section="more",
+        help="Optional: the request rate to serve; the plan then says how many GPUs it needs.",
+    ),
+    Spec(
+        "label",
+        "Plan label",
+        "text",
+        max_chars=200,
+        section="notes",
+        help="A short name for this plan in Compare and Review.",
+    ),
+    Spec(
+        "decision",
+        "Decision",
+        "textarea",
+        max_chars=2000,
+        section="notes",
+        help="Which trade-off you chose and why. It travels with the plan: in the share link, the CSV and Review.",
+    ),
 )
 
 SPECS: dict[str, tuple[Spec, ...]] = {"inference": INFERENCE_SPECS, "training": training_controls.TRAINING_SPECS}
 
 SECTIONS = {
-    "inference": (("hardware", None), ("layout", None), ("precision", "Precision"), ("workload", "Workload"),
-                  ("more", "▸ More settings"), ("notes", "Notes for the review")),
+    "inference": (
+        ("hardware", None),
+        ("layout", None),
+        ("precision", "Precision"),
+        ("workload", "Workload"),
+        ("more", "▸ More settings"),
+        ("notes", "Notes for the review"),
+    ),
     "training": training_controls.SECTIONS,
 }
 
 # Extra manual fields (beyond model/gpu) and custom section renderers, per kind: fields no single widget
 # holds (e.g. a LoRA config) are rendered by ``fn(prefix, seed, where) -> (scenario fields, error or None)``.
 EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": (), "training": ("lora",)}
-CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {"inference": {}, "training": {"lora": training_controls.lora_section}}
+CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {
+    "inference": {},
+    "training": {"lora": training_controls.lora_section},
+}
 
 
 def manual_fields(kind: str) -> tuple[str, ...]:
@@ -143,14 +277,17 @@ def read_link(kind: str, params: dict[str, list[str]] | None = None, check_widge
         if not spec.accepts(value):
             raw = params[key][-1] if isinstance(params[key], list) else params[key]
             fixes[spec.name] = default_of(kind, spec.name)
-            warnings.append(f"Link parameter '{key}' = '{raw}' is outside what the dashboard can set "
-                            f"({spec.describe()}); using the default {fixes[spec.name]!r}.")
+            warnings.append(
+                f"Link parameter '{key}' = '{raw}' is outside what the dashboard can set "
+                f"({spec.describe()}); using the default {fixes[spec.name]!r}."
+            )
     if fixes:
         candidate, error = state.build_scenario(kind, {**_fields(scenario), **fixes})
         scenario = candidate if candidate is not None else state.scenario_class(kind)()
         if error:
-            warnings.append(f"With those defaults the link's plan is impossible ({error}); the default scenario "
-                            "is shown.")
+            warnings.append(
+                f"With those defaults the link's plan is impossible ({error}); the default scenario is shown."
+            )
     return scenario, warnings
 
 
@@ -170,7 +307,7 @@ def _split_literal_ints(kind: str, prefix: str, params: dict) -> tuple[dict, dic
     literal = _literal_int_fields(kind)
     rest, taken = {}, {}
     for key, value in params.items():
-        name = key[len(prefix):]
+        name = key[len(prefix) :]
         (taken if name in literal else rest)[key] = value
     return rest, taken
 
@@ -179,20 +316,24 @@ def _apply_literal_ints(kind: str, prefix: str, scenario, taken: dict, warnings:
     """planner.share reads Literal-int fields as text and rejects them; read them here instead."""
     literal = _literal_int_fields(kind)
     for key, raw in taken.items():
-        name = key[len(prefix):]
+        name = key[len(prefix) :]
         text = raw[-1] if isinstance(raw, (list, tuple)) else raw
         try:
             value = int(text)
             if value not in literal[name]:
                 raise ValueError
         except (TypeError, ValueError):
-            warnings.append(f"Link parameter '{key}' = '{text}' is invalid (use one of "
-                            f"{', '.join(map(str, literal[name]))}); using the default {default_of(kind, name)!r}.")
+            warnings.append(
+                f"Link parameter '{key}' = '{text}' is invalid (use one of "
+                f"{', '.join(map(str, literal[name]))}); using the default {default_of(kind, name)!r}."
+            )
             continue
         candidate, error = state.build_scenario(kind, {**_fields(scenario), name: value})
         if candidate is None:
-            warnings.append(f"Link parameter '{key}' = '{text}' cannot work with the rest of the plan ({error}); "
-                            f"using the default {default_of(kind, name)!r}.")
+            warnings.append(
+                f"Link parameter '{key}' = '{text}' cannot work with the rest of the plan ({error}); "
+                f"using the default {default_of(kind, name)!r}."
+            )
             continue
         scenario = candidate
     return scenario
@@ -251,8 +392,10 @@ def default_scenario(kind: str):
         # A first visit to Training starts from the model and GPU the user chose for inference (if any).
         base = state.remembered("inference")
         cls = state.scenario_class("training")
-        chosen = base is not None and (base.model, base.gpu) != (default_of("inference", "model"),
-                                                                   default_of("inference", "gpu"))
+        chosen = base is not None and (base.model, base.gpu) != (
+            default_of("inference", "model"),
+            default_of("inference", "gpu"),
+        )
         if chosen:
             candidate, _ = state.build_scenario("training", {"model": base.model, "gpu": base.gpu})
             if candidate is not None:
@@ -280,7 +423,7 @@ def write_url(kind: str, scenario, fields: Sequence[str] | None) -> None:
         elif key in st.query_params:
             _del_param(key)
     for key in list(st.query_params):
-        if key.startswith(prefix) and key not in bound and key[len(prefix):] not in names:
+        if key.startswith(prefix) and key not in bound and key[len(prefix) :] not in names:
             _del_param(key)
 
 
@@ -311,23 +454,63 @@ def _widget(spec: Spec, key: str, default: Any, where) -> Any:
     common.update(bind="query-params") if spec.bound else common.update(persist_state="session")
     w = spec.widget
     if w == "int":
-        return where.number_input(spec.label, min_value=int(spec.lo), max_value=int(spec.hi), value=int(default),
-                                  step=int(spec.step or 1), **common)
+        return where.number_input(
+            spec.label,
+            min_value=int(spec.lo),
+            max_value=int(spec.hi),
+            value=int(default),
+            step=int(spec.step or 1),
+            **common,
+        )
     if w == "float":
-        return where.number_input(spec.label, min_value=float(spec.lo), max_value=float(spec.hi),
-                                  value=float(default), step=float(spec.step), format=spec.fmt, **common)
+        return where.number_input(
+            spec.label,
+            min_value=float(spec.lo),
+            max_value=float(spec.hi),
+            value=float(default),
+            step=float(spec.step),
+            format=spec.fmt,
+            **common,
+        )
     if w == "optional_float":
-        return where.number_input(spec.label, min_value=float(spec.lo), max_value=float(spec.hi), value=None,
-                                  step=float(spec.step), format=spec.fmt, placeholder="default", **common)
+        return where.number_input(
+            spec.label,
+            min_value=float(spec.lo),
+            max_value=float(spec.hi),
+            value=None,
+            step=float(spec.step),
+            format=spec.fmt,
+            placeholder="default",
+            **common,
+        )
     if w == "optional_int":
-        return where.number_input(spec.label, min_value=int(spec.lo), max_value=int(spec.hi), value=None,
-                                  step=int(spec.step or 1), placeholder="auto", **common)
+        return where.number_input(
+            spec.label,
+            min_value=int(spec.lo),
+            max_value=int(spec.hi),
+            value=None,
+            step=int(spec.step or 1),
+            placeholder="auto",
+            **common,
+        )
     if w == "slider_int":
-        return where.slider(spec.label, min_value=int(spec.lo), max_value=int(spec.hi), value=int(default),
-                            step=int(spec.step or 1), **common)
+        return where.slider(
+            spec.label,
+            min_value=int(spec.lo),
+            max_value=int(spec.hi),
+            value=int(default),
+            step=int(spec.step or 1),
+            **common,
+        )
     if w == "slider_float":
-        return where.slider(spec.label, min_value=float(spec.lo), max_value=float(spec.hi), value=float(default),
-                            step=float(spec.step), **common)
+        return where.slider(
+            spec.label,
+            min_value=float(spec.lo),
+            max_value=float(spec.hi),
+            value=float(default),
+            step=float(spec.step),
+            **common,
+        )
     if w == "select":
         return where.selectbox(spec.label, list(spec.options), index=list(spec.options).index(default), **common)
     if w == "toggle":
@@ -397,30 +580,56 @@ def model_picker(prefix: str, seed_model: Any, where) -> tuple[Any, str | None]:
     """(model reference for the scenario, error sentence or None)."""
     if prefix + "pick_model_source" not in st.session_state:
         _seed_model_picker(prefix, seed_model)
-    source = where.radio("Model", [SOURCE_CATALOG, SOURCE_SIZE, SOURCE_UPLOAD], key=prefix + "pick_model_source",
-                         horizontal=True, persist_state="session",
-                         help="A built-in model, a size such as 70B (architecture derived from Llama-3 / Qwen3-MoE "
-                              "proportions), or your own Hugging Face config.json.")
+    source = where.radio(
+        "Model",
+        [SOURCE_CATALOG, SOURCE_SIZE, SOURCE_UPLOAD],
+        key=prefix + "pick_model_source",
+        horizontal=True,
+        persist_state="session",
+        help="A built-in model, a size such as 70B (architecture derived from Llama-3 / Qwen3-MoE "
+        "proportions), or your own Hugging Face config.json.",
+    )
     names = _catalog_names()
     if source == SOURCE_CATALOG:
-        model = where.selectbox("Catalog model", list(names), format_func=lambda m: names.get(m, m),
-                                key=prefix + "pick_model", persist_state="session", label_visibility="collapsed",
-                                help="Type to search the catalog.")
+        model = where.selectbox(
+            "Catalog model",
+            list(names),
+            format_func=lambda m: names.get(m, m),
+            key=prefix + "pick_model",
+            persist_state="session",
+            label_visibility="collapsed",
+            help="Type to search the catalog.",
+        )
         return model, None
     if source == SOURCE_SIZE:
         left, right = where.columns([3, 2], vertical_alignment="bottom")
-        billions = left.number_input("Parameters (billions)", min_value=0.1, max_value=10_000.0, step=1.0,
-                                     format="%g", key=prefix + "pick_size_b", persist_state="session")
-        moe = right.toggle("MoE", key=prefix + "pick_moe", persist_state="session",
-                           help="Mixture of experts: 128 experts, 8 routed per token.")
+        billions = left.number_input(
+            "Parameters (billions)",
+            min_value=0.1,
+            max_value=10_000.0,
+            step=1.0,
+            format="%g",
+            key=prefix + "pick_size_b",
+            persist_state="session",
+        )
+        moe = right.toggle(
+            "MoE",
+            key=prefix + "pick_moe",
+            persist_state="session",
+            help="Mixture of experts: 128 experts, 8 routed per token.",
+        )
         model = size_id(billions * 1e9, moe)
         try:
             resolve_model(model)
         except PlanningError as exc:
             return None, explain(exc)
         return model, None
-    upload = where.file_uploader("Hugging Face config.json", type=["json"], key=prefix + "pick_config_file",
-                                 help="The model's config.json (architecture only; no weights are read).")
+    upload = where.file_uploader(
+        "Hugging Face config.json",
+        type=["json"],
+        key=prefix + "pick_config_file",
+        help="The model's config.json (architecture only; no weights are read).",
+    )
     if upload is not None:
         marker = (upload.file_id, upload.name)
         if st.session_state.get(prefix + "inline_model_file") != marker:
@@ -493,9 +702,14 @@ def gpu_picker(prefix: str, seed_gpu: Any, where) -> tuple[Any, str | None]:
         _seed_gpu_picker(prefix, seed_gpu)
     names = _gpu_names()
     options = [*names, CUSTOM_GPU]
-    gpu = where.selectbox("GPU", options, key=prefix + "pick_gpu", persist_state="session",
-                          format_func=lambda g: "Custom accelerator…" if g == CUSTOM_GPU else names.get(g, g),
-                          help="Catalog figures are dense (no 2:4 sparsity) peak FLOP/s and HBM bandwidth.")
+    gpu = where.selectbox(
+        "GPU",
+        options,
+        key=prefix + "pick_gpu",
+        persist_state="session",
+        format_func=lambda g: "Custom accelerator…" if g == CUSTOM_GPU else names.get(g, g),
+        help="Catalog figures are dense (no 2:4 sparsity) peak FLOP/s and HBM bandwidth.",
+    )
     if gpu != CUSTOM_GPU:
         return gpu, None
     original = st.session_state.get(prefix + "inline_gpu")
@@ -504,8 +718,15 @@ def gpu_picker(prefix: str, seed_gpu: Any, where) -> tuple[Any, str | None]:
     box.caption("Custom accelerator")
     cols = box.columns(2)
     for index, (suffix, label, _, lo, hi, step) in enumerate(_CUSTOM_FIELDS):
-        values[suffix] = cols[index % 2].number_input(label, min_value=lo, max_value=hi, step=step, format="%g",
-                                                      key=prefix + "pick_gpu_" + suffix, persist_state="session")
+        values[suffix] = cols[index % 2].number_input(
+            label,
+            min_value=lo,
+            max_value=hi,
+            step=step,
+            format="%g",
+            key=prefix + "pick_gpu_" + suffix,
+            persist_state="session",
+        )
     if original is not None:
         try:
             if all(math.isclose(values[k], v, rel_tol=1e-9, abs_tol=1e-9) for k, v in _custom_values(original).items()):
@@ -591,8 +812,11 @@ def scenario_form(kind: str, extra: Callable[[Any], None] | None = None) -> Form
         extra(side)
 
     if link_load:
-        mismatched = {prefix + s.name: s.to_widget(getattr(seed, s.name)) for s in specs
-                      if not s.same(values.get(s.name), getattr(seed, s.name))}
+        mismatched = {
+            prefix + s.name: s.to_widget(getattr(seed, s.name))
+            for s in specs
+            if not s.same(values.get(s.name), getattr(seed, s.name))
+        }
         if mismatched:
             ss[f"link_fix_{kind}"] = mismatched
             state.remember(kind, seed)

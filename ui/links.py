@@ -96,7 +96,8 @@ def scenarios_from_link(url: str) -> tuple[list, list[str]]:
             continue
         prefix = f"{kind}_"
         scenario, link_warnings = controls.read_link(
-            kind, {k: v for k, v in params.items() if k.startswith(prefix)}, check_widgets=False)
+            kind, {k: v for k, v in params.items() if k.startswith(prefix)}, check_widgets=False
+        )
         scenarios.append(scenario)
         warnings += link_warnings
     if not scenarios:

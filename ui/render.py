@@ -6,7 +6,8 @@ Every number shown comes from the Plan object; formatting goes through planner.u
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 from urllib.parse import urlencode
 
 import pandas as pd
@@ -48,8 +49,10 @@ def equation_help(plan, *names: str, note: str = "") -> str:
         eq = equation(plan, name)
         if eq is None:
             continue
-        parts.append(f"**{md_escape(eq.name)}** = {md_escape(eq.formula)}\n\n"
-                     f"= {md_escape(eq.substituted)}\n\n= **{md_escape(fmt(eq.value, eq.unit))}**")
+        parts.append(
+            f"**{md_escape(eq.name)}** = {md_escape(eq.formula)}\n\n"
+            f"= {md_escape(eq.substituted)}\n\n= **{md_escape(fmt(eq.value, eq.unit))}**"
+        )
     if note:
         parts.append(note)
     return "\n\n---\n\n".join(parts) or None
@@ -64,27 +67,37 @@ def plan_title(plan) -> str:
 
 def link_warnings(warnings: Sequence[str]) -> None:
     if warnings:
-        st.warning("**This link had problems; the plan below uses defaults for them.**\n\n"
-                   + "\n".join(f"- {md_escape(w)}" for w in warnings), icon=":material/link_off:")
+        st.warning(
+            "**This link had problems; the plan below uses defaults for them.**\n\n"
+            + "\n".join(f"- {md_escape(w)}" for w in warnings),
+            icon=":material/link_off:",
+        )
 
 
 def calibration_caption(calibration, scenario=None) -> None:
     """Which calibration every number on this page uses (the active one from the Calibrate page)."""
     if calibration is None:
-        st.caption(":material/straighten: Calibration: **none**: documented default efficiencies "
-                   "(choose one on the Calibrate page).")
+        st.caption(
+            ":material/straighten: Calibration: **none**: documented default efficiencies "
+            "(choose one on the Calibrate page)."
+        )
         return
     elsewhere = ""
     if scenario is not None and not calibration.applies_to(scenario.gpu_id()):
-        elsewhere = (f" It was measured relative to '{md_escape(calibration.reference_gpu)}', not this plan's "
-                     f"'{md_escape(scenario.gpu_id())}'.")
-    st.caption(f":material/straighten: Calibration: **{md_escape(calibration.label)}** "
-               f"({md_escape(calibration.device.name)}, record {md_escape(calibration.id)}): its measured "
-               f"efficiencies and memory correction replace the defaults on every page.{elsewhere}")
+        elsewhere = (
+            f" It was measured relative to '{md_escape(calibration.reference_gpu)}', not this plan's "
+            f"'{md_escape(scenario.gpu_id())}'."
+        )
+    st.caption(
+        f":material/straighten: Calibration: **{md_escape(calibration.label)}** "
+        f"({md_escape(calibration.device.name)}, record {md_escape(calibration.id)}): its measured "
+        f"efficiencies and memory correction replace the defaults on every page.{elsewhere}"
+    )
 
 
-def metric_with_band(where, label: str, value: str, help: str | None, band_text: str | None,
-                     band_help: str = "") -> None:
+def metric_with_band(
+    where, label: str, value: str, help: str | None, band_text: str | None, band_help: str = ""
+) -> None:
     """st.metric with its likely range (plan.uncertainty) in the metric's grey pill; how the range is made in
     the help tooltip, after the equation."""
     if band_text and band_help:
@@ -128,8 +141,9 @@ def share_link(page: str, params: dict[str, Any]) -> str:
     return base + (f"?{query}" if query else "")
 
 
-def share_bar(page: str, params: dict[str, Any], plans: Sequence, file_stem: str,
-              scenario=None, key: str | None = None) -> None:
+def share_bar(
+    page: str, params: dict[str, Any], plans: Sequence, file_stem: str, scenario=None, key: str | None = None
+) -> None:
     """Copy share link · Download CSV · Pin for Compare (when a scenario is given)."""
     key = key or page
     cols = st.columns([1, 1, 1, 2] if scenario is not None else [1, 1, 3])
@@ -138,17 +152,29 @@ def share_bar(page: str, params: dict[str, Any], plans: Sequence, file_stem: str
         st.code(share_link(page, params), language=None, wrap_lines=True)
     if plans:
         cols[1].download_button(
-            "Download CSV", data=plans_to_csv(plans), file_name=f"{file_stem}.csv", mime="text/csv",
-            key=f"{key}_action_csv", on_click="ignore", icon=":material/download:", width="stretch",
+            "Download CSV",
+            data=plans_to_csv(plans),
+            file_name=f"{file_stem}.csv",
+            mime="text/csv",
+            key=f"{key}_action_csv",
+            on_click="ignore",
+            icon=":material/download:",
+            width="stretch",
             help="One row per plan: every input, every output (units in the column names) and the decision text. "
-                 "Import it on Compare to restore the plans exactly.",
+            "Import it on Compare to restore the plans exactly.",
         )
     if scenario is not None:
-        if cols[2].button("Pin for Compare", key=f"{key}_action_pin", icon=":material/push_pin:", width="stretch",
-                          help="Keep this plan to compare it with others and review it later."):
+        if cols[2].button(
+            "Pin for Compare",
+            key=f"{key}_action_pin",
+            icon=":material/push_pin:",
+            width="stretch",
+            help="Keep this plan to compare it with others and review it later.",
+        ):
             added, _ = state.add_pins([scenario], "session")
-            st.toast("Pinned for Compare." if added else "This exact plan is already pinned.",
-                     icon=":material/push_pin:")
+            st.toast(
+                "Pinned for Compare." if added else "This exact plan is already pinned.", icon=":material/push_pin:"
+            )
 
 
 def _scenario_of(plan):
@@ -168,8 +194,10 @@ def band_margin(plan) -> str:
     mem = plan.memory
     if band is None or not mem.fits or band.high <= mem.budget_bytes:
         return ""
-    return (f" The likely range reaches {units.gib(band.high)}, past the {units.gib(mem.budget_bytes)}: keep a margin "
-            "or check it on the hardware.")
+    return (
+        f" The likely range reaches {units.gib(band.high)}, past the {units.gib(mem.budget_bytes)}: keep a margin "
+        "or check it on the hardware."
+    )
 
 
 def verdict_sentence(plan) -> tuple[bool, str]:
@@ -177,11 +205,15 @@ def verdict_sentence(plan) -> tuple[bool, str]:
     likely = bands.memory(plan)
     need = units.gib(mem.total_bytes) + (f" ({likely})" if likely else "")
     if mem.fits:
-        return True, (f"**Fits.** Each GPU needs {need} of the {units.gib(mem.budget_bytes)} "
-                      f"the engine may use — **{units.percent(mem.headroom_fraction)} headroom** "
-                      f"({units.gib(mem.headroom_bytes)} free per GPU)." + band_margin(plan))
-    return False, (f"**Does not fit.** Each GPU needs {need} but the engine may use "
-                   f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short per GPU.")
+        return True, (
+            f"**Fits.** Each GPU needs {need} of the {units.gib(mem.budget_bytes)} "
+            f"the engine may use — **{units.percent(mem.headroom_fraction)} headroom** "
+            f"({units.gib(mem.headroom_bytes)} free per GPU)." + band_margin(plan)
+        )
+    return False, (
+        f"**Does not fit.** Each GPU needs {need} but the engine may use "
+        f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short per GPU."
+    )
 
 
 def verdict(plan) -> None:
@@ -190,8 +222,10 @@ def verdict(plan) -> None:
 
 
 def binding(plan) -> None:
-    st.info(f"**Binding resource: {resource_label(plan.bottleneck)}.** {md_escape(plan.bottleneck_reason)}",
-            icon=":material/speed:")
+    st.info(
+        f"**Binding resource: {resource_label(plan.bottleneck)}.** {md_escape(plan.bottleneck_reason)}",
+        icon=":material/speed:",
+    )
 
 
 def inference_header(plan) -> None:
@@ -204,8 +238,11 @@ def inference_header(plan) -> None:
     replicas = s["num_gpus"] // (s["tensor_parallel"] * s["pipeline_parallel"])
     st.caption(
         f"**{md_escape(plan.model.name)}** ({units.count(plan.model.params_total)} parameters"
-        + (f", {units.count(plan.model.params_active)} active" if plan.model.params_active != plan.model.params_total
-           else "")
+        + (
+            f", {units.count(plan.model.params_active)} active"
+            if plan.model.params_active != plan.model.params_total
+            else ""
+        )
         + f") on **{s['num_gpus']} × {md_escape(plan.hardware.name)}** · {layout} · {replicas} "
         f"replica{'s' if replicas != 1 else ''} · weights {s['weight_dtype']}, KV cache {s['kv_cache_dtype']} · "
         f"{s['prompt_tokens']:,} prompt + {s['output_tokens']:,} output tokens × {s['concurrency']:,} in flight"
@@ -217,39 +254,70 @@ def inference_metrics(plan) -> None:
     s = plan.scenario
     likely = bands.inference_texts(plan)
     row1 = st.columns(3)
-    metric_with_band(row1[0], "Time to first token", units.seconds(perf.ttft_seconds),
-                     equation_help(plan, "TTFT", note="An idle replica: queueing is not modelled."),
-                     likely["Time to first token"], bands.basis(plan, "performance.ttft_seconds"))
-    metric_with_band(row1[1], "Time per output token", units.seconds(perf.tpot_seconds),
-                     equation_help(plan, "TPOT", "Decode step"),
-                     likely["Time per output token"], bands.basis(plan, "performance.tpot_seconds"))
-    metric_with_band(row1[2], "Output tokens/s", f"{units.count(perf.output_tokens_per_second)}",
-                     equation_help(plan, "Output tokens/s",
-                                   note=f"{units.count(perf.output_tokens_per_second_per_gpu)} per GPU, "
-                                        f"{perf.requests_per_second:,.2f} requests/s."),
-                     likely["Output tokens/s"], bands.basis(plan, "performance.output_tokens_per_second"))
+    metric_with_band(
+        row1[0],
+        "Time to first token",
+        units.seconds(perf.ttft_seconds),
+        equation_help(plan, "TTFT", note="An idle replica: queueing is not modelled."),
+        likely["Time to first token"],
+        bands.basis(plan, "performance.ttft_seconds"),
+    )
+    metric_with_band(
+        row1[1],
+        "Time per output token",
+        units.seconds(perf.tpot_seconds),
+        equation_help(plan, "TPOT", "Decode step"),
+        likely["Time per output token"],
+        bands.basis(plan, "performance.tpot_seconds"),
+    )
+    metric_with_band(
+        row1[2],
+        "Output tokens/s",
+        f"{units.count(perf.output_tokens_per_second)}",
+        equation_help(
+            plan,
+            "Output tokens/s",
+            note=f"{units.count(perf.output_tokens_per_second_per_gpu)} per GPU, "
+            f"{perf.requests_per_second:,.2f} requests/s.",
+        ),
+        likely["Output tokens/s"],
+        bands.basis(plan, "performance.output_tokens_per_second"),
+    )
     row2 = st.columns(3)
-    metric_with_band(row2[0], "$ per 1M output tokens", units.usd(cost.usd_per_million_output_tokens),
-                     equation_help(plan, "$ per 1M output tokens",
-                                   note=f"{units.usd(cost.usd_per_hour)}/hour, {units.usd(cost.usd_per_month)}"
-                                        f"/month at {units.usd(cost.usd_per_gpu_hour)} per GPU-hour"
-                                        + (" (catalog reference price)." if plan.hardware.usd_per_gpu_hour_is_reference
-                                           else " (your price).")),
-                     likely["$ per 1M output tokens"],
-                     "At a fixed price per GPU-hour the cost per token moves inversely with throughput. "
-                     + bands.basis(plan, "performance.output_tokens_per_second"))
+    metric_with_band(
+        row2[0],
+        "$ per 1M output tokens",
+        units.usd(cost.usd_per_million_output_tokens),
+        equation_help(
+            plan,
+            "$ per 1M output tokens",
+            note=f"{units.usd(cost.usd_per_hour)}/hour, {units.usd(cost.usd_per_month)}"
+            f"/month at {units.usd(cost.usd_per_gpu_hour)} per GPU-hour"
+            + (" (catalog reference price)." if plan.hardware.usd_per_gpu_hour_is_reference else " (your price)."),
+        ),
+        likely["$ per 1M output tokens"],
+        "At a fixed price per GPU-hour the cost per token moves inversely with throughput. "
+        + bands.basis(plan, "performance.output_tokens_per_second"),
+    )
     context = s["prompt_tokens"] + s["output_tokens"]
-    row2[1].metric("Max concurrency", f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a",
-                   help=f"Most sequences of {context:,} tokens whose KV cache fits in the memory left per GPU after "
-                        f"weights, activations and overhead, over all replicas ({mem.kv_blocks or 0:,} KV blocks "
-                        f"of {s['kv_block_tokens']} tokens per GPU).")
-    row2[2].metric("Max context", units.count(mem.max_context_tokens) + " tokens"
-                   if mem.max_context_tokens is not None else "n/a",
-                   help=f"Longest context each of the {s['concurrency']:,} sequences could hold with the same memory "
-                        f"(capped at the model's {plan.model.max_context_tokens:,} tokens).")
+    row2[1].metric(
+        "Max concurrency",
+        f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a",
+        help=f"Most sequences of {context:,} tokens whose KV cache fits in the memory left per GPU after "
+        f"weights, activations and overhead, over all replicas ({mem.kv_blocks or 0:,} KV blocks "
+        f"of {s['kv_block_tokens']} tokens per GPU).",
+    )
+    row2[2].metric(
+        "Max context",
+        units.count(mem.max_context_tokens) + " tokens" if mem.max_context_tokens is not None else "n/a",
+        help=f"Longest context each of the {s['concurrency']:,} sequences could hold with the same memory "
+        f"(capped at the model's {plan.model.max_context_tokens:,} tokens).",
+    )
     if plan.cost.gpus_needed is not None:
-        st.caption(f"To serve {s['target_requests_per_second']:g} requests/s: **{plan.cost.gpus_needed} GPUs** "
-                   f"({plan.cost.replicas_needed} replicas of {s['tensor_parallel'] * s['pipeline_parallel']}).")
+        st.caption(
+            f"To serve {s['target_requests_per_second']:g} requests/s: **{plan.cost.gpus_needed} GPUs** "
+            f"({plan.cost.replicas_needed} replicas of {s['tensor_parallel'] * s['pipeline_parallel']})."
+        )
 
 
 def memory_chart(plan, budget_label: str = "engine budget") -> None:
@@ -260,22 +328,26 @@ def memory_chart(plan, budget_label: str = "engine budget") -> None:
     limits = f"solid line: capacity {units.gib(mem.capacity_bytes)}"
     if abs(mem.budget_bytes - mem.capacity_bytes) > 1:
         limits = f"dashed line: {budget_label} {units.gib(mem.budget_bytes)}; " + limits
-    st.caption(f"{parts} · total {units.gib(mem.total_bytes)} ({limits})",
-               help=equation_help(plan, *eq_names) if eq_names else None)
-    chart(charts.memory_bar(mem.components, mem.budget_bytes, mem.capacity_bytes, budget_label),
-                    width="stretch")
+    st.caption(
+        f"{parts} · total {units.gib(mem.total_bytes)} ({limits})",
+        help=equation_help(plan, *eq_names) if eq_names else None,
+    )
+    chart(charts.memory_bar(mem.components, mem.budget_bytes, mem.capacity_bytes, budget_label), width="stretch")
 
 
 def roofline_chart(plan) -> None:
     perf, hw = plan.performance, plan.hardware
     st.markdown("**Roofline: where prefill and decode sit on this GPU**")
-    st.caption(f"{hw.compute_dtype} peak {units.rate(hw.peak_flops_per_second, 'FLOP/s')}, HBM "
-               f"{units.rate(hw.memory_bandwidth_bytes_per_second, 'B/s')}; points at their achieved rate per GPU "
-               "(below the roof by the efficiency factors and communication).")
-    phases = [dict(phase=p.phase, flops=p.flops, bytes=p.bytes, seconds=p.seconds, binding=p.binding)
-              for p in (perf.prefill, perf.decode)]
-    chart(charts.roofline(hw.peak_flops_per_second, hw.memory_bandwidth_bytes_per_second, phases),
-                    width="stretch")
+    st.caption(
+        f"{hw.compute_dtype} peak {units.rate(hw.peak_flops_per_second, 'FLOP/s')}, HBM "
+        f"{units.rate(hw.memory_bandwidth_bytes_per_second, 'B/s')}; points at their achieved rate per GPU "
+        "(below the roof by the efficiency factors and communication)."
+    )
+    phases = [
+        dict(phase=p.phase, flops=p.flops, bytes=p.bytes, seconds=p.seconds, binding=p.binding)
+        for p in (perf.prefill, perf.decode)
+    ]
+    chart(charts.roofline(hw.peak_flops_per_second, hw.memory_bandwidth_bytes_per_second, phases), width="stretch")
 
 
 EXPLORE_CURVE = "Latency vs throughput"
@@ -287,27 +359,36 @@ def explore(scenario, plan, calibration=None) -> None:
     """The sweeps: each view is many plans, so it only runs when chosen, and reruns alone."""
     st.markdown("#### Explore this scenario")
     view = st.segmented_control(
-        "Sweep", [EXPLORE_CURVE, EXPLORE_GRID], default=EXPLORE_CURVE, key="inference_view_explore",
+        "Sweep",
+        [EXPLORE_CURVE, EXPLORE_GRID],
+        default=EXPLORE_CURVE,
+        key="inference_view_explore",
         label_visibility="collapsed",
-        help="Each view re-plans this scenario many times; pick one at a time. Hover for numbers.")
+        help="Each view re-plans this scenario many times; pick one at a time. Hover for numbers.",
+    )
     if view == EXPLORE_CURVE:
         frame = state.concurrency_sweep(scenario, plan.memory.max_concurrency, calibration)
         if frame.empty:
             st.info("No concurrency level gives a valid plan.")
             return
-        st.caption("Each point is the full plan at that concurrency: more sequences in flight raise throughput "
-                   "and time per token until memory runs out (✕).")
+        st.caption(
+            "Each point is the full plan at that concurrency: more sequences in flight raise throughput "
+            "and time per token until memory runs out (✕)."
+        )
         chart(charts.latency_curve(frame, scenario.concurrency), width="stretch")
     elif view == EXPLORE_GRID:
-        frame = state.context_grid(scenario, plan.memory.max_concurrency, plan.model.max_context_tokens,
-                                   calibration)
+        frame = state.context_grid(scenario, plan.memory.max_concurrency, plan.model.max_context_tokens, calibration)
         if frame.empty:
             st.info("No (concurrency, context) pair gives a valid plan.")
             return
-        st.caption("Colour: output tokens/s where the plan fits in memory; grey ✕: does not fit. The outlined cell "
-                   f"is this plan. Output stays {scenario.output_tokens:,} tokens; the prompt takes the rest.")
-        chart(charts.heatmap(frame, (scenario.concurrency, scenario.prompt_tokens + scenario.output_tokens)),
-                        width="stretch")
+        st.caption(
+            "Colour: output tokens/s where the plan fits in memory; grey ✕: does not fit. The outlined cell "
+            f"is this plan. Output stays {scenario.output_tokens:,} tokens; the prompt takes the rest."
+        )
+        chart(
+            charts.heatmap(frame, (scenario.concurrency, scenario.prompt_tokens + scenario.output_tokens)),
+            width="stretch",
+        )
     else:
         st.caption("Pick a view above.")
 
@@ -341,7 +422,11 @@ def training_header(plan) -> None:
     if lay.expert_parallel > 1:
         parts.append(f"EP {lay.expert_parallel}")
     lora = s.get("lora")
-    job = ("QLoRA" if lora and lora.get("quantize_base") else "LoRA") + f" rank {lora['rank']}" if lora else "full training"
+    job = (
+        ("QLoRA" if lora and lora.get("quantize_base") else "LoRA") + f" rank {lora['rank']}"
+        if lora
+        else "full training"
+    )
     st.caption(
         f"**{md_escape(plan.model.name)}** ({units.count(plan.model.params_total)} parameters, "
         f"{units.count(lay.parameters_trainable)} trainable, {job}) on **{s['num_gpus']} × "
@@ -356,17 +441,24 @@ def training_verdict(plan) -> None:
     likely = bands.memory(plan)
     need = units.gib(mem.total_bytes) + (f" ({likely})" if likely else "")
     if mem.fits:
-        st.success(f"**Fits.** Each GPU needs {need} of its {units.gib(mem.budget_bytes)} — "
-                   f"**{units.percent(mem.headroom_fraction)} headroom** ({units.gib(mem.headroom_bytes)} free). "
-                   f"Largest micro-batch that fits: **{mem.max_micro_batch_size or 0}**." + band_margin(plan),
-                   icon=":material/check_circle:")
+        st.success(
+            f"**Fits.** Each GPU needs {need} of its {units.gib(mem.budget_bytes)} — "
+            f"**{units.percent(mem.headroom_fraction)} headroom** ({units.gib(mem.headroom_bytes)} free). "
+            f"Largest micro-batch that fits: **{mem.max_micro_batch_size or 0}**." + band_margin(plan),
+            icon=":material/check_circle:",
+        )
     else:
         fits = mem.max_micro_batch_size
-        hint = (f" A micro-batch of {fits} would fit." if fits else " Not even a micro-batch of 1 fits: shard more "
-                "(ZeRO, TP/PP), recompute activations or offload.")
-        st.error(f"**Does not fit.** Each GPU needs {need} but has "
-                 f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short.{hint}",
-                 icon=":material/cancel:")
+        hint = (
+            f" A micro-batch of {fits} would fit."
+            if fits
+            else " Not even a micro-batch of 1 fits: shard more (ZeRO, TP/PP), recompute activations or offload."
+        )
+        st.error(
+            f"**Does not fit.** Each GPU needs {need} but has "
+            f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short.{hint}",
+            icon=":material/cancel:",
+        )
 
 
 def training_metrics(plan) -> None:
@@ -375,24 +467,59 @@ def training_metrics(plan) -> None:
     step_basis = bands.basis(plan, "performance.step_seconds")
     scaled = "Moves with the step-time band (same tokens, GPUs and price). " + step_basis
     row1 = st.columns(3)
-    metric_with_band(row1[0], "Step time", units.seconds(perf.step_seconds), equation_help(plan, "Step time"),
-                     likely["Step time"], step_basis)
-    metric_with_band(row1[1], "Tokens/s", units.count(perf.tokens_per_second),
-                     f"Whole job; {units.count(perf.tokens_per_second_per_gpu)} per GPU.", likely["Tokens/s"], scaled)
-    metric_with_band(row1[2], "MFU", units.percent(perf.mfu, 1),
-                     equation_help(plan, "MFU", note=f"HFU {units.percent(perf.hfu, 1)}."), likely["MFU"], scaled)
+    metric_with_band(
+        row1[0],
+        "Step time",
+        units.seconds(perf.step_seconds),
+        equation_help(plan, "Step time"),
+        likely["Step time"],
+        step_basis,
+    )
+    metric_with_band(
+        row1[1],
+        "Tokens/s",
+        units.count(perf.tokens_per_second),
+        f"Whole job; {units.count(perf.tokens_per_second_per_gpu)} per GPU.",
+        likely["Tokens/s"],
+        scaled,
+    )
+    metric_with_band(
+        row1[2],
+        "MFU",
+        units.percent(perf.mfu, 1),
+        equation_help(plan, "MFU", note=f"HFU {units.percent(perf.hfu, 1)}."),
+        likely["MFU"],
+        scaled,
+    )
     row2 = st.columns(3)
-    metric_with_band(row2[0], "Time to train", units.seconds(perf.time_to_train_seconds),
-                     equation_help(plan, "Time to train",
-                                   note=f"{units.count(perf.training_tokens)} tokens, {perf.steps_to_train:,.0f} steps."),
-                     likely["Time to train"], scaled)
-    metric_with_band(row2[1], "Cost to train", units.usd(cost.usd_total),
-                     equation_help(plan, "Cost to train",
-                                   note=f"{cost.gpu_hours:,.0f} GPU-hours at {units.usd(cost.usd_per_gpu_hour)}; "
-                                        f"{units.usd(cost.usd_per_million_tokens)} per 1M tokens."),
-                     likely["Cost to train"], scaled)
-    row2[2].metric("Largest micro-batch that fits", f"{mem.max_micro_batch_size or 0}",
-                   help="Largest micro-batch whose memory fits on every GPU with this layout and these savers.")
+    metric_with_band(
+        row2[0],
+        "Time to train",
+        units.seconds(perf.time_to_train_seconds),
+        equation_help(
+            plan, "Time to train", note=f"{units.count(perf.training_tokens)} tokens, {perf.steps_to_train:,.0f} steps."
+        ),
+        likely["Time to train"],
+        scaled,
+    )
+    metric_with_band(
+        row2[1],
+        "Cost to train",
+        units.usd(cost.usd_total),
+        equation_help(
+            plan,
+            "Cost to train",
+            note=f"{cost.gpu_hours:,.0f} GPU-hours at {units.usd(cost.usd_per_gpu_hour)}; "
+            f"{units.usd(cost.usd_per_million_tokens)} per 1M tokens.",
+        ),
+        likely["Cost to train"],
+        scaled,
+    )
+    row2[2].metric(
+        "Largest micro-batch that fits",
+        f"{mem.max_micro_batch_size or 0}",
+        help="Largest micro-batch whose memory fits on every GPU with this layout and these savers.",
+    )
 
 
 def step_chart(plan) -> None:
@@ -400,24 +527,29 @@ def step_chart(plan) -> None:
     st.markdown("**Where a step's time goes**")
     breakdown = getattr(perf, "step_breakdown_seconds", None) or getattr(perf, "time_breakdown", {})
     parts = {k: v for k, v in breakdown.items() if v > 0}
-    st.caption(" · ".join(f"{component_label(k)} {units.seconds(v)}" for k, v in parts.items())
-               + f" · bubble {units.percent(perf.pipeline_bubble_fraction)}",
-               help=equation_help(plan, "Micro-batch compute on one GPU", "Step time"))
+    st.caption(
+        " · ".join(f"{component_label(k)} {units.seconds(v)}" for k, v in parts.items())
+        + f" · bubble {units.percent(perf.pipeline_bubble_fraction)}",
+        help=equation_help(plan, "Micro-batch compute on one GPU", "Step time"),
+    )
     chart(charts.stacked_time(parts, "Seconds per optimizer step"), width="stretch")
 
 
 def micro_batch_table(plan) -> None:
 
-    rows = [{
-        "Micro-batch": o.micro_batch_size,
-        "Accumulation steps": o.gradient_accumulation_steps,
-        "Memory per GPU": units.gib(o.total_bytes),
-        "Activations": units.gib(o.activations_bytes),
-        "Fits": "yes" if o.fits else "no",
-        "Step time": units.seconds(o.step_seconds),
-        "Tokens/s": units.count(o.tokens_per_second),
-        "Bubble": units.percent(o.pipeline_bubble_fraction),
-    } for o in plan.micro_batch_options]
+    rows = [
+        {
+            "Micro-batch": o.micro_batch_size,
+            "Accumulation steps": o.gradient_accumulation_steps,
+            "Memory per GPU": units.gib(o.total_bytes),
+            "Activations": units.gib(o.activations_bytes),
+            "Fits": "yes" if o.fits else "no",
+            "Step time": units.seconds(o.step_seconds),
+            "Tokens/s": units.count(o.tokens_per_second),
+            "Bubble": units.percent(o.pipeline_bubble_fraction),
+        }
+        for o in plan.micro_batch_options
+    ]
     if rows:
         st.markdown("**Micro-batch vs gradient accumulation** (same global batch)")
         st.dataframe(pd.DataFrame(rows), hide_index=True, width="stretch")

@@ -36,7 +36,8 @@ class Check:
     def icon(self) -> str:
         """Streamlit markdown icon (Material Symbols ship with Streamlit; emoji fonts may be missing)."""
         return {"ok": ":green[:material/check_circle:]", "fail": ":red[:material/cancel:]"}.get(
-            self.status, ":gray[:material/remove_circle_outline:]")
+            self.status, ":gray[:material/remove_circle_outline:]"
+        )
 
 
 def _scenario(plan) -> dict:
@@ -53,10 +54,16 @@ def title(plan, number: int | None = None) -> str:
 def memory_check(plan) -> Check:
     mem = plan.memory
     if mem.fits:
-        return Check("ok", f"Fits in GPU memory with {units.percent(mem.headroom_fraction)} headroom "
-                           f"({units.gib(mem.total_bytes)} of {units.gib(mem.budget_bytes)} per GPU).")
-    return Check("fail", f"Does not fit in GPU memory: each GPU needs {units.gib(mem.total_bytes)} but has "
-                         f"{units.gib(mem.budget_bytes)} to use.")
+        return Check(
+            "ok",
+            f"Fits in GPU memory with {units.percent(mem.headroom_fraction)} headroom "
+            f"({units.gib(mem.total_bytes)} of {units.gib(mem.budget_bytes)} per GPU).",
+        )
+    return Check(
+        "fail",
+        f"Does not fit in GPU memory: each GPU needs {units.gib(mem.total_bytes)} but has "
+        f"{units.gib(mem.budget_bytes)} to use.",
+    )
 
 
 def latency_check(plan, targets: Targets) -> Check | None:
@@ -71,8 +78,9 @@ def latency_check(plan, targets: Targets) -> Check | None:
     if targets.max_ttft_s is not None and ttft > targets.max_ttft_s:
         misses.append(f"first token takes {units.seconds(ttft)} (target {units.seconds(targets.max_ttft_s)})")
     if targets.max_tpot_ms is not None and tpot_ms > targets.max_tpot_ms:
-        misses.append(f"each token takes {units.seconds(perf.tpot_seconds)} "
-                      f"(target {units.seconds(targets.max_tpot_ms / 1e3)})")
+        misses.append(
+            f"each token takes {units.seconds(perf.tpot_seconds)} (target {units.seconds(targets.max_tpot_ms / 1e3)})"
+        )
     if misses:
         return Check("fail", "Misses the latency target: " + "; ".join(misses) + ".")
     wanted = []
@@ -89,15 +97,19 @@ def budget_check(plan, targets: Targets) -> Check:
         if targets.max_usd_per_month is None:
             return Check("unset", f"No monthly budget set ({units.usd(monthly)} per month).")
         if monthly <= targets.max_usd_per_month:
-            return Check("ok", f"Within budget: {units.usd(monthly)} per month "
-                               f"(budget {units.usd(targets.max_usd_per_month)}).")
-        return Check("fail", f"Over budget: {units.usd(monthly)} per month "
-                             f"(budget {units.usd(targets.max_usd_per_month)}).")
+            return Check(
+                "ok", f"Within budget: {units.usd(monthly)} per month (budget {units.usd(targets.max_usd_per_month)})."
+            )
+        return Check(
+            "fail", f"Over budget: {units.usd(monthly)} per month (budget {units.usd(targets.max_usd_per_month)})."
+        )
     total = plan.cost.usd_total
     if targets.max_training_usd is None:
         return Check("unset", f"No training budget set ({units.usd(total)} to train).")
     if total <= targets.max_training_usd:
-        return Check("ok", f"Within budget: {units.usd(total)} to train (budget {units.usd(targets.max_training_usd)}).")
+        return Check(
+            "ok", f"Within budget: {units.usd(total)} to train (budget {units.usd(targets.max_training_usd)})."
+        )
     return Check("fail", f"Over budget: {units.usd(total)} to train (budget {units.usd(targets.max_training_usd)}).")
 
 
@@ -108,15 +120,24 @@ def deadline_check(plan, targets: Targets) -> Check | None:
     if targets.max_training_days is None:
         return Check("unset", f"No deadline set (training takes {units.seconds(seconds)}).")
     if seconds <= targets.max_training_days * 86400:
-        return Check("ok", f"Meets the deadline: training takes {units.seconds(seconds)} "
-                           f"(deadline {targets.max_training_days:g} days).")
-    return Check("fail", f"Misses the deadline: training takes {units.seconds(seconds)} "
-                         f"(deadline {targets.max_training_days:g} days).")
+        return Check(
+            "ok",
+            f"Meets the deadline: training takes {units.seconds(seconds)} "
+            f"(deadline {targets.max_training_days:g} days).",
+        )
+    return Check(
+        "fail",
+        f"Misses the deadline: training takes {units.seconds(seconds)} (deadline {targets.max_training_days:g} days).",
+    )
 
 
 def checks(plan, targets: Targets) -> list[Check]:
-    items = [memory_check(plan), latency_check(plan, targets), deadline_check(plan, targets),
-             budget_check(plan, targets)]
+    items = [
+        memory_check(plan),
+        latency_check(plan, targets),
+        deadline_check(plan, targets),
+        budget_check(plan, targets),
+    ]
     return [c for c in items if c is not None]
 
 
@@ -126,11 +147,14 @@ def resources_sentence(plan) -> str:
     if plan.kind == "inference":
         line = f"Needs {gpus}: {units.usd(plan.cost.usd_per_month)} per month ({units.usd(plan.cost.usd_per_hour)} per hour)"
         if plan.cost.gpus_needed is not None:
-            line += (f"; {plan.cost.gpus_needed} GPUs to serve the target of "
-                     f"{s['target_requests_per_second']:g} requests/s")
+            line += (
+                f"; {plan.cost.gpus_needed} GPUs to serve the target of {s['target_requests_per_second']:g} requests/s"
+            )
         return line + "."
-    return (f"Needs {gpus} for {units.seconds(plan.performance.time_to_train_seconds)}: "
-            f"{units.usd(plan.cost.usd_total)} in total ({plan.cost.gpu_hours:,.0f} GPU-hours).")
+    return (
+        f"Needs {gpus} for {units.seconds(plan.performance.time_to_train_seconds)}: "
+        f"{units.usd(plan.cost.usd_total)} in total ({plan.cost.gpu_hours:,.0f} GPU-hours)."
+    )
 
 
 def binding_sentence(plan) -> str:
@@ -146,7 +170,11 @@ def _untested_dtypes(plan) -> list[str]:
     out = []
     if plan.kind == "inference":
         for what, dtype in (("weights", s.get("weight_dtype")), ("KV cache", s.get("kv_cache_dtype"))):
-            if dtype in ("fp8", "int8", "int4") and not accel.supports(dtype) and not (dtype == "int4" and what == "weights"):
+            if (
+                dtype in ("fp8", "int8", "int4")
+                and not accel.supports(dtype)
+                and not (dtype == "int4" and what == "weights")
+            ):
                 out.append(f"{what} in {dtype}")
     else:
         precision = s.get("precision", "")
@@ -161,20 +189,28 @@ def risks(plan) -> list[str]:
     mem = plan.memory
     out = []
     if mem.fits and mem.headroom_fraction < HEADROOM_RISK:
-        out.append(f"Headroom is only {units.percent(mem.headroom_fraction)} (under {units.percent(HEADROOM_RISK)}): "
-                   "a longer input or a burst of traffic can run out of memory.")
+        out.append(
+            f"Headroom is only {units.percent(mem.headroom_fraction)} (under {units.percent(HEADROOM_RISK)}): "
+            "a longer input or a burst of traffic can run out of memory."
+        )
     band = bands.band_of(plan, "memory.total_bytes")
     if mem.fits and band is not None and band.high > mem.budget_bytes:
-        out.append(f"The likely memory range reaches {units.gib(band.high)} per GPU, past the {units.gib(mem.budget_bytes)} "
-                   f"available ({band.basis}): measure before committing.")
+        out.append(
+            f"The likely memory range reaches {units.gib(band.high)} per GPU, past the {units.gib(mem.budget_bytes)} "
+            f"available ({band.basis}): measure before committing."
+        )
     kv = mem.components.get("kv_cache_bytes", 0.0)
     weights = mem.components.get("weights_bytes", 0.0)
     if kv > weights > 0:
-        out.append(f"The KV cache ({units.gib(kv)}) is larger than the weights ({units.gib(weights)}): memory use grows "
-                   "with concurrency and context, not with the model.")
+        out.append(
+            f"The KV cache ({units.gib(kv)}) is larger than the weights ({units.gib(weights)}): memory use grows "
+            "with concurrency and context, not with the model."
+        )
     for what in _untested_dtypes(plan):
-        out.append(f"{what} on {plan.hardware.name}: this GPU has no native support, so the format is untested here "
-                   "(memory is saved, speed is not).")
+        out.append(
+            f"{what} on {plan.hardware.name}: this GPU has no native support, so the format is untested here "
+            "(memory is saved, speed is not)."
+        )
     covered = ("Headroom is only", "KV cache (", "untested dtype", "Does not fit")
     out += [w for w in plan.warnings if not any(c in w for c in covered)]
     return out
@@ -189,27 +225,35 @@ def key_numbers(plan) -> list[tuple[str, str, str]]:
         text = likely.get(label)
         return text.removeprefix("likely ") if text else ""
 
-    rows = [("Memory per GPU", f"{units.gib(mem.total_bytes)} of {units.gib(mem.budget_bytes)}", band("Memory per GPU")),
-            ("Largest memory component", f"{component_label(mem.dominant_component)} "
-                                         f"{units.gib(mem.components[mem.dominant_component])}", "")]
+    rows = [
+        ("Memory per GPU", f"{units.gib(mem.total_bytes)} of {units.gib(mem.budget_bytes)}", band("Memory per GPU")),
+        (
+            "Largest memory component",
+            f"{component_label(mem.dominant_component)} {units.gib(mem.components[mem.dominant_component])}",
+            "",
+        ),
+    ]
     if plan.kind == "inference":
         perf, cost = plan.performance, plan.cost
-        rows += [("Time to first token", units.seconds(perf.ttft_seconds), band("Time to first token")),
-                 ("Time per output token", units.seconds(perf.tpot_seconds), band("Time per output token")),
-                 ("Output tokens/s", units.count(perf.output_tokens_per_second), band("Output tokens/s")),
-                 ("Requests/s", f"{perf.requests_per_second:,.2f}", ""),
-                 ("Max concurrency", f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a", ""),
-                 ("$ per 1M output tokens", units.usd(cost.usd_per_million_output_tokens),
-                  band("$ per 1M output tokens")),
-                 ("$ per month", units.usd(cost.usd_per_month), "")]
+        rows += [
+            ("Time to first token", units.seconds(perf.ttft_seconds), band("Time to first token")),
+            ("Time per output token", units.seconds(perf.tpot_seconds), band("Time per output token")),
+            ("Output tokens/s", units.count(perf.output_tokens_per_second), band("Output tokens/s")),
+            ("Requests/s", f"{perf.requests_per_second:,.2f}", ""),
+            ("Max concurrency", f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a", ""),
+            ("$ per 1M output tokens", units.usd(cost.usd_per_million_output_tokens), band("$ per 1M output tokens")),
+            ("$ per month", units.usd(cost.usd_per_month), ""),
+        ]
     else:
         perf, cost = plan.performance, plan.cost
-        rows += [("Step time", units.seconds(perf.step_seconds), band("Step time")),
-                 ("Tokens/s", units.count(perf.tokens_per_second), band("Tokens/s")),
-                 ("MFU", units.percent(perf.mfu, 1), band("MFU")),
-                 ("Largest micro-batch that fits", str(mem.max_micro_batch_size or 0), ""),
-                 ("Time to train", units.seconds(perf.time_to_train_seconds), band("Time to train")),
-                 ("Cost to train", units.usd(cost.usd_total), band("Cost to train"))]
+        rows += [
+            ("Step time", units.seconds(perf.step_seconds), band("Step time")),
+            ("Tokens/s", units.count(perf.tokens_per_second), band("Tokens/s")),
+            ("MFU", units.percent(perf.mfu, 1), band("MFU")),
+            ("Largest micro-batch that fits", str(mem.max_micro_batch_size or 0), ""),
+            ("Time to train", units.seconds(perf.time_to_train_seconds), band("Time to train")),
+            ("Cost to train", units.usd(cost.usd_total), band("Cost to train")),
+        ]
     return rows
 
 

@@ -45,8 +45,10 @@ def _check_target_params() -> list[str]:
             if not (math.isfinite(value) and 0 < value <= TARGET_MAX):
                 raise ValueError
         except (TypeError, ValueError):
-            warnings.append(f"Link parameter '{key}' = '{raw}' is invalid (a positive number up to "
-                            f"{TARGET_MAX:,.0f}); no target is used for it.")
+            warnings.append(
+                f"Link parameter '{key}' = '{raw}' is invalid (a positive number up to "
+                f"{TARGET_MAX:,.0f}); no target is used for it."
+            )
     return warnings
 
 
@@ -56,9 +58,18 @@ def targets_form() -> review.Targets:
     side.markdown("#### Targets of this review")
     side.caption("Leave a target empty to report the number without a verdict. Targets travel in the link.")
     for key, label, field, step, help_text in TARGETS:
-        values[field] = side.number_input(label, min_value=0.0, max_value=TARGET_MAX, value=None, step=step,
-                                          format="%g", key=key, bind="query-params", help=help_text,
-                                          placeholder="no target")
+        values[field] = side.number_input(
+            label,
+            min_value=0.0,
+            max_value=TARGET_MAX,
+            value=None,
+            step=step,
+            format="%g",
+            key=key,
+            bind="query-params",
+            help=help_text,
+            placeholder="no target",
+        )
     return review.Targets(**values)
 
 
@@ -96,8 +107,10 @@ def plan_section(number: int, key: str, plan, targets: review.Targets) -> None:
         with left:
             st.markdown("**The numbers**")
             st.table(pd.DataFrame(review.key_numbers(plan), columns=["", "Value", "Likely range"]).set_index(""))
-            st.caption("Likely range: where the measured value fell for 80 % of the published cases Headroom was "
-                       "checked against (or within the active calibration's residual error).")
+            st.caption(
+                "Likely range: where the measured value fell for 80 % of the published cases Headroom was "
+                "checked against (or within the active calibration's residual error)."
+            )
         with right:
             st.markdown("**Assumptions**")
             st.markdown("\n".join(f"- {render.md_escape(a)}" for a in plan.assumptions))
@@ -118,11 +131,18 @@ def review_page() -> None:
             for kind in ("inference", "training"):
                 if state.remembered(kind) is not None and any(k == "current_" + kind for k, _ in plans):
                     params.update(render.scenario_params(state.remembered(kind)))
-        params.update({key: f"{getattr(targets, field):g}" for key, _, field, _, _ in TARGETS
-                       if getattr(targets, field) is not None})
+        params.update(
+            {
+                key: f"{getattr(targets, field):g}"
+                for key, _, field, _, _ in TARGETS
+                if getattr(targets, field) is not None
+            }
+        )
         render.share_bar("review", params, [p for _, p in plans], "headroom-review", key="review")
-        st.caption("Print this page (Ctrl/⌘+P) for the review: one plan per page, controls hidden."
-                   + ("" if state.pins() else " Showing the current plan; pin plans on Compare to review several."))
+        st.caption(
+            "Print this page (Ctrl/⌘+P) for the review: one plan per page, controls hidden."
+            + ("" if state.pins() else " Showing the current plan; pin plans on Compare to review several.")
+        )
     render.calibration_caption(calibration)
     overview = []
     for number, (_, plan) in enumerate(plans, start=1):

@@ -63,13 +63,23 @@ class Spec:
         return a == b
 
 
-_TP_HELP = ("Tensor parallelism: every layer is split over this many GPUs (all-reduces twice per layer). "
-            "Must divide the attention heads.")
+_TP_HELP = (
+    "Tensor parallelism: every layer is split over this many GPUs (all-reduces twice per layer). "
+    "Must divide the attention heads."
+)
 _PP_HELP = "Pipeline parallelism: layers are split into this many stages (one GPU group each)."
 
 COMMON_LAYOUT = (
-    Spec("num_gpus", "GPUs", "int", 1, MAX_GPUS, 1, section="hardware",
-         help="GPUs in the deployment. A multiple of TP × PP; every extra group is another replica."),
+    Spec(
+        "num_gpus",
+        "GPUs",
+        "int",
+        1,
+        MAX_GPUS,
+        1,
+        section="hardware",
+        help="GPUs in the deployment. A multiple of TP × PP; every extra group is another replica.",
+    ),
     Spec("tensor_parallel", "TP (tensor)", "int", 1, 1024, 1, section="layout", column=0, help=_TP_HELP),
     Spec("pipeline_parallel", "PP (pipeline)", "int", 1, 1024, 1, section="layout", column=1, help=_PP_HELP),
 )

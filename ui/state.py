@@ -42,8 +42,11 @@ def _calibration_hash(record) -> str:
     return f"calibration:{record.model_dump_json()}"
 
 
-HASH_FUNCS = {InferenceScenario: _scenario_hash, TRAINING_SCENARIO_FQN: _scenario_hash,
-              CALIBRATION_FQN: _calibration_hash}
+HASH_FUNCS = {
+    InferenceScenario: _scenario_hash,
+    TRAINING_SCENARIO_FQN: _scenario_hash,
+    CALIBRATION_FQN: _calibration_hash,
+}
 _HASH_FUNCS = HASH_FUNCS  # old name
 
 
@@ -61,7 +64,9 @@ def concurrency_sweep(scenario, max_concurrency: int | None, calibration=None) -
 @st.cache_data(max_entries=32, show_spinner="Sweeping concurrency × context…", hash_funcs=HASH_FUNCS)
 def context_grid(scenario, max_concurrency: int | None, model_max_context: int, calibration=None) -> pd.DataFrame:
     return sweeps.context_concurrency_grid(
-        scenario, sweeps.concurrency_axis(scenario, max_concurrency), sweeps.context_axis(scenario, model_max_context),
+        scenario,
+        sweeps.concurrency_axis(scenario, max_concurrency),
+        sweeps.context_axis(scenario, model_max_context),
         calibration,
     )
 
@@ -92,16 +97,22 @@ def _spec_hash(spec) -> str:
     return repr(spec)
 
 
-@st.cache_data(max_entries=16, show_spinner="Searching configurations…",
-               hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.SearchSpec": _spec_hash})
+@st.cache_data(
+    max_entries=16,
+    show_spinner="Searching configurations…",
+    hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.SearchSpec": _spec_hash},
+)
 def cached_search(scenario, spec, calibration=None):
     """planner.sweep over the search grid, filtered, ranked and reduced to its Pareto frontier."""
 
     return tradeoff_data.run_search(scenario, spec, calibration)
 
 
-@st.cache_data(max_entries=16, show_spinner="Searching training configurations…",
-               hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.TrainingSearchSpec": _spec_hash})
+@st.cache_data(
+    max_entries=16,
+    show_spinner="Searching training configurations…",
+    hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.TrainingSearchSpec": _spec_hash},
+)
 def cached_training_search(scenario, spec, calibration=None):
     """planner.search.sweep's training grid for this search, filtered, ranked, with its Pareto frontier."""
 
@@ -128,7 +139,6 @@ def build_scenario(kind: str, fields: dict[str, Any]):
     try:
         return scenario_class(kind)(**fields), None
     except (ValidationError, PlanningError) as exc:
-
         return None, explain(exc)
 
 
@@ -181,4 +191,3 @@ def remove_pin(pin_id: str) -> None:
 
 def replace_pin(pin_id: str, scenario) -> None:
     set_pins([Pin(p.id, scenario, p.source) if p.id == pin_id else p for p in pins()])
-

@@ -9,8 +9,19 @@ import math
 
 from planner import units
 
-_ACRONYMS = {"kv": "KV", "lora": "LoRA", "gpu": "GPU", "hbm": "HBM", "moe": "MoE", "tp": "TP", "pp": "PP",
-             "dp": "DP", "ep": "EP", "cp": "CP", "zero": "ZeRO"}
+_ACRONYMS = {
+    "kv": "KV",
+    "lora": "LoRA",
+    "gpu": "GPU",
+    "hbm": "HBM",
+    "moe": "MoE",
+    "tp": "TP",
+    "pp": "PP",
+    "dp": "DP",
+    "ep": "EP",
+    "cp": "CP",
+    "zero": "ZeRO",
+}
 
 RESOURCE_WORDS = {
     "capacity": "memory capacity",

@@ -66,15 +66,17 @@ def technique_frame(kind: str, effects, link_for) -> pd.DataFrame:
             row[names["ttft"]] = e.delta_ttft_seconds * 1e3
         row[names["throughput"]] = e.delta_throughput
         row[names["cost"]] = e.delta_cost
-        row.update({
-            "Changes numerics?": e.changes_numerics,
-            "Fits after?": "n/a" if e.fits_after is None else ("yes" if e.fits_after else "no"),
-            "Estimate": "derived from this plan's terms" if e.derived else "full plan",
-            "Relieves": e.relieves,
-            "Costs": e.costs,
-            "Watch": e.watch,
-            "Open as plan": link_for(e.scenario) if e.scenario else None,
-        })
+        row.update(
+            {
+                "Changes numerics?": e.changes_numerics,
+                "Fits after?": "n/a" if e.fits_after is None else ("yes" if e.fits_after else "no"),
+                "Estimate": "derived from this plan's terms" if e.derived else "full plan",
+                "Relieves": e.relieves,
+                "Costs": e.costs,
+                "Watch": e.watch,
+                "Open as plan": link_for(e.scenario) if e.scenario else None,
+            }
+        )
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -109,25 +111,27 @@ def technique_points(kind: str, effects, base_plan) -> pd.DataFrame:
     for e in effects:
         if not e.applicable:
             continue
-        rows.append({
-            "technique": e.technique,
-            "variant": e.variant,
-            "short": short_label(e),
-            "numerics": "changes numerics" if e.changes_numerics else "resource use only",
-            "estimate": "derived" if e.derived else "full plan",
-            "d_memory_gib": e.delta_memory_bytes / GIB,
-            "d_time": e.delta_time_seconds * factor,
-            "d_time_pct": e.delta_time_seconds / base_time * 100 if base_time else 0.0,
-            "memory_gib": (base_memory + e.delta_memory_bytes) / GIB,
-            "time": (base_time + e.delta_time_seconds) * factor,
-            "base_memory_gib": base_memory / GIB,
-            "base_time": base_time * factor,
-            "d_memory_text": signed(e.delta_memory_bytes, units.gib),
-            "d_time_text": signed(e.delta_time_seconds, units.seconds),
-            "time_text": units.seconds(base_time + e.delta_time_seconds),
-            "d_cost_text": signed(e.delta_cost, units.usd),
-            "fits": "n/a" if e.fits_after is None else ("yes" if e.fits_after else "no"),
-        })
+        rows.append(
+            {
+                "technique": e.technique,
+                "variant": e.variant,
+                "short": short_label(e),
+                "numerics": "changes numerics" if e.changes_numerics else "resource use only",
+                "estimate": "derived" if e.derived else "full plan",
+                "d_memory_gib": e.delta_memory_bytes / GIB,
+                "d_time": e.delta_time_seconds * factor,
+                "d_time_pct": e.delta_time_seconds / base_time * 100 if base_time else 0.0,
+                "memory_gib": (base_memory + e.delta_memory_bytes) / GIB,
+                "time": (base_time + e.delta_time_seconds) * factor,
+                "base_memory_gib": base_memory / GIB,
+                "base_time": base_time * factor,
+                "d_memory_text": signed(e.delta_memory_bytes, units.gib),
+                "d_time_text": signed(e.delta_time_seconds, units.seconds),
+                "time_text": units.seconds(base_time + e.delta_time_seconds),
+                "d_cost_text": signed(e.delta_cost, units.usd),
+                "fits": "n/a" if e.fits_after is None else ("yes" if e.fits_after else "no"),
+            }
+        )
     frame = pd.DataFrame(rows)
     if len(frame):
         frame["label"] = _group_labels(frame, "d_memory_gib", "d_time", "short")
@@ -150,10 +154,14 @@ def roofline_moves(effects, base_plan, plan_for) -> tuple[dict, pd.DataFrame]:
     `plan_for(scenario_dict) -> Plan` plans an alternative (cached by the caller). Derived techniques have no
     alternative plan and are left out.
     """
+
     def point(p) -> dict:
         d = p.performance.decode
-        return {"intensity": d.flops / d.bytes, "tflops": d.flops / d.seconds / 1e12,
-                "binding": resource_label(d.binding)}
+        return {
+            "intensity": d.flops / d.bytes,
+            "tflops": d.flops / d.seconds / 1e12,
+            "binding": resource_label(d.binding),
+        }
 
     base = point(base_plan)
     rows = []
@@ -167,9 +175,16 @@ def roofline_moves(effects, base_plan, plan_for) -> tuple[dict, pd.DataFrame]:
         d = alt_plan.performance.decode
         if not (d.flops and d.bytes and d.seconds):
             continue
-        rows.append({**point(alt_plan), "variant": e.variant, "short": short_label(e),
-                     "numerics": "changes numerics" if e.changes_numerics else "resource use only",
-                     "base_intensity": base["intensity"], "base_tflops": base["tflops"]})
+        rows.append(
+            {
+                **point(alt_plan),
+                "variant": e.variant,
+                "short": short_label(e),
+                "numerics": "changes numerics" if e.changes_numerics else "resource use only",
+                "base_intensity": base["intensity"],
+                "base_tflops": base["tflops"],
+            }
+        )
     frame = pd.DataFrame(rows)
     if len(frame):
         frame["label"] = _group_labels(frame, "intensity", "tflops", "short")
@@ -201,8 +216,10 @@ def memory_words(name: str) -> str:
 
 
 def share_rows(shares: dict[str, float]) -> list[tuple[str, float]]:
-    return sorted(((k.removesuffix("_bytes").removesuffix("_seconds"), v) for k, v in shares.items() if v > 0),
-                  key=lambda kv: -kv[1])
+    return sorted(
+        ((k.removesuffix("_bytes").removesuffix("_seconds"), v) for k, v in shares.items() if v > 0),
+        key=lambda kv: -kv[1],
+    )
 
 
 def kv_exceeds_weights(plan) -> tuple[float, float] | None:
@@ -279,12 +296,20 @@ def simpler_alternatives(scenario, calibration=None, base=None) -> Simpler:
         smallest = (model_id, name, params, fits)
     if scenario.kind == "inference":
         longest = base.memory.max_context_tokens
-        note = (f"at {scenario.concurrency:,} sequences in flight (engine's max context per sequence, capped at the "
-                f"model's {base.model.max_context_tokens:,})")
+        note = (
+            f"at {scenario.concurrency:,} sequences in flight (engine's max context per sequence, capped at the "
+            f"model's {base.model.max_context_tokens:,})"
+        )
     else:
         longest, note = _longest_sequence(scenario, calibration, base)
-    return Simpler(current_params=current, smaller_tried=tried, largest_fitting=largest, smallest=smallest,
-                   longest_context=longest, context_note=note)
+    return Simpler(
+        current_params=current,
+        smaller_tried=tried,
+        largest_fitting=largest,
+        smallest=smallest,
+        longest_context=longest,
+        context_note=note,
+    )
 
 
 def _longest_sequence(scenario, calibration, base) -> tuple[int | None, str]:
@@ -306,8 +331,10 @@ def _longest_sequence(scenario, calibration, base) -> tuple[int | None, str]:
         if not result.memory.fits:
             break
         best = length
-    return best, (f"with the same global batch of {scenario.global_batch_size:,} sequences and this layout "
-                  "(powers of two up to the model's context)")
+    return best, (
+        f"with the same global batch of {scenario.global_batch_size:,} sequences and this layout "
+        "(powers of two up to the model's context)"
+    )
 
 
 def checklist(scenario, plan_, diagnosis, effects, simpler: Simpler) -> list[Answer]:
@@ -317,16 +344,23 @@ def checklist(scenario, plan_, diagnosis, effects, simpler: Simpler) -> list[Ans
     out: list[Answer] = []
 
     # 1. the bottleneck
-    shares = ", ".join(f"{component_label(k).lower() if k not in ('memory_bandwidth',) else 'memory traffic'} "
-                       f"{units.percent(v)}" for k, v in share_rows(diagnosis.time_shares))
+    shares = ", ".join(
+        f"{component_label(k).lower() if k not in ('memory_bandwidth',) else 'memory traffic'} {units.percent(v)}"
+        for k, v in share_rows(diagnosis.time_shares)
+    )
     binding = resource_label(diagnosis.binding)
     text = f"**{binding.capitalize()}.** {diagnosis.evidence[0]}"
-    if (kind == "inference" and math.isfinite(diagnosis.arithmetic_intensity_flops_per_byte)
-            and "ridge" not in diagnosis.evidence[0]):
+    if (
+        kind == "inference"
+        and math.isfinite(diagnosis.arithmetic_intensity_flops_per_byte)
+        and "ridge" not in diagnosis.evidence[0]
+    ):
         ratio = diagnosis.arithmetic_intensity_flops_per_byte / diagnosis.ridge_point_flops_per_byte
-        text += (f" Arithmetic intensity {diagnosis.arithmetic_intensity_flops_per_byte:,.0f} FLOP/B is "
-                 f"{'below' if ratio < 1 else 'above'} the ridge point "
-                 f"({diagnosis.ridge_point_flops_per_byte:,.0f} FLOP/B).")
+        text += (
+            f" Arithmetic intensity {diagnosis.arithmetic_intensity_flops_per_byte:,.0f} FLOP/B is "
+            f"{'below' if ratio < 1 else 'above'} the ridge point "
+            f"({diagnosis.ridge_point_flops_per_byte:,.0f} FLOP/B)."
+        )
     if shares:
         text += f" Time shares: {shares}."
     out.append(Answer("Is the bottleneck capacity, bandwidth, compute or communication?", text))
@@ -335,90 +369,127 @@ def checklist(scenario, plan_, diagnosis, effects, simpler: Simpler) -> list[Ans
     ranked = share_rows(diagnosis.memory_shares)
     top, top_share = ranked[0]
     rest = "; ".join(f"{memory_words(k)} {units.percent(v)}" for k, v in ranked[1:4])
-    out.append(Answer(
-        "Which of parameters, gradients, optimizer state, activations or KV cache dominates memory?",
-        f"**{memory_words(top).capitalize()}**: {units.percent(top_share)} of {units.gib(mem.total_bytes)} per GPU "
-        f"({units.gib(mem.components.get(top + '_bytes', top_share * mem.total_bytes))})."
-        + (f" Then {rest}." if rest else "")))
+    out.append(
+        Answer(
+            "Which of parameters, gradients, optimizer state, activations or KV cache dominates memory?",
+            f"**{memory_words(top).capitalize()}**: {units.percent(top_share)} of {units.gib(mem.total_bytes)} per GPU "
+            f"({units.gib(mem.components.get(top + '_bytes', top_share * mem.total_bytes))})."
+            + (f" Then {rest}." if rest else ""),
+        )
+    )
 
     # 3. numerics vs resource use
     applicable = [e for e in effects if e.applicable]
     numerics = sorted({e.technique for e in applicable if e.changes_numerics})
     resource = sorted({e.technique for e in applicable if not e.changes_numerics})
-    out.append(Answer(
-        "Which proposed techniques change numerics, and which only resource use?",
-        (f"**Change numerics** (check quality on your evals): {', '.join(numerics)}. " if numerics else
-         "**None of the proposed techniques changes numerics.** ")
-        + (f"**Only resource use** (same outputs): {', '.join(resource)}." if resource else "")))
+    out.append(
+        Answer(
+            "Which proposed techniques change numerics, and which only resource use?",
+            (
+                f"**Change numerics** (check quality on your evals): {', '.join(numerics)}. "
+                if numerics
+                else "**None of the proposed techniques changes numerics.** "
+            )
+            + (f"**Only resource use** (same outputs): {', '.join(resource)}." if resource else ""),
+        )
+    )
 
     # 4. the real constraint
-    out.append(Answer("Is wall time, cost or the maximum problem size the real constraint?",
-                      _real_constraint(scenario, plan_)))
+    out.append(
+        Answer("Is wall time, cost or the maximum problem size the real constraint?", _real_constraint(scenario, plan_))
+    )
 
     # 5. simpler alternatives
-    out.append(Answer("Would a smaller catalog model or a shorter context solve it more simply?",
-                      _simpler_text(scenario, plan_, simpler)))
+    out.append(
+        Answer(
+            "Would a smaller catalog model or a shorter context solve it more simply?",
+            _simpler_text(scenario, plan_, simpler),
+        )
+    )
 
     # 6. fixed quantity
     if kind == "inference":
-        fixed = (f"Every technique row keeps the model, the workload ({scenario.prompt_tokens:,} prompt + "
-                 f"{scenario.output_tokens:,} output tokens) and the concurrency ({scenario.concurrency:,} sequences in "
-                 f"flight) fixed, on {scenario.num_gpus} GPUs unless the technique adds GPUs (TP/PP doubling, a "
-                 "replica: their extra GPUs show in Δ cost). Memory is per GPU, time is TPOT, cost is $ per 1M output "
-                 "tokens. The search below compares at the fixed latency, cost or memory you choose.")
+        fixed = (
+            f"Every technique row keeps the model, the workload ({scenario.prompt_tokens:,} prompt + "
+            f"{scenario.output_tokens:,} output tokens) and the concurrency ({scenario.concurrency:,} sequences in "
+            f"flight) fixed, on {scenario.num_gpus} GPUs unless the technique adds GPUs (TP/PP doubling, a "
+            "replica: their extra GPUs show in Δ cost). Memory is per GPU, time is TPOT, cost is $ per 1M output "
+            "tokens. The search below compares at the fixed latency, cost or memory you choose."
+        )
     else:
-        fixed = (f"Every technique row keeps the model, the global batch ({scenario.global_batch_size:,} sequences × "
-                 f"{scenario.sequence_length:,} tokens), the tokens to train ({units.count(scenario.training_tokens)}) "
-                 f"and the {scenario.num_gpus} GPUs fixed (TP/PP variants trade data parallelism for model "
-                 "parallelism). Memory is per GPU, time is the optimizer step, cost is $ for the whole run.")
+        fixed = (
+            f"Every technique row keeps the model, the global batch ({scenario.global_batch_size:,} sequences × "
+            f"{scenario.sequence_length:,} tokens), the tokens to train ({units.count(scenario.training_tokens)}) "
+            f"and the {scenario.num_gpus} GPUs fixed (TP/PP variants trade data parallelism for model "
+            "parallelism). Memory is per GPU, time is the optimizer step, cost is $ for the whole run."
+        )
     out.append(Answer("At which fixed quantity are the alternatives compared?", fixed))
 
     # 7. the decision
     decision = (scenario.decision or "").strip()
     page = "Inference" if kind == "inference" else "Training"
-    out.append(Answer("Which trade-off did you choose?",
-                      f"“{decision}”" if decision else
-                      f"No decision recorded yet. Write it in **Decision** (sidebar, *Notes for the review*) on the "
-                      f"{page} page: it travels with the share link, the CSV and the Review page.",
-                      "info" if decision else "warning"))
+    out.append(
+        Answer(
+            "Which trade-off did you choose?",
+            f"“{decision}”"
+            if decision
+            else f"No decision recorded yet. Write it in **Decision** (sidebar, *Notes for the review*) on the "
+            f"{page} page: it travels with the share link, the CSV and the Review page.",
+            "info" if decision else "warning",
+        )
+    )
     return out
 
 
 def _real_constraint(scenario, p) -> str:
     mem, perf, cost = p.memory, p.performance, p.cost
     if p.kind == "inference":
-        timing = (f"first token {units.seconds(perf.ttft_seconds)}, then {units.seconds(perf.tpot_seconds)} per token "
-                  f"({units.count(perf.output_tokens_per_second)} output tokens/s)")
+        timing = (
+            f"first token {units.seconds(perf.ttft_seconds)}, then {units.seconds(perf.tpot_seconds)} per token "
+            f"({units.count(perf.output_tokens_per_second)} output tokens/s)"
+        )
         money = f"{units.usd(cost.usd_per_million_output_tokens)} per 1M output tokens, {units.usd(cost.usd_per_month)}/month"
         if not mem.fits:
-            return (f"**Maximum problem size.** The plan does not fit: {units.gib(mem.total_bytes)} per GPU against "
-                    f"{units.gib(mem.budget_bytes)} usable; at most {mem.max_concurrency or 0:,} sequences of this "
-                    f"length fit (you asked for {scenario.concurrency:,}). Latency ({timing}) and cost ({money}) only "
-                    "matter once it fits.")
+            return (
+                f"**Maximum problem size.** The plan does not fit: {units.gib(mem.total_bytes)} per GPU against "
+                f"{units.gib(mem.budget_bytes)} usable; at most {mem.max_concurrency or 0:,} sequences of this "
+                f"length fit (you asked for {scenario.concurrency:,}). Latency ({timing}) and cost ({money}) only "
+                "matter once it fits."
+            )
         if mem.headroom_fraction < 0.10:
-            return (f"**Maximum problem size, nearly.** It fits with only {units.percent(mem.headroom_fraction)} headroom "
-                    f"(max {mem.max_concurrency or 0:,} sequences). Latency: {timing}; cost: {money}.")
+            return (
+                f"**Maximum problem size, nearly.** It fits with only {units.percent(mem.headroom_fraction)} headroom "
+                f"(max {mem.max_concurrency or 0:,} sequences). Latency: {timing}; cost: {money}."
+            )
         target = ""
         if cost.gpus_needed is not None:
-            target = (f" To serve {scenario.target_requests_per_second:g} requests/s it needs {cost.gpus_needed} GPUs "
-                      f"(you plan {scenario.num_gpus}), so throughput — i.e. cost — is the constraint."
-                      if cost.gpus_needed > scenario.num_gpus else
-                      f" The target of {scenario.target_requests_per_second:g} requests/s needs {cost.gpus_needed} GPUs "
-                      f"of the {scenario.num_gpus} planned.")
-        return (f"**Not memory**: {units.percent(mem.headroom_fraction)} headroom, room for "
-                f"{mem.max_concurrency or 0:,} sequences. So it is **latency or cost**: {timing}, limited by "
-                f"{resource_label(p.bottleneck)}; {money}.{target} Set latency and budget targets on the Review page "
-                "to get a verdict.")
+            target = (
+                f" To serve {scenario.target_requests_per_second:g} requests/s it needs {cost.gpus_needed} GPUs "
+                f"(you plan {scenario.num_gpus}), so throughput — i.e. cost — is the constraint."
+                if cost.gpus_needed > scenario.num_gpus
+                else f" The target of {scenario.target_requests_per_second:g} requests/s needs {cost.gpus_needed} GPUs "
+                f"of the {scenario.num_gpus} planned."
+            )
+        return (
+            f"**Not memory**: {units.percent(mem.headroom_fraction)} headroom, room for "
+            f"{mem.max_concurrency or 0:,} sequences. So it is **latency or cost**: {timing}, limited by "
+            f"{resource_label(p.bottleneck)}; {money}.{target} Set latency and budget targets on the Review page "
+            "to get a verdict."
+        )
     timing = f"{units.seconds(perf.time_to_train_seconds)} to train at {units.seconds(perf.step_seconds)} per step"
     money = f"{units.usd(cost.usd_total)} ({cost.gpu_hours:,.0f} GPU-hours)"
     if not mem.fits:
-        return (f"**Maximum problem size.** Each GPU needs {units.gib(mem.total_bytes)} of "
-                f"{units.gib(mem.budget_bytes)}; the largest micro-batch that fits is {mem.max_micro_batch_size or 0}. "
-                f"Wall time ({timing}) and cost ({money}) only matter once it fits.")
-    return (f"**Not memory** ({units.percent(mem.headroom_fraction)} headroom, micro-batch up to "
-            f"{mem.max_micro_batch_size or 0}). **Wall time and cost move together** at a fixed GPU count: {timing}, "
-            f"{money}, MFU {units.percent(perf.mfu, 1)}. More GPUs shorten the run at about the same cost while MFU "
-            "holds; a higher MFU (the binding resource above) lowers both.")
+        return (
+            f"**Maximum problem size.** Each GPU needs {units.gib(mem.total_bytes)} of "
+            f"{units.gib(mem.budget_bytes)}; the largest micro-batch that fits is {mem.max_micro_batch_size or 0}. "
+            f"Wall time ({timing}) and cost ({money}) only matter once it fits."
+        )
+    return (
+        f"**Not memory** ({units.percent(mem.headroom_fraction)} headroom, micro-batch up to "
+        f"{mem.max_micro_batch_size or 0}). **Wall time and cost move together** at a fixed GPU count: {timing}, "
+        f"{money}, MFU {units.percent(perf.mfu, 1)}. More GPUs shorten the run at about the same cost while MFU "
+        "holds; a higher MFU (the binding resource above) lowers both."
+    )
 
 
 def _simpler_text(scenario, p, simpler: Simpler) -> str:
@@ -426,13 +497,17 @@ def _simpler_text(scenario, p, simpler: Simpler) -> str:
     fits = p.memory.fits
     if simpler.largest_fitting is not None:
         model_id, name, params, headroom = simpler.largest_fitting
-        parts.append(f"**{name}** ({units.count(params)} parameters, vs {units.count(simpler.current_params)}) is the "
-                     f"largest smaller catalog model that fits on the same {scenario.num_gpus} GPUs and layout with "
-                     f"this workload ({units.percent(headroom)} headroom).")
+        parts.append(
+            f"**{name}** ({units.count(params)} parameters, vs {units.count(simpler.current_params)}) is the "
+            f"largest smaller catalog model that fits on the same {scenario.num_gpus} GPUs and layout with "
+            f"this workload ({units.percent(headroom)} headroom)."
+        )
     elif simpler.smallest is not None:
         model_id, name, params, smallest_fits = simpler.smallest
-        parts.append(f"No smaller catalog model fits this layout and workload (tried {simpler.smaller_tried})"
-                     + ("." if not smallest_fits else f"; even so, {name} would."))
+        parts.append(
+            f"No smaller catalog model fits this layout and workload (tried {simpler.smaller_tried})"
+            + ("." if not smallest_fits else f"; even so, {name} would.")
+        )
     if simpler.longest_context is None and scenario.kind == "training":
         parts.append(f"No sequence length fits: even 128-token sequences do not fit {simpler.context_note}.")
     if simpler.longest_context is not None:
@@ -445,11 +520,15 @@ def _simpler_text(scenario, p, simpler: Simpler) -> str:
         if simpler.longest_context <= 0:
             parts.append(f"No {word} fits: the weights alone do not fit ({simpler.context_note}).")
         else:
-            parts.append(f"Longest {word} that fits: **{simpler.longest_context:,} tokens** {simpler.context_note}; "
-                         f"you asked for {wanted:,}.")
+            parts.append(
+                f"Longest {word} that fits: **{simpler.longest_context:,} tokens** {simpler.context_note}; "
+                f"you asked for {wanted:,}."
+            )
     if fits:
-        return (f"**Not needed: it already fits** ({units.percent(p.memory.headroom_fraction)} headroom); a smaller "
-                "model or context would only trade quality for cost. For reference: " + " ".join(parts))
+        return (
+            f"**Not needed: it already fits** ({units.percent(p.memory.headroom_fraction)} headroom); a smaller "
+            "model or context would only trade quality for cost. For reference: " + " ".join(parts)
+        )
     return " ".join(parts + ["Either is a simpler fix than a technique, if the product can accept it."])
 
 
@@ -485,17 +564,31 @@ class SearchSpec:
 
     def constraints(self) -> list[tuple[str, str, float]]:
         out = [("num_gpus", "<=", float(self.max_gpus))]
-        for column, value in (("ttft_seconds", self.max_ttft_seconds), ("tpot_seconds", self.max_tpot_seconds),
-                              ("total_bytes", self.max_memory_bytes), ("usd_per_hour", self.max_usd_per_hour)):
+        for column, value in (
+            ("ttft_seconds", self.max_ttft_seconds),
+            ("tpot_seconds", self.max_tpot_seconds),
+            ("total_bytes", self.max_memory_bytes),
+            ("usd_per_hour", self.max_usd_per_hour),
+        ):
             if value is not None:
                 out.append((column, "<=", float(value)))
         return out
 
     def describe(self) -> str:
-        words = {"num_gpus": "GPUs", "ttft_seconds": "TTFT", "tpot_seconds": "TPOT", "total_bytes": "memory per GPU",
-                 "usd_per_hour": "$/hour"}
-        show = {"ttft_seconds": units.seconds, "tpot_seconds": units.seconds, "total_bytes": units.gib,
-                "usd_per_hour": units.usd, "num_gpus": lambda v: f"{v:g}"}
+        words = {
+            "num_gpus": "GPUs",
+            "ttft_seconds": "TTFT",
+            "tpot_seconds": "TPOT",
+            "total_bytes": "memory per GPU",
+            "usd_per_hour": "$/hour",
+        }
+        show = {
+            "ttft_seconds": units.seconds,
+            "tpot_seconds": units.seconds,
+            "total_bytes": units.gib,
+            "usd_per_hour": units.usd,
+            "num_gpus": lambda v: f"{v:g}",
+        }
         return ", ".join(f"{words[c]} ≤ {show[c](v)}" for c, _, v in self.constraints())
 
 
@@ -512,17 +605,26 @@ def search_axes(scenario, spec: SearchSpec) -> dict[str, list]:
     """The knobs of planner.sweep.inference_grid for this search."""
 
     arch = scenario.architecture()
-    num_gpus = unique(powers_of_two(1, spec.max_gpus) + ([scenario.num_gpus] if scenario.num_gpus <= spec.max_gpus
-                                                         else []))
+    num_gpus = unique(
+        powers_of_two(1, spec.max_gpus) + ([scenario.num_gpus] if scenario.num_gpus <= spec.max_gpus else [])
+    )
     tp = powers_of_two(1, min(spec.max_gpus, 16))
     pp = powers_of_two(1, min(spec.max_gpus, 8, arch.num_layers))
     ep = unique([1] + tp) if arch.is_moe else [1]
     lo, hi = spec.concurrency
-    concurrency = unique(powers_of_two(lo, hi) + [lo, hi]
-                         + ([scenario.concurrency] if lo <= scenario.concurrency <= hi else []))
-    return {"gpus": list(spec.gpus), "num_gpus": sorted(num_gpus), "tensor_parallel": tp, "pipeline_parallel": pp,
-            "expert_parallel": ep, "weight_dtypes": list(spec.weight_dtypes),
-            "kv_cache_dtypes": list(spec.kv_cache_dtypes), "concurrency": sorted(concurrency)}
+    concurrency = unique(
+        powers_of_two(lo, hi) + [lo, hi] + ([scenario.concurrency] if lo <= scenario.concurrency <= hi else [])
+    )
+    return {
+        "gpus": list(spec.gpus),
+        "num_gpus": sorted(num_gpus),
+        "tensor_parallel": tp,
+        "pipeline_parallel": pp,
+        "expert_parallel": ep,
+        "weight_dtypes": list(spec.weight_dtypes),
+        "kv_cache_dtypes": list(spec.kv_cache_dtypes),
+        "concurrency": sorted(concurrency),
+    }
 
 
 def grid_size(axes: dict[str, list]) -> int:
@@ -549,17 +651,30 @@ def run_search(scenario, spec: SearchSpec, calibration=None) -> SearchResult:
     if not all(axes.values()):
         return SearchResult(0, 0, 0, empty, empty, empty, "pick at least one GPU type, weight format and KV format")
     if size > MAX_SEARCH_ROWS:
-        return SearchResult(size, 0, 0, empty, empty, empty,
-                            f"{size:,} configurations is too many (limit {MAX_SEARCH_ROWS:,}); pick fewer GPU types, "
-                            "formats or a smaller concurrency range")
+        return SearchResult(
+            size,
+            0,
+            0,
+            empty,
+            empty,
+            empty,
+            f"{size:,} configurations is too many (limit {MAX_SEARCH_ROWS:,}); pick fewer GPU types, "
+            "formats or a smaller concurrency range",
+        )
     grid = sweep.inference_grid(scenario, **axes)
     frame = sweep.evaluate_inference(scenario, grid, calibration)
     feasible = constraints.apply_constraints(frame, spec.constraints())
     top = constraints.search(frame, spec.constraints(), minimize=spec.objective, top=spec.top)
     frontier = constraints.pareto_front(feasible, minimize=["usd_per_million_output_tokens", "tpot_seconds"])
     frontier = frontier.sort_values("tpot_seconds")
-    return SearchResult(rows=len(frame), valid=int(frame["valid"].sum()), fitting=int(frame["fits"].sum()),
-                        feasible=feasible, top=top, frontier=frontier)
+    return SearchResult(
+        rows=len(frame),
+        valid=int(frame["valid"].sum()),
+        fitting=int(frame["fits"].sum()),
+        feasible=feasible,
+        top=top,
+        frontier=frontier,
+    )
 
 
 def best_at(result: SearchResult, fixed: str, value: float | None, objective: str) -> pd.Series | None:
@@ -569,11 +684,13 @@ def best_at(result: SearchResult, fixed: str, value: float | None, objective: st
     if feasible.empty or value is None:
         return None
     if fixed == "latency":
-        rows = feasible[feasible["tpot_seconds"] <= value / 1e3].sort_values(["usd_per_million_output_tokens",
-                                                                               "tpot_seconds"])
+        rows = feasible[feasible["tpot_seconds"] <= value / 1e3].sort_values(
+            ["usd_per_million_output_tokens", "tpot_seconds"]
+        )
     elif fixed == "cost":
         rows = feasible[feasible["usd_per_million_output_tokens"] <= value].sort_values(
-            ["tpot_seconds", "usd_per_million_output_tokens"])
+            ["tpot_seconds", "usd_per_million_output_tokens"]
+        )
     else:
         rows = feasible[feasible["total_bytes"] <= value * GIB].sort_values([objective, "num_gpus"])
     return None if rows.empty else rows.iloc[0]
@@ -585,46 +702,53 @@ def row_label(row) -> str:
         layout += f" PP{int(row['pipeline_parallel'])}"
     if int(row["expert_parallel"]) > 1:
         layout += f" EP{int(row['expert_parallel'])}"
-    return (f"{int(row['num_gpus'])}× {row['gpu']} {layout}, weights {row['weight_dtype']}, KV {row['kv_cache_dtype']}, "
-            f"{int(row['concurrency']):,} in flight")
+    return (
+        f"{int(row['num_gpus'])}× {row['gpu']} {layout}, weights {row['weight_dtype']}, KV {row['kv_cache_dtype']}, "
+        f"{int(row['concurrency']):,} in flight"
+    )
 
 
 def result_table(frame: pd.DataFrame, link_for_row) -> pd.DataFrame:
     """Display rows (units in the column names) with a link that opens each configuration as a full plan."""
-    out = pd.DataFrame({
-        "GPU": frame["gpu"],
-        "GPUs": frame["num_gpus"].astype(int),
-        "TP": frame["tensor_parallel"].astype(int),
-        "PP": frame["pipeline_parallel"].astype(int),
-        "EP": frame["expert_parallel"].astype(int),
-        "Weights": frame["weight_dtype"],
-        "KV cache": frame["kv_cache_dtype"],
-        "Concurrency": frame["concurrency"].astype(int),
-        "Memory per GPU (GiB)": frame["total_bytes"] / GIB,
-        "TTFT (ms)": frame["ttft_seconds"] * 1e3,
-        "TPOT (ms)": frame["tpot_seconds"] * 1e3,
-        "Output tokens/s": frame["output_tokens_per_second"],
-        "$ per hour": frame["usd_per_hour"],
-        "$ per 1M output tokens": frame["usd_per_million_output_tokens"],
-    })
+    out = pd.DataFrame(
+        {
+            "GPU": frame["gpu"],
+            "GPUs": frame["num_gpus"].astype(int),
+            "TP": frame["tensor_parallel"].astype(int),
+            "PP": frame["pipeline_parallel"].astype(int),
+            "EP": frame["expert_parallel"].astype(int),
+            "Weights": frame["weight_dtype"],
+            "KV cache": frame["kv_cache_dtype"],
+            "Concurrency": frame["concurrency"].astype(int),
+            "Memory per GPU (GiB)": frame["total_bytes"] / GIB,
+            "TTFT (ms)": frame["ttft_seconds"] * 1e3,
+            "TPOT (ms)": frame["tpot_seconds"] * 1e3,
+            "Output tokens/s": frame["output_tokens_per_second"],
+            "$ per hour": frame["usd_per_hour"],
+            "$ per 1M output tokens": frame["usd_per_million_output_tokens"],
+        }
+    )
     out["Open as plan"] = [link_for_row(row) for _, row in frame.iterrows()]
     return out.reset_index(drop=True)
 
 
 def frontier_points(result: SearchResult, best: pd.Series | None, sample: int = 1500) -> dict[str, pd.DataFrame]:
     """Chart data for the Pareto chart: feasible cloud (sampled), frontier, best point."""
+
     def points(frame: pd.DataFrame) -> pd.DataFrame:
         if frame.empty:
             return pd.DataFrame(columns=["tpot_ms", "usd_per_million", "gpu", "config", "memory", "ttft", "tps"])
-        return pd.DataFrame({
-            "tpot_ms": frame["tpot_seconds"] * 1e3,
-            "usd_per_million": frame["usd_per_million_output_tokens"],
-            "gpu": frame["gpu"],
-            "config": [row_label(r) for _, r in frame.iterrows()],
-            "memory": [units.gib(v) for v in frame["total_bytes"]],
-            "ttft": [units.seconds(v) for v in frame["ttft_seconds"]],
-            "tps": [units.count(v) for v in frame["output_tokens_per_second"]],
-        })
+        return pd.DataFrame(
+            {
+                "tpot_ms": frame["tpot_seconds"] * 1e3,
+                "usd_per_million": frame["usd_per_million_output_tokens"],
+                "gpu": frame["gpu"],
+                "config": [row_label(r) for _, r in frame.iterrows()],
+                "memory": [units.gib(v) for v in frame["total_bytes"]],
+                "ttft": [units.seconds(v) for v in frame["ttft_seconds"]],
+                "tps": [units.count(v) for v in frame["output_tokens_per_second"]],
+            }
+        )
 
     cloud = result.feasible
     if len(cloud) > sample:
@@ -653,8 +777,11 @@ class TrainingSearchSpec:
 
     def constraints(self) -> list[tuple[str, str, float]]:
         out = [("num_gpus", "<=", float(self.max_gpus))]
-        for column, value in (("time_to_train_seconds", None if self.max_days is None else self.max_days * 86400),
-                              ("total_bytes", self.max_memory_bytes), ("usd_total", self.max_usd_total)):
+        for column, value in (
+            ("time_to_train_seconds", None if self.max_days is None else self.max_days * 86400),
+            ("total_bytes", self.max_memory_bytes),
+            ("usd_total", self.max_usd_total),
+        ):
             if value is not None:
                 out.append((column, "<=", float(value)))
         return out
@@ -666,41 +793,61 @@ def run_training_search(scenario, spec: TrainingSearchSpec, calibration=None) ->
 
     empty = pd.DataFrame()
     if not (spec.gpus and spec.zero_stages and spec.checkpointing and spec.micro_batch_sizes):
-        return SearchResult(0, 0, 0, empty, empty, empty, "pick at least one GPU type, ZeRO stage, recompute level "
-                                                          "and micro-batch size")
+        return SearchResult(
+            0, 0, 0, empty, empty, empty, "pick at least one GPU type, ZeRO stage, recompute level and micro-batch size"
+        )
     arch = scenario.architecture()
     grid = sweep.training_grid(
-        scenario, gpus=list(spec.gpus), num_gpus=powers_of_two(1, spec.max_gpus),
+        scenario,
+        gpus=list(spec.gpus),
+        num_gpus=powers_of_two(1, spec.max_gpus),
         tensor_parallel=powers_of_two(1, min(8, spec.max_gpus)),
         pipeline_parallel=[p for p in powers_of_two(1, min(16, spec.max_gpus)) if p <= arch.num_layers],
-        zero_stages=list(spec.zero_stages), checkpointing=list(spec.checkpointing),
-        micro_batch_sizes=list(spec.micro_batch_sizes))
+        zero_stages=list(spec.zero_stages),
+        checkpointing=list(spec.checkpointing),
+        micro_batch_sizes=list(spec.micro_batch_sizes),
+    )
     if len(grid) > MAX_SEARCH_ROWS:
-        return SearchResult(len(grid), 0, 0, empty, empty, empty,
-                            f"{len(grid):,} configurations is too many (limit {MAX_SEARCH_ROWS:,}); pick fewer options")
+        return SearchResult(
+            len(grid),
+            0,
+            0,
+            empty,
+            empty,
+            empty,
+            f"{len(grid):,} configurations is too many (limit {MAX_SEARCH_ROWS:,}); pick fewer options",
+        )
     frame = sweep.evaluate_training(scenario, grid, calibration)
     feasible = constraints.apply_constraints(frame, spec.constraints())
     top = constraints.search(frame, spec.constraints(), minimize=spec.objective, top=spec.top)
     frontier = constraints.pareto_front(feasible, minimize=["usd_total", "time_to_train_seconds"])
-    return SearchResult(rows=len(frame), valid=int(frame["valid"].sum()), fitting=int(frame["fits"].sum()),
-                        feasible=feasible, top=top, frontier=frontier.sort_values("time_to_train_seconds"))
+    return SearchResult(
+        rows=len(frame),
+        valid=int(frame["valid"].sum()),
+        fitting=int(frame["fits"].sum()),
+        feasible=feasible,
+        top=top,
+        frontier=frontier.sort_values("time_to_train_seconds"),
+    )
 
 
 def training_result_table(frame: pd.DataFrame, link_for_row) -> pd.DataFrame:
-    out = pd.DataFrame({
-        "GPU": frame["gpu"],
-        "GPUs": frame["num_gpus"].astype(int),
-        "TP": frame["tensor_parallel"].astype(int),
-        "PP": frame["pipeline_parallel"].astype(int),
-        "DP": frame["data_parallel"].astype(int),
-        "ZeRO": frame["zero_stage"].astype(int),
-        "Recompute": frame["activation_checkpointing"],
-        "Micro-batch": frame["micro_batch_size"].astype(int),
-        "Memory per GPU (GiB)": frame["total_bytes"] / GIB,
-        "Step (s)": frame["step_seconds"],
-        "MFU (%)": frame["mfu"] * 100,
-        "Time to train (days)": frame["time_to_train_seconds"] / 86400,
-        "Cost to train ($)": frame["usd_total"],
-    })
+    out = pd.DataFrame(
+        {
+            "GPU": frame["gpu"],
+            "GPUs": frame["num_gpus"].astype(int),
+            "TP": frame["tensor_parallel"].astype(int),
+            "PP": frame["pipeline_parallel"].astype(int),
+            "DP": frame["data_parallel"].astype(int),
+            "ZeRO": frame["zero_stage"].astype(int),
+            "Recompute": frame["activation_checkpointing"],
+            "Micro-batch": frame["micro_batch_size"].astype(int),
+            "Memory per GPU (GiB)": frame["total_bytes"] / GIB,
+            "Step (s)": frame["step_seconds"],
+            "MFU (%)": frame["mfu"] * 100,
+            "Time to train (days)": frame["time_to_train_seconds"] / 86400,
+            "Cost to train ($)": frame["usd_total"],
+        }
+    )
     out["Open as plan"] = [link_for_row(row) for _, row in frame.iterrows()]
     return out.reset_index(drop=True)

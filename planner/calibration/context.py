@@ -7,8 +7,8 @@ import math
 import statistics
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from planner.calibration.errors import ProfileCancelled
 
@@ -58,8 +58,15 @@ class ProfileContext:
             self.progress_fn(min(max(fraction, 0.0), 1.0), message)
 
     # ---- timing
-    def measure(self, fn: Callable[[], object], budget_seconds: float, *, min_reps: int = 3,
-                max_reps: int = 200, min_sample_seconds: float = 2e-3) -> Timing:
+    def measure(
+        self,
+        fn: Callable[[], object],
+        budget_seconds: float,
+        *,
+        min_reps: int = 3,
+        max_reps: int = 200,
+        min_sample_seconds: float = 2e-3,
+    ) -> Timing:
         """Median seconds per call of `fn` within about `budget_seconds`.
 
         One warm-up call first (kernel selection, lazy allocation). Calls shorter than
@@ -87,4 +94,4 @@ class ProfileContext:
         return Timing(statistics.median(samples), len(samples) * inner, first, min(samples))
 
 
-__all__ = ["ProfileContext", "Timing", "ProgressFn"]
+__all__ = ["ProfileContext", "ProgressFn", "Timing"]

@@ -9,11 +9,12 @@ properties. `tensor_device` is where tensors are made (default `cuda:<index>`; t
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import platform
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from planner.calibration.errors import ProfileUnavailable
 from planner.calibration.record import DeviceInfo
@@ -35,6 +36,11 @@ CATALOG_NAME_PATTERNS: tuple[tuple[str, str], ...] = (
     (r"4090", "rtx-4090"),
     (r"mi300x", "mi300x"),
 )
+
+
+def torch_available() -> bool:
+    """Whether torch can be imported (without importing it)."""
+    return importlib.util.find_spec("torch") is not None
 
 
 def import_torch():
@@ -188,9 +194,15 @@ class CpuBackend(Backend):
     def info(self) -> DeviceInfo:
         free, total = self.memory_info()
         return DeviceInfo(
-            kind="cpu", name=cpu_name(), memory_bytes=total, free_memory_bytes=free, device_count=1,
-            torch_version=str(self.torch.__version__), cuda_version=None,
-            cpu_threads=int(self.torch.get_num_threads()), platform=f"{platform.system()} {platform.machine()}",
+            kind="cpu",
+            name=cpu_name(),
+            memory_bytes=total,
+            free_memory_bytes=free,
+            device_count=1,
+            torch_version=str(self.torch.__version__),
+            cuda_version=None,
+            cpu_threads=int(self.torch.get_num_threads()),
+            platform=f"{platform.system()} {platform.machine()}",
         )
 
     def catalog_id(self) -> str | None:
@@ -223,8 +235,9 @@ class CudaBackend(Backend):
 
     def fp8_supported(self) -> bool:
         """fp8 tensor cores: compute capability 8.9 (Ada) or 9.0+ (Hopper, Blackwell), and torch._scaled_mm."""
-        return (self.capability() >= (8, 9) and hasattr(self.torch, "float8_e4m3fn")
-                and hasattr(self.torch, "_scaled_mm"))
+        return (
+            self.capability() >= (8, 9) and hasattr(self.torch, "float8_e4m3fn") and hasattr(self.torch, "_scaled_mm")
+        )
 
     def fp8_unsupported_reason(self) -> str:
         major, minor = self.capability()
@@ -281,15 +294,20 @@ class CudaBackend(Backend):
         try:
             version = self.cuda.nccl.version()
             nccl = ".".join(str(v) for v in version) if isinstance(version, tuple) else str(version)
-        except Exception:  # noqa: BLE001 - NCCL is optional information
+        except Exception:
             nccl = None
         major, minor = self.capability()
         torch_version = getattr(self.torch, "version", None)
         return DeviceInfo(
-            kind="cuda", name=str(self.cuda.get_device_name(self.index)), memory_bytes=total, free_memory_bytes=free,
-            device_count=self.device_count(), torch_version=str(self.torch.__version__),
+            kind="cuda",
+            name=str(self.cuda.get_device_name(self.index)),
+            memory_bytes=total,
+            free_memory_bytes=free,
+            device_count=self.device_count(),
+            torch_version=str(self.torch.__version__),
             cuda_version=getattr(torch_version, "cuda", None) or getattr(torch_version, "hip", None),
-            nccl_version=nccl, compute_capability=f"{major}.{minor}",
+            nccl_version=nccl,
+            compute_capability=f"{major}.{minor}",
             platform=f"{platform.system()} {platform.machine()}",
         )
 
@@ -309,10 +327,15 @@ def make_backend(device: str = "auto", *, torch_module=None, cuda=None, tensor_d
     if device == "cuda":
         if not available:
             build = getattr(getattr(torch, "version", None), "cuda", None)
-            why = ("this torch is a CPU-only build" if not build
-                   else "no GPU is visible (check CUDA_VISIBLE_DEVICES and the driver)")
-            raise ProfileUnavailable(f"--device cuda: CUDA is not available to torch {torch.__version__}: {why}. "
-                                     "Use --device cpu, or install the CUDA build of torch.")
+            why = (
+                "this torch is a CPU-only build"
+                if not build
+                else "no GPU is visible (check CUDA_VISIBLE_DEVICES and the driver)"
+            )
+            raise ProfileUnavailable(
+                f"--device cuda: CUDA is not available to torch {torch.__version__}: {why}. "
+                "Use --device cpu, or install the CUDA build of torch."
+            )
         return CudaBackend(torch, cuda_ns, tensor_device)
     raise ProfileUnavailable(f"unknown device '{device}'; use auto, cpu or cuda")
 
@@ -356,13 +379,13 @@ def cpu_name() -> str:
 
 
 __all__ = [
+    "BYTES_PER_ELEMENT",
     "Backend",
     "CpuBackend",
     "CudaBackend",
-    "make_backend",
-    "import_torch",
     "catalog_id_for_device",
-    "host_memory_info",
     "cpu_name",
-    "BYTES_PER_ELEMENT",
+    "host_memory_info",
+    "import_torch",
+    "make_backend",
 ]

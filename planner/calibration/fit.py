@@ -81,24 +81,33 @@ class Reference:
         return self.peaks.get(dtype) or max(self.peaks.values())
 
     @classmethod
-    def from_catalog(cls, gpu_id: str) -> "Reference":
+    def from_catalog(cls, gpu_id: str) -> Reference:
         accel = get_accelerator(gpu_id)
-        return cls(gpu_id=gpu_id, peaks=dict(accel.peak_flops_per_second),
-                   bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
-                   link_bytes_per_second=accel.interconnect_bandwidth_bytes_per_second,
-                   link_latency_seconds=accel.interconnect_latency_seconds, is_accelerator=accel.vendor != "cpu",
-                   accelerator=accel)
+        return cls(
+            gpu_id=gpu_id,
+            peaks=dict(accel.peak_flops_per_second),
+            bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
+            link_bytes_per_second=accel.interconnect_bandwidth_bytes_per_second,
+            link_latency_seconds=accel.interconnect_latency_seconds,
+            is_accelerator=accel.vendor != "cpu",
+            accelerator=accel,
+        )
 
     @classmethod
-    def from_ceilings(cls, ceilings: Ceilings, is_accelerator: bool) -> "Reference":
+    def from_ceilings(cls, ceilings: Ceilings, is_accelerator: bool) -> Reference:
         """For a device the catalog does not know: its own measured ceilings are the peaks."""
         peaks = {}
         for m in ceilings.matmul:
             peaks[m.dtype] = max(peaks.get(m.dtype, 0.0), m.flops_per_second)
         bandwidth = ceilings.bandwidth_bytes_per_second() or 1e11
-        return cls(gpu_id="custom", peaks=peaks or {"fp32": 1e12}, bandwidth_bytes_per_second=bandwidth,
-                   link_bytes_per_second=ceilings.bus_bytes_per_second() or 16e9, link_latency_seconds=10e-6,
-                   is_accelerator=is_accelerator)
+        return cls(
+            gpu_id="custom",
+            peaks=peaks or {"fp32": 1e12},
+            bandwidth_bytes_per_second=bandwidth,
+            link_bytes_per_second=ceilings.bus_bytes_per_second() or 16e9,
+            link_latency_seconds=10e-6,
+            is_accelerator=is_accelerator,
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -161,8 +170,9 @@ class ProxyGeometry:
     def saved_activation_bytes(self, micro_batch: int, tokens: int) -> float:
         """training.memory.layer_activation_bytes_per_token (FlashAttention, no dropout, no recomputation,
         no parallelism) x layers x tokens; the embedding/head edge terms are left out with the head."""
-        per_token = tmem.layer_activation_bytes_per_token(self.arch, False, 1, False, True, 0, False, tokens,
-                                                          self.precision.activation)
+        per_token = tmem.layer_activation_bytes_per_token(
+            self.arch, False, 1, False, True, 0, False, tokens, self.precision.activation
+        )
         return float(per_token * self.arch.num_layers * micro_batch * tokens)
 
     def training_memory(self, micro_batch: int, tokens: int) -> dict[str, float]:
@@ -171,8 +181,11 @@ class ProxyGeometry:
         return {
             "weights": float(tmem.weights_bytes(n * p.param, 0.0, 0, 1, 1)),
             "gradients": float(tmem.gradients_bytes(n * p.grad, 0.0, 0, 1, 1)),
-            "optimizer_states": float(tmem.optimizer_states_bytes(
-                n * (p.master + tmem.optimizer_state_bytes_per_element("adamw", p.state)), 0.0, 0, 1, 1)),
+            "optimizer_states": float(
+                tmem.optimizer_states_bytes(
+                    n * (p.master + tmem.optimizer_state_bytes_per_element("adamw", p.state)), 0.0, 0, 1, 1
+                )
+            ),
             "saved_activations": self.saved_activation_bytes(micro_batch, tokens),
         }
 
@@ -194,12 +207,16 @@ class ProxyGeometry:
 
 
 def _compute_efficiency(efficiency: Efficiency, phase: str) -> float:
-    return {"prefill": efficiency.prefill_compute, "decode": efficiency.decode_compute,
-            "train": efficiency.training_compute}[phase]
+    return {
+        "prefill": efficiency.prefill_compute,
+        "decode": efficiency.decode_compute,
+        "train": efficiency.training_compute,
+    }[phase]
 
 
-def predicted_seconds(phase: str, flops: float, bytes_moved: float, peak: float, bandwidth: float,
-                      efficiency: Efficiency, layers: int = 0) -> float:
+def predicted_seconds(
+    phase: str, flops: float, bytes_moved: float, peak: float, bandwidth: float, efficiency: Efficiency, layers: int = 0
+) -> float:
     """What the engine plans for one step on one GPU without communication: max(compute, memory), plus
     `layers` x the per-layer overhead for inference steps (inference_metrics; training has no such term)."""
     compute = compute_seconds(flops, peak, _compute_efficiency(efficiency, phase))
@@ -223,8 +240,14 @@ class FitResult:
     notes: dict[str, str]
 
 
-def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Reference, dtype: str,
-                   geometry: ProxyGeometry | None, label: str) -> FitResult:
+def fit_efficiency(
+    ceilings: Ceilings,
+    phases: list[PhaseMeasurement],
+    ref: Reference,
+    dtype: str,
+    geometry: ProxyGeometry | None,
+    label: str,
+) -> FitResult:
     peak = ref.peak_flops(dtype)
     bw = ref.bandwidth_bytes_per_second
     d = DEFAULT_EFFICIENCY
@@ -239,8 +262,9 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
 
     probe = by_name.get("overhead_probe")
     overhead = d.layer_overhead_seconds
-    fitted = _fit_rooflines(overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square,
-                            skinny)
+    fitted = _fit_rooflines(
+        overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square, skinny
+    )
     if probe is not None:
         # Fixed point: the overhead is the probe's time minus its roofline at the fitted efficiencies, and
         # the efficiencies are fitted to the phase times minus the overhead. Converges in a few rounds
@@ -249,15 +273,22 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
         for _ in range(4):
             roofline = max(probe.flops / (peak * e_decode), probe.bytes / (bw * e_mem))
             overhead = min(max(probe.seconds - roofline, 0.0) / probe.layers, 1e-2)
-            fitted = _fit_rooflines(overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy,
-                                    square, skinny)
+            fitted = _fit_rooflines(
+                overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square, skinny
+            )
             e_mem, e_decode = fitted["memory_bandwidth"], fitted["decode_compute"]
     notes = dict(fitted.pop("notes"))
     notes["layer_overhead_seconds"] = (
-        f"one-token decode through {probe.layers} very narrow layers (FLOPs and bytes negligible) minus its "
-        "roofline" if probe is not None else "default (not measured)")
-    e_mem, e_decode, e_prefill, e_train = (fitted["memory_bandwidth"], fitted["decode_compute"],
-                                           fitted["prefill_compute"], fitted["training_compute"])
+        f"one-token decode through {probe.layers} very narrow layers (FLOPs and bytes negligible) minus its roofline"
+        if probe is not None
+        else "default (not measured)"
+    )
+    e_mem, e_decode, e_prefill, e_train = (
+        fitted["memory_bandwidth"],
+        fitted["decode_compute"],
+        fitted["prefill_compute"],
+        fitted["training_compute"],
+    )
 
     e_comm = d.communication
     notes["communication"] = "default (fewer than 2 GPUs: all-reduce not measured)"
@@ -270,20 +301,40 @@ def fit_efficiency(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Refe
         if bandwidth_time <= 0:
             bandwidth_time = largest.seconds
         e_comm = clamp(2 * (n - 1) / n * largest.message_bytes / (ref.link_bytes_per_second * bandwidth_time))
-        notes["communication"] = (f"all-reduce of {largest.message_bytes >> 20} MiB over {n} GPUs "
-                                  f"({largest.backend}; bus bandwidth "
-                                  f"{largest.bus_bytes_per_second / 1e9:.1f} GB/s)")
+        notes["communication"] = (
+            f"all-reduce of {largest.message_bytes >> 20} MiB over {n} GPUs "
+            f"({largest.backend}; bus bandwidth "
+            f"{largest.bus_bytes_per_second / 1e9:.1f} GB/s)"
+        )
     notes["host_link"] = "default (not measured)"
 
-    efficiency = Efficiency(prefill_compute=e_prefill, decode_compute=e_decode, memory_bandwidth=e_mem,
-                            communication=e_comm, training_compute=e_train, host_link=d.host_link,
-                            layer_overhead_seconds=overhead, source=f"calibration '{label}'")
+    efficiency = Efficiency(
+        prefill_compute=e_prefill,
+        decode_compute=e_decode,
+        memory_bandwidth=e_mem,
+        communication=e_comm,
+        training_compute=e_train,
+        host_link=d.host_link,
+        layer_overhead_seconds=overhead,
+        source=f"calibration '{label}'",
+    )
     return FitResult(efficiency, notes)
 
 
-
-def _fit_rooflines(overhead: float, by_name: dict, geometry: ProxyGeometry | None, peak: float, bw: float,
-                   dtype: str, e_copy: float, e_square: float, e_skinny: float, copy, square, skinny) -> dict:
+def _fit_rooflines(
+    overhead: float,
+    by_name: dict,
+    geometry: ProxyGeometry | None,
+    peak: float,
+    bw: float,
+    dtype: str,
+    e_copy: float,
+    e_square: float,
+    e_skinny: float,
+    copy,
+    square,
+    skinny,
+) -> dict:
     """Steps 1-3 for a given per-layer overhead: memory bandwidth, decode, prefill and training compute."""
     d = DEFAULT_EFFICIENCY
     notes: dict[str, str] = {}
@@ -294,8 +345,8 @@ def _fit_rooflines(overhead: float, by_name: dict, geometry: ProxyGeometry | Non
         return t if t > 0.2 * phase.seconds else None
 
     e_mem, e_decode = e_copy, e_skinny
-    notes["memory_bandwidth"] = ("copy benchmark" if copy else "default (not measured)")
-    notes["decode_compute"] = (f"skinny {dtype} GEMM ceiling" if skinny else "default (not measured)")
+    notes["memory_bandwidth"] = "copy benchmark" if copy else "default (not measured)"
+    notes["decode_compute"] = f"skinny {dtype} GEMM ceiling" if skinny else "default (not measured)"
     decode, holdout = by_name.get("decode"), by_name.get("decode_holdout")
     if decode is not None and busy(decode) is not None:
         t, f, b = busy(decode), decode.flops, decode.bytes
@@ -320,11 +371,12 @@ def _fit_rooflines(overhead: float, by_name: dict, geometry: ProxyGeometry | Non
             notes["decode_compute"] = f"fitted to the decode step: compute-bound on this device ({how}; {dtype})"
         else:
             e_mem, e_decode = bandwidth_bound
-            notes["memory_bandwidth"] = (f"fitted to the decode step: bandwidth-bound, weights + KV read per step "
-                                         f"({how})")
+            notes["memory_bandwidth"] = (
+                f"fitted to the decode step: bandwidth-bound, weights + KV read per step ({how})"
+            )
 
     e_prefill = e_square
-    notes["prefill_compute"] = (f"square {dtype} GEMM ceiling" if square else "default (not measured)")
+    notes["prefill_compute"] = f"square {dtype} GEMM ceiling" if square else "default (not measured)"
     prefill = by_name.get("prefill")
     if prefill is not None and busy(prefill) is not None:
         memory_time = prefill.bytes / (bw * e_mem)
@@ -335,7 +387,7 @@ def _fit_rooflines(overhead: float, by_name: dict, geometry: ProxyGeometry | Non
             notes["prefill_compute"] += " (the prefill step was bandwidth-bound at the fitted bandwidth)"
 
     e_train = e_square if square else d.training_compute
-    notes["training_compute"] = (f"square {dtype} GEMM ceiling" if square else "default (not measured)")
+    notes["training_compute"] = f"square {dtype} GEMM ceiling" if square else "default (not measured)"
     train = by_name.get("train")
     if train is not None and geometry is not None:
         fb = train.breakdown_seconds.get("forward", 0.0) + train.breakdown_seconds.get("backward", 0.0)
@@ -344,17 +396,28 @@ def _fit_rooflines(overhead: float, by_name: dict, geometry: ProxyGeometry | Non
             e_train = clamp(work["flops"] / (peak * fb))
             notes["training_compute"] = "fitted to the training step's forward + backward"
 
-    return dict(memory_bandwidth=e_mem, decode_compute=e_decode, prefill_compute=e_prefill,
-                training_compute=e_train, notes=notes)
+    return dict(
+        memory_bandwidth=e_mem,
+        decode_compute=e_decode,
+        prefill_compute=e_prefill,
+        training_compute=e_train,
+        notes=notes,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
 # the predicted-vs-measured table
 
 
-def comparison_rows(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Reference, dtype: str,
-                    geometry: ProxyGeometry | None, efficiency: Efficiency,
-                    runtime: tuple[float, float] | None = None) -> list[ComparisonRow]:
+def comparison_rows(
+    ceilings: Ceilings,
+    phases: list[PhaseMeasurement],
+    ref: Reference,
+    dtype: str,
+    geometry: ProxyGeometry | None,
+    efficiency: Efficiency,
+    runtime: tuple[float, float] | None = None,
+) -> list[ComparisonRow]:
     """Every measured quantity with the engine's uncalibrated and calibrated prediction.
 
     `runtime` = (measured non-tensor device memory, correction) on a GPU."""
@@ -369,28 +432,55 @@ def comparison_rows(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Ref
             if not best:
                 continue
             top = max(best, key=lambda m: m.flops_per_second)
-            rows.append(ComparisonRow(
-                quantity=f"matmul {dt} {shape} {top.m}x{top.n}x{top.k}", phase="matmul", unit="FLOP/s",
-                role="ceiling", measured=top.flops_per_second, predicted=ref.peak_flops(dt) * default,
-                note=f"catalog peak x default {'prefill' if shape == 'square' else 'decode'} efficiency"))
+            rows.append(
+                ComparisonRow(
+                    quantity=f"matmul {dt} {shape} {top.m}x{top.n}x{top.k}",
+                    phase="matmul",
+                    unit="FLOP/s",
+                    role="ceiling",
+                    measured=top.flops_per_second,
+                    predicted=ref.peak_flops(dt) * default,
+                    note=f"catalog peak x default {'prefill' if shape == 'square' else 'decode'} efficiency",
+                )
+            )
     copy = ceilings.bandwidth_bytes_per_second()
     if copy:
         size = next(b.buffer_bytes for b in ceilings.bandwidth if b.bytes_per_second == copy)
-        rows.append(ComparisonRow(quantity=f"copy bandwidth ({size >> 20} MiB buffer)", phase="bandwidth",
-                                  unit="B/s", role="ceiling", measured=copy, predicted=bw * d.memory_bandwidth,
-                                  predicted_calibrated=bw * efficiency.memory_bandwidth,
-                                  note="catalog bandwidth x memory-bandwidth efficiency"))
+        rows.append(
+            ComparisonRow(
+                quantity=f"copy bandwidth ({size >> 20} MiB buffer)",
+                phase="bandwidth",
+                unit="B/s",
+                role="ceiling",
+                measured=copy,
+                predicted=bw * d.memory_bandwidth,
+                predicted_calibrated=bw * efficiency.memory_bandwidth,
+                note="catalog bandwidth x memory-bandwidth efficiency",
+            )
+        )
     if ceilings.allreduce:
         largest = max(a.message_bytes for a in ceilings.allreduce)
         for a in sorted(ceilings.allreduce, key=lambda a: a.message_bytes):
+
             def allreduce(eff, a=a):
-                return float(collectives.allreduce_seconds(a.message_bytes, a.world_size, ref.link_bytes_per_second,
-                                                    ref.link_latency_seconds, eff))
-            rows.append(ComparisonRow(
-                quantity=f"all-reduce {a.message_bytes >> 20} MiB over {a.world_size} ranks", phase="allreduce",
-                unit="s", role="fit" if a.message_bytes == largest else "holdout", measured=a.seconds,
-                predicted=allreduce(d.communication), predicted_calibrated=allreduce(efficiency.communication),
-                note="performance.allreduce_seconds (ring, 2(n-1)/n of the message per link)"))
+                return float(
+                    collectives.allreduce_seconds(
+                        a.message_bytes, a.world_size, ref.link_bytes_per_second, ref.link_latency_seconds, eff
+                    )
+                )
+
+            rows.append(
+                ComparisonRow(
+                    quantity=f"all-reduce {a.message_bytes >> 20} MiB over {a.world_size} ranks",
+                    phase="allreduce",
+                    unit="s",
+                    role="fit" if a.message_bytes == largest else "holdout",
+                    measured=a.seconds,
+                    predicted=allreduce(d.communication),
+                    predicted_calibrated=allreduce(efficiency.communication),
+                    note="performance.allreduce_seconds (ring, 2(n-1)/n of the message per link)",
+                )
+            )
 
     if geometry is None:
         return rows
@@ -404,33 +494,57 @@ def comparison_rows(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Ref
             note = "max(FLOPs / (peak x eff), bytes / (bandwidth x eff)) + layers x overhead"
             if ph.name == "decode_holdout":
                 note += "; this point chose decode's binding resource, its value was not fitted"
-            what = (f"prefill {ph.tokens} tokens" if ph.phase == "prefill"
-                    else f"decode step, batch {ph.batch}, context {ph.context_tokens}")
+            what = (
+                f"prefill {ph.tokens} tokens"
+                if ph.phase == "prefill"
+                else f"decode step, batch {ph.batch}, context {ph.context_tokens}"
+            )
             if ph.name == "overhead_probe":
                 what = f"per-layer overhead probe: {what}, narrow layers"
-            rows.append(ComparisonRow(
-                quantity=f"{what} ({layers} layers)", phase=ph.phase, unit="s", role=role, measured=ph.seconds,
-                predicted=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, d, layers),
-                predicted_calibrated=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, efficiency, layers),
-                note=note))
+            rows.append(
+                ComparisonRow(
+                    quantity=f"{what} ({layers} layers)",
+                    phase=ph.phase,
+                    unit="s",
+                    role=role,
+                    measured=ph.seconds,
+                    predicted=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, d, layers),
+                    predicted_calibrated=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, efficiency, layers),
+                    note=note,
+                )
+            )
         else:
             work = geometry.train_work(ph.batch, ph.context_tokens)
             fb = ph.breakdown_seconds.get("forward", 0.0) + ph.breakdown_seconds.get("backward", 0.0)
             opt = ph.breakdown_seconds.get("optimizer", 0.0)
             if fb > 0:
-                rows.append(ComparisonRow(
-                    quantity=f"train forward+backward, {ph.batch} x {ph.context_tokens} tokens ({layers} layers)",
-                    phase="train", unit="s", role="fit", measured=fb,
-                    predicted=predicted_seconds("train", work["flops"], work["bytes"], peak, bw, d),
-                    predicted_calibrated=predicted_seconds("train", work["flops"], work["bytes"], peak, bw,
-                                                           efficiency),
-                    note="training.step_time hardware FLOPs; microbatch_memory_bytes"))
+                rows.append(
+                    ComparisonRow(
+                        quantity=f"train forward+backward, {ph.batch} x {ph.context_tokens} tokens ({layers} layers)",
+                        phase="train",
+                        unit="s",
+                        role="fit",
+                        measured=fb,
+                        predicted=predicted_seconds("train", work["flops"], work["bytes"], peak, bw, d),
+                        predicted_calibrated=predicted_seconds(
+                            "train", work["flops"], work["bytes"], peak, bw, efficiency
+                        ),
+                        note="training.step_time hardware FLOPs; microbatch_memory_bytes",
+                    )
+                )
             if opt > 0:
-                rows.append(ComparisonRow(
-                    quantity=f"AdamW step ({layers} layers)", phase="train", unit="s", role="holdout", measured=opt,
-                    predicted=optimizer_seconds(work["optimizer_bytes"], bw, d),
-                    predicted_calibrated=optimizer_seconds(work["optimizer_bytes"], bw, efficiency),
-                    note="training.step_time.optimizer_step_bytes at the memory-bandwidth efficiency"))
+                rows.append(
+                    ComparisonRow(
+                        quantity=f"AdamW step ({layers} layers)",
+                        phase="train",
+                        unit="s",
+                        role="holdout",
+                        measured=opt,
+                        predicted=optimizer_seconds(work["optimizer_bytes"], bw, d),
+                        predicted_calibrated=optimizer_seconds(work["optimizer_bytes"], bw, efficiency),
+                        note="training.step_time.optimizer_step_bytes at the memory-bandwidth efficiency",
+                    )
+                )
 
     # ---- memory
     for ph in phases:
@@ -444,28 +558,43 @@ def comparison_rows(ceilings: Ceilings, phases: list[PhaseMeasurement], ref: Ref
             predicted = {"kv_cache": geometry.kv_bytes(ph.batch, ph.context_tokens + 1)}
             rows += _memory_rows(ph, predicted, f"decode batch {ph.batch}, {ph.context_tokens + 1} tokens")
             if ph.peak_memory_bytes is not None:
-                total = (geometry.weight_bytes() + predicted["kv_cache"]
-                         + geometry.inference_activation_bytes(ph.batch))
+                total = geometry.weight_bytes() + predicted["kv_cache"] + geometry.inference_activation_bytes(ph.batch)
                 rows.append(_peak_row(ph, total, "weights + KV + inference_activation_bytes"))
         elif ph.phase == "train":
             predicted = geometry.training_memory(ph.batch, ph.context_tokens)
-            rows += _memory_rows(ph, {k: v for k, v in predicted.items() if k != "weights"},
-                                 f"train {ph.batch} x {ph.context_tokens} tokens")
+            rows += _memory_rows(
+                ph,
+                {k: v for k, v in predicted.items() if k != "weights"},
+                f"train {ph.batch} x {ph.context_tokens} tokens",
+            )
             if ph.peak_memory_bytes is not None:
-                rows.append(_peak_row(ph, sum(predicted.values()),
-                                      "weights + gradients + optimizer states + saved activations"))
+                rows.append(
+                    _peak_row(ph, sum(predicted.values()), "weights + gradients + optimizer states + saved activations")
+                )
     if runtime is not None:
         measured, correction = runtime
-        rows.append(ComparisonRow(
-            quantity="runtime overhead outside tensors (CUDA context, libraries)", phase="runtime", unit="B",
-            role="memory", measured=measured, predicted=base_memory.CUDA_CONTEXT_BYTES,
-            predicted_calibrated=base_memory.CUDA_CONTEXT_BYTES + correction,
-            note="device used - allocator reserved; the correction replaces the documented 0.5 GiB"))
+        rows.append(
+            ComparisonRow(
+                quantity="runtime overhead outside tensors (CUDA context, libraries)",
+                phase="runtime",
+                unit="B",
+                role="memory",
+                measured=measured,
+                predicted=base_memory.CUDA_CONTEXT_BYTES,
+                predicted_calibrated=base_memory.CUDA_CONTEXT_BYTES + correction,
+                note="device used - allocator reserved; the correction replaces the documented 0.5 GiB",
+            )
+        )
     return rows
 
 
-MEMORY_WORDS = {"weights": "weights", "kv_cache": "KV cache", "gradients": "gradients",
-                "optimizer_states": "optimizer states (AdamW)", "saved_activations": "saved activations"}
+MEMORY_WORDS = {
+    "weights": "weights",
+    "kv_cache": "KV cache",
+    "gradients": "gradients",
+    "optimizer_states": "optimizer states (AdamW)",
+    "saved_activations": "saved activations",
+}
 
 
 def _memory_rows(ph: PhaseMeasurement, predicted: dict[str, float], where: str) -> list[ComparisonRow]:
@@ -473,26 +602,42 @@ def _memory_rows(ph: PhaseMeasurement, predicted: dict[str, float], where: str) 
     for key, value in predicted.items():
         if key not in ph.tensor_bytes:
             continue
-        rows.append(ComparisonRow(quantity=f"{MEMORY_WORDS[key]}, {where}", phase=ph.phase, unit="B", role="memory",
-                                  measured=ph.tensor_bytes[key], predicted=value, predicted_calibrated=value,
-                                  note="exact tensor bytes vs the engine's memory term"))
+        rows.append(
+            ComparisonRow(
+                quantity=f"{MEMORY_WORDS[key]}, {where}",
+                phase=ph.phase,
+                unit="B",
+                role="memory",
+                measured=ph.tensor_bytes[key],
+                predicted=value,
+                predicted_calibrated=value,
+                note="exact tensor bytes vs the engine's memory term",
+            )
+        )
     return rows
 
 
 def _peak_row(ph: PhaseMeasurement, predicted: float, formula: str) -> ComparisonRow:
-    return ComparisonRow(quantity=f"{ph.phase} peak allocated", phase=ph.phase, unit="B", role="memory",
-                         measured=float(ph.peak_memory_bytes), predicted=predicted, predicted_calibrated=predicted,
-                         note=f"torch max_memory_allocated vs {formula}")
+    return ComparisonRow(
+        quantity=f"{ph.phase} peak allocated",
+        phase=ph.phase,
+        unit="B",
+        role="memory",
+        measured=float(ph.peak_memory_bytes),
+        predicted=predicted,
+        predicted_calibrated=predicted,
+        note=f"torch max_memory_allocated vs {formula}",
+    )
 
 
 __all__ = [
-    "Reference",
-    "ProxyGeometry",
-    "layers_only",
-    "predicted_seconds",
-    "optimizer_seconds",
-    "fit_efficiency",
     "FitResult",
-    "comparison_rows",
+    "ProxyGeometry",
+    "Reference",
     "clamp",
+    "comparison_rows",
+    "fit_efficiency",
+    "layers_only",
+    "optimizer_seconds",
+    "predicted_seconds",
 ]

@@ -64,8 +64,9 @@ def _matmul_fn(ctx: ProfileContext, dtype: str, m: int, n: int, k: int):
     return run, (a, b, out)
 
 
-def matmul_ceilings(ctx: ProfileContext, dtypes: list[str], budget_seconds: float,
-                    skipped: dict[str, str]) -> list[MatmulMeasurement]:
+def matmul_ceilings(
+    ctx: ProfileContext, dtypes: list[str], budget_seconds: float, skipped: dict[str, str]
+) -> list[MatmulMeasurement]:
     """Measure each dtype at square and skinny shapes, largest size that fits its slice of the budget."""
     results: list[MatmulMeasurement] = []
     jobs = [(dtype, kind) for dtype in dtypes for kind in ("square", "skinny")]
@@ -86,7 +87,7 @@ def matmul_ceilings(ctx: ProfileContext, dtypes: list[str], budget_seconds: floa
             try:
                 fn, keep = _matmul_fn(ctx, dtype, m, n, k)
                 timing = ctx.measure(fn, max(left / 2, 1e-3), min_reps=3)
-            except Exception as exc:  # noqa: BLE001 - a dtype the device cannot run is a finding, not a crash
+            except Exception as exc:
                 if ctx.backend.is_oom(exc):
                     ctx.notes.append(f"matmul {dtype} {kind}: stopped at {m}x{n}x{k} (out of memory)")
                     ctx.backend.empty_cache()
@@ -96,8 +97,9 @@ def matmul_ceilings(ctx: ProfileContext, dtypes: list[str], budget_seconds: floa
             finally:
                 fn = keep = None  # free the operands before the next size
             del keep
-            previous = MatmulMeasurement(dtype=dtype, shape=kind, m=m, n=n, k=k, seconds=timing.best_seconds,
-                                         reps=timing.reps)
+            previous = MatmulMeasurement(
+                dtype=dtype, shape=kind, m=m, n=n, k=k, seconds=timing.best_seconds, reps=timing.reps
+            )
             results.append(previous)
         ctx.backend.empty_cache()
     return results
@@ -123,8 +125,8 @@ def bandwidth_ceiling(ctx: ProfileContext, budget_seconds: float, max_buffer_byt
         try:
             src = torch.ones(size // 4, dtype=torch.float32, device=device)
             dst = torch.zeros_like(src)  # touched now, so no timed copy pays first-touch page faults
-            timing = ctx.measure(lambda: dst.copy_(src), max(left / 2, 1e-3), min_reps=3)
-        except Exception as exc:  # noqa: BLE001
+            timing = ctx.measure(lambda dst=dst, src=src: dst.copy_(src), max(left / 2, 1e-3), min_reps=3)
+        except Exception as exc:
             if ctx.backend.is_oom(exc):
                 ctx.notes.append(f"bandwidth: stopped at {size >> 20} MiB (out of memory)")
                 ctx.backend.empty_cache()
@@ -136,8 +138,10 @@ def bandwidth_ceiling(ctx: ProfileContext, budget_seconds: float, max_buffer_byt
         if size >= limit:
             break
     if results and results[-1].buffer_bytes < MIN_CREDIBLE_BUFFER:
-        ctx.notes.append(f"bandwidth measured on {results[-1].buffer_bytes >> 20} MiB buffers only (budget or "
-                         "memory cap); caches may inflate it")
+        ctx.notes.append(
+            f"bandwidth measured on {results[-1].buffer_bytes >> 20} MiB buffers only (budget or "
+            "memory cap); caches may inflate it"
+        )
     ctx.backend.empty_cache()
     return results
 
@@ -146,9 +150,15 @@ def bandwidth_ceiling(ctx: ProfileContext, budget_seconds: float, max_buffer_byt
 # all-reduce across processes (NCCL on GPUs; gloo on CPUs for tests)
 
 
-def allreduce_bus_bandwidth(world_size: int, message_sizes: list[int], *, backend: str = "nccl",
-                            device: str = "cuda", seconds_per_size: float = 0.5,
-                            timeout_seconds: float = 120.0) -> list[AllReduceMeasurement]:
+def allreduce_bus_bandwidth(
+    world_size: int,
+    message_sizes: list[int],
+    *,
+    backend: str = "nccl",
+    device: str = "cuda",
+    seconds_per_size: float = 0.5,
+    timeout_seconds: float = 120.0,
+) -> list[AllReduceMeasurement]:
     """Start one process per rank (`python -m planner.calibration.microbench`, like torchrun: a fresh
     interpreter, so nothing of the caller's __main__ is re-imported), all-reduce each message size, and
     return rank 0's timings (the slowest rank's time per all-reduce, after a barrier). Raises RuntimeError
@@ -160,15 +170,33 @@ def allreduce_bus_bandwidth(world_size: int, message_sizes: list[int], *, backen
         init = Path(tmp, "rendezvous").as_uri()
         procs = []
         for rank in range(world_size):
-            spec = json.dumps({"rank": rank, "world_size": world_size, "backend": backend, "device": device,
-                               "init": init, "sizes": list(message_sizes), "seconds_per_size": seconds_per_size,
-                               "out_dir": tmp})
+            spec = json.dumps(
+                {
+                    "rank": rank,
+                    "world_size": world_size,
+                    "backend": backend,
+                    "device": device,
+                    "init": init,
+                    "sizes": list(message_sizes),
+                    "seconds_per_size": seconds_per_size,
+                    "out_dir": tmp,
+                }
+            )
             log = open(Path(tmp, f"stderr-{rank}.txt"), "w")
-            procs.append((subprocess.Popen([sys.executable, "-m", "planner.calibration.microbench", spec],
-                                           stdout=subprocess.DEVNULL, stderr=log, env=env), log))
+            procs.append(
+                (
+                    subprocess.Popen(
+                        [sys.executable, "-m", "planner.calibration.microbench", spec],
+                        stdout=subprocess.DEVNULL,
+                        stderr=log,
+                        env=env,
+                    ),
+                    log,
+                )
+            )
         deadline = time.monotonic() + timeout_seconds
         stuck = []
-        for rank, (proc, log) in enumerate(procs):
+        for rank, (proc, _log) in enumerate(procs):
             try:
                 proc.wait(max(deadline - time.monotonic(), 0.1))
             except subprocess.TimeoutExpired:
@@ -192,12 +220,24 @@ def allreduce_bus_bandwidth(world_size: int, message_sizes: list[int], *, backen
             tail = Path(tmp, f"stderr-{failed[0]}.txt").read_text().strip().splitlines()[-1:]
             raise RuntimeError(f"all-reduce worker(s) {failed} exited with an error: {' '.join(tail)}")
         data = json.loads(Path(tmp, "result.json").read_text())
-    return [AllReduceMeasurement(backend=backend, world_size=world_size, message_bytes=row["bytes"],
-                                 seconds=row["seconds"], reps=row["reps"]) for row in data]
+    return [
+        AllReduceMeasurement(
+            backend=backend, world_size=world_size, message_bytes=row["bytes"], seconds=row["seconds"], reps=row["reps"]
+        )
+        for row in data
+    ]
 
 
-def _allreduce_worker(rank: int, world_size: int, backend: str, device: str, init: str, sizes: list[int],
-                      seconds_per_size: float, out_dir: str) -> None:
+def _allreduce_worker(
+    rank: int,
+    world_size: int,
+    backend: str,
+    device: str,
+    init: str,
+    sizes: list[int],
+    seconds_per_size: float,
+    out_dir: str,
+) -> None:
     try:
         import torch
         import torch.distributed as dist
@@ -212,8 +252,9 @@ def _allreduce_worker(rank: int, world_size: int, backend: str, device: str, ini
             def sync():
                 return None
 
-        dist.init_process_group(backend, init_method=init, rank=rank, world_size=world_size,
-                                timeout=timedelta(seconds=60))
+        dist.init_process_group(
+            backend, init_method=init, rank=rank, world_size=world_size, timeout=timedelta(seconds=60)
+        )
         rows = []
         for size in sizes:
             x = torch.ones(max(size // 4, 1), dtype=torch.float32, device=dev)
@@ -241,15 +282,23 @@ def _allreduce_worker(rank: int, world_size: int, backend: str, device: str, ini
             tmp.write_text(json.dumps(rows))
             os.replace(tmp, Path(out_dir, "result.json"))
         dist.destroy_process_group()
-    except BaseException as exc:  # noqa: BLE001 - report to the parent, then fail the process
+    except BaseException as exc:
         Path(out_dir, f"error-{rank}.txt").write_text(f"{type(exc).__name__}: {exc}")
         raise SystemExit(1) from None
 
 
-__all__ = ["matmul_ceilings", "bandwidth_ceiling", "allreduce_bus_bandwidth", "ALLREDUCE_MESSAGES"]
+__all__ = ["ALLREDUCE_MESSAGES", "allreduce_bus_bandwidth", "bandwidth_ceiling", "matmul_ceilings"]
 
 
 if __name__ == "__main__":  # one all-reduce rank, started by allreduce_bus_bandwidth
     _spec = json.loads(sys.argv[1])
-    _allreduce_worker(_spec["rank"], _spec["world_size"], _spec["backend"], _spec["device"], _spec["init"],
-                      _spec["sizes"], _spec["seconds_per_size"], _spec["out_dir"])
+    _allreduce_worker(
+        _spec["rank"],
+        _spec["world_size"],
+        _spec["backend"],
+        _spec["device"],
+        _spec["init"],
+        _spec["sizes"],
+        _spec["seconds_per_size"],
+        _spec["out_dir"],
+    )

@@ -15,7 +15,7 @@ import os
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
@@ -50,14 +50,33 @@ from planner.units import gib, rate, seconds
 
 # Operating points before any cap: (prefill tokens, holdout prefill tokens, decode batch, decode context,
 # holdout decode batch, holdout decode context, train micro-batch, train tokens, layers)
-GPU_POINTS = dict(prefill=2048, prefill_holdout=512, decode_batch=16, decode_context=2048, holdout_batch=64,
-                  holdout_context=512, train_batch=1, train_tokens=2048, layers=4)
-CPU_POINTS = dict(prefill=256, prefill_holdout=64, decode_batch=4, decode_context=256, holdout_batch=16,
-                  holdout_context=64, train_batch=1, train_tokens=256, layers=2)
+GPU_POINTS = dict(
+    prefill=2048,
+    prefill_holdout=512,
+    decode_batch=16,
+    decode_context=2048,
+    holdout_batch=64,
+    holdout_context=512,
+    train_batch=1,
+    train_tokens=2048,
+    layers=4,
+)
+CPU_POINTS = dict(
+    prefill=256,
+    prefill_holdout=64,
+    decode_batch=4,
+    decode_context=256,
+    holdout_batch=16,
+    holdout_context=64,
+    train_batch=1,
+    train_tokens=256,
+    layers=2,
+)
 MIN_TOKENS = 16
 # Shares of the proxy budget per phase (train includes its optimizer step).
-PHASE_SHARES = dict(overhead_probe=0.03, prefill=0.15, prefill_holdout=0.08, decode=0.14, decode_holdout=0.08,
-                    train=0.52)
+PHASE_SHARES = dict(
+    overhead_probe=0.03, prefill=0.15, prefill_holdout=0.08, decode=0.14, decode_holdout=0.08, train=0.52
+)
 # Calls each phase makes at least (warm-up included), for the sizing estimate.
 PHASE_CALLS = dict(prefill=3, prefill_holdout=3, decode=4, decode_holdout=4, train=3)
 PROBE_CONTEXT = 16
@@ -99,8 +118,10 @@ def exclusive_profile(device_name: str):
             except FileExistsError:
                 holder = _lock_holder(lock)
                 if holder is not None:
-                    raise ProfileUnavailable(f"a calibration profile is already running (process {holder}, lock "
-                                             f"{lock}); wait for it to finish") from None
+                    raise ProfileUnavailable(
+                        f"a calibration profile is already running (process {holder}, lock "
+                        f"{lock}); wait for it to finish"
+                    ) from None
                 lock.unlink(missing_ok=True)  # left by a run that was killed
                 continue
             with os.fdopen(fd, "w") as handle:
@@ -133,8 +154,14 @@ def _lock_holder(lock) -> int | None:
     return pid
 
 
-def run_profile(settings: ProfileSettings | None = None, *, progress=None, cancel=None, backend: Backend | None = None,
-                now: datetime | None = None) -> CalibrationRecord:
+def run_profile(
+    settings: ProfileSettings | None = None,
+    *,
+    progress=None,
+    cancel=None,
+    backend: Backend | None = None,
+    now: datetime | None = None,
+) -> CalibrationRecord:
     """Profile the device and return a calibration record (not saved: see planner.calibration.store)."""
     settings = settings or ProfileSettings()
     backend = backend or make_backend(settings.device)
@@ -143,7 +170,7 @@ def run_profile(settings: ProfileSettings | None = None, *, progress=None, cance
     except PlanningError as exc:
         raise ProfileUnavailable(f"--model {settings.model}: {exc}") from None
     proxy.check_supported(arch)
-    created = now or datetime.now(timezone.utc)
+    created = now or datetime.now(UTC)
     info = backend.info()
     free, _total = backend.memory_info()
     ctx = ProfileContext(backend, settings.seconds, int(free * settings.memory_share), cancel, progress)
@@ -155,8 +182,9 @@ def run_profile(settings: ProfileSettings | None = None, *, progress=None, cance
             raise ProfileUnavailable(f"--gpu {reference_id}: {exc}") from None
     supported = backend.supported_dtypes()
     if settings.dtype != "auto" and settings.dtype not in supported:
-        raise ProfileUnavailable(f"dtype {settings.dtype} is not supported on {info.name} "
-                                 f"(supported: {', '.join(supported)})")
+        raise ProfileUnavailable(
+            f"dtype {settings.dtype} is not supported on {info.name} (supported: {', '.join(supported)})"
+        )
 
     state = _State(settings=settings, info=info, created=created, arch=arch, reference_id=reference_id)
     with exclusive_profile(info.name):
@@ -167,15 +195,17 @@ def _run(ctx, state, supported, backend, settings) -> CalibrationRecord:
     try:
         _profile(ctx, state, supported)
     except ProfileCancelled:
-        raise ProfileCancelled(_stopped_message("cancelled", state), partial=_record(ctx, state, "cancelled"))
+        raise ProfileCancelled(_stopped_message("cancelled", state), partial=_record(ctx, state, "cancelled")) from None
     except KeyboardInterrupt:
         raise ProfileCancelled(_stopped_message("cancelled", state), partial=_record(ctx, state, "cancelled")) from None
     except ProfileUnavailable:
         raise
-    except Exception as exc:  # noqa: BLE001 - every failure becomes a message with what was measured
+    except Exception as exc:
         if backend.is_oom(exc):
-            why = (f"out of memory during {state.phase} (the profile may use {gib(ctx.memory_cap_bytes)}, "
-                   f"{settings.memory_share:.0%} of the free memory; lower --seconds or close other programs)")
+            why = (
+                f"out of memory during {state.phase} (the profile may use {gib(ctx.memory_cap_bytes)}, "
+                f"{settings.memory_share:.0%} of the free memory; lower --seconds or close other programs)"
+            )
         else:
             detail = explain(exc) if isinstance(exc, ValidationError) else (str(exc).splitlines() or [""])[0]
             why = f"{state.phase} failed: {type(exc).__name__}: {detail}"
@@ -230,8 +260,9 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
         ctx.progress(0.33, f"all-reduce over {backend.device_count()} GPUs (NCCL)")
         sizes = [s for s in microbench.ALLREDUCE_MESSAGES if 2 * s <= ctx.memory_cap_bytes] or [1 << 20]
         try:
-            allreduce = microbench.allreduce_bus_bandwidth(backend.device_count(), sizes, backend="nccl",
-                                                           device="cuda", seconds_per_size=0.1 * total / len(sizes))
+            allreduce = microbench.allreduce_bus_bandwidth(
+                backend.device_count(), sizes, backend="nccl", device="cuda", seconds_per_size=0.1 * total / len(sizes)
+            )
         except RuntimeError as exc:
             skipped["allreduce"] = str(exc)[:300]
     elif backend.kind == "cuda":
@@ -241,14 +272,27 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
     # ---- proxy model
     state.phase = "proxy sizing"
     proxy_budget = max(ctx.remaining() * 0.95, 0.05 * total)
-    spec = size_proxy(state.arch, settings, backend.kind, state.dtype, _rates(state.ceilings, state.dtype, backend),
-                      proxy_budget / ESTIMATE_MARGIN[backend.kind], ctx.memory_cap_bytes, settings.model)
+    spec = size_proxy(
+        state.arch,
+        settings,
+        backend.kind,
+        state.dtype,
+        _rates(state.ceilings, state.dtype, backend),
+        proxy_budget / ESTIMATE_MARGIN[backend.kind],
+        ctx.memory_cap_bytes,
+        settings.model,
+    )
     state.spec = spec
     geometry = ProxyGeometry(spec.architecture, spec.dtype)
     state.phase = "proxy build"
     ctx.progress(0.4, f"building {spec.architecture.name} in {spec.dtype}")
-    positions = max(spec.prefill_tokens, spec.decode_context_tokens + 1, spec.holdout_decode_context_tokens + 1,
-                    spec.train_tokens, spec.holdout_prefill_tokens)
+    positions = max(
+        spec.prefill_tokens,
+        spec.decode_context_tokens + 1,
+        spec.holdout_decode_context_tokens + 1,
+        spec.train_tokens,
+        spec.holdout_prefill_tokens,
+    )
     model = proxy.ProxyModel.build(backend, spec.architecture, spec.dtype, positions)
     state.phases = []
     layers = spec.architecture.num_layers
@@ -275,8 +319,10 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
     fraction = 0.42
     for name, phase, a, b in plan:
         if name.endswith("holdout") and ctx.remaining() <= 0:
-            ctx.notes.append(f"{name.replace('_', ' ')} skipped: the time budget was spent (the phases ran slower "
-                             "than the ceilings predicted, e.g. other programs were busy)")
+            ctx.notes.append(
+                f"{name.replace('_', ' ')} skipped: the time budget was spent (the phases ran slower "
+                "than the ceilings predicted, e.g. other programs were busy)"
+            )
             continue
         state.phase = f"proxy {name.replace('_', ' ')}"
         ctx.progress(fraction, state.phase)
@@ -316,11 +362,22 @@ class _Sub:
 
 def _phase(name, phase, layers, batch, tokens, context, flops, moved, result) -> PhaseMeasurement:
     return PhaseMeasurement(
-        name=name, phase=phase, layers=layers, batch=batch, tokens=tokens, context_tokens=context,
-        seconds=result.seconds, seconds_per_layer=result.seconds_per_layer, median_seconds=result.median_seconds,
-        reps=result.reps, flops=flops,
-        bytes=moved, peak_memory_bytes=result.peak_memory_bytes, tensor_bytes=result.tensor_bytes,
-        breakdown_seconds=result.breakdown_seconds)
+        name=name,
+        phase=phase,
+        layers=layers,
+        batch=batch,
+        tokens=tokens,
+        context_tokens=context,
+        seconds=result.seconds,
+        seconds_per_layer=result.seconds_per_layer,
+        median_seconds=result.median_seconds,
+        reps=result.reps,
+        flops=flops,
+        bytes=moved,
+        peak_memory_bytes=result.peak_memory_bytes,
+        tensor_bytes=result.tensor_bytes,
+        breakdown_seconds=result.breakdown_seconds,
+    )
 
 
 def _choose_dtype(requested: str, backend: Backend, ceilings: Ceilings, notes: list[str]) -> str:
@@ -331,6 +388,7 @@ def _choose_dtype(requested: str, backend: Backend, ceilings: Ceilings, notes: l
         return requested
     dtype = backend.default_dtype()
     if backend.kind == "cpu":
+
         def at(dt):
             return {m.n: m.flops_per_second for m in ceilings.matmul if m.dtype == dt and m.shape == "square"}
 
@@ -340,8 +398,10 @@ def _choose_dtype(requested: str, backend: Backend, ceilings: Ceilings, notes: l
             dtype = "bf16"
         fp32 = max(fp32.values(), default=0.0)
         bf16 = max(bf16.values(), default=0.0)
-        notes.append(f"proxy dtype {dtype}: bf16 matmul ran at {rate(bf16, 'FLOP/s')}, fp32 at {rate(fp32, 'FLOP/s')} "
-                     "on this CPU; efficiencies measured in this dtype are applied to the plan's dtype peak")
+        notes.append(
+            f"proxy dtype {dtype}: bf16 matmul ran at {rate(bf16, 'FLOP/s')}, fp32 at {rate(fp32, 'FLOP/s')} "
+            "on this CPU; efficiencies measured in this dtype are applied to the plan's dtype peak"
+        )
     return dtype
 
 
@@ -375,19 +435,30 @@ def estimate_proxy(arch: ModelArchitecture, dtype: str, points: dict, rates: _Ra
     t += PHASE_CALLS["decode_holdout"] * step(f, b, rates.skinny)
     work = g.train_work(points["train_batch"], points["train_tokens"])
     # The AdamW step is ~a dozen elementwise passes over the fp32 states written out per tensor.
-    t += PHASE_CALLS["train"] * (step(work["flops"], work["bytes"], rates.square)
-                                 + 3 * work["optimizer_bytes"] / rates.bandwidth)
+    t += PHASE_CALLS["train"] * (
+        step(work["flops"], work["bytes"], rates.square) + 3 * work["optimizer_bytes"] / rates.bandwidth
+    )
     train_mem = sum(g.training_memory(points["train_batch"], points["train_tokens"]).values())
-    kv = max(g.kv_bytes(points["decode_batch"], points["decode_context"] + 1),
-             g.kv_bytes(points["holdout_batch"], points["holdout_context"] + 1),
-             g.kv_bytes(1, points["prefill"]))
+    kv = max(
+        g.kv_bytes(points["decode_batch"], points["decode_context"] + 1),
+        g.kv_bytes(points["holdout_batch"], points["holdout_context"] + 1),
+        g.kv_bytes(1, points["prefill"]),
+    )
     transient = 4 * g.inference_activation_bytes(max(points["prefill"], points["train_batch"] * points["train_tokens"]))
     peak = max(train_mem, g.weight_bytes() + kv) + transient
     return t, peak
 
 
-def size_proxy(arch: ModelArchitecture, settings: ProfileSettings, device_kind: str, dtype: str, rates: _Rates,
-               budget_seconds: float, memory_cap_bytes: int, model_id: str) -> ProxySpec:
+def size_proxy(
+    arch: ModelArchitecture,
+    settings: ProfileSettings,
+    device_kind: str,
+    dtype: str,
+    rates: _Rates,
+    budget_seconds: float,
+    memory_cap_bytes: int,
+    model_id: str,
+) -> ProxySpec:
     """The largest proxy that fits the time budget and the memory cap: the device's default operating
     points, then shorter sequences (down to 1/4), then a narrower model (width / 2, / 4, ...), then one
     layer. If nothing fits, the smallest candidate runs and the record says the budget was too small."""
@@ -418,31 +489,49 @@ def size_proxy(arch: ModelArchitecture, settings: ProfileSettings, device_kind: 
         candidate_arch = proxy.proxy_architecture(arch, layers, divisor)
         seconds_needed, peak = estimate_proxy(candidate_arch, dtype, points, rates)
         chosen = (layers, divisor, scale, points, candidate_arch, seconds_needed, peak)
-        caps.append(f"even the smallest proxy is estimated at {seconds(seconds_needed)} and {gib(peak)} against a "
-                    f"budget of {seconds(budget_seconds)} and {gib(memory_cap_bytes)}: the profile overruns")
+        caps.append(
+            f"even the smallest proxy is estimated at {seconds(seconds_needed)} and {gib(peak)} against a "
+            f"budget of {seconds(budget_seconds)} and {gib(memory_cap_bytes)}: the profile overruns"
+        )
     layers, divisor, scale, points, proxy_arch, seconds_needed, peak = chosen
     if layers < min(requested_layers, arch.num_layers):
         caps.append(f"layers capped {min(requested_layers, arch.num_layers)} -> {layers} to fit the budget")
     if divisor > 1:
-        caps.append(f"width capped {arch.hidden_size} -> {proxy_arch.hidden_size} (/{divisor}: heads "
-                    f"{arch.num_attention_heads} -> {proxy_arch.num_attention_heads}, KV heads {arch.num_kv_heads} -> "
-                    f"{proxy_arch.num_kv_heads}, MLP {arch.intermediate_size} -> {proxy_arch.intermediate_size}; "
-                    f"head_dim {arch.head_dim} kept) to fit the {device_kind.upper()} time budget or memory cap")
+        caps.append(
+            f"width capped {arch.hidden_size} -> {proxy_arch.hidden_size} (/{divisor}: heads "
+            f"{arch.num_attention_heads} -> {proxy_arch.num_attention_heads}, KV heads {arch.num_kv_heads} -> "
+            f"{proxy_arch.num_kv_heads}, MLP {arch.intermediate_size} -> {proxy_arch.intermediate_size}; "
+            f"head_dim {arch.head_dim} kept) to fit the {device_kind.upper()} time budget or memory cap"
+        )
     if scale > 1:
-        caps.append(f"sequence lengths divided by {scale} (prefill {base['prefill']} -> {points['prefill']} tokens, "
-                    f"decode context {base['decode_context']} -> {points['decode_context']}, training sequence "
-                    f"{base['train_tokens']} -> {points['train_tokens']}) to fit the budget")
+        caps.append(
+            f"sequence lengths divided by {scale} (prefill {base['prefill']} -> {points['prefill']} tokens, "
+            f"decode context {base['decode_context']} -> {points['decode_context']}, training sequence "
+            f"{base['train_tokens']} -> {points['train_tokens']}) to fit the budget"
+        )
     if any(points[k] < base[k] // scale for k in token_keys):
         caps.append(f"sequence lengths capped by the model's {arch.max_context_tokens}-token context")
-    caps.append(f"estimated {seconds(seconds_needed)} and {gib(peak)} for the proxy phases "
-                f"(budget {seconds(budget_seconds)}, memory cap {gib(memory_cap_bytes)})")
+    caps.append(
+        f"estimated {seconds(seconds_needed)} and {gib(peak)} for the proxy phases "
+        f"(budget {seconds(budget_seconds)}, memory cap {gib(memory_cap_bytes)})"
+    )
     return ProxySpec(
-        model_id=model_id, model_name=arch.name, architecture=proxy_arch, source_num_layers=arch.num_layers,
-        source_hidden_size=arch.hidden_size, width_divisor=divisor, dtype=dtype,
-        prefill_tokens=points["prefill"], holdout_prefill_tokens=points["prefill_holdout"],
-        decode_batch=points["decode_batch"], decode_context_tokens=points["decode_context"],
-        holdout_decode_batch=points["holdout_batch"], holdout_decode_context_tokens=points["holdout_context"],
-        train_micro_batch=points["train_batch"], train_tokens=points["train_tokens"], caps=caps,
+        model_id=model_id,
+        model_name=arch.name,
+        architecture=proxy_arch,
+        source_num_layers=arch.num_layers,
+        source_hidden_size=arch.hidden_size,
+        width_divisor=divisor,
+        dtype=dtype,
+        prefill_tokens=points["prefill"],
+        holdout_prefill_tokens=points["prefill_holdout"],
+        decode_batch=points["decode_batch"],
+        decode_context_tokens=points["decode_context"],
+        holdout_decode_batch=points["holdout_batch"],
+        holdout_decode_context_tokens=points["holdout_context"],
+        train_micro_batch=points["train_batch"],
+        train_tokens=points["train_tokens"],
+        caps=caps,
     )
 
 
@@ -474,8 +563,10 @@ def _record(ctx: ProfileContext, state: _State, stopped: str) -> CalibrationReco
         notes = list(ctx.notes)
     else:
         ref = Reference.from_ceilings(ceilings, backend.kind == "cuda")
-        notes = list(ctx.notes) + [f"'{info.name}' is not in the hardware catalog: efficiencies are relative to the "
-                                   "measured ceilings; pass --gpu ID to refer them to a catalog accelerator"]
+        notes = list(ctx.notes) + [
+            f"'{info.name}' is not in the hardware catalog: efficiencies are relative to the "
+            "measured ceilings; pass --gpu ID to refer them to a catalog accelerator"
+        ]
     label = settings.label or f"{info.name} {dtype} {state.created.strftime('%Y-%m-%d %H:%M')}"
     geometry = ProxyGeometry(state.spec.architecture, state.spec.dtype) if state.spec else None
     phases = state.phases or []
@@ -485,27 +576,45 @@ def _record(ctx: ProfileContext, state: _State, stopped: str) -> CalibrationReco
     if backend.kind == "cuda" and state.runtime_bytes is not None:
         correction = float(state.runtime_bytes - CUDA_CONTEXT_BYTES)
         runtime = (float(state.runtime_bytes), correction)
-        correction_note = (f"measured {gib(state.runtime_bytes)} of device memory outside torch's allocator "
-                           f"(CUDA context, libraries) against the documented {gib(CUDA_CONTEXT_BYTES)}: plans "
-                           f"add {gib(correction)} to the runtime overhead term")
+        correction_note = (
+            f"measured {gib(state.runtime_bytes)} of device memory outside torch's allocator "
+            f"(CUDA context, libraries) against the documented {gib(CUDA_CONTEXT_BYTES)}: plans "
+            f"add {gib(correction)} to the runtime overhead term"
+        )
     elif backend.kind == "cpu":
-        correction_note = ("CPU: tensor bytes are exact and there is no device context, so no memory correction "
-                           "(0 bytes)")
+        correction_note = (
+            "CPU: tensor bytes are exact and there is no device context, so no memory correction (0 bytes)"
+        )
     rows = comparison_rows(ceilings, phases, ref, dtype, geometry, fit.efficiency, runtime)
     if backend.kind == "cpu":
-        notes.append("CPU profile: host RAM stands in for device memory; the catalog's 'cpu' entry is a generic "
-                     "placeholder, so edit its peaks in planner/hardware/accelerators.json for absolute numbers that match this machine")
+        notes.append(
+            "CPU profile: host RAM stands in for device memory; the catalog's 'cpu' entry is a generic "
+            "placeholder, so edit its peaks in planner/hardware/accelerators.json for absolute numbers that match this machine"
+        )
     return CalibrationRecord(
-        id=make_record_id(info.name, state.created), label=label, created_at=state.created,
-        complete=not stopped, stopped_reason=stopped, device=info, reference_gpu=ref.gpu_id,
+        id=make_record_id(info.name, state.created),
+        label=label,
+        created_at=state.created,
+        complete=not stopped,
+        stopped_reason=stopped,
+        device=info,
+        reference_gpu=ref.gpu_id,
         reference_peak_flops_per_second=ref.peak_flops(dtype),
         reference_bandwidth_bytes_per_second=ref.bandwidth_bytes_per_second,
-        reference_link_bytes_per_second=ref.link_bytes_per_second, settings=settings, dtype=dtype,
-        ceilings=ceilings, proxy=state.spec, phases=phases, efficiency=fit.efficiency,
-        efficiency_notes=fit.notes, runtime_overhead_correction_bytes=correction,
-        memory_correction_note=correction_note, predicted_vs_measured=rows, notes=notes,
+        reference_link_bytes_per_second=ref.link_bytes_per_second,
+        settings=settings,
+        dtype=dtype,
+        ceilings=ceilings,
+        proxy=state.spec,
+        phases=phases,
+        efficiency=fit.efficiency,
+        efficiency_notes=fit.notes,
+        runtime_overhead_correction_bytes=correction,
+        memory_correction_note=correction_note,
+        predicted_vs_measured=rows,
+        notes=notes,
         elapsed_seconds=round(ctx.elapsed(), 3),
     )
 
 
-__all__ = ["run_profile", "size_proxy", "estimate_proxy", "GPU_POINTS", "CPU_POINTS"]
+__all__ = ["CPU_POINTS", "GPU_POINTS", "estimate_proxy", "run_profile", "size_proxy"]

@@ -34,11 +34,15 @@ NORM_EPS = 1e-6
 
 def check_supported(arch: ModelArchitecture) -> None:
     if arch.uses_mla:
-        raise ProfileUnavailable(f"{arch.name} uses multi-head latent attention, which the calibration proxy does "
-                                 "not implement; calibrate with a GQA/MHA model of similar width (e.g. llama-3.1-8b)")
+        raise ProfileUnavailable(
+            f"{arch.name} uses multi-head latent attention, which the calibration proxy does "
+            "not implement; calibrate with a GQA/MHA model of similar width (e.g. llama-3.1-8b)"
+        )
     if arch.is_moe:
-        raise ProfileUnavailable(f"{arch.name} is a mixture-of-experts model, which the calibration proxy does not "
-                                 "implement; calibrate with a dense model of similar width (e.g. llama-3.1-8b)")
+        raise ProfileUnavailable(
+            f"{arch.name} is a mixture-of-experts model, which the calibration proxy does not "
+            "implement; calibrate with a dense model of similar width (e.g. llama-3.1-8b)"
+        )
 
 
 def width_divisors(arch: ModelArchitecture) -> list[int]:
@@ -60,9 +64,17 @@ def probe_architecture(arch: ModelArchitecture, layers: int) -> ModelArchitectur
     check_supported(arch)
     d = arch.head_dim
     data = arch.model_dump(exclude=set(type(arch).model_computed_fields))
-    data.update(name=f"{arch.name} overhead probe", num_layers=layers, hidden_size=d, num_attention_heads=1,
-                num_kv_heads=1, intermediate_size=max(math.ceil(arch.intermediate_size * d / arch.hidden_size), 1),
-                sliding_window=None, sliding_window_layers=0, first_k_dense_layers=0)
+    data.update(
+        name=f"{arch.name} overhead probe",
+        num_layers=layers,
+        hidden_size=d,
+        num_attention_heads=1,
+        num_kv_heads=1,
+        intermediate_size=max(math.ceil(arch.intermediate_size * d / arch.hidden_size), 1),
+        sliding_window=None,
+        sliding_window_layers=0,
+        first_k_dense_layers=0,
+    )
     return ModelArchitecture.model_validate(data)
 
 
@@ -74,8 +86,7 @@ def proxy_architecture(arch: ModelArchitecture, layers: int, width_divisor: int 
     d = width_divisor
     data = arch.model_dump(exclude=set(type(arch).model_computed_fields))
     data.update(
-        name=f"{arch.name} proxy ({layers} layer{'s' if layers > 1 else ''}"
-             + (f", width / {d})" if d > 1 else ")"),
+        name=f"{arch.name} proxy ({layers} layer{'s' if layers > 1 else ''}" + (f", width / {d})" if d > 1 else ")"),
         num_layers=layers,
         sliding_window=None,
         sliding_window_layers=0,
@@ -155,7 +166,7 @@ class ProxyModel:
     sin: object = None
 
     @classmethod
-    def build(cls, backend, arch: ModelArchitecture, dtype: str, max_positions: int, seed: int = 0) -> "ProxyModel":
+    def build(cls, backend, arch: ModelArchitecture, dtype: str, max_positions: int, seed: int = 0) -> ProxyModel:
         torch = backend.torch
         dev, dt = backend.tensor_device, backend.dtype(dtype)
         torch.manual_seed(seed)
@@ -224,8 +235,8 @@ class ProxyModel:
 
     def _rope(self, x, start: int):
         t = x.shape[1]
-        cos = self.cos[start:start + t].view(1, t, 1, -1)
-        sin = self.sin[start:start + t].view(1, t, 1, -1)
+        cos = self.cos[start : start + t].view(1, t, 1, -1)
+        sin = self.sin[start : start + t].view(1, t, 1, -1)
         half = x.shape[-1] // 2
         rotated = self.backend.torch.cat([-x[..., half:], x[..., :half]], dim=-1)
         return x * cos + rotated * sin
@@ -251,10 +262,10 @@ class ProxyModel:
         gqa = heads != kv_heads
         if cache is not None:
             cache_k, cache_v = cache
-            cache_k[:, :, start:start + t].copy_(k)
-            cache_v[:, :, start:start + t].copy_(v)
+            cache_k[:, :, start : start + t].copy_(k)
+            cache_v[:, :, start : start + t].copy_(v)
             if t == 1:
-                k, v = cache_k[:, :, :start + 1], cache_v[:, :, :start + 1]
+                k, v = cache_k[:, :, : start + 1], cache_v[:, :, : start + 1]
         o = F.scaled_dot_product_attention(q, k, v, is_causal=t > 1, enable_gqa=gqa)
         o = o.transpose(1, 2).reshape(b, t, heads * d)
         a = F.linear(o, p["wo"], p.get("bo"))
@@ -295,7 +306,7 @@ def _random(torch, shape, device, dtype, std: float):
     flat = t.view(-1)
     for start in range(0, n, RANDOM_BLOCK):
         length = min(RANDOM_BLOCK, n - start)
-        flat[start:start + length].copy_(block[:length])
+        flat[start : start + length].copy_(block[:length])
     return t
 
 
@@ -318,8 +329,7 @@ class PhaseResult:
     median_seconds: float | None = None
 
 
-def _repeat(ctx: ProfileContext, step, budget_seconds: float, min_reps: int = 2, max_reps: int = 50,
-            warmup=None):
+def _repeat(ctx: ProfileContext, step, budget_seconds: float, min_reps: int = 2, max_reps: int = 50, warmup=None):
     """Run `warmup` (default: `step`) once, then `step` until the budget is spent. `step` returns the
     seconds of its intervals (one per layer, or per part).
 
@@ -348,28 +358,48 @@ def _repeat(ctx: ProfileContext, step, budget_seconds: float, min_reps: int = 2,
 
 def run_prefill(ctx: ProfileContext, model: ProxyModel, tokens: int, budget_seconds: float) -> PhaseResult:
     """One sequence of `tokens` new tokens through every proxy layer, writing its K/V into a cache."""
-    return _run_forward(ctx, model, batch=1, new_tokens=tokens, cache_tokens=tokens, position=0,
-                        budget_seconds=budget_seconds)
+    return _run_forward(
+        ctx, model, batch=1, new_tokens=tokens, cache_tokens=tokens, position=0, budget_seconds=budget_seconds
+    )
 
 
 def run_decode(ctx: ProfileContext, model: ProxyModel, batch: int, context: int, budget_seconds: float) -> PhaseResult:
     """One decode step: `batch` sequences each add one token at position `context` and attend over the
     `context` cached tokens plus their own (the cache holds context + 1 positions; its first `context`
     are filled with random keys/values, which costs the same as real ones)."""
-    return _run_forward(ctx, model, batch=batch, new_tokens=1, cache_tokens=context + 1, position=context,
-                        budget_seconds=budget_seconds, min_reps=3, max_reps=200)
+    return _run_forward(
+        ctx,
+        model,
+        batch=batch,
+        new_tokens=1,
+        cache_tokens=context + 1,
+        position=context,
+        budget_seconds=budget_seconds,
+        min_reps=3,
+        max_reps=200,
+    )
 
 
-def _run_forward(ctx: ProfileContext, model: ProxyModel, *, batch: int, new_tokens: int, cache_tokens: int,
-                 position: int, budget_seconds: float, **repeat) -> PhaseResult:
+def _run_forward(
+    ctx: ProfileContext,
+    model: ProxyModel,
+    *,
+    batch: int,
+    new_tokens: int,
+    cache_tokens: int,
+    position: int,
+    budget_seconds: float,
+    **repeat,
+) -> PhaseResult:
     """`batch` sequences add `new_tokens` each at `position` through every proxy layer (inference mode),
     timed per layer; reports the weights, the KV cache and the device's peak memory."""
     backend, torch = ctx.backend, ctx.backend.torch
     arch = model.arch
     backend.empty_cache()
     cache = kv_cache(model, batch, cache_tokens)
-    x0 = torch.empty(batch, new_tokens, arch.hidden_size, device=backend.tensor_device,
-                     dtype=backend.dtype(model.dtype)).normal_(0, 1)
+    x0 = torch.empty(
+        batch, new_tokens, arch.hidden_size, device=backend.tensor_device, dtype=backend.dtype(model.dtype)
+    ).normal_(0, 1)
     backend.synchronize()
     backend.reset_peak_memory()
 
@@ -384,9 +414,14 @@ def _run_forward(ctx: ProfileContext, model: ProxyModel, *, batch: int, new_toke
         return marks.intervals()
 
     seconds, per_layer, median, reps = _repeat(ctx, step, budget_seconds, **repeat)
-    return PhaseResult(seconds, per_layer, reps,
-                       {"weights": model.parameter_bytes(), "kv_cache": tensor_bytes(t for c in cache for t in c)},
-                       backend.peak_allocated_bytes(), median_seconds=median)
+    return PhaseResult(
+        seconds,
+        per_layer,
+        reps,
+        {"weights": model.parameter_bytes(), "kv_cache": tensor_bytes(t for c in cache for t in c)},
+        backend.peak_allocated_bytes(),
+        median_seconds=median,
+    )
 
 
 class _AdamW:
@@ -409,7 +444,7 @@ class _AdamW:
         torch = self.torch
         self.step_count += 1
         b1, b2 = self.betas
-        bc1, bc2 = 1 - b1 ** self.step_count, 1 - b2 ** self.step_count
+        bc1, bc2 = 1 - b1**self.step_count, 1 - b2**self.step_count
         with torch.no_grad():
             for p, master, m, v in zip(self.params, self.master, self.m, self.v):
                 g = p.grad.float()
@@ -422,8 +457,9 @@ class _AdamW:
                     p.copy_(master)
 
 
-def run_train(ctx: ProfileContext, model: ProxyModel, micro_batch: int, tokens: int,
-              budget_seconds: float) -> PhaseResult:
+def run_train(
+    ctx: ProfileContext, model: ProxyModel, micro_batch: int, tokens: int, budget_seconds: float
+) -> PhaseResult:
     """Forward, backward and an AdamW step over `micro_batch` sequences of `tokens` tokens.
 
     Measured exactly on the first step: parameter, gradient and optimizer-state bytes (summed tensor
@@ -435,8 +471,9 @@ def run_train(ctx: ProfileContext, model: ProxyModel, micro_batch: int, tokens: 
     params = model.parameters()
     model.requires_grad_(True)
     optimizer = _AdamW(torch, params)
-    x0 = torch.empty(micro_batch, tokens, arch.hidden_size, device=backend.tensor_device,
-                     dtype=backend.dtype(model.dtype)).normal_(0, 1)
+    x0 = torch.empty(
+        micro_batch, tokens, arch.hidden_size, device=backend.tensor_device, dtype=backend.dtype(model.dtype)
+    ).normal_(0, 1)
     excluded = {t.untyped_storage().data_ptr() for t in params} | model.buffer_storages()
     saved: dict[int, int] = {}
 
@@ -472,17 +509,23 @@ def run_train(ctx: ProfileContext, model: ProxyModel, micro_batch: int, tokens: 
 
     try:
         # The warm-up step does the exact accounting (the hooks cost nothing measurable, but stay out of timing).
-        seconds, parts, median, reps = _repeat(ctx, step, budget_seconds, min_reps=2, max_reps=20,
-                                               warmup=lambda: step(record=True))
+        seconds, parts, median, reps = _repeat(
+            ctx, step, budget_seconds, min_reps=2, max_reps=20, warmup=lambda: step(record=True)
+        )
         measured["saved_activations"] = float(sum(saved.values()))
     finally:
         model.requires_grad_(False)
     peak = backend.peak_allocated_bytes()
     result = PhaseResult(
-        seconds, [seconds / arch.num_layers] * arch.num_layers, reps,
-        {"weights": model.parameter_bytes(), "gradients": measured["gradients"],
-         "optimizer_states": tensor_bytes(optimizer.state_tensors()),
-         "saved_activations": measured["saved_activations"]},
+        seconds,
+        [seconds / arch.num_layers] * arch.num_layers,
+        reps,
+        {
+            "weights": model.parameter_bytes(),
+            "gradients": measured["gradients"],
+            "optimizer_states": tensor_bytes(optimizer.state_tensors()),
+            "saved_activations": measured["saved_activations"],
+        },
         peak,
         {"forward": parts[0], "backward": parts[1], "optimizer": parts[2]},
         median_seconds=median,
@@ -497,13 +540,13 @@ def _forward(model: ProxyModel, x):
 
 
 __all__ = [
-    "check_supported",
-    "width_divisors",
-    "proxy_architecture",
-    "probe_architecture",
-    "ProxyModel",
     "PhaseResult",
-    "run_prefill",
+    "ProxyModel",
+    "check_supported",
+    "probe_architecture",
+    "proxy_architecture",
     "run_decode",
+    "run_prefill",
     "run_train",
+    "width_divisors",
 ]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import types
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field
@@ -268,7 +268,7 @@ class CalibrationRecord(_Frozen):
     elapsed_seconds: float = Field(default=0.0, ge=0)
 
     @classmethod
-    def from_json_data(cls, data: dict) -> "CalibrationRecord":
+    def from_json_data(cls, data: dict) -> CalibrationRecord:
         """Validate exported JSON: derived values (computed fields such as `error_fraction`, written for
         readers of the file) are dropped first, since they are recomputed from the stored inputs."""
         return cls.model_validate(strip_computed_fields(cls, data))
@@ -281,8 +281,11 @@ class CalibrationRecord(_Frozen):
     def residual_error(self) -> float | None:
         """Largest |error| of the calibrated timing predictions this record did not fit (held-out rows):
         the spread `planner.uncertainty` uses for error bands while this calibration is active."""
-        errors = [abs(row.calibrated_error_fraction) for row in self.predicted_vs_measured
-                  if row.role == "holdout" and row.calibrated_error_fraction is not None]
+        errors = [
+            abs(row.calibrated_error_fraction)
+            for row in self.predicted_vs_measured
+            if row.role == "holdout" and row.calibrated_error_fraction is not None
+        ]
         return max(errors) if errors else None
 
     def phase(self, name: str) -> PhaseMeasurement | None:
@@ -291,9 +294,11 @@ class CalibrationRecord(_Frozen):
     def summary(self) -> str:
         e = self.efficiency
         state = "" if self.complete else " (partial)"
-        return (f"{self.label}{state}: {self.device.name}, relative to '{self.reference_gpu}': prefill "
-                f"{e.prefill_compute:.3g}, decode {e.decode_compute:.3g}, training {e.training_compute:.3g} of peak "
-                f"FLOP/s; memory bandwidth {e.memory_bandwidth:.3g}; communication {e.communication:.3g}")
+        return (
+            f"{self.label}{state}: {self.device.name}, relative to '{self.reference_gpu}': prefill "
+            f"{e.prefill_compute:.3g}, decode {e.decode_compute:.3g}, training {e.training_compute:.3g} of peak "
+            f"FLOP/s; memory bandwidth {e.memory_bandwidth:.3g}; communication {e.communication:.3g}"
+        )
 
 
 def strip_computed_fields(model: type[BaseModel], data: Any) -> Any:
@@ -322,22 +327,22 @@ def _strip_value(annotation: Any, value: Any) -> Any:
 
 def make_record_id(device_name: str, created_at: datetime) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", device_name.lower()).strip("-")[:40] or "device"
-    return f"{slug}-{created_at.astimezone(timezone.utc).strftime('%Y%m%dT%H%M%SZ')}"
+    return f"{slug}-{created_at.astimezone(UTC).strftime('%Y%m%dT%H%M%SZ')}"
 
 
 __all__ = [
     "CALIBRATION_FORMAT",
     "CALIBRATION_VERSION",
-    "ProfileSettings",
+    "AllReduceMeasurement",
+    "BandwidthMeasurement",
+    "CalibrationRecord",
+    "Ceilings",
+    "ComparisonRow",
     "DeviceInfo",
     "MatmulMeasurement",
-    "BandwidthMeasurement",
-    "AllReduceMeasurement",
-    "Ceilings",
-    "ProxySpec",
     "PhaseMeasurement",
-    "ComparisonRow",
-    "CalibrationRecord",
+    "ProfileSettings",
+    "ProxySpec",
     "make_record_id",
     "strip_computed_fields",
 ]

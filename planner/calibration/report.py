@@ -12,8 +12,15 @@ ROLE_WORDS = {
     "holdout": "held out",
     "memory": "memory",
 }
-EFFICIENCY_FIELDS = ("prefill_compute", "decode_compute", "training_compute", "memory_bandwidth", "communication",
-                     "host_link", "layer_overhead_seconds")
+EFFICIENCY_FIELDS = (
+    "prefill_compute",
+    "decode_compute",
+    "training_compute",
+    "memory_bandwidth",
+    "communication",
+    "host_link",
+    "layer_overhead_seconds",
+)
 
 
 def format_value(value: float | None, unit: str) -> str:
@@ -44,15 +51,17 @@ def table_rows(record: CalibrationRecord) -> list[dict[str, str]]:
     """One dict of display strings per comparison row."""
     out = []
     for row in record.predicted_vs_measured:
-        out.append({
-            "quantity": row.quantity,
-            "kind": ROLE_WORDS[row.role],
-            "measured": format_value(row.measured, row.unit),
-            "predicted (defaults)": format_value(row.predicted, row.unit),
-            "error": format_error(row.error_fraction),
-            "predicted (calibrated)": format_value(row.predicted_calibrated, row.unit),
-            "calibrated error": format_error(row.calibrated_error_fraction),
-        })
+        out.append(
+            {
+                "quantity": row.quantity,
+                "kind": ROLE_WORDS[row.role],
+                "measured": format_value(row.measured, row.unit),
+                "predicted (defaults)": format_value(row.predicted, row.unit),
+                "error": format_error(row.error_fraction),
+                "predicted (calibrated)": format_value(row.predicted_calibrated, row.unit),
+                "calibrated error": format_error(row.calibrated_error_fraction),
+            }
+        )
     return out
 
 
@@ -91,8 +100,11 @@ def efficiency_lines(record: CalibrationRecord) -> list[str]:
 
 def summary_errors(rows: list[ComparisonRow]) -> dict[str, float]:
     """Largest |calibrated error| among held-out time rows, and among memory rows."""
-    held = [abs(r.calibrated_error_fraction) for r in rows if r.role == "holdout" and r.calibrated_error_fraction
-            is not None]
+    held = [
+        abs(r.calibrated_error_fraction)
+        for r in rows
+        if r.role == "holdout" and r.calibrated_error_fraction is not None
+    ]
     memory = [abs(r.error_fraction) for r in rows if r.role == "memory"]
     return {"holdout_max": max(held, default=0.0), "memory_max": max(memory, default=0.0)}
 
@@ -109,7 +121,8 @@ def markdown_report(record: CalibrationRecord, command: str | None = None) -> st
         f"- device: {d.name} ({d.kind}), {gib(d.memory_bytes)} total, {gib(d.free_memory_bytes)} free at start"
         + (f", {d.cpu_threads} torch threads" if d.cpu_threads else "")
         + (f", compute capability {d.compute_capability}" if d.compute_capability else ""),
-        f"- torch {d.torch_version}" + (f", CUDA {d.cuda_version}" if d.cuda_version else "")
+        f"- torch {d.torch_version}"
+        + (f", CUDA {d.cuda_version}" if d.cuda_version else "")
         + (f", NCCL {d.nccl_version}" if d.nccl_version else ""),
         f"- efficiencies are relative to catalog accelerator `{record.reference_gpu}` "
         f"({rate(record.reference_peak_flops_per_second, 'FLOP/s')} at {record.dtype}, "
@@ -118,33 +131,48 @@ def markdown_report(record: CalibrationRecord, command: str | None = None) -> st
     if record.proxy is not None:
         p = record.proxy
         a = p.architecture
-        lines.append(f"- proxy: {a.num_layers} of {p.source_num_layers} layers of {p.model_name} (`{p.model_id}`), "
-                     f"hidden {a.hidden_size}, {a.num_attention_heads} heads, {a.num_kv_heads} KV heads, head_dim "
-                     f"{a.head_dim}, MLP {a.intermediate_size}, {p.dtype}; prefill {p.prefill_tokens} (held out "
-                     f"{p.holdout_prefill_tokens}) tokens; decode batch {p.decode_batch} at context "
-                     f"{p.decode_context_tokens} (held out: batch {p.holdout_decode_batch} at "
-                     f"{p.holdout_decode_context_tokens}); training micro-batch {p.train_micro_batch} x "
-                     f"{p.train_tokens} tokens")
+        lines.append(
+            f"- proxy: {a.num_layers} of {p.source_num_layers} layers of {p.model_name} (`{p.model_id}`), "
+            f"hidden {a.hidden_size}, {a.num_attention_heads} heads, {a.num_kv_heads} KV heads, head_dim "
+            f"{a.head_dim}, MLP {a.intermediate_size}, {p.dtype}; prefill {p.prefill_tokens} (held out "
+            f"{p.holdout_prefill_tokens}) tokens; decode batch {p.decode_batch} at context "
+            f"{p.decode_context_tokens} (held out: batch {p.holdout_decode_batch} at "
+            f"{p.holdout_decode_context_tokens}); training micro-batch {p.train_micro_batch} x "
+            f"{p.train_tokens} tokens"
+        )
         for cap in p.caps:
             lines.append(f"  - {cap}")
     lines += ["", "## Fitted efficiencies", ""]
     lines += [f"- {line}" for line in efficiency_lines(record)]
-    lines += ["", f"Memory correction: {record.runtime_overhead_correction_bytes:,.0f} bytes. "
-                  f"{record.memory_correction_note}", ""]
-    lines += ["## Predicted vs measured", "",
-              "`predicted (defaults)` is what an uncalibrated plan assumes (catalog peaks x documented "
-              "efficiencies); `predicted (calibrated)` uses this record. Error = (predicted - measured) / measured. "
-              "`fitted` rows were used to fit an efficiency (calibrated error ~0 by construction); `held out` rows "
-              "were not; `memory` rows compare exact tensor bytes with the engine's memory terms.", ""]
+    lines += [
+        "",
+        f"Memory correction: {record.runtime_overhead_correction_bytes:,.0f} bytes. {record.memory_correction_note}",
+        "",
+    ]
+    lines += [
+        "## Predicted vs measured",
+        "",
+        "`predicted (defaults)` is what an uncalibrated plan assumes (catalog peaks x documented "
+        "efficiencies); `predicted (calibrated)` uses this record. Error = (predicted - measured) / measured. "
+        "`fitted` rows were used to fit an efficiency (calibrated error ~0 by construction); `held out` rows "
+        "were not; `memory` rows compare exact tensor bytes with the engine's memory terms.",
+        "",
+    ]
     lines.append(_markdown_table(table_rows(record)))
     if record.phases:
-        lines += ["## Proxy phases", "", "| phase | layers | batch | tokens | context | best | median | reps | "
-                  "per layer |", "|---|---|---|---|---|---|---|---|---|"]
+        lines += [
+            "## Proxy phases",
+            "",
+            "| phase | layers | batch | tokens | context | best | median | reps | per layer |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
         for ph in record.phases:
             per_layer = ", ".join(seconds(t) for t in ph.seconds_per_layer)
-            lines.append(f"| {ph.name} | {ph.layers} | {ph.batch} | {ph.tokens} | {ph.context_tokens} | "
-                         f"{seconds(ph.seconds)} | {seconds(ph.median_seconds) if ph.median_seconds else '-'} | "
-                         f"{ph.reps} | {per_layer} |")
+            lines.append(
+                f"| {ph.name} | {ph.layers} | {ph.batch} | {ph.tokens} | {ph.context_tokens} | "
+                f"{seconds(ph.seconds)} | {seconds(ph.median_seconds) if ph.median_seconds else '-'} | "
+                f"{ph.reps} | {per_layer} |"
+            )
         lines.append("")
     if record.ceilings.skipped or record.notes:
         lines += ["## Notes", ""]
@@ -154,5 +182,12 @@ def markdown_report(record: CalibrationRecord, command: str | None = None) -> st
     return "\n".join(lines)
 
 
-__all__ = ["format_value", "format_error", "table_rows", "text_table", "markdown_report", "efficiency_lines",
-           "summary_errors"]
+__all__ = [
+    "efficiency_lines",
+    "format_error",
+    "format_value",
+    "markdown_report",
+    "summary_errors",
+    "table_rows",
+    "text_table",
+]

@@ -90,18 +90,21 @@ def parse_calibration(text: str | bytes, source: str) -> CalibrationRecord:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise CalibrationFileError(f"{source} is corrupt: not valid JSON ({exc.msg} at line {exc.lineno}, "
-                                   f"column {exc.colno})") from None
+        raise CalibrationFileError(
+            f"{source} is corrupt: not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+        ) from None
     except RecursionError:
         raise CalibrationFileError(f"{source} is corrupt: nested too deeply") from None
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
-        raise CalibrationFileError(f'{source} is not a Headroom calibration record (no "format": '
-                                   f'"{CALIBRATION_FORMAT}")')
+        raise CalibrationFileError(
+            f'{source} is not a Headroom calibration record (no "format": "{CALIBRATION_FORMAT}")'
+        )
     version = data.get("version")
     if version != CALIBRATION_VERSION:
         raise CalibrationFileError(
             f"{source} is a calibration record of format version {version!r}; this Headroom reads version "
-            f"{CALIBRATION_VERSION}. Run `python -m planner calibrate` again to make a current one.")
+            f"{CALIBRATION_VERSION}. Run `python -m planner calibrate` again to make a current one."
+        )
     try:
         return CalibrationRecord.from_json_data(data)
     except ValidationError as exc:
@@ -126,8 +129,9 @@ def write_calibration_file(record: CalibrationRecord, path: Path | str) -> Path:
     return atomic_write_text(Path(path), export_calibration(record))
 
 
-def import_calibration(data: str | bytes, source: str = "uploaded file", directory: Path | None = None
-                       ) -> CalibrationRecord:
+def import_calibration(
+    data: str | bytes, source: str = "uploaded file", directory: Path | None = None
+) -> CalibrationRecord:
     """Validate an exported record and store it (the dashboard's import)."""
     record = parse_calibration(data, source)
     save_calibration(record, directory)
@@ -220,21 +224,21 @@ def load_active(directory: Path | None = None) -> CalibrationRecord | None:
 
 __all__ = [
     "DATA_DIR_ENV",
-    "data_dir",
-    "calibrations_dir",
     "atomic_write_text",
+    "calibrations_dir",
+    "data_dir",
+    "delete_calibration",
     "export_calibration",
-    "parse_calibration",
-    "load_calibration_file",
-    "write_calibration_file",
+    "get_active_id",
     "import_calibration",
+    "list_calibrations",
+    "load_active",
+    "load_calibration",
+    "load_calibration_file",
+    "parse_calibration",
     "record_path",
     "save_calibration",
-    "load_calibration",
     "scan_calibrations",
-    "list_calibrations",
-    "delete_calibration",
-    "get_active_id",
     "set_active_id",
-    "load_active",
+    "write_calibration_file",
 ]

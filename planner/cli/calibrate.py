@@ -29,9 +29,12 @@ EXIT_INVALID = 2
 
 
 def register(subparsers) -> None:
-    p = subparsers.add_parser("calibrate", help="profile this machine (needs torch) and store a calibration",
-                              description="Measure matmul/bandwidth ceilings and a few layers of a model, fit the "
-                                          "planner's efficiency factors, and store the calibration record.")
+    p = subparsers.add_parser(
+        "calibrate",
+        help="profile this machine (needs torch) and store a calibration",
+        description="Measure matmul/bandwidth ceilings and a few layers of a model, fit the "
+        "planner's efficiency factors, and store the calibration record.",
+    )
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--seconds", type=float, default=60.0, help="time budget (default 60)")
     p.add_argument("--model", default="llama-3.1-8b", help="catalog or size id of the proxy model")
@@ -51,9 +54,16 @@ def register(subparsers) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
 
-    settings = ProfileSettings(device=args.device, seconds=args.seconds, model=args.model, layers=args.layers,
-                               memory_share=args.memory_share, reference_gpu=args.gpu, dtype=args.dtype,
-                               label=args.label)
+    settings = ProfileSettings(
+        device=args.device,
+        seconds=args.seconds,
+        model=args.model,
+        layers=args.layers,
+        memory_share=args.memory_share,
+        reference_gpu=args.gpu,
+        dtype=args.dtype,
+        label=args.label,
+    )
     last = {"percent": -1}
 
     def progress(fraction: float, message: str) -> None:
@@ -101,12 +111,22 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 def _command(args: argparse.Namespace) -> str:
     """The command line that reproduces this run (every option that differs from its default)."""
-    parts = ["python -m planner calibrate", f"--device {args.device}", f"--seconds {args.seconds:g}",
-             f"--model {shlex.quote(args.model)}"]
-    for flag, value, default in (("--gpu", args.gpu, None), ("--layers", args.layers, None),
-                                 ("--dtype", args.dtype, "auto"), ("--memory-share", args.memory_share, 0.5),
-                                 ("--label", args.label, None), ("--out", args.out, None),
-                                 ("--report", args.report, None), ("--format", args.format, "table")):
+    parts = [
+        "python -m planner calibrate",
+        f"--device {args.device}",
+        f"--seconds {args.seconds:g}",
+        f"--model {shlex.quote(args.model)}",
+    ]
+    for flag, value, default in (
+        ("--gpu", args.gpu, None),
+        ("--layers", args.layers, None),
+        ("--dtype", args.dtype, "auto"),
+        ("--memory-share", args.memory_share, 0.5),
+        ("--label", args.label, None),
+        ("--out", args.out, None),
+        ("--report", args.report, None),
+        ("--format", args.format, "table"),
+    ):
         if value != default:
             parts.append(f"{flag} {shlex.quote(str(value))}")
     for flag, value in (("--no-save", args.no_save), ("--activate", args.activate)):
@@ -115,4 +135,4 @@ def _command(args: argparse.Namespace) -> str:
     return " ".join(parts)
 
 
-__all__ = ["register", "cmd_calibrate"]
+__all__ = ["cmd_calibrate", "register"]

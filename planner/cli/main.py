@@ -15,8 +15,9 @@ import importlib
 import importlib.util
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -137,9 +138,11 @@ def cmd_models(args: argparse.Namespace) -> int:
 def cmd_gpus(args: argparse.Namespace) -> int:
 
     for accel in list_accelerators():
-        print(f"{accel.id:12s} {accel.memory_bytes / 2**30:7.1f} GiB  {accel.memory_bandwidth_bytes_per_second / 1e12:5.2f} TB/s"
-              f"  bf16 {accel.peak_flops('bf16') / 1e12:7.1f} TFLOP/s  ${accel.reference_usd_per_hour:.2f}/h (reference)"
-              f"  {accel.name}")
+        print(
+            f"{accel.id:12s} {accel.memory_bytes / 2**30:7.1f} GiB  {accel.memory_bandwidth_bytes_per_second / 1e12:5.2f} TB/s"
+            f"  bf16 {accel.peak_flops('bf16') / 1e12:7.1f} TFLOP/s  ${accel.reference_usd_per_hour:.2f}/h (reference)"
+            f"  {accel.name}"
+        )
     return 0
 
 
@@ -193,4 +196,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_INVALID
     except BrokenPipeError:
         return 0
-

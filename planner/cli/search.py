@@ -33,8 +33,9 @@ def register(subparsers) -> None:
     p = subparsers.add_parser("search", help="best configurations under constraints")
     p.add_argument("scenario")
     p.add_argument("--constraint", action="append", default=[], help="e.g. ttft_seconds<=0.5 (repeatable)")
-    p.add_argument("--minimize", default=None, help="default: usd_per_million_output_tokens (inference), "
-                                                    "usd_total (training)")
+    p.add_argument(
+        "--minimize", default=None, help="default: usd_per_million_output_tokens (inference), usd_total (training)"
+    )
     p.add_argument("--top", type=int, default=10)
     p.add_argument("--gpus", default="", help="comma-separated catalog ids (default: the scenario's GPU)")
     p.add_argument("--max-gpus", type=int, default=16)
@@ -56,22 +57,54 @@ def run(args: argparse.Namespace) -> int:
     layout = powers_of_two(min(args.max_gpus, 64))
     if base.kind == "training":
         grid = training_grid(
-            base, gpus=gpus, num_gpus=powers_of_two(args.max_gpus), tensor_parallel=[t for t in layout if t <= 8],
-            pipeline_parallel=[p for p in layout if p <= min(arch.num_layers, 16)], zero_stages=[0, 1, 2, 3],
-            checkpointing=["none", "selective", "full"], micro_batch_sizes=[1, 2, 4, 8])
+            base,
+            gpus=gpus,
+            num_gpus=powers_of_two(args.max_gpus),
+            tensor_parallel=[t for t in layout if t <= 8],
+            pipeline_parallel=[p for p in layout if p <= min(arch.num_layers, 16)],
+            zero_stages=[0, 1, 2, 3],
+            checkpointing=["none", "selective", "full"],
+            micro_batch_sizes=[1, 2, 4, 8],
+        )
         evaluate, objective = evaluate_training, args.minimize or "usd_total"
-        columns = list(TRAINING_GRID_COLUMNS) + ["data_parallel", "step_seconds", "tokens_per_second", "mfu",
-                                                 "time_to_train_seconds", "usd_total", "total_bytes"]
+        columns = list(TRAINING_GRID_COLUMNS) + [
+            "data_parallel",
+            "step_seconds",
+            "tokens_per_second",
+            "mfu",
+            "time_to_train_seconds",
+            "usd_total",
+            "total_bytes",
+        ]
     else:
         grid = inference_grid(
-            base, gpus=gpus, num_gpus=powers_of_two(args.max_gpus), tensor_parallel=layout,
+            base,
+            gpus=gpus,
+            num_gpus=powers_of_two(args.max_gpus),
+            tensor_parallel=layout,
             pipeline_parallel=[p for p in layout if p <= arch.num_layers],
-            expert_parallel=layout if arch.is_moe else [1], weight_dtypes=["bf16", "fp8", "int8", "int4"],
-            kv_cache_dtypes=["bf16", "fp8"], concurrency=sorted({base.concurrency, *powers_of_two(4096)}))
+            expert_parallel=layout if arch.is_moe else [1],
+            weight_dtypes=["bf16", "fp8", "int8", "int4"],
+            kv_cache_dtypes=["bf16", "fp8"],
+            concurrency=sorted({base.concurrency, *powers_of_two(4096)}),
+        )
         evaluate, objective = evaluate_inference, args.minimize or "usd_per_million_output_tokens"
-        columns = ["gpu", "num_gpus", "tensor_parallel", "pipeline_parallel", "expert_parallel", "weight_dtype",
-                   "kv_cache_dtype", "concurrency", "ttft_seconds", "tpot_seconds", "output_tokens_per_second",
-                   "usd_per_hour", "usd_per_million_output_tokens", "total_bytes"]
+        columns = [
+            "gpu",
+            "num_gpus",
+            "tensor_parallel",
+            "pipeline_parallel",
+            "expert_parallel",
+            "weight_dtype",
+            "kv_cache_dtype",
+            "concurrency",
+            "ttft_seconds",
+            "tpot_seconds",
+            "output_tokens_per_second",
+            "usd_per_hour",
+            "usd_per_million_output_tokens",
+            "total_bytes",
+        ]
     try:
         frame = evaluate(base, grid)
         if args.pareto:
@@ -83,13 +116,17 @@ def run(args: argparse.Namespace) -> int:
     except (PlanningError, ValueError, KeyError) as exc:
         raise CliError(str(exc)) from None
     result = result[columns]
-    print(f"# {len(grid):,} configurations, {int(frame.valid.sum()):,} valid layouts, "
-          f"{len(apply_constraints(frame, args.constraint)):,} fit and meet the constraints", file=sys.stderr)
+    print(
+        f"# {len(grid):,} configurations, {int(frame.valid.sum()):,} valid layouts, "
+        f"{len(apply_constraints(frame, args.constraint)):,} fit and meet the constraints",
+        file=sys.stderr,
+    )
     if args.format == "csv":
         sys.stdout.write(result.to_csv(index=False))
     elif args.format == "json":
         sys.stdout.write(result.to_json(orient="records", indent=2) + "\n")
     else:
-        sys.stdout.write((result.to_string(index=False) if len(result) else "no configuration meets the constraints")
-                         + "\n")
+        sys.stdout.write(
+            (result.to_string(index=False) if len(result) else "no configuration meets the constraints") + "\n"
+        )
     return 0

@@ -153,7 +153,9 @@ def list_accelerators() -> list[Accelerator]:
 def get_accelerator(accelerator_id: str) -> Accelerator:
     catalog = _catalog()
     if accelerator_id not in catalog:
-        raise PlanningError(f"unknown GPU '{accelerator_id}'; choose one of {', '.join(catalog)} or define a custom one")
+        raise PlanningError(
+            f"unknown GPU '{accelerator_id}'; choose one of {', '.join(catalog)} or define a custom one"
+        )
     return catalog[accelerator_id]
 
 

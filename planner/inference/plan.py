@@ -62,7 +62,7 @@ class HardwareInputs:
     usd_per_gpu_hour: object
 
     @classmethod
-    def from_accelerator(cls, accel: Accelerator, weight_dtype: str, usd_per_gpu_hour: float) -> "HardwareInputs":
+    def from_accelerator(cls, accel: Accelerator, weight_dtype: str, usd_per_gpu_hour: float) -> HardwareInputs:
         peak = accel.peak_flops(compute_dtype(weight_dtype))
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
@@ -78,12 +78,31 @@ class HardwareInputs:
         )
 
 
-def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: HardwareInputs,
-                      efficiency: Efficiency, *, tensor_parallel, pipeline_parallel, expert_parallel, num_gpus,
-                      linear_bytes, high_precision_bytes, embedding_bytes, kv_bytes, activation_bytes,
-                      prompt_tokens, output_tokens, concurrency, block_tokens, memory_utilization,
-                      prefill_chunk_tokens, prefix_cache_hit_rate, honor_sliding_window=True,
-                      runtime_overhead_correction_bytes=0.0) -> dict:
+def inference_metrics(
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: HardwareInputs,
+    efficiency: Efficiency,
+    *,
+    tensor_parallel,
+    pipeline_parallel,
+    expert_parallel,
+    num_gpus,
+    linear_bytes,
+    high_precision_bytes,
+    embedding_bytes,
+    kv_bytes,
+    activation_bytes,
+    prompt_tokens,
+    output_tokens,
+    concurrency,
+    block_tokens,
+    memory_utilization,
+    prefill_chunk_tokens,
+    prefix_cache_hit_rate,
+    honor_sliding_window=True,
+    runtime_overhead_correction_bytes=0.0,
+) -> dict:
     """Every number of an inference plan, per GPU unless named otherwise. Broadcasts over arrays."""
     tp, pp, ep = tensor_parallel, pipeline_parallel, expert_parallel
     replicas = num_gpus // (tp * pp)
@@ -97,7 +116,9 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
     # an expert-parallel group spans `ep` GPUs.
     tp_bw = collectives.link_bandwidth(tp, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
     tp_lat = collectives.link_latency(tp, hw.gpus_per_node, hw.link_latency_seconds)
-    pp_bw = collectives.link_bandwidth(tp * pp, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
+    pp_bw = collectives.link_bandwidth(
+        tp * pp, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second
+    )
     pp_lat = collectives.link_latency(tp * pp, hw.gpus_per_node, hw.link_latency_seconds)
     ep_bw = collectives.link_bandwidth(ep, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second)
     ep_lat = collectives.link_latency(ep, hw.gpus_per_node, hw.link_latency_seconds)
@@ -137,8 +158,15 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
         handoff = (pp - 1) * collectives.p2p_seconds(message, pp_bw, pp_lat, efficiency.communication)
         overhead = stage_layers * efficiency.layer_overhead_seconds
         step = pp * (maximum(compute_s, memory_s) + comm_s + overhead) + handoff
-        return dict(flops=flops, bytes=bytes_moved, compute=compute_s, memory=memory_s,
-                    comm=comm_s + handoff / pp, seconds=step, tokens=tokens)
+        return dict(
+            flops=flops,
+            bytes=bytes_moved,
+            compute=compute_s,
+            memory=memory_s,
+            comm=comm_s + handoff / pp,
+            seconds=step,
+            tokens=tokens,
+        )
 
     ttft_step = prefill_step(new_tokens, 1)
     # Under load, prompts are prefilled in full chunks: the per-request cost is a chunk's time shared
@@ -158,15 +186,19 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
     )
     kv_reads = mem.kv_cache_bytes(arch, tp, pp, micro_batch, mean_context, kv_bytes, 1, honor_sliding_window)
     decode_bytes = weight_reads + kv_reads
-    decode_compute = roofline.compute_seconds(decode_step_flops, hw.decode_peak_flops_per_second, efficiency.decode_compute)
+    decode_compute = roofline.compute_seconds(
+        decode_step_flops, hw.decode_peak_flops_per_second, efficiency.decode_compute
+    )
     decode_memory = roofline.memory_seconds(decode_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
     message = micro_batch * h * activation_bytes
     decode_comm = stage_layers * 2 * collectives.allreduce_seconds(message, tp, tp_bw, tp_lat, efficiency.communication)
     if arch.is_moe:
         # Experts spread beyond the TP group: tokens travel to their experts and back (2 all-to-alls).
         dispatch = micro_batch * arch.experts_per_token * h * activation_bytes
-        all_to_all = 2 * mem.stage_moe_layers(arch, pp) * collectives.allgather_seconds(
-            dispatch, ep, ep_bw, ep_lat, efficiency.communication
+        all_to_all = (
+            2
+            * mem.stage_moe_layers(arch, pp)
+            * collectives.allgather_seconds(dispatch, ep, ep_bw, ep_lat, efficiency.communication)
         )
         decode_comm = decode_comm + where(ep > tp, all_to_all, 0.0)
     handoff = (pp - 1) * collectives.p2p_seconds(message, pp_bw, pp_lat, efficiency.communication)
@@ -199,8 +231,15 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
         ttft_seconds=ttft_step["seconds"],
         burst_ttft_seconds=maximum(sequences * prefill_seconds_per_request, ttft_step["seconds"]),
         prefill_seconds_per_request=prefill_seconds_per_request,
-        decode=dict(flops=decode_step_flops, bytes=decode_bytes, compute=decode_compute, memory=decode_memory,
-                    comm=decode_comm + handoff / pp, seconds=decode_step, tokens=micro_batch),
+        decode=dict(
+            flops=decode_step_flops,
+            bytes=decode_bytes,
+            compute=decode_compute,
+            memory=decode_memory,
+            comm=decode_comm + handoff / pp,
+            seconds=decode_step,
+            tokens=micro_batch,
+        ),
         decode_step_seconds=decode_step,
         tpot_seconds=tpot,
         e2e_latency_seconds=ttft_step["seconds"] + (output_tokens - 1) * tpot,
@@ -214,8 +253,15 @@ def inference_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Hard
     )
 
 
-def max_context_tokens(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, kv_bytes, kv_budget_per_sequence,
-                       block_tokens=1, honor_sliding_window=True):
+def max_context_tokens(
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    kv_bytes,
+    kv_budget_per_sequence,
+    block_tokens=1,
+    honor_sliding_window=True,
+):
     """Longest context one sequence can hold in `kv_budget_per_sequence` bytes on one GPU.
 
     Inverts `kv_cache_bytes_per_sequence`: full-attention layers grow with every token; sliding-window
@@ -261,8 +307,15 @@ RESOURCE_WORDS = {
 }
 
 
-def _bottleneck(fits: bool, total: float, budget: float, prefill: PhaseRoofline, decode: PhaseRoofline,
-                prefill_share: float, ridge: float) -> tuple[str, str]:
+def _bottleneck(
+    fits: bool,
+    total: float,
+    budget: float,
+    prefill: PhaseRoofline,
+    decode: PhaseRoofline,
+    prefill_share: float,
+    ridge: float,
+) -> tuple[str, str]:
     if not fits:
         return "capacity", (
             f"The plan needs {gib(total)} per GPU but the engine may use {gib(budget)}: "
@@ -302,19 +355,40 @@ def plan_inference(scenario: InferenceScenario, calibration=None) -> InferencePl
     kv_b = kv_bytes_per_element(scenario.kv_cache_dtype)
     act_b = 4.0 if scenario.weight_dtype == "fp32" else 2.0
     m = inference_metrics(
-        arch, counts, hw, efficiency,
-        tensor_parallel=scenario.tensor_parallel, pipeline_parallel=scenario.pipeline_parallel,
-        expert_parallel=scenario.expert_parallel, num_gpus=scenario.num_gpus,
-        linear_bytes=linear_b, high_precision_bytes=hp_b, embedding_bytes=emb_b, kv_bytes=kv_b,
-        activation_bytes=act_b, prompt_tokens=scenario.prompt_tokens, output_tokens=scenario.output_tokens,
-        concurrency=scenario.concurrency, block_tokens=scenario.kv_block_tokens,
-        memory_utilization=scenario.gpu_memory_utilization, prefill_chunk_tokens=scenario.prefill_chunk_tokens,
-        prefix_cache_hit_rate=scenario.prefix_cache_hit_rate, honor_sliding_window=scenario.honor_sliding_window,
+        arch,
+        counts,
+        hw,
+        efficiency,
+        tensor_parallel=scenario.tensor_parallel,
+        pipeline_parallel=scenario.pipeline_parallel,
+        expert_parallel=scenario.expert_parallel,
+        num_gpus=scenario.num_gpus,
+        linear_bytes=linear_b,
+        high_precision_bytes=hp_b,
+        embedding_bytes=emb_b,
+        kv_bytes=kv_b,
+        activation_bytes=act_b,
+        prompt_tokens=scenario.prompt_tokens,
+        output_tokens=scenario.output_tokens,
+        concurrency=scenario.concurrency,
+        block_tokens=scenario.kv_block_tokens,
+        memory_utilization=scenario.gpu_memory_utilization,
+        prefill_chunk_tokens=scenario.prefill_chunk_tokens,
+        prefix_cache_hit_rate=scenario.prefix_cache_hit_rate,
+        honor_sliding_window=scenario.honor_sliding_window,
         runtime_overhead_correction_bytes=correction,
     )
     memory = MemoryBreakdown(
-        components={key: float(m[key]) for key in
-                    ("weights_bytes", "kv_cache_bytes", "activations_bytes", "logits_bytes", "runtime_overhead_bytes")},
+        components={
+            key: float(m[key])
+            for key in (
+                "weights_bytes",
+                "kv_cache_bytes",
+                "activations_bytes",
+                "logits_bytes",
+                "runtime_overhead_bytes",
+            )
+        },
         capacity_bytes=float(accel.memory_bytes),
         budget_bytes=float(m["budget_bytes"]),
         max_concurrency=int(m["max_concurrency"]),
@@ -352,20 +426,31 @@ def plan_inference(scenario: InferenceScenario, calibration=None) -> InferencePl
         replicas_needed=replicas_needed,
         gpus_needed=gpus_needed,
     )
-    bottleneck, reason = _bottleneck(memory.fits, memory.total_bytes, memory.budget_bytes, prefill, decode,
-                                     performance.prefill_share_of_time, ridge)
+    bottleneck, reason = _bottleneck(
+        memory.fits, memory.total_bytes, memory.budget_bytes, prefill, decode, performance.prefill_share_of_time, ridge
+    )
     kv_per_token = kv_cache_bytes_per_token(arch, kv_b)
     summary = ModelSummary(
-        name=arch.name, model_id=scenario.model_id(), model_type=arch.model_type,
-        params_total=counts.total, params_active=counts.active, kv_cache_bytes_per_token=kv_per_token,
-        num_layers=arch.num_layers, hidden_size=arch.hidden_size, max_context_tokens=arch.max_context_tokens,
+        name=arch.name,
+        model_id=scenario.model_id(),
+        model_type=arch.model_type,
+        params_total=counts.total,
+        params_active=counts.active,
+        kv_cache_bytes_per_token=kv_per_token,
+        num_layers=arch.num_layers,
+        hidden_size=arch.hidden_size,
+        max_context_tokens=arch.max_context_tokens,
         parameter_breakdown=counts.as_dict(),
     )
     hardware = HardwareSummary(
-        id=scenario.gpu_id(), name=accel.name, memory_bytes=accel.memory_bytes,
+        id=scenario.gpu_id(),
+        name=accel.name,
+        memory_bytes=accel.memory_bytes,
         memory_bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
-        peak_flops_per_second=hw.decode_peak_flops_per_second, compute_dtype=compute_dtype(scenario.weight_dtype),
-        usd_per_gpu_hour=price, usd_per_gpu_hour_is_reference=scenario.usd_per_gpu_hour is None,
+        peak_flops_per_second=hw.decode_peak_flops_per_second,
+        compute_dtype=compute_dtype(scenario.weight_dtype),
+        usd_per_gpu_hour=price,
+        usd_per_gpu_hour_is_reference=scenario.usd_per_gpu_hour is None,
     )
     return InferencePlan(
         scenario=scenario.model_dump(mode="json"),
@@ -379,14 +464,20 @@ def plan_inference(scenario: InferenceScenario, calibration=None) -> InferencePl
         warnings=_warnings(scenario, arch, accel, memory, m),
         assumptions=_assumptions(scenario, arch, efficiency, calibration),
         equations=_equations(scenario, arch, counts, hw, efficiency, m, linear_b, kv_b, kv_per_token),
-        uncertainty=inference_bands(memory.total_bytes, performance.ttft_seconds, performance.tpot_seconds,
-                                    performance.output_tokens_per_second, calibration),
+        uncertainty=inference_bands(
+            memory.total_bytes,
+            performance.ttft_seconds,
+            performance.tpot_seconds,
+            performance.output_tokens_per_second,
+            calibration,
+        ),
         calibration=getattr(calibration, "label", None),
     )
 
 
-def _warnings(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator, memory: MemoryBreakdown,
-              m: dict) -> list[str]:
+def _warnings(
+    s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator, memory: MemoryBreakdown, m: dict
+) -> list[str]:
     out = []
     if s.context_tokens > arch.max_context_tokens:
         out.append(
@@ -399,8 +490,10 @@ def _warnings(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator,
             f"({percent(s.gpu_memory_utilization)} of {gib(memory.capacity_bytes)})."
         )
     elif memory.headroom_fraction < 0.10:
-        out.append(f"Headroom is only {percent(memory.headroom_fraction)} of the memory budget: "
-                   "a longer prompt or a traffic burst will preempt sequences.")
+        out.append(
+            f"Headroom is only {percent(memory.headroom_fraction)} of the memory budget: "
+            "a longer prompt or a traffic burst will preempt sequences."
+        )
     if memory.components["kv_cache_bytes"] > memory.components["weights_bytes"]:
         out.append(
             f"KV cache ({gib(memory.components['kv_cache_bytes'])}) is larger than the weights "
@@ -408,7 +501,11 @@ def _warnings(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator,
             "the weights alone runs out of memory long before it runs out of compute."
         )
     for label, dtype in (("weights", s.weight_dtype), ("KV cache", s.kv_cache_dtype)):
-        if dtype in ("fp8", "int8", "int4") and not accel.supports(dtype) and not (dtype == "int4" and label == "weights"):
+        if (
+            dtype in ("fp8", "int8", "int4")
+            and not accel.supports(dtype)
+            and not (dtype == "int4" and label == "weights")
+        ):
             out.append(
                 f"{accel.name} has no native {dtype} tensor cores: {label} in {dtype} only save memory; "
                 "kernels upcast and compute at the 16-bit rate (untested dtype on this GPU)."
@@ -417,18 +514,26 @@ def _warnings(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator,
     if s.tensor_parallel > 1 and "PCIe" in link:
         out.append(f"{accel.name} has no NVLink-class interconnect: tensor-parallel all-reduces run over {link}.")
     if s.tensor_parallel > accel.gpus_per_node:
-        out.append(f"tensor_parallel={s.tensor_parallel} spans more than the {accel.gpus_per_node} GPUs of a node: "
-                   "its all-reduces cross the network "
-                   f"({rate(accel.scale_out_bandwidth_bytes_per_second, 'B/s')} per GPU), every layer, every step.")
+        out.append(
+            f"tensor_parallel={s.tensor_parallel} spans more than the {accel.gpus_per_node} GPUs of a node: "
+            "its all-reduces cross the network "
+            f"({rate(accel.scale_out_bandwidth_bytes_per_second, 'B/s')} per GPU), every layer, every step."
+        )
     if s.concurrency % m["replicas"]:
-        out.append(f"concurrency {s.concurrency} does not split evenly over {m['replicas']} replicas; "
-                   "the busiest replica is planned.")
+        out.append(
+            f"concurrency {s.concurrency} does not split evenly over {m['replicas']} replicas; "
+            "the busiest replica is planned."
+        )
     if s.prefix_cache_hit_rate > 0:
-        out.append(f"A {percent(s.prefix_cache_hit_rate)} prefix-cache hit rate is assumed; TTFT and prefill "
-                   "throughput depend on it holding in production.")
+        out.append(
+            f"A {percent(s.prefix_cache_hit_rate)} prefix-cache hit rate is assumed; TTFT and prefill "
+            "throughput depend on it holding in production."
+        )
     if s.weight_dtype == "int4" and s.weight_group_size < 64:
-        out.append(f"int4 group size {s.weight_group_size} adds {percent(2.5 / s.weight_group_size / 0.5)} "
-                   "metadata over the packed weights.")
+        out.append(
+            f"int4 group size {s.weight_group_size} adds {percent(2.5 / s.weight_group_size / 0.5)} "
+            "metadata over the packed weights."
+        )
     return out
 
 
@@ -457,14 +562,20 @@ def _assumptions(s: InferenceScenario, arch: ModelArchitecture, efficiency: Effi
             f"{arch.num_kv_heads} KV heads); parameter count within 2% of the requested size."
         )
     if arch.is_moe:
-        out.append("MoE: uniform top-k routing; a decode step reads only the experts its tokens are routed to "
-                   "(expected distinct experts E(1-(1-k/E)^T)); routed experts split over max(TP, EP) GPUs.")
+        out.append(
+            "MoE: uniform top-k routing; a decode step reads only the experts its tokens are routed to "
+            "(expected distinct experts E(1-(1-k/E)^T)); routed experts split over max(TP, EP) GPUs."
+        )
     if arch.sliding_window and s.honor_sliding_window:
-        out.append(f"Sliding-window layers ({arch.sliding_window_layers} of {arch.num_layers}) cache at most "
-                   f"{arch.sliding_window:,} tokens, as engines that support sliding windows do.")
+        out.append(
+            f"Sliding-window layers ({arch.sliding_window_layers} of {arch.num_layers}) cache at most "
+            f"{arch.sliding_window:,} tokens, as engines that support sliding windows do."
+        )
     if s.weight_dtype == "int4":
-        out.append(f"int4 weights: group-wise (group {s.weight_group_size}) with an fp16 scale and 4-bit zero per "
-                   "group (GPTQ/AWQ layout); matmuls dequantize to bf16.")
+        out.append(
+            f"int4 weights: group-wise (group {s.weight_group_size}) with an fp16 scale and 4-bit zero per "
+            "group (GPTQ/AWQ layout); matmuls dequantize to bf16."
+        )
     if not s.quantize_embeddings and s.weight_dtype not in ("bf16", "fp16", "fp32"):
         out.append("Embedding, lm_head, norms and routers stay in 16-bit; only linear layers are quantized.")
     if calibration is not None:
@@ -472,55 +583,103 @@ def _assumptions(s: InferenceScenario, arch: ModelArchitecture, efficiency: Effi
     return out
 
 
-def _equations(s: InferenceScenario, arch: ModelArchitecture, counts: ParameterCounts, hw: HardwareInputs,
-               eff: Efficiency, m: dict, linear_b: float, kv_b: float, kv_per_token: float) -> list[Equation]:
-    kv_formula = ("layers x (kv_lora_rank + rope_dim) x bytes" if arch.uses_mla
-                  else "2 x layers x kv_heads x head_dim x bytes")
-    kv_sub = (f"{arch.num_layers} x ({arch.kv_lora_rank} + {arch.qk_rope_head_dim}) x {kv_b:g}" if arch.uses_mla
-              else f"2 x {arch.num_layers} x {arch.num_kv_heads} x {arch.head_dim} x {kv_b:g}")
+def _equations(
+    s: InferenceScenario,
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: HardwareInputs,
+    eff: Efficiency,
+    m: dict,
+    linear_b: float,
+    kv_b: float,
+    kv_per_token: float,
+) -> list[Equation]:
+    kv_formula = (
+        "layers x (kv_lora_rank + rope_dim) x bytes" if arch.uses_mla else "2 x layers x kv_heads x head_dim x bytes"
+    )
+    kv_sub = (
+        f"{arch.num_layers} x ({arch.kv_lora_rank} + {arch.qk_rope_head_dim}) x {kv_b:g}"
+        if arch.uses_mla
+        else f"2 x {arch.num_layers} x {arch.num_kv_heads} x {arch.head_dim} x {kv_b:g}"
+    )
     decode = m["decode"]
     return [
-        Equation(name="Parameters", formula="embedding + layers x (attention + MLP/experts + norms) + lm_head",
-                 substituted=" + ".join(f"{k} {count(v)}" for k, v in counts.as_dict().items() if v),
-                 value=counts.total, unit="parameters"),
-        Equation(name="KV cache per token", formula=kv_formula, substituted=kv_sub, value=kv_per_token, unit="bytes",
-                 source="vLLM paper Sec. 3 (MHA); DeepSeek-V2 Sec. 2.1 (MLA)"),
-        Equation(name="Weights per GPU",
-                 formula="stage layers x (sharded / TP + replicated) x bytes + embedding/head on the edge stage",
-                 substituted=f"{mem.stage_layers(arch, s.pipeline_parallel)} layers, TP {s.tensor_parallel}, "
-                             f"{s.weight_dtype} ({linear_b:g} B/param)",
-                 value=float(m["weights_bytes"]), unit="bytes"),
-        Equation(name="KV cache per GPU",
-                 formula="sequences per replica x context (rounded to blocks) x stage layers x KV elements per "
-                         "layer per rank x bytes",
-                 substituted=f"{int(m['sequences_per_replica'])} x {s.context_tokens:,} tokens x "
-                             f"{mem.stage_layers(arch, s.pipeline_parallel)} layers x "
-                             f"{kv_elements_per_token_per_layer(arch, s.tensor_parallel):g} x {kv_b:g} B",
-                 value=float(m["kv_cache_bytes"]), unit="bytes"),
-        Equation(name="TTFT", formula="PP x max(FLOPs / (peak x eff), bytes / (BW x eff)) + all-reduces + hand-offs",
-                 substituted=f"{s.pipeline_parallel} x max({count(m['prefill']['flops'])}FLOP / "
-                             f"({rate(hw.prefill_peak_flops_per_second, 'FLOP/s')} x {eff.prefill_compute:g}), "
-                             f"{gib(m['prefill']['bytes'])} / ({rate(hw.bandwidth_bytes_per_second, 'B/s')} x "
-                             f"{eff.memory_bandwidth:g})) + {seconds(m['prefill']['comm'])}",
-                 value=float(m["ttft_seconds"]), unit="seconds"),
-        Equation(name="Decode step", formula="PP x (max(FLOPs / (peak x eff), (weights read + KV read) / (BW x eff)) "
-                                            "+ all-reduces + layers x overhead)",
-                 substituted=f"{s.pipeline_parallel} x max({count(decode['flops'])}FLOP / "
-                             f"({rate(hw.decode_peak_flops_per_second, 'FLOP/s')} x {eff.decode_compute:g}), "
-                             f"{gib(decode['bytes'])} / ({rate(hw.bandwidth_bytes_per_second, 'B/s')} x "
-                             f"{eff.memory_bandwidth:g})) + {seconds(decode['comm'])} + "
-                             f"{mem.stage_layers(arch, s.pipeline_parallel)} x {seconds(eff.layer_overhead_seconds)}",
-                 value=float(m["decode_step_seconds"]), unit="seconds"),
-        Equation(name="TPOT", formula="(sequences x prefill per request + output x decode step) / output",
-                 substituted=f"({int(m['sequences_per_replica'])} x {seconds(m['prefill_seconds_per_request'])} + "
-                             f"{s.output_tokens} x {seconds(m['decode_step_seconds'])}) / {s.output_tokens}",
-                 value=float(m["tpot_seconds"]), unit="seconds"),
-        Equation(name="Output tokens/s", formula="replicas x sequences per replica / TPOT",
-                 substituted=f"{int(m['replicas'])} x {int(m['sequences_per_replica'])} / "
-                             f"{seconds(m['tpot_seconds'])}",
-                 value=float(m["output_tokens_per_second"]), unit="tokens/s"),
-        Equation(name="$ per 1M output tokens", formula="GPUs x $/GPU-hour / (tokens/s x 3600) x 1e6",
-                 substituted=f"{s.num_gpus} x {usd(hw.usd_per_gpu_hour)} / "
-                             f"({m['output_tokens_per_second']:,.0f} x 3600) x 1e6",
-                 value=float(m["usd_per_million_output_tokens"]), unit="USD"),
+        Equation(
+            name="Parameters",
+            formula="embedding + layers x (attention + MLP/experts + norms) + lm_head",
+            substituted=" + ".join(f"{k} {count(v)}" for k, v in counts.as_dict().items() if v),
+            value=counts.total,
+            unit="parameters",
+        ),
+        Equation(
+            name="KV cache per token",
+            formula=kv_formula,
+            substituted=kv_sub,
+            value=kv_per_token,
+            unit="bytes",
+            source="vLLM paper Sec. 3 (MHA); DeepSeek-V2 Sec. 2.1 (MLA)",
+        ),
+        Equation(
+            name="Weights per GPU",
+            formula="stage layers x (sharded / TP + replicated) x bytes + embedding/head on the edge stage",
+            substituted=f"{mem.stage_layers(arch, s.pipeline_parallel)} layers, TP {s.tensor_parallel}, "
+            f"{s.weight_dtype} ({linear_b:g} B/param)",
+            value=float(m["weights_bytes"]),
+            unit="bytes",
+        ),
+        Equation(
+            name="KV cache per GPU",
+            formula="sequences per replica x context (rounded to blocks) x stage layers x KV elements per "
+            "layer per rank x bytes",
+            substituted=f"{int(m['sequences_per_replica'])} x {s.context_tokens:,} tokens x "
+            f"{mem.stage_layers(arch, s.pipeline_parallel)} layers x "
+            f"{kv_elements_per_token_per_layer(arch, s.tensor_parallel):g} x {kv_b:g} B",
+            value=float(m["kv_cache_bytes"]),
+            unit="bytes",
+        ),
+        Equation(
+            name="TTFT",
+            formula="PP x max(FLOPs / (peak x eff), bytes / (BW x eff)) + all-reduces + hand-offs",
+            substituted=f"{s.pipeline_parallel} x max({count(m['prefill']['flops'])}FLOP / "
+            f"({rate(hw.prefill_peak_flops_per_second, 'FLOP/s')} x {eff.prefill_compute:g}), "
+            f"{gib(m['prefill']['bytes'])} / ({rate(hw.bandwidth_bytes_per_second, 'B/s')} x "
+            f"{eff.memory_bandwidth:g})) + {seconds(m['prefill']['comm'])}",
+            value=float(m["ttft_seconds"]),
+            unit="seconds",
+        ),
+        Equation(
+            name="Decode step",
+            formula="PP x (max(FLOPs / (peak x eff), (weights read + KV read) / (BW x eff)) "
+            "+ all-reduces + layers x overhead)",
+            substituted=f"{s.pipeline_parallel} x max({count(decode['flops'])}FLOP / "
+            f"({rate(hw.decode_peak_flops_per_second, 'FLOP/s')} x {eff.decode_compute:g}), "
+            f"{gib(decode['bytes'])} / ({rate(hw.bandwidth_bytes_per_second, 'B/s')} x "
+            f"{eff.memory_bandwidth:g})) + {seconds(decode['comm'])} + "
+            f"{mem.stage_layers(arch, s.pipeline_parallel)} x {seconds(eff.layer_overhead_seconds)}",
+            value=float(m["decode_step_seconds"]),
+            unit="seconds",
+        ),
+        Equation(
+            name="TPOT",
+            formula="(sequences x prefill per request + output x decode step) / output",
+            substituted=f"({int(m['sequences_per_replica'])} x {seconds(m['prefill_seconds_per_request'])} + "
+            f"{s.output_tokens} x {seconds(m['decode_step_seconds'])}) / {s.output_tokens}",
+            value=float(m["tpot_seconds"]),
+            unit="seconds",
+        ),
+        Equation(
+            name="Output tokens/s",
+            formula="replicas x sequences per replica / TPOT",
+            substituted=f"{int(m['replicas'])} x {int(m['sequences_per_replica'])} / {seconds(m['tpot_seconds'])}",
+            value=float(m["output_tokens_per_second"]),
+            unit="tokens/s",
+        ),
+        Equation(
+            name="$ per 1M output tokens",
+            formula="GPUs x $/GPU-hour / (tokens/s x 3600) x 1e6",
+            substituted=f"{s.num_gpus} x {usd(hw.usd_per_gpu_hour)} / "
+            f"({m['output_tokens_per_second']:,.0f} x 3600) x 1e6",
+            value=float(m["usd_per_million_output_tokens"]),
+            unit="USD",
+        ),
     ]

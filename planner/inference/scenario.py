@@ -27,11 +27,13 @@ class InferenceScenario(ScenarioBase):
     gpu_memory_utilization: float = Field(default=0.90, gt=0.05, le=1.0, description="engine's share of GPU memory")
     prefill_chunk_tokens: int = Field(default=8192, ge=16, le=MAX_TOKENS, description="max tokens per prefill step")
     honor_sliding_window: bool = True
-    prefix_cache_hit_rate: float = Field(default=0.0, ge=0.0, le=1.0, description="share of prompt tokens already cached")
+    prefix_cache_hit_rate: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="share of prompt tokens already cached"
+    )
     target_requests_per_second: float | None = Field(default=None, gt=0, le=1e7)
 
     @model_validator(mode="after")
-    def _valid_layout(self) -> "InferenceScenario":
+    def _valid_layout(self) -> InferenceScenario:
         arch = self.architecture()
         self.accelerator()
         self._check_tensor_parallel(arch)

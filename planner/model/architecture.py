@@ -70,7 +70,7 @@ class ModelArchitecture(BaseModel):
     v_head_dim: int = Field(default=0, ge=0)
 
     @model_validator(mode="after")
-    def _consistent(self) -> "ModelArchitecture":
+    def _consistent(self) -> ModelArchitecture:
         if not self.kv_lora_rank and self.num_attention_heads % self.num_kv_heads:
             raise ValueError(
                 f"num_attention_heads {self.num_attention_heads} is not a multiple of "
@@ -297,8 +297,13 @@ class ParameterCounts:
             )
             + (
                 self.num_moe_layers
-                * (moe.attention_sharded + moe.attention_kv + moe.attention_replicated + moe.attention_bias
-                   + moe.attention_out_bias)
+                * (
+                    moe.attention_sharded
+                    + moe.attention_kv
+                    + moe.attention_replicated
+                    + moe.attention_bias
+                    + moe.attention_out_bias
+                )
                 if moe
                 else 0
             ),
@@ -317,7 +322,8 @@ def parameter_counts(arch: ModelArchitecture) -> ParameterCounts:
     return ParameterCounts(
         embedding=arch.vocab_size * h,
         position_embedding=arch.learned_position_embeddings * h,
-        lm_head=(0 if arch.tie_word_embeddings else arch.vocab_size * h) + (arch.vocab_size if arch.lm_head_bias else 0),
+        lm_head=(0 if arch.tie_word_embeddings else arch.vocab_size * h)
+        + (arch.vocab_size if arch.lm_head_bias else 0),
         final_norms=arch.extra_norms * h * (2 if arch.norm_has_bias else 1),
         dense_layer=layer_parameters(arch, moe_layer=False),
         moe_layer=layer_parameters(arch, moe_layer=True) if arch.is_moe else None,
@@ -419,16 +425,16 @@ def matmul_flops_per_token(counts: ParameterCounts, include_lm_head: bool = True
 
 
 __all__ = [
-    "ModelArchitecture",
     "LayerParameters",
+    "ModelArchitecture",
     "ParameterCounts",
-    "parameter_counts",
-    "layer_parameters",
-    "kv_elements_per_token_per_layer",
+    "attention_score_flops_per_token",
     "cached_tokens_per_layer_sum",
     "kv_cache_bytes_per_token",
-    "attention_score_flops_per_token",
-    "prefill_attention_flops",
+    "kv_elements_per_token_per_layer",
+    "layer_parameters",
     "matmul_flops_per_token",
     "mean_attended_tokens",
+    "parameter_counts",
+    "prefill_attention_flops",
 ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ def catalog_model_ids() -> tuple[str, ...]:
     return tuple(sorted(path.stem for path in MODELS_DIR.glob("*.json")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _read(model_id: str) -> str:
     path = MODELS_DIR / f"{model_id}.json"
     try:
@@ -41,7 +41,9 @@ def load_catalog_config(model_id: str) -> dict[str, Any]:
     except RecursionError:
         raise PlanningError(f"catalog file {MODELS_DIR / (model_id + '.json')} is corrupt: nested too deeply") from None
     except json.JSONDecodeError as exc:
-        raise PlanningError(f"catalog file {MODELS_DIR / (model_id + '.json')} is corrupt: {exc.msg} (line {exc.lineno})") from None
+        raise PlanningError(
+            f"catalog file {MODELS_DIR / (model_id + '.json')} is corrupt: {exc.msg} (line {exc.lineno})"
+        ) from None
 
 
 def model_metadata(model_id: str) -> dict[str, Any]:

@@ -7,7 +7,8 @@ or malformed becomes a PlanningError that names the field.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -124,7 +125,9 @@ def _parse_mixtral(config: dict) -> dict:
 def _parse_qwen_moe(config: dict) -> dict:
     experts = _get(config, "num_experts")
     # Qwen3-MoE has no shared expert (HF ignores the key if a config carries it).
-    shared_width = _get(config, "shared_expert_intermediate_size", default=0) if config["model_type"] == "qwen2_moe" else 0
+    shared_width = (
+        _get(config, "shared_expert_intermediate_size", default=0) if config["model_type"] == "qwen2_moe" else 0
+    )
     layers = _get(config, "num_hidden_layers")
     if config.get("mlp_only_layers"):
         raise PlanningError("config.json: mlp_only_layers (dense layers at arbitrary positions) is not supported")
@@ -198,8 +201,15 @@ def _parse_deepseek(config: dict) -> dict:
     )
 
 
-def _classic_mha(config: dict, model_type: str, hidden_keys=("hidden_size",), head_keys=("num_attention_heads",),
-                 layer_keys=("num_hidden_layers",), tied_default=True, **fields) -> dict:
+def _classic_mha(
+    config: dict,
+    model_type: str,
+    hidden_keys=("hidden_size",),
+    head_keys=("num_attention_heads",),
+    layer_keys=("num_hidden_layers",),
+    tied_default=True,
+    **fields,
+) -> dict:
     """Fields shared by the GPT-style families: full multi-head attention, LayerNorm with bias, a plain
     (non-gated) GeLU MLP. `fields` adds or overrides what a family does differently."""
     hidden = _get(config, *hidden_keys)
@@ -228,9 +238,15 @@ def _classic_mha(config: dict, model_type: str, hidden_keys=("hidden_size",), he
 
 def _parse_gpt2(config: dict) -> dict:
     positions = _get(config, "n_positions", "max_position_embeddings")
-    fields = _classic_mha(config, "gpt2", ("n_embd", "hidden_size"), ("n_head", "num_attention_heads"),
-                          ("n_layer", "num_hidden_layers"), max_context_tokens=positions,
-                          learned_position_embeddings=positions)
+    fields = _classic_mha(
+        config,
+        "gpt2",
+        ("n_embd", "hidden_size"),
+        ("n_head", "num_attention_heads"),
+        ("n_layer", "num_hidden_layers"),
+        max_context_tokens=positions,
+        learned_position_embeddings=positions,
+    )
     fields["intermediate_size"] = _get(config, "n_inner", default=fields["intermediate_size"])
     return fields
 
@@ -238,19 +254,34 @@ def _parse_gpt2(config: dict) -> dict:
 def _parse_gpt_neox(config: dict) -> dict:
     heads, _, head_dim = _heads(config)
     bias = _get(config, "attention_bias", default=True, kind=bool)
-    return _classic_mha(config, "gpt_neox", tied_default=False, head_dim=head_dim,
-                        intermediate_size=_get(config, "intermediate_size"),
-                        max_context_tokens=_get(config, "max_position_embeddings", default=2048),
-                        qkv_bias=bias, attn_out_bias=bias)
+    return _classic_mha(
+        config,
+        "gpt_neox",
+        tied_default=False,
+        head_dim=head_dim,
+        intermediate_size=_get(config, "intermediate_size"),
+        max_context_tokens=_get(config, "max_position_embeddings", default=2048),
+        qkv_bias=bias,
+        attn_out_bias=bias,
+    )
 
 
 def _parse_gptj(config: dict) -> dict:
     # GPT-J: attention and MLP in parallel from one LayerNorm; q/k/v/out without bias, MLP with bias,
     # untied lm_head with a bias.
-    fields = _classic_mha(config, "gptj", ("n_embd", "hidden_size"), ("n_head", "num_attention_heads"),
-                          ("n_layer", "num_hidden_layers"), tied_default=False, lm_head_bias=True,
-                          max_context_tokens=_get(config, "n_positions", "max_position_embeddings", default=2048),
-                          norms_per_layer=1, qkv_bias=False, attn_out_bias=False)
+    fields = _classic_mha(
+        config,
+        "gptj",
+        ("n_embd", "hidden_size"),
+        ("n_head", "num_attention_heads"),
+        ("n_layer", "num_hidden_layers"),
+        tied_default=False,
+        lm_head_bias=True,
+        max_context_tokens=_get(config, "n_positions", "max_position_embeddings", default=2048),
+        norms_per_layer=1,
+        qkv_bias=False,
+        attn_out_bias=False,
+    )
     fields["intermediate_size"] = _get(config, "n_inner", default=fields["intermediate_size"])
     return fields
 
@@ -265,7 +296,8 @@ def _parse_opt(config: dict) -> dict:
     bias = _get(config, "enable_bias", default=True, kind=bool)
     positions = _get(config, "max_position_embeddings")
     return _classic_mha(
-        config, "opt",
+        config,
+        "opt",
         intermediate_size=_get(config, "ffn_dim"),
         max_context_tokens=positions,
         norm_has_bias=_get(config, "layer_norm_elementwise_affine", default=True, kind=bool),
@@ -279,10 +311,15 @@ def _parse_opt(config: dict) -> dict:
 
 
 def _parse_bloom(config: dict) -> dict:
-    return _classic_mha(config, "bloom", ("hidden_size", "n_embed"), ("n_head", "num_attention_heads"),
-                        ("n_layer", "num_hidden_layers"),
-                        max_context_tokens=_get(config, "seq_length", "max_position_embeddings", default=2048),
-                        extra_norms=2)  # word_embeddings_layernorm + ln_f
+    return _classic_mha(
+        config,
+        "bloom",
+        ("hidden_size", "n_embed"),
+        ("n_head", "num_attention_heads"),
+        ("n_layer", "num_hidden_layers"),
+        max_context_tokens=_get(config, "seq_length", "max_position_embeddings", default=2048),
+        extra_norms=2,
+    )  # word_embeddings_layernorm + ln_f
 
 
 PARSERS: dict[str, Callable[[dict], dict]] = {

@@ -40,8 +40,11 @@ def link_bandwidth(group_span_gpus, gpus_per_node, intra_node_bytes_per_second, 
     """Bandwidth a collective runs at: the fast interconnect while its group stays inside a node, the
     per-GPU network once it spans nodes (ranks are laid out innermost-first, so a group of stride k and
     size n spans k x n consecutive ranks)."""
-    return where(group_span_gpus > gpus_per_node, minimum(intra_node_bytes_per_second, inter_node_bytes_per_second),
-                 intra_node_bytes_per_second)
+    return where(
+        group_span_gpus > gpus_per_node,
+        minimum(intra_node_bytes_per_second, inter_node_bytes_per_second),
+        intra_node_bytes_per_second,
+    )
 
 
 INTER_NODE_LATENCY_SECONDS = 10e-6  # InfiniBand/RoCE message latency, planning constant

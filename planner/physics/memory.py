@@ -38,8 +38,9 @@ def stage_moe_layers(arch: ModelArchitecture, pipeline_parallel):
 # weights
 
 
-def _layer_weight_bytes(layer: LayerParameters, arch: ModelArchitecture, tensor_parallel, expert_shards,
-                        linear_bytes, high_precision_bytes):
+def _layer_weight_bytes(
+    layer: LayerParameters, arch: ModelArchitecture, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes
+):
     # K/V projections replicate once TP exceeds the KV heads: each rank keeps max(kv/tp, 1) heads.
     kv_share = maximum(1 / tensor_parallel, 1 / arch.num_kv_heads)
     linear = (
@@ -52,13 +53,26 @@ def _layer_weight_bytes(layer: LayerParameters, arch: ModelArchitecture, tensor_
     )
     # Column-parallel biases split with their matrices; row-parallel (output) biases are added after the
     # all-reduce, so every rank holds them whole (Megatron RowParallelLinear, vLLM).
-    small = ((layer.attention_bias + layer.mlp_bias) / tensor_parallel + layer.attention_out_bias
-             + layer.mlp_out_bias + layer.router + layer.norms)
+    small = (
+        (layer.attention_bias + layer.mlp_bias) / tensor_parallel
+        + layer.attention_out_bias
+        + layer.mlp_out_bias
+        + layer.router
+        + layer.norms
+    )
     return linear * linear_bytes + small * high_precision_bytes
 
 
-def weight_bytes(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel,
-                 expert_parallel, linear_bytes, high_precision_bytes, embedding_bytes):
+def weight_bytes(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    expert_parallel,
+    linear_bytes,
+    high_precision_bytes,
+    embedding_bytes,
+):
     """Parameter bytes resident on one GPU of the most loaded pipeline stage.
 
     Linear layers are split across tensor-parallel ranks (Megatron column/row parallel), the vocabulary
@@ -82,8 +96,9 @@ def weight_bytes(counts: ParameterCounts, arch: ModelArchitecture, tensor_parall
     # On one stage a tied head *is* the embedding matrix; the last of several stages needs its own copy.
     untied_head = counts.lm_head / tensor_parallel * embedding_bytes
     last_stage_head = (counts.lm_head or counts.embedding) / tensor_parallel * embedding_bytes
-    edges = where(pipeline_parallel > 1, maximum(embedding, last_stage_head + final_norms),
-                  embedding + untied_head + final_norms)
+    edges = where(
+        pipeline_parallel > 1, maximum(embedding, last_stage_head + final_norms), embedding + untied_head + final_norms
+    )
     return layers + edges
 
 
@@ -91,8 +106,15 @@ def weight_bytes(counts: ParameterCounts, arch: ModelArchitecture, tensor_parall
 # KV cache
 
 
-def kv_cache_bytes_per_sequence(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, context_tokens,
-                                kv_bytes_per_element, block_tokens=1, honor_sliding_window=True):
+def kv_cache_bytes_per_sequence(
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    context_tokens,
+    kv_bytes_per_element,
+    block_tokens=1,
+    honor_sliding_window=True,
+):
     """KV bytes one sequence of `context_tokens` holds on one GPU (its stage's layers, its TP shard).
 
     Per token and layer: `2 * kv_heads_per_rank * head_dim` elements (MLA: `kv_lora_rank + rope_dim`).
@@ -108,11 +130,24 @@ def kv_cache_bytes_per_sequence(arch: ModelArchitecture, tensor_parallel, pipeli
     return token_layers * kv_elements_per_token_per_layer(arch, tensor_parallel) * kv_bytes_per_element
 
 
-def kv_cache_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, sequences, context_tokens,
-                   kv_bytes_per_element, block_tokens=1, honor_sliding_window=True):
+def kv_cache_bytes(
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    sequences,
+    context_tokens,
+    kv_bytes_per_element,
+    block_tokens=1,
+    honor_sliding_window=True,
+):
     """KV cache on one GPU: sequences on its replica x bytes per sequence (linear in both)."""
     return sequences * kv_cache_bytes_per_sequence(
-        arch, tensor_parallel, pipeline_parallel, context_tokens, kv_bytes_per_element, block_tokens,
+        arch,
+        tensor_parallel,
+        pipeline_parallel,
+        context_tokens,
+        kv_bytes_per_element,
+        block_tokens,
         honor_sliding_window,
     )
 
@@ -141,9 +176,13 @@ def inference_activation_bytes(arch: ModelArchitecture, tensor_parallel, tokens,
     """
     h = arch.hidden_size
     if arch.uses_mla:
-        attention = arch.num_attention_heads * (
-            2 * (arch.qk_nope_head_dim + arch.qk_rope_head_dim) + 2 * arch.v_head_dim
-        ) / tensor_parallel + arch.kv_lora_rank + arch.qk_rope_head_dim
+        attention = (
+            arch.num_attention_heads
+            * (2 * (arch.qk_nope_head_dim + arch.qk_rope_head_dim) + 2 * arch.v_head_dim)
+            / tensor_parallel
+            + arch.kv_lora_rank
+            + arch.qk_rope_head_dim
+        )
     else:
         kv_heads = maximum(arch.num_kv_heads / tensor_parallel, 1)
         attention = (2 * arch.num_attention_heads / tensor_parallel + 2 * kv_heads) * arch.head_dim

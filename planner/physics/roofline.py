@@ -27,8 +27,9 @@ def expected_distinct_experts(num_experts, experts_per_token, tokens):
 # ---------------------------------------------------------------------------------------------
 
 
-def decode_weight_read_bytes(stage_weight_bytes, stage_routed_expert_bytes, num_experts, experts_per_token,
-                             tokens_in_step):
+def decode_weight_read_bytes(
+    stage_weight_bytes, stage_routed_expert_bytes, num_experts, experts_per_token, tokens_in_step
+):
     """Weight bytes a decode step streams from HBM on one GPU: every resident weight once, except
     routed experts, of which only those the step's tokens are routed to are read."""
     if num_experts == 0:

@@ -4,15 +4,20 @@ from __future__ import annotations
 
 import operator
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 import pandas as pd
 
 from planner.errors import PlanningError
 
-_OPERATORS: dict[str, Callable] = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt,
-                                   "==": operator.eq}
+_OPERATORS: dict[str, Callable] = {
+    "<=": operator.le,
+    ">=": operator.ge,
+    "<": operator.lt,
+    ">": operator.gt,
+    "==": operator.eq,
+}
 _CONSTRAINT = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|==|<|>)\s*([-+0-9.eE]+)\s*$")
 
 
@@ -48,8 +53,9 @@ def pareto_front(frame: pd.DataFrame, minimize: Iterable[str] = (), maximize: It
     columns = list(minimize) + list(maximize)
     if frame.empty or not columns:
         return frame.iloc[0:0] if not columns else frame
-    values = np.column_stack([frame[c].to_numpy(float) for c in minimize]
-                             + [-frame[c].to_numpy(float) for c in maximize])
+    values = np.column_stack(
+        [frame[c].to_numpy(float) for c in minimize] + [-frame[c].to_numpy(float) for c in maximize]
+    )
     order = np.lexsort(values.T[::-1])
     front: list[int] = []
     best: np.ndarray | None = None
@@ -65,12 +71,11 @@ def pareto_front(frame: pd.DataFrame, minimize: Iterable[str] = (), maximize: It
     return frame.iloc[sorted(front)]
 
 
-def search(frame: pd.DataFrame, constraints: Iterable[str] = (), minimize: str = "usd_per_million_output_tokens",
-           top: int = 10) -> pd.DataFrame:
+def search(
+    frame: pd.DataFrame, constraints: Iterable[str] = (), minimize: str = "usd_per_million_output_tokens", top: int = 10
+) -> pd.DataFrame:
     """The `top` feasible rows by `minimize` (ties broken by fewer GPUs)."""
     feasible = apply_constraints(frame, constraints)
     if minimize not in feasible:
         raise PlanningError(f"unknown objective '{minimize}'")
     return feasible.sort_values([minimize, "num_gpus"], kind="stable").head(top)
-
-

@@ -33,8 +33,11 @@ def diagnose(scenario, calibration=None, effects: list[TechniqueEffect] | None =
     if p.kind == "inference":
         phase = p.performance.decode if p.performance.prefill_share_of_time <= 0.5 else p.performance.prefill
         step = phase.compute_seconds + phase.memory_seconds + phase.communication_seconds
-        time_shares = {"compute": phase.compute_seconds / step, "memory_bandwidth": phase.memory_seconds / step,
-                       "communication": phase.communication_seconds / step}
+        time_shares = {
+            "compute": phase.compute_seconds / step,
+            "memory_bandwidth": phase.memory_seconds / step,
+            "communication": phase.communication_seconds / step,
+        }
         intensity = phase.arithmetic_intensity_flops_per_byte
         ridge = p.performance.ridge_point_flops_per_byte
     else:
@@ -45,20 +48,32 @@ def diagnose(scenario, calibration=None, effects: list[TechniqueEffect] | None =
         intensity = p.performance.forward_backward.arithmetic_intensity_flops_per_byte
         ridge = p.hardware.peak_flops_per_second / p.hardware.memory_bandwidth_bytes_per_second
     dominant = max(p.memory.components, key=p.memory.components.__getitem__)
-    evidence.append(f"Memory: the largest component is {dominant.removesuffix('_bytes').replace('_', ' ')} "
-                    f"({percent(memory_shares[dominant.removesuffix('_bytes')])} of {gib(total)} per GPU).")
+    evidence.append(
+        f"Memory: the largest component is {dominant.removesuffix('_bytes').replace('_', ' ')} "
+        f"({percent(memory_shares[dominant.removesuffix('_bytes')])} of {gib(total)} per GPU)."
+    )
     usable = [e for e in effects if e.applicable and (e.fits_after or e.fits_after is None)]
     if p.bottleneck == "capacity":
-        ranked = sorted((e for e in effects if e.applicable and e.delta_memory_bytes < 0),
-                        key=lambda e: e.delta_memory_bytes)
+        ranked = sorted(
+            (e for e in effects if e.applicable and e.delta_memory_bytes < 0), key=lambda e: e.delta_memory_bytes
+        )
     else:
-        ranked = sorted((e for e in usable if e.delta_throughput > 0 and e.delta_cost <= 0),
-                        key=lambda e: -e.delta_throughput)
-        ranked += sorted((e for e in usable if e.delta_throughput > 0 and e.delta_cost > 0 and e not in ranked),
-                         key=lambda e: -e.delta_throughput)
-    return Diagnosis(binding=p.bottleneck, evidence=evidence, memory_shares=memory_shares, time_shares=time_shares,
-                     arithmetic_intensity_flops_per_byte=intensity, ridge_point_flops_per_byte=ridge,
-                     relief=ranked[:5])
+        ranked = sorted(
+            (e for e in usable if e.delta_throughput > 0 and e.delta_cost <= 0), key=lambda e: -e.delta_throughput
+        )
+        ranked += sorted(
+            (e for e in usable if e.delta_throughput > 0 and e.delta_cost > 0 and e not in ranked),
+            key=lambda e: -e.delta_throughput,
+        )
+    return Diagnosis(
+        binding=p.bottleneck,
+        evidence=evidence,
+        memory_shares=memory_shares,
+        time_shares=time_shares,
+        arithmetic_intensity_flops_per_byte=intensity,
+        ridge_point_flops_per_byte=ridge,
+        relief=ranked[:5],
+    )
 
 
 def techniques(scenario, calibration=None) -> list[TechniqueEffect]:

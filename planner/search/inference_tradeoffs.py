@@ -38,64 +38,122 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
         if _PRECISION_ORDER[dtype] >= _PRECISION_ORDER[scenario.weight_dtype]:
             continue
         native = accel.supports(dtype) or dtype == "int4"
-        effects.append(_try_variant(
-            "Weight quantization", f"weights {scenario.weight_dtype} → {dtype}", scenario, numbers,
-            _inference_numbers, {"weight_dtype": dtype}, calibration,
-            changes_numerics=True, relieves="capacity, memory bandwidth" + (", compute" if dtype != "int4" else ""),
-            costs="accuracy risk; needs a calibrated checkpoint" + ("" if native else
-                                                                   f"; {accel.name} has no native {dtype}"),
-            watch=("int4 weight-only kernels dequantize on the fly: prefill does not get faster"
-                   if dtype == "int4" else f"{dtype} GEMMs need per-channel/block scales; check eval quality"),
-        ))
+        effects.append(
+            _try_variant(
+                "Weight quantization",
+                f"weights {scenario.weight_dtype} → {dtype}",
+                scenario,
+                numbers,
+                _inference_numbers,
+                {"weight_dtype": dtype},
+                calibration,
+                changes_numerics=True,
+                relieves="capacity, memory bandwidth" + (", compute" if dtype != "int4" else ""),
+                costs="accuracy risk; needs a calibrated checkpoint"
+                + ("" if native else f"; {accel.name} has no native {dtype}"),
+                watch=(
+                    "int4 weight-only kernels dequantize on the fly: prefill does not get faster"
+                    if dtype == "int4"
+                    else f"{dtype} GEMMs need per-channel/block scales; check eval quality"
+                ),
+            )
+        )
     for dtype in ("fp8", "int8", "int4"):
         if _PRECISION_ORDER[dtype] >= _PRECISION_ORDER[scenario.kv_cache_dtype]:
             continue
-        effects.append(_try_variant(
-            "KV cache quantization", f"KV {scenario.kv_cache_dtype} → {dtype}", scenario, numbers,
-            _inference_numbers, {"kv_cache_dtype": dtype}, calibration,
-            changes_numerics=True, relieves="capacity, memory bandwidth (long contexts)",
-            costs="accuracy risk on long contexts",
-            watch="attention kernels must support the cache format (fp8 KV is widely supported; int4 KV is not)",
-        ))
+        effects.append(
+            _try_variant(
+                "KV cache quantization",
+                f"KV {scenario.kv_cache_dtype} → {dtype}",
+                scenario,
+                numbers,
+                _inference_numbers,
+                {"kv_cache_dtype": dtype},
+                calibration,
+                changes_numerics=True,
+                relieves="capacity, memory bandwidth (long contexts)",
+                costs="accuracy risk on long contexts",
+                watch="attention kernels must support the cache format (fp8 KV is widely supported; int4 KV is not)",
+            )
+        )
     if scenario.prefix_cache_hit_rate < 0.5:
-        effects.append(_try_variant(
-            "Prefix / prompt caching", "50% of prompt tokens hit the cache", scenario, numbers,
-            _inference_numbers, {"prefix_cache_hit_rate": 0.5}, calibration,
-            changes_numerics=False, relieves="compute (prefill), TTFT",
-            costs="memory: cached prefix blocks stay resident and compete with running sequences",
-            watch="the hit rate must hold in production traffic (shared system prompts, multi-turn chat)",
-        ))
+        effects.append(
+            _try_variant(
+                "Prefix / prompt caching",
+                "50% of prompt tokens hit the cache",
+                scenario,
+                numbers,
+                _inference_numbers,
+                {"prefix_cache_hit_rate": 0.5},
+                calibration,
+                changes_numerics=False,
+                relieves="compute (prefill), TTFT",
+                costs="memory: cached prefix blocks stay resident and compete with running sequences",
+                watch="the hit rate must hold in production traffic (shared system prompts, multi-turn chat)",
+            )
+        )
     per_replica = scenario.tensor_parallel * scenario.pipeline_parallel
-    effects.append(_try_variant(
-        "Tensor parallelism", f"TP {scenario.tensor_parallel} → {scenario.tensor_parallel * 2} (same replicas)",
-        scenario, numbers, _inference_numbers,
-        {"tensor_parallel": scenario.tensor_parallel * 2, "num_gpus": scenario.num_gpus * 2}, calibration,
-        changes_numerics=False, relieves="capacity and bandwidth per GPU, latency",
-        costs="twice the GPUs; two all-reduces per layer per step",
-        watch="needs a fast interconnect (NVLink); beyond 8 GPUs it crosses nodes",
-    ))
-    effects.append(_try_variant(
-        "Pipeline parallelism", f"PP {scenario.pipeline_parallel} → {scenario.pipeline_parallel * 2} (same replicas)",
-        scenario, numbers, _inference_numbers,
-        {"pipeline_parallel": scenario.pipeline_parallel * 2, "num_gpus": scenario.num_gpus * 2}, calibration,
-        changes_numerics=False, relieves="capacity per GPU",
-        costs="twice the GPUs; per-token latency does not improve; hand-offs between stages",
-        watch="works over slow links (only activations cross), but micro-batches must keep stages busy",
-    ))
+    effects.append(
+        _try_variant(
+            "Tensor parallelism",
+            f"TP {scenario.tensor_parallel} → {scenario.tensor_parallel * 2} (same replicas)",
+            scenario,
+            numbers,
+            _inference_numbers,
+            {"tensor_parallel": scenario.tensor_parallel * 2, "num_gpus": scenario.num_gpus * 2},
+            calibration,
+            changes_numerics=False,
+            relieves="capacity and bandwidth per GPU, latency",
+            costs="twice the GPUs; two all-reduces per layer per step",
+            watch="needs a fast interconnect (NVLink); beyond 8 GPUs it crosses nodes",
+        )
+    )
+    effects.append(
+        _try_variant(
+            "Pipeline parallelism",
+            f"PP {scenario.pipeline_parallel} → {scenario.pipeline_parallel * 2} (same replicas)",
+            scenario,
+            numbers,
+            _inference_numbers,
+            {"pipeline_parallel": scenario.pipeline_parallel * 2, "num_gpus": scenario.num_gpus * 2},
+            calibration,
+            changes_numerics=False,
+            relieves="capacity per GPU",
+            costs="twice the GPUs; per-token latency does not improve; hand-offs between stages",
+            watch="works over slow links (only activations cross), but micro-batches must keep stages busy",
+        )
+    )
     if arch.is_moe and scenario.expert_parallel < scenario.tensor_parallel:
-        effects.append(_try_variant(
-            "Expert parallelism", f"EP {scenario.expert_parallel} → {scenario.tensor_parallel}", scenario, numbers,
-            _inference_numbers, {"expert_parallel": scenario.tensor_parallel}, calibration,
-            changes_numerics=False, relieves="expert weights per GPU stay the same; kernels run whole experts",
-            costs="all-to-all token dispatch when EP exceeds the TP group",
-            watch="load imbalance: hot experts make one GPU the straggler",
-        ))
-    effects.append(_try_variant(
-        "Add a replica", f"{scenario.replicas} → {scenario.replicas + 1} replicas (same concurrency)", scenario,
-        numbers, _inference_numbers, {"num_gpus": scenario.num_gpus + per_replica}, calibration,
-        changes_numerics=False, relieves="capacity (fewer sequences per replica), throughput at fixed latency",
-        costs=f"{per_replica} more GPUs", watch="only helps when sequences can be spread over replicas",
-    ))
+        effects.append(
+            _try_variant(
+                "Expert parallelism",
+                f"EP {scenario.expert_parallel} → {scenario.tensor_parallel}",
+                scenario,
+                numbers,
+                _inference_numbers,
+                {"expert_parallel": scenario.tensor_parallel},
+                calibration,
+                changes_numerics=False,
+                relieves="expert weights per GPU stay the same; kernels run whole experts",
+                costs="all-to-all token dispatch when EP exceeds the TP group",
+                watch="load imbalance: hot experts make one GPU the straggler",
+            )
+        )
+    effects.append(
+        _try_variant(
+            "Add a replica",
+            f"{scenario.replicas} → {scenario.replicas + 1} replicas (same concurrency)",
+            scenario,
+            numbers,
+            _inference_numbers,
+            {"num_gpus": scenario.num_gpus + per_replica},
+            calibration,
+            changes_numerics=False,
+            relieves="capacity (fewer sequences per replica), throughput at fixed latency",
+            costs=f"{per_replica} more GPUs",
+            watch="only helps when sequences can be spread over replicas",
+        )
+    )
     effects.extend(_derived_inference_effects(scenario, base, numbers, calibration))
     return effects
 
@@ -119,41 +177,76 @@ def _derived_inference_effects(scenario, base, numbers, calibration=None) -> lis
     # Without a KV cache every decode step re-runs the forward pass over the whole context.
     mean_context = scenario.prompt_tokens + output / 2
     recompute_flops = prefill_flops(counts, arch, mean_context, micro) / (
-        scenario.tensor_parallel * scenario.pipeline_parallel)
+        scenario.tensor_parallel * scenario.pipeline_parallel
+    )
     # The weights are still streamed every step, so the step is at least the current memory time.
     recompute_step = scenario.pipeline_parallel * max(
         roofline.compute_seconds(recompute_flops, base.hardware.peak_flops_per_second, efficiency.prefill_compute),
         decode.memory_seconds,
     )
-    effects.append(_derived(
-        "KV cache vs recompute", "drop the KV cache, recompute attention state each step", base, numbers,
-        delta_memory=-kv, new_step=recompute_step, sequences=sequences, output=output,
-        changes_numerics=False, relieves="capacity (no KV cache at all)",
-        costs=f"each decode step re-runs the prompt: {prefill_flops(counts, arch, mean_context, 1):.3g} "
-              "FLOPs per token instead of ~2 x active parameters",
-        watch="only sensible for very short outputs; the KV cache is what makes decode cheap",
-    ))
+    effects.append(
+        _derived(
+            "KV cache vs recompute",
+            "drop the KV cache, recompute attention state each step",
+            base,
+            numbers,
+            delta_memory=-kv,
+            new_step=recompute_step,
+            sequences=sequences,
+            output=output,
+            changes_numerics=False,
+            relieves="capacity (no KV cache at all)",
+            costs=f"each decode step re-runs the prompt: {prefill_flops(counts, arch, mean_context, 1):.3g} "
+            "FLOPs per token instead of ~2 x active parameters",
+            watch="only sensible for very short outputs; the KV cache is what makes decode cheap",
+        )
+    )
     # Offload half the KV cache to host memory: those bytes cross the host link every decode step.
-    kv_stream = float(mem.kv_cache_bytes(arch, scenario.tensor_parallel, scenario.pipeline_parallel, micro,
-                                         mean_context, kv_bytes_per_element(scenario.kv_cache_dtype), 1,
-                                         scenario.honor_sliding_window))
-    effects.append(_derived(
-        "Offload to host", "half of the KV cache in host memory", base, numbers,
-        delta_memory=-kv / 2, new_step=base.performance.decode_step_seconds
-        + scenario.pipeline_parallel * (kv_stream / 2) / host, sequences=sequences, output=output,
-        changes_numerics=False, relieves="capacity",
-        costs=f"{gib(kv_stream / 2)} per decode step over the host link "
-              f"({accel.host_link_bandwidth_bytes_per_second / 1e9:.0f} GB/s)",
-        watch="decode becomes host-link bound; worthwhile only for idle or preempted sequences",
-    ))
-    effects.append(_derived(
-        "Offload to host", "half of the weights in host memory (streamed each step)", base, numbers,
-        delta_memory=-weights / 2, new_step=base.performance.decode_step_seconds
-        + scenario.pipeline_parallel * (weights / 2) / host, sequences=sequences, output=output,
-        changes_numerics=False, relieves="capacity",
-        costs=f"{gib(weights / 2)} per decode step over the host link",
-        watch="orders of magnitude slower decode; a last resort to run at all",
-    ))
+    kv_stream = float(
+        mem.kv_cache_bytes(
+            arch,
+            scenario.tensor_parallel,
+            scenario.pipeline_parallel,
+            micro,
+            mean_context,
+            kv_bytes_per_element(scenario.kv_cache_dtype),
+            1,
+            scenario.honor_sliding_window,
+        )
+    )
+    effects.append(
+        _derived(
+            "Offload to host",
+            "half of the KV cache in host memory",
+            base,
+            numbers,
+            delta_memory=-kv / 2,
+            new_step=base.performance.decode_step_seconds + scenario.pipeline_parallel * (kv_stream / 2) / host,
+            sequences=sequences,
+            output=output,
+            changes_numerics=False,
+            relieves="capacity",
+            costs=f"{gib(kv_stream / 2)} per decode step over the host link "
+            f"({accel.host_link_bandwidth_bytes_per_second / 1e9:.0f} GB/s)",
+            watch="decode becomes host-link bound; worthwhile only for idle or preempted sequences",
+        )
+    )
+    effects.append(
+        _derived(
+            "Offload to host",
+            "half of the weights in host memory (streamed each step)",
+            base,
+            numbers,
+            delta_memory=-weights / 2,
+            new_step=base.performance.decode_step_seconds + scenario.pipeline_parallel * (weights / 2) / host,
+            sequences=sequences,
+            output=output,
+            changes_numerics=False,
+            relieves="capacity",
+            costs=f"{gib(weights / 2)} per decode step over the host link",
+            watch="orders of magnitude slower decode; a last resort to run at all",
+        )
+    )
     return effects
 
 
@@ -166,10 +259,16 @@ def _derived(name, variant, base, numbers, *, delta_memory, new_step, sequences,
     cost = base.cost.usd_per_hour * 1e6 / (throughput * 3600)
     new_memory = numbers["memory"] + delta_memory
     return TechniqueEffect(
-        technique=name, variant=variant, applicable=True, derived=True,
-        delta_memory_bytes=delta_memory, delta_time_seconds=new_tpot - numbers["time"],
-        delta_throughput=throughput - numbers["throughput"], delta_cost=cost - numbers["cost"],
-        fits_after=bool(new_memory <= base.memory.budget_bytes), **info,
+        technique=name,
+        variant=variant,
+        applicable=True,
+        derived=True,
+        delta_memory_bytes=delta_memory,
+        delta_time_seconds=new_tpot - numbers["time"],
+        delta_throughput=throughput - numbers["throughput"],
+        delta_cost=cost - numbers["cost"],
+        fits_after=bool(new_memory <= base.memory.budget_bytes),
+        **info,
     )
 
 

@@ -9,7 +9,7 @@ Rows that `InferenceScenario` would reject are flagged (`valid` False, `invalid_
 from __future__ import annotations
 
 import itertools
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 import pandas as pd
@@ -31,23 +31,52 @@ from planner.physics.efficiency import DEFAULT_EFFICIENCY
 from planner.training.metrics import TrainingHardware, training_metrics
 from planner.training.plan import hardware_inputs, scenario_inputs
 
-GRID_COLUMNS = ("gpu", "num_gpus", "tensor_parallel", "pipeline_parallel", "expert_parallel", "weight_dtype",
-                "kv_cache_dtype", "concurrency")
+GRID_COLUMNS = (
+    "gpu",
+    "num_gpus",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "expert_parallel",
+    "weight_dtype",
+    "kv_cache_dtype",
+    "concurrency",
+)
 MAX_GRID_ROWS = 2_000_000
 
 OUTPUT_COLUMNS = (
-    "weights_bytes", "kv_cache_bytes", "activations_bytes", "logits_bytes", "runtime_overhead_bytes",
-    "total_bytes", "budget_bytes", "fits", "max_concurrency", "ttft_seconds", "tpot_seconds",
-    "decode_step_seconds", "e2e_latency_seconds", "output_tokens_per_second", "output_tokens_per_second_per_gpu",
-    "requests_per_second", "usd_per_hour", "usd_per_million_output_tokens",
+    "weights_bytes",
+    "kv_cache_bytes",
+    "activations_bytes",
+    "logits_bytes",
+    "runtime_overhead_bytes",
+    "total_bytes",
+    "budget_bytes",
+    "fits",
+    "max_concurrency",
+    "ttft_seconds",
+    "tpot_seconds",
+    "decode_step_seconds",
+    "e2e_latency_seconds",
+    "output_tokens_per_second",
+    "output_tokens_per_second_per_gpu",
+    "requests_per_second",
+    "usd_per_hour",
+    "usd_per_million_output_tokens",
 )
 
 
-def inference_grid(base: InferenceScenario, *, gpus: Sequence[str] | None = None,
-                   num_gpus: Sequence[int] | None = None, tensor_parallel: Sequence[int] | None = None,
-                   pipeline_parallel: Sequence[int] | None = None, expert_parallel: Sequence[int] | None = None,
-                   weight_dtypes: Sequence[str] | None = None, kv_cache_dtypes: Sequence[str] | None = None,
-                   concurrency: Sequence[int] | None = None) -> pd.DataFrame:
+def inference_grid(
+    base: InferenceScenario,
+    *,
+    gpus: Sequence[str] | None = None,
+    num_gpus: Sequence[int] | None = None,
+    tensor_parallel: Sequence[int] | None = None,
+    pipeline_parallel: Sequence[int] | None = None,
+    expert_parallel: Sequence[int] | None = None,
+    weight_dtypes: Sequence[str] | None = None,
+    kv_cache_dtypes: Sequence[str] | None = None,
+    concurrency: Sequence[int] | None = None,
+) -> pd.DataFrame:
     """Cartesian product of the given values; a knob left as None keeps the base scenario's value."""
     axes = {
         "gpu": gpus or [base.gpu_id()],
@@ -127,13 +156,28 @@ def evaluate_inference(base: InferenceScenario, grid: pd.DataFrame, calibration=
     act_b = np.where(weight_dtype == "fp32", 4.0, 2.0)
 
     metrics = inference_metrics(
-        arch, counts, hardware, efficiency,
-        tensor_parallel=safe_tp, pipeline_parallel=safe_pp, expert_parallel=safe_ep, num_gpus=safe_gpus,
-        linear_bytes=linear_b, high_precision_bytes=hp_b, embedding_bytes=emb_b, kv_bytes=kv_b,
-        activation_bytes=act_b, prompt_tokens=base.prompt_tokens, output_tokens=base.output_tokens,
-        concurrency=concurrency, block_tokens=base.kv_block_tokens, memory_utilization=base.gpu_memory_utilization,
-        prefill_chunk_tokens=base.prefill_chunk_tokens, prefix_cache_hit_rate=base.prefix_cache_hit_rate,
-        honor_sliding_window=base.honor_sliding_window, runtime_overhead_correction_bytes=correction,
+        arch,
+        counts,
+        hardware,
+        efficiency,
+        tensor_parallel=safe_tp,
+        pipeline_parallel=safe_pp,
+        expert_parallel=safe_ep,
+        num_gpus=safe_gpus,
+        linear_bytes=linear_b,
+        high_precision_bytes=hp_b,
+        embedding_bytes=emb_b,
+        kv_bytes=kv_b,
+        activation_bytes=act_b,
+        prompt_tokens=base.prompt_tokens,
+        output_tokens=base.output_tokens,
+        concurrency=concurrency,
+        block_tokens=base.kv_block_tokens,
+        memory_utilization=base.gpu_memory_utilization,
+        prefill_chunk_tokens=base.prefill_chunk_tokens,
+        prefix_cache_hit_rate=base.prefix_cache_hit_rate,
+        honor_sliding_window=base.honor_sliding_window,
+        runtime_overhead_correction_bytes=correction,
     )
     frame["valid"] = valid
     frame["invalid_reason"] = reasons
@@ -142,6 +186,7 @@ def evaluate_inference(base: InferenceScenario, grid: pd.DataFrame, calibration=
 
 def _hardware_arrays(gpu_ids: np.ndarray, weight_dtype: np.ndarray, base: InferenceScenario) -> HardwareInputs:
     """Per-row accelerator numbers, looked up once per distinct (GPU, dtype) pair."""
+
     def inputs(gpu_id, dtype):
         accel = _accelerator(base, gpu_id)
         price = base.usd_per_gpu_hour if base.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
@@ -175,17 +220,40 @@ def unique(values: Iterable) -> list:
 # ---------------------------------------------------------------------------------------------
 # training
 
-TRAINING_GRID_COLUMNS = ("gpu", "num_gpus", "tensor_parallel", "pipeline_parallel", "zero_stage",
-                         "activation_checkpointing", "micro_batch_size")
-TRAINING_OUTPUT_COLUMNS = ("total_bytes", "capacity_bytes", "fits", "step_seconds", "tokens_per_second", "mfu",
-                           "time_to_train_seconds", "usd_per_hour", "usd_total")
+TRAINING_GRID_COLUMNS = (
+    "gpu",
+    "num_gpus",
+    "tensor_parallel",
+    "pipeline_parallel",
+    "zero_stage",
+    "activation_checkpointing",
+    "micro_batch_size",
+)
+TRAINING_OUTPUT_COLUMNS = (
+    "total_bytes",
+    "capacity_bytes",
+    "fits",
+    "step_seconds",
+    "tokens_per_second",
+    "mfu",
+    "time_to_train_seconds",
+    "usd_per_hour",
+    "usd_total",
+)
 _RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
 
 
-def training_grid(base, *, gpus: Sequence[str] | None = None, num_gpus: Sequence[int] | None = None,
-                  tensor_parallel: Sequence[int] | None = None, pipeline_parallel: Sequence[int] | None = None,
-                  zero_stages: Sequence[int] | None = None, checkpointing: Sequence[str] | None = None,
-                  micro_batch_sizes: Sequence[int] | None = None) -> pd.DataFrame:
+def training_grid(
+    base,
+    *,
+    gpus: Sequence[str] | None = None,
+    num_gpus: Sequence[int] | None = None,
+    tensor_parallel: Sequence[int] | None = None,
+    pipeline_parallel: Sequence[int] | None = None,
+    zero_stages: Sequence[int] | None = None,
+    checkpointing: Sequence[str] | None = None,
+    micro_batch_sizes: Sequence[int] | None = None,
+) -> pd.DataFrame:
     """Cartesian product of training knobs (layout x ZeRO x recompute x micro-batch); None keeps the base."""
     axes = {
         "gpu": gpus or [base.gpu_id()],
@@ -211,7 +279,6 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
     never changes validity), so the sweep cannot disagree with plan() about what is possible.
     """
 
-
     frame = grid.copy()
     for column in TRAINING_GRID_COLUMNS:
         if column not in frame:
@@ -219,7 +286,7 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
     layout_columns = [c for c in TRAINING_GRID_COLUMNS if c != "activation_checkpointing"]
     reasons: dict[tuple, str] = {}
     dp_of: dict[tuple, int] = {}
-    for key, group in frame.groupby(layout_columns, sort=False):
+    for key, _rows in frame.groupby(layout_columns, sort=False):
         row = dict(zip(layout_columns, key), activation_checkpointing=base.activation_checkpointing)
         try:
             scenario = training_scenario_for_row(base, row)
@@ -240,7 +307,9 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
     tp = np.where(valid, frame["tensor_parallel"].to_numpy(np.int64), 1)
     pp = np.where(valid, frame["pipeline_parallel"].to_numpy(np.int64), 1)
     inputs.update(
-        tensor_parallel=tp, pipeline_parallel=pp, data_parallel=frame["data_parallel"].to_numpy(np.int64),
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        data_parallel=frame["data_parallel"].to_numpy(np.int64),
         zero_stage=np.where(valid, frame["zero_stage"].to_numpy(np.int64), 0),
         recompute=np.array([_RECOMPUTE[c] for c in frame["activation_checkpointing"]]),
         micro_batch_size=np.where(valid, frame["micro_batch_size"].to_numpy(np.int64), 1),
@@ -256,8 +325,9 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
 
 def _training_hardware_arrays(gpu_ids: np.ndarray, base):
 
-    return _per_row(TrainingHardware, [(g,) for g in gpu_ids],
-                    lambda gpu_id: hardware_inputs(base, _accelerator(base, gpu_id)))
+    return _per_row(
+        TrainingHardware, [(g,) for g in gpu_ids], lambda gpu_id: hardware_inputs(base, _accelerator(base, gpu_id))
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -61,7 +61,9 @@ def _inference_numbers(p) -> dict[str, float]:
 def _effect_from_plans(name, variant, base_numbers, alt_plan, alt_scenario, numbers, **info) -> TechniqueEffect:
     alt = numbers(alt_plan)
     return TechniqueEffect(
-        technique=name, variant=variant, applicable=True,
+        technique=name,
+        variant=variant,
+        applicable=True,
         delta_memory_bytes=alt["memory"] - base_numbers["memory"],
         delta_time_seconds=alt["time"] - base_numbers["time"],
         delta_ttft_seconds=alt.get("ttft", 0.0) - base_numbers.get("ttft", 0.0),

@@ -39,14 +39,38 @@ class PrecisionBytes:
 
 
 PRECISIONS: dict[str, PrecisionBytes] = {
-    "mixed_bf16": PrecisionBytes(2, 2, 4, 4, 2, "bf16", "bf16 parameters and gradients, fp32 master weights and "
-                                 "optimizer state (Megatron, DeepSpeed bf16; ZeRO's K = 12 for Adam)"),
-    "mixed_fp16": PrecisionBytes(2, 2, 4, 4, 2, "fp16", "fp16 parameters and gradients with loss scaling, fp32 "
-                                 "master weights and optimizer state (ZeRO paper, Megatron-LM 2021)"),
-    "amp_bf16": PrecisionBytes(4, 4, 0, 4, 2, "bf16", "fp32 parameters, gradients and optimizer state, matmuls "
-                               "autocast to bf16 (PyTorch AMP, HF Trainer bf16=True)"),
-    "bf16": PrecisionBytes(2, 2, 0, 2, 2, "bf16", "pure bf16: parameters, gradients and optimizer state in bf16, "
-                           "no master copy"),
+    "mixed_bf16": PrecisionBytes(
+        2,
+        2,
+        4,
+        4,
+        2,
+        "bf16",
+        "bf16 parameters and gradients, fp32 master weights and "
+        "optimizer state (Megatron, DeepSpeed bf16; ZeRO's K = 12 for Adam)",
+    ),
+    "mixed_fp16": PrecisionBytes(
+        2,
+        2,
+        4,
+        4,
+        2,
+        "fp16",
+        "fp16 parameters and gradients with loss scaling, fp32 "
+        "master weights and optimizer state (ZeRO paper, Megatron-LM 2021)",
+    ),
+    "amp_bf16": PrecisionBytes(
+        4,
+        4,
+        0,
+        4,
+        2,
+        "bf16",
+        "fp32 parameters, gradients and optimizer state, matmuls autocast to bf16 (PyTorch AMP, HF Trainer bf16=True)",
+    ),
+    "bf16": PrecisionBytes(
+        2, 2, 0, 2, 2, "bf16", "pure bf16: parameters, gradients and optimizer state in bf16, no master copy"
+    ),
     "fp32": PrecisionBytes(4, 4, 0, 4, 4, "fp32", "everything in fp32"),
 }
 
@@ -130,8 +154,11 @@ def layer_matrices(arch: ModelArchitecture, moe_layer: bool) -> list[Matrix]:
         if arch.shared_expert_intermediate_size:
             # Shared experts are gated SwiGLU MLPs in every supported MoE family.
             width = arch.shared_expert_intermediate_size
-            out += [Matrix("gate", h, width, "column"), Matrix("up", h, width, "column"),
-                    Matrix("down", width, h, "row")]
+            out += [
+                Matrix("gate", h, width, "column"),
+                Matrix("up", h, width, "column"),
+                Matrix("down", width, h, "row"),
+            ]
         out.append(Matrix("router", h, arch.num_experts, "none"))
     else:
         mlp(arch.intermediate_size, False)
@@ -157,17 +184,33 @@ def _layers_only(counts: ParameterCounts) -> ParameterCounts:
     return dataclasses.replace(counts, embedding=0, position_embedding=0, lm_head=0, final_norms=0)
 
 
-def stage_layer_parameter_elements(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel,
-                                   pipeline_parallel, expert_parallel, linear_bytes=1.0, other_bytes=1.0):
+def stage_layer_parameter_elements(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    expert_parallel,
+    linear_bytes=1.0,
+    other_bytes=1.0,
+):
     """Parameters of the transformer layers on one GPU of the most loaded stage (elements, or bytes when
     `linear_bytes`/`other_bytes` are given). Reuses `planner.memory.weight_bytes` with the embedding and
     head removed; routed experts are split over TP x EP (Megatron-core expert-TP = TP)."""
-    return base_memory.weight_bytes(_layers_only(counts), arch, tensor_parallel, pipeline_parallel,
-                                    tensor_parallel * expert_parallel, linear_bytes, other_bytes, other_bytes)
+    return base_memory.weight_bytes(
+        _layers_only(counts),
+        arch,
+        tensor_parallel,
+        pipeline_parallel,
+        tensor_parallel * expert_parallel,
+        linear_bytes,
+        other_bytes,
+        other_bytes,
+    )
 
 
-def stage_expert_parameter_elements(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel,
-                                    pipeline_parallel, expert_parallel):
+def stage_expert_parameter_elements(
+    counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel, expert_parallel
+):
     """Routed-expert parameters on one GPU of the stage with the most MoE layers (they shard over the
     expert-data-parallel group, DP / EP, instead of DP)."""
     routed = counts.moe_layer.experts_routed if counts.moe_layer else 0
@@ -187,8 +230,15 @@ def edge_parameter_elements(counts: ParameterCounts, tensor_parallel, pipeline_p
     return where(pipeline_parallel > 1, own, single)
 
 
-def lora_adapter_elements(arch: ModelArchitecture, rank, target_modules, tensor_parallel, pipeline_parallel,
-                          expert_parallel, experts_only=False):
+def lora_adapter_elements(
+    arch: ModelArchitecture,
+    rank,
+    target_modules,
+    tensor_parallel,
+    pipeline_parallel,
+    expert_parallel,
+    experts_only=False,
+):
     """LoRA adapter parameters (A: r x d_in, B: d_out x r per targeted projection) on one GPU of the most
     loaded stage. Column-parallel projections keep A whole and split B; row-parallel ones split A and keep
     B whole (PEFT/Megatron LoRA layout). MLP targets apply to every expert. `experts_only` counts only the
@@ -212,9 +262,16 @@ def lora_adapter_elements(arch: ModelArchitecture, rank, target_modules, tensor_
     return total
 
 
-def adafactor_state_elements(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel,
-                             pipeline_parallel, expert_parallel, first_stage: bool, lora_rank=None,
-                             lora_targets=()):
+def adafactor_state_elements(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    expert_parallel,
+    first_stage: bool,
+    lora_rank=None,
+    lora_targets=(),
+):
     """Adafactor's factored second moment on one GPU (Shazeer & Stern 2018; torch.optim.Adafactor):
     a row and a column vector (d_out + d_in) per matrix, a full vector per bias/norm; no first moment.
     With LoRA, the factored states of the adapters (A: r + d_in, B: d_out + r)."""
@@ -230,8 +287,12 @@ def adafactor_state_elements(counts: ParameterCounts, arch: ModelArchitecture, t
                 matrices = matrices + copies * (d_in + d_out + 2 * lora_rank)
         if lora_rank is None:
             layer = counts.moe_layer if moe_layer else counts.dense_layer
-            vectors = (layer.norms + (layer.attention_bias + layer.mlp_bias) / t + layer.attention_out_bias
-                       + layer.mlp_out_bias)
+            vectors = (
+                layer.norms
+                + (layer.attention_bias + layer.mlp_bias) / t
+                + layer.attention_out_bias
+                + layer.mlp_out_bias
+            )
         return matrices + vectors
 
     moe_layers = base_memory.stage_moe_layers(arch, pipeline_parallel)
@@ -241,8 +302,9 @@ def adafactor_state_elements(counts: ParameterCounts, arch: ModelArchitecture, t
         total = total + moe_layers * per_layer(True)
     if lora_rank is None:
         h = arch.hidden_size
-        embedding = (arch.vocab_size / t + h) + (arch.learned_position_embeddings + h if counts.position_embedding
-                                                 else 0)
+        embedding = (arch.vocab_size / t + h) + (
+            arch.learned_position_embeddings + h if counts.position_embedding else 0
+        )
         head = (arch.vocab_size / t + h) + counts.final_norms
         tied = counts.lm_head == 0
         single = embedding + head - where(tied, arch.vocab_size / t + h, 0)
@@ -265,7 +327,8 @@ def weights_bytes(dense_bytes, expert_bytes, zero_stage, dense_group, expert_gro
     the parameter dtype), further split over the data-parallel group by ZeRO-3 / FSDP full-shard.
     Offloaded parameters live in host RAM (ZeRO-Infinity). ZeRO Fig. 1: 2 Psi (DDP) -> 2 Psi / Nd (P_os+g+p)."""
     resident = dense_bytes / zero_shards(zero_stage, dense_group, 3) + expert_bytes / zero_shards(
-        zero_stage, expert_group, 3)
+        zero_stage, expert_group, 3
+    )
     return where(offload_parameters, 0.0, resident)
 
 
@@ -273,26 +336,36 @@ def gradients_bytes(dense_bytes, expert_bytes, zero_stage, dense_group, expert_g
     """Gradients of the trainable parameters on one GPU, split by ZeRO-2/3 (FSDP shard-grad-op/full-shard).
     ZeRO Fig. 1: 2 Psi (DDP, ZeRO-1) -> 2 Psi / Nd (P_os+g)."""
     return dense_bytes / zero_shards(zero_stage, dense_group, 2) + expert_bytes / zero_shards(
-        zero_stage, expert_group, 2)
+        zero_stage, expert_group, 2
+    )
 
 
-def gradient_accumulation_bytes(dense_elements, expert_elements, zero_stage, dense_group, expert_group,
-                                enabled, grad_bytes):
+def gradient_accumulation_bytes(
+    dense_elements, expert_elements, zero_stage, dense_group, expert_group, enabled, grad_bytes
+):
     """An fp32 buffer that accumulates micro-batch gradients next to 16-bit gradients (DeepSpeed's bf16
     optimizer, `grad_accumulation_fp32`), sharded like the gradients. Zero when off or when the gradients
     are fp32 already (accumulating in `.grad` itself needs no extra memory)."""
     needed = where(enabled, where(grad_bytes < 4, 1.0, 0.0), 0.0)
-    return needed * 4 * (dense_elements / zero_shards(zero_stage, dense_group, 2)
-                         + expert_elements / zero_shards(zero_stage, expert_group, 2))
+    return (
+        needed
+        * 4
+        * (
+            dense_elements / zero_shards(zero_stage, dense_group, 2)
+            + expert_elements / zero_shards(zero_stage, expert_group, 2)
+        )
+    )
 
 
-def optimizer_states_bytes(dense_state_bytes, expert_state_bytes, zero_stage, dense_group, expert_group,
-                           offload_optimizer=0):
+def optimizer_states_bytes(
+    dense_state_bytes, expert_state_bytes, zero_stage, dense_group, expert_group, offload_optimizer=0
+):
     """Optimizer state on one GPU, fp32 master weights included (ZeRO's K: 12 bytes per parameter for
     mixed-precision Adam), split by ZeRO-1 and up (Megatron's distributed optimizer is ZeRO-1). Offloaded
     state lives in host RAM (ZeRO-Offload). ZeRO Fig. 1: K Psi -> K Psi / Nd."""
     resident = dense_state_bytes / zero_shards(zero_stage, dense_group, 1) + expert_state_bytes / zero_shards(
-        zero_stage, expert_group, 1)
+        zero_stage, expert_group, 1
+    )
     return where(offload_optimizer, 0.0, resident)
 
 
@@ -331,8 +404,9 @@ def korthikanti_layer_activation_bytes(s, b, h, a, t=1, sequence_parallel=False,
     return sbh * (10 + 24 / t + attention_core)
 
 
-def korthikanti_total_activation_bytes(s, b, h, a, L, vocab, t=1, p=1, sequence_parallel=False,
-                                       recompute="none", interleave=1):
+def korthikanti_total_activation_bytes(
+    s, b, h, a, L, vocab, t=1, p=1, sequence_parallel=False, recompute="none", interleave=1
+):
     """Activations on the first pipeline stage (Korthikanti et al. 2022, Eq. 5 and Sec. 4.3): with 1F1B the
     first stage holds p micro-batches of L/p layers = L layers' worth; the interleaved schedule with
     `interleave` chunks per device multiplies that by 1 + (p - 1)/(p m). With p = 1 the stage also holds the
@@ -346,9 +420,19 @@ def korthikanti_total_activation_bytes(s, b, h, a, L, vocab, t=1, p=1, sequence_
     return total
 
 
-def layer_activation_bytes_per_token(arch: ModelArchitecture, moe_layer: bool, tensor_parallel, sequence_parallel,
-                                     flash_attention, recompute, dropout, sequence_length, activation_bytes=2.0,
-                                     lora_rank=0, lora_targets=()):
+def layer_activation_bytes_per_token(
+    arch: ModelArchitecture,
+    moe_layer: bool,
+    tensor_parallel,
+    sequence_parallel,
+    flash_attention,
+    recompute,
+    dropout,
+    sequence_length,
+    activation_bytes=2.0,
+    lora_rank=0,
+    lora_targets=(),
+):
     """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU.
 
     Korthikanti et al.'s accounting (Table 2: every tensor a backward kernel reads is counted once),
@@ -403,8 +487,11 @@ def layer_activation_bytes_per_token(arch: ModelArchitecture, moe_layer: bool, t
 
     if moe_layer:
         k = arch.experts_per_token
-        mlp = (4 * arch.num_experts / sp_split + k * (2 * h * b16 + 4 * arch.expert_intermediate_size * b16 / t)
-               + 4 * arch.shared_expert_intermediate_size * b16 / t)
+        mlp = (
+            4 * arch.num_experts / sp_split
+            + k * (2 * h * b16 + 4 * arch.expert_intermediate_size * b16 / t)
+            + 4 * arch.shared_expert_intermediate_size * b16 / t
+        )
     else:
         mlp = (4 if arch.mlp_gated else 2) * arch.intermediate_size * b16 / t
 
@@ -419,16 +506,25 @@ def layer_activation_bytes_per_token(arch: ModelArchitecture, moe_layer: bool, t
     return stored
 
 
-def layer_recompute_working_bytes_per_token(arch: ModelArchitecture, moe_layer: bool, tensor_parallel,
-                                            sequence_parallel, flash_attention, recompute, dropout, sequence_length,
-                                            activation_bytes=2.0, lora_rank=0, lora_targets=()):
+def layer_recompute_working_bytes_per_token(
+    arch: ModelArchitecture,
+    moe_layer: bool,
+    tensor_parallel,
+    sequence_parallel,
+    flash_attention,
+    recompute,
+    dropout,
+    sequence_length,
+    activation_bytes=2.0,
+    lora_rank=0,
+    lora_targets=(),
+):
     """What recomputation rebuilds for one layer while its backward runs (per token): the difference between
     keeping everything and what `recompute` keeps. Zero without recomputation. Korthikanti et al. leave this
     transient out of Table 2; the plan adds one layer of it (for one micro-batch) to the peak."""
     args = (arch, moe_layer, tensor_parallel, sequence_parallel, flash_attention)
     rest = (dropout, sequence_length, activation_bytes, lora_rank, lora_targets)
-    return (layer_activation_bytes_per_token(*args, 0, *rest)
-            - layer_activation_bytes_per_token(*args, recompute, *rest))
+    return layer_activation_bytes_per_token(*args, 0, *rest) - layer_activation_bytes_per_token(*args, recompute, *rest)
 
 
 def in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages=1):
@@ -438,13 +534,20 @@ def in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages=1):
     (Korthikanti Eq. 5). Interleaved with v chunks per device: p + (p - 1)/v, i.e. L (1 + (p - 1)/(p v)).
     Fewer micro-batches than warm-up slots cap it. One stage: one micro-batch at a time.
     """
-    warmup = where(virtual_stages > 1, pipeline_parallel + (pipeline_parallel - 1) / virtual_stages,
-                   pipeline_parallel)
+    warmup = where(virtual_stages > 1, pipeline_parallel + (pipeline_parallel - 1) / virtual_stages, pipeline_parallel)
     return where(pipeline_parallel > 1, minimum(warmup, maximum(microbatches, 1)), 1)
 
 
-def edge_activation_bytes_per_token(arch: ModelArchitecture, tensor_parallel, sequence_parallel, dropout,
-                                    pipeline_parallel, first_stage: bool, activation_bytes=2.0, frozen_head=False):
+def edge_activation_bytes_per_token(
+    arch: ModelArchitecture,
+    tensor_parallel,
+    sequence_parallel,
+    dropout,
+    pipeline_parallel,
+    first_stage: bool,
+    activation_bytes=2.0,
+    frozen_head=False,
+):
     """Per-token activations outside the layers, saved until backward. First stage: the embedding-dropout
     mask (1 B x h). Last stage: the final norm's input and statistics and the output projection's input
     (2 h B; a frozen head, as in LoRA, needs no weight gradient and saves no input). With one stage both.
@@ -473,10 +576,24 @@ def logits_bytes(arch: ModelArchitecture, tensor_parallel, tokens, is_last_stage
     return where(is_last_stage, 3 * logits_saved_bytes_per_token(arch, tensor_parallel) * tokens, 0.0)
 
 
-def stage_activation_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, context_parallel,
-                           micro_batch_size, sequence_length, microbatches, virtual_stages, sequence_parallel,
-                           flash_attention, recompute, dropout, first_stage: bool, activation_bytes=2.0,
-                           lora_rank=0, lora_targets=()):
+def stage_activation_bytes(
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    context_parallel,
+    micro_batch_size,
+    sequence_length,
+    microbatches,
+    virtual_stages,
+    sequence_parallel,
+    flash_attention,
+    recompute,
+    dropout,
+    first_stage: bool,
+    activation_bytes=2.0,
+    lora_rank=0,
+    lora_targets=(),
+):
     """Saved activations of one stage on one GPU at its peak: the layers of every in-flight micro-batch
     (`in_flight_microbatches` on the first stage, one on the last), the stage's edge activations, and one
     layer's recomputation working set. Tokens per GPU = micro-batch x sequence / CP (context parallelism
@@ -484,44 +601,61 @@ def stage_activation_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_pa
     tokens = micro_batch_size * sequence_length / context_parallel
     moe_layers = base_memory.stage_moe_layers(arch, pipeline_parallel)
     dense_layers = base_memory.stage_layers(arch, pipeline_parallel) - moe_layers
-    common = (tensor_parallel, sequence_parallel, flash_attention, recompute, dropout, sequence_length,
-              activation_bytes, lora_rank, lora_targets)
+    common = (
+        tensor_parallel,
+        sequence_parallel,
+        flash_attention,
+        recompute,
+        dropout,
+        sequence_length,
+        activation_bytes,
+        lora_rank,
+        lora_targets,
+    )
     per_token = dense_layers * layer_activation_bytes_per_token(arch, False, *common)
     working = layer_recompute_working_bytes_per_token(arch, False, *common) * where(dense_layers > 0, 1, 0)
     if arch.is_moe:
         per_token = per_token + moe_layers * layer_activation_bytes_per_token(arch, True, *common)
         working = maximum(working, layer_recompute_working_bytes_per_token(arch, True, *common))
     in_flight = in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages) if first_stage else 1
-    edges = edge_activation_bytes_per_token(arch, tensor_parallel, sequence_parallel, dropout, pipeline_parallel,
-                                            first_stage, activation_bytes, frozen_head=lora_rank > 0)
+    edges = edge_activation_bytes_per_token(
+        arch,
+        tensor_parallel,
+        sequence_parallel,
+        dropout,
+        pipeline_parallel,
+        first_stage,
+        activation_bytes,
+        frozen_head=lora_rank > 0,
+    )
     return tokens * (per_token * in_flight + edges + working)
 
 
 __all__ = [
     "PRECISIONS",
-    "PrecisionBytes",
     "Matrix",
-    "layer_matrices",
-    "nf4_bytes_per_element",
-    "optimizer_state_bytes_per_element",
-    "stage_layer_parameter_elements",
-    "stage_expert_parameter_elements",
-    "edge_parameter_elements",
-    "lora_adapter_elements",
+    "PrecisionBytes",
     "adafactor_state_elements",
-    "zero_shards",
-    "weights_bytes",
-    "gradients_bytes",
+    "edge_activation_bytes_per_token",
+    "edge_parameter_elements",
     "gradient_accumulation_bytes",
-    "optimizer_states_bytes",
-    "sharding_buffer_bytes",
+    "gradients_bytes",
+    "in_flight_microbatches",
     "korthikanti_layer_activation_bytes",
     "korthikanti_total_activation_bytes",
     "layer_activation_bytes_per_token",
+    "layer_matrices",
     "layer_recompute_working_bytes_per_token",
-    "in_flight_microbatches",
-    "edge_activation_bytes_per_token",
-    "logits_saved_bytes_per_token",
     "logits_bytes",
+    "logits_saved_bytes_per_token",
+    "lora_adapter_elements",
+    "nf4_bytes_per_element",
+    "optimizer_state_bytes_per_element",
+    "optimizer_states_bytes",
+    "sharding_buffer_bytes",
     "stage_activation_bytes",
+    "stage_expert_parameter_elements",
+    "stage_layer_parameter_elements",
+    "weights_bytes",
+    "zero_shards",
 ]

@@ -56,8 +56,14 @@ class TrainingHardware:
     usd_per_gpu_hour: object
 
     @classmethod
-    def from_accelerator(cls, accel: Accelerator, compute_dtype: str, usd_per_gpu_hour: float, gpus_per_node: int,
-                         inter_node_bytes_per_second: float) -> "TrainingHardware":
+    def from_accelerator(
+        cls,
+        accel: Accelerator,
+        compute_dtype: str,
+        usd_per_gpu_hour: float,
+        gpus_per_node: int,
+        inter_node_bytes_per_second: float,
+    ) -> TrainingHardware:
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
             bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
@@ -80,8 +86,21 @@ class LoraInputs:
     double_quantization: bool
 
 
-def _model_state_inputs(arch: ModelArchitecture, counts: ParameterCounts, tp, pp, ep, first_stage: bool,
-                        optimizer: str, param_b, grad_b, master_b, state_b, activation_b, lora: LoraInputs | None):
+def _model_state_inputs(
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    tp,
+    pp,
+    ep,
+    first_stage: bool,
+    optimizer: str,
+    param_b,
+    grad_b,
+    master_b,
+    state_b,
+    activation_b,
+    lora: LoraInputs | None,
+):
     """Per-GPU (before data-parallel sharding) parameter bytes, trainable elements and optimizer-state bytes,
     split into the dense part (sharded over DP x CP) and the routed-expert part (sharded over DP x CP / EP)."""
     layer_elements = tmem.stage_layer_parameter_elements(counts, arch, tp, pp, ep)
@@ -108,8 +127,9 @@ def _model_state_inputs(arch: ModelArchitecture, counts: ParameterCounts, tp, pp
         base_layers = tmem.stage_layer_parameter_elements(counts, arch, tp, pp, ep, linear_b, other_b)
         base_expert = expert_elements * linear_b
         adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep)
-        adapters_expert = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep,
-                                                     experts_only=True)
+        adapters_expert = tmem.lora_adapter_elements(
+            arch, lora.rank, lora.target_modules, tp, pp, ep, experts_only=True
+        )
         trainable_dense = adapters - adapters_expert
         trainable_expert = adapters_expert
         param_dense = base_layers - base_expert + edge_elements * other_b + trainable_dense * param_b
@@ -121,8 +141,9 @@ def _model_state_inputs(arch: ModelArchitecture, counts: ParameterCounts, tp, pp
         unit_grad = unit_adapters * grad_b
         factored = None
         if optimizer == "adafactor":
-            factored = tmem.adafactor_state_elements(counts, arch, tp, pp, ep, first_stage, lora.rank,
-                                                     lora.target_modules)
+            factored = tmem.adafactor_state_elements(
+                counts, arch, tp, pp, ep, first_stage, lora.rank, lora.target_modules
+            )
     if factored is None:
         per_element = master_b + tmem.optimizer_state_bytes_per_element(optimizer, state_b)
         state_dense = trainable_dense * per_element
@@ -130,18 +151,52 @@ def _model_state_inputs(arch: ModelArchitecture, counts: ParameterCounts, tp, pp
     else:
         state_dense = trainable_dense * master_b + factored * state_b
         state_expert = trainable_expert * master_b
-    return dict(param_dense=param_dense, param_expert=param_expert, trainable_dense=trainable_dense,
-                trainable_expert=trainable_expert, state_dense=state_dense, state_expert=state_expert,
-                unit_param=unit_param, layer_param=layer_param, unit_grad=unit_grad)
+    return dict(
+        param_dense=param_dense,
+        param_expert=param_expert,
+        trainable_dense=trainable_dense,
+        trainable_expert=trainable_expert,
+        state_dense=state_dense,
+        state_expert=state_expert,
+        unit_param=unit_param,
+        layer_param=layer_param,
+        unit_grad=unit_grad,
+    )
 
 
-def training_memory(arch: ModelArchitecture, counts: ParameterCounts, hw: TrainingHardware, *, tensor_parallel,
-                    pipeline_parallel, data_parallel, context_parallel, expert_parallel, virtual_stages,
-                    sequence_parallel, zero_stage, offload_optimizer, offload_parameters, optimizer: str, param_bytes,
-                    grad_bytes, master_bytes, state_bytes, activation_bytes, grad_accumulation_fp32,
-                    micro_batch_size, global_batch_size, sequence_length, recompute, flash_attention, dropout,
-                    num_gpus, lora: LoraInputs | None = None, runtime_overhead_correction_bytes=0.0,
-                    overlap_grad_reduce=True) -> dict:
+def training_memory(
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: TrainingHardware,
+    *,
+    tensor_parallel,
+    pipeline_parallel,
+    data_parallel,
+    context_parallel,
+    expert_parallel,
+    virtual_stages,
+    sequence_parallel,
+    zero_stage,
+    offload_optimizer,
+    offload_parameters,
+    optimizer: str,
+    param_bytes,
+    grad_bytes,
+    master_bytes,
+    state_bytes,
+    activation_bytes,
+    grad_accumulation_fp32,
+    micro_batch_size,
+    global_batch_size,
+    sequence_length,
+    recompute,
+    flash_attention,
+    dropout,
+    num_gpus,
+    lora: LoraInputs | None = None,
+    runtime_overhead_correction_bytes=0.0,
+    overlap_grad_reduce=True,
+) -> dict:
     """Memory per GPU on the most loaded pipeline stage: every component, the host bytes, which stage."""
     tp, pp, dp, cp, ep = tensor_parallel, pipeline_parallel, data_parallel, context_parallel, expert_parallel
     dense_group = dp * cp
@@ -154,36 +209,86 @@ def training_memory(arch: ModelArchitecture, counts: ParameterCounts, hw: Traini
 
     stages = {}
     for name, first in (("first", True), ("last", False)):
-        s = _model_state_inputs(arch, counts, tp, pp, ep, first, optimizer, param_bytes, grad_bytes, master_bytes,
-                                state_bytes, activation_bytes, lora)
-        weights = tmem.weights_bytes(s["param_dense"], s["param_expert"], zero_stage, dense_group, expert_group,
-                                     offload_parameters)
-        gradients = tmem.gradients_bytes(s["trainable_dense"] * grad_bytes, s["trainable_expert"] * grad_bytes,
-                                         zero_stage, dense_group, expert_group)
-        accumulation = tmem.gradient_accumulation_bytes(s["trainable_dense"], s["trainable_expert"], zero_stage,
-                                                        dense_group, expert_group, grad_accumulation_fp32,
-                                                        grad_bytes)
-        optimizer_states = tmem.optimizer_states_bytes(s["state_dense"], s["state_expert"], zero_stage, dense_group,
-                                                       expert_group, offload_optimizer)
-        buffers = tmem.sharding_buffer_bytes(zero_stage, dense_group, s["unit_param"], s["layer_param"],
-                                             s["unit_grad"])
+        s = _model_state_inputs(
+            arch,
+            counts,
+            tp,
+            pp,
+            ep,
+            first,
+            optimizer,
+            param_bytes,
+            grad_bytes,
+            master_bytes,
+            state_bytes,
+            activation_bytes,
+            lora,
+        )
+        weights = tmem.weights_bytes(
+            s["param_dense"], s["param_expert"], zero_stage, dense_group, expert_group, offload_parameters
+        )
+        gradients = tmem.gradients_bytes(
+            s["trainable_dense"] * grad_bytes, s["trainable_expert"] * grad_bytes, zero_stage, dense_group, expert_group
+        )
+        accumulation = tmem.gradient_accumulation_bytes(
+            s["trainable_dense"],
+            s["trainable_expert"],
+            zero_stage,
+            dense_group,
+            expert_group,
+            grad_accumulation_fp32,
+            grad_bytes,
+        )
+        optimizer_states = tmem.optimizer_states_bytes(
+            s["state_dense"], s["state_expert"], zero_stage, dense_group, expert_group, offload_optimizer
+        )
+        buffers = tmem.sharding_buffer_bytes(zero_stage, dense_group, s["unit_param"], s["layer_param"], s["unit_grad"])
         activations = tmem.stage_activation_bytes(
-            arch, tp, pp, cp, micro_batch_size, sequence_length, microbatches, virtual_stages, sequence_parallel,
-            flash_attention, recompute, dropout, first, activation_bytes, lora_rank, lora_targets)
+            arch,
+            tp,
+            pp,
+            cp,
+            micro_batch_size,
+            sequence_length,
+            microbatches,
+            virtual_stages,
+            sequence_parallel,
+            flash_attention,
+            recompute,
+            dropout,
+            first,
+            activation_bytes,
+            lora_rank,
+            lora_targets,
+        )
         is_last = where(pp == 1, True, not first)
         logits = tmem.logits_bytes(arch, tp, tokens, is_last)
-        host = (where(offload_optimizer, tmem.optimizer_states_bytes(s["state_dense"], s["state_expert"], zero_stage,
-                                                                     dense_group, expert_group), 0.0)
-                + where(offload_parameters, tmem.weights_bytes(s["param_dense"], s["param_expert"], zero_stage,
-                                                               dense_group, expert_group), 0.0))
-        components = dict(weights_bytes=weights, gradients_bytes=gradients, gradient_accumulation_bytes=accumulation,
-                          optimizer_states_bytes=optimizer_states, sharding_buffers_bytes=buffers,
-                          activations_bytes=activations, logits_bytes=logits, runtime_overhead_bytes=runtime)
+        host = where(
+            offload_optimizer,
+            tmem.optimizer_states_bytes(s["state_dense"], s["state_expert"], zero_stage, dense_group, expert_group),
+            0.0,
+        ) + where(
+            offload_parameters,
+            tmem.weights_bytes(s["param_dense"], s["param_expert"], zero_stage, dense_group, expert_group),
+            0.0,
+        )
+        components = dict(
+            weights_bytes=weights,
+            gradients_bytes=gradients,
+            gradient_accumulation_bytes=accumulation,
+            optimizer_states_bytes=optimizer_states,
+            sharding_buffers_bytes=buffers,
+            activations_bytes=activations,
+            logits_bytes=logits,
+            runtime_overhead_bytes=runtime,
+        )
         stages[name] = dict(components=components, host=host, total=sum(components.values()), inputs=s)
 
     first_heavier = stages["first"]["total"] >= stages["last"]["total"]
-    components = {key: where(first_heavier, stages["first"]["components"][key], stages["last"]["components"][key])
-                  for key in MEMORY_COMPONENTS}
+    components = {
+        key: where(first_heavier, stages["first"]["components"][key], stages["last"]["components"][key])
+        for key in MEMORY_COMPONENTS
+    }
     total = where(first_heavier, stages["first"]["total"], stages["last"]["total"])
     return dict(
         components=components,
@@ -201,25 +306,81 @@ def training_memory(arch: ModelArchitecture, counts: ParameterCounts, hw: Traini
     )
 
 
-def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: TrainingHardware, efficiency: Efficiency,
-                     *, tensor_parallel, pipeline_parallel, data_parallel, context_parallel, expert_parallel,
-                     virtual_stages, sequence_parallel, zero_stage, offload_optimizer, offload_parameters,
-                     optimizer: str, param_bytes, grad_bytes, master_bytes, state_bytes, activation_bytes,
-                     grad_accumulation_fp32, micro_batch_size, global_batch_size, sequence_length, recompute,
-                     flash_attention, dropout, num_gpus, training_tokens, lora: LoraInputs | None = None,
-                     runtime_overhead_correction_bytes=0.0, overlap_grad_reduce=True) -> dict:
+def training_metrics(
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: TrainingHardware,
+    efficiency: Efficiency,
+    *,
+    tensor_parallel,
+    pipeline_parallel,
+    data_parallel,
+    context_parallel,
+    expert_parallel,
+    virtual_stages,
+    sequence_parallel,
+    zero_stage,
+    offload_optimizer,
+    offload_parameters,
+    optimizer: str,
+    param_bytes,
+    grad_bytes,
+    master_bytes,
+    state_bytes,
+    activation_bytes,
+    grad_accumulation_fp32,
+    micro_batch_size,
+    global_batch_size,
+    sequence_length,
+    recompute,
+    flash_attention,
+    dropout,
+    num_gpus,
+    training_tokens,
+    lora: LoraInputs | None = None,
+    runtime_overhead_correction_bytes=0.0,
+    overlap_grad_reduce=True,
+) -> dict:
     """Every number of a training plan, per GPU unless named otherwise. Broadcasts over arrays."""
-    tp, pp, dp, cp, ep, v = (tensor_parallel, pipeline_parallel, data_parallel, context_parallel, expert_parallel,
-                             virtual_stages)
+    tp, pp, dp, cp, ep, v = (
+        tensor_parallel,
+        pipeline_parallel,
+        data_parallel,
+        context_parallel,
+        expert_parallel,
+        virtual_stages,
+    )
     memory = training_memory(
-        arch, counts, hw, tensor_parallel=tp, pipeline_parallel=pp, data_parallel=dp, context_parallel=cp,
-        expert_parallel=ep, virtual_stages=v, sequence_parallel=sequence_parallel, zero_stage=zero_stage,
-        offload_optimizer=offload_optimizer, offload_parameters=offload_parameters, optimizer=optimizer,
-        param_bytes=param_bytes, grad_bytes=grad_bytes, master_bytes=master_bytes, state_bytes=state_bytes,
-        activation_bytes=activation_bytes, grad_accumulation_fp32=grad_accumulation_fp32,
-        micro_batch_size=micro_batch_size, global_batch_size=global_batch_size, sequence_length=sequence_length,
-        recompute=recompute, flash_attention=flash_attention, dropout=dropout, num_gpus=num_gpus, lora=lora,
-        runtime_overhead_correction_bytes=runtime_overhead_correction_bytes)
+        arch,
+        counts,
+        hw,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        data_parallel=dp,
+        context_parallel=cp,
+        expert_parallel=ep,
+        virtual_stages=v,
+        sequence_parallel=sequence_parallel,
+        zero_stage=zero_stage,
+        offload_optimizer=offload_optimizer,
+        offload_parameters=offload_parameters,
+        optimizer=optimizer,
+        param_bytes=param_bytes,
+        grad_bytes=grad_bytes,
+        master_bytes=master_bytes,
+        state_bytes=state_bytes,
+        activation_bytes=activation_bytes,
+        grad_accumulation_fp32=grad_accumulation_fp32,
+        micro_batch_size=micro_batch_size,
+        global_batch_size=global_batch_size,
+        sequence_length=sequence_length,
+        recompute=recompute,
+        flash_attention=flash_attention,
+        dropout=dropout,
+        num_gpus=num_gpus,
+        lora=lora,
+        runtime_overhead_correction_bytes=runtime_overhead_correction_bytes,
+    )
     m = memory["microbatches"]
     tokens = memory["tokens_per_microbatch"]
     h = arch.hidden_size
@@ -237,24 +398,41 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
     moe_layers = step_time.stage_moe_layers(arch, pp)
     dense_layers = step_time.stage_layers(arch, pp) - moe_layers
     stage_hw_per_token = dense_layers * dense_hw + step_time.head_training_flops_per_token(counts, frozen)
-    fwd_share_numerator = dense_layers * (2 * step_time.layer_matmul_parameters(counts, False)
-                                          + step_time.attention_forward_flops_per_token(arch, sequence_length,
-                                                                                 flash_attention))
+    fwd_share_numerator = dense_layers * (
+        2 * step_time.layer_matmul_parameters(counts, False)
+        + step_time.attention_forward_flops_per_token(arch, sequence_length, flash_attention)
+    )
     if arch.is_moe:
         _, moe_hw = step_time.layer_training_flops_per_token(counts, arch, True, *flop_args)
         stage_hw_per_token = stage_hw_per_token + moe_layers * moe_hw
         fwd_share_numerator = fwd_share_numerator + moe_layers * (
             2 * step_time.layer_matmul_parameters(counts, True)
-            + step_time.attention_forward_flops_per_token(arch, sequence_length, flash_attention))
+            + step_time.attention_forward_flops_per_token(arch, sequence_length, flash_attention)
+        )
     stage_flops_mb = tokens * stage_hw_per_token / tp
     backward_share = 1 - (fwd_share_numerator + step_time.head_forward_flops_per_token(counts)) / stage_hw_per_token
 
     compute_mb = roofline.compute_seconds(stage_flops_mb, hw.peak_flops_per_second, efficiency.training_compute)
     stage_param_bytes = s_last["param_dense"] + s_last["param_expert"]
     trainable_local = s_last["trainable_dense"] + s_last["trainable_expert"]
-    stored_mb = tmem.stage_activation_bytes(arch, tp, pp, cp, micro_batch_size, sequence_length, m, v,
-                                            sequence_parallel, flash_attention, recompute, dropout, False,
-                                            activation_bytes, lora_rank, lora_targets)
+    stored_mb = tmem.stage_activation_bytes(
+        arch,
+        tp,
+        pp,
+        cp,
+        micro_batch_size,
+        sequence_length,
+        m,
+        v,
+        sequence_parallel,
+        flash_attention,
+        recompute,
+        dropout,
+        False,
+        activation_bytes,
+        lora_rank,
+        lora_targets,
+    )
     bytes_mb = step_time.microbatch_memory_bytes(stage_param_bytes, stored_mb, trainable_local * grad_bytes, recompute)
     memory_mb = roofline.memory_seconds(bytes_mb, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
 
@@ -263,8 +441,10 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
     gpn = hw.gpus_per_node
 
     def link(span):
-        return (step_time.link_bandwidth(span, gpn, hw.intra_node_bytes_per_second, hw.inter_node_bytes_per_second),
-                step_time.link_latency(span, gpn, hw.intra_node_latency_seconds))
+        return (
+            step_time.link_bandwidth(span, gpn, hw.intra_node_bytes_per_second, hw.inter_node_bytes_per_second),
+            step_time.link_latency(span, gpn, hw.intra_node_latency_seconds),
+        )
 
     tp_bw, tp_lat = link(tp)
     cp_bw, cp_lat = link(tp * cp)
@@ -274,15 +454,28 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
 
     # ---- per micro-batch communication
     layers = step_time.stage_layers(arch, pp)
-    tp_comm = step_time.tensor_parallel_comm_seconds(layers, tokens, h, activation_bytes, tp, recompute, tp_bw, tp_lat,
-                                              comm_eff)
+    tp_comm = step_time.tensor_parallel_comm_seconds(
+        layers, tokens, h, activation_bytes, tp, recompute, tp_bw, tp_lat, comm_eff
+    )
     ep_comm = 0.0
     if arch.is_moe:
-        ep_comm = step_time.expert_all_to_all_seconds(moe_layers, tokens, arch.experts_per_token, h, activation_bytes, ep,
-                                               recompute, ep_bw, ep_lat, comm_eff)
-    cp_comm = step_time.context_parallel_comm_seconds(layers, tokens, step_time.kv_elements_per_token_for_cp(arch, tp),
-                                               activation_bytes, cp, recompute, cp_bw, cp_lat, comm_eff)
-    p2p = step_time.pipeline_p2p_seconds(tokens, h, activation_bytes, tp, sequence_parallel, pp, v, pp_bw, pp_lat, comm_eff)
+        ep_comm = step_time.expert_all_to_all_seconds(
+            moe_layers, tokens, arch.experts_per_token, h, activation_bytes, ep, recompute, ep_bw, ep_lat, comm_eff
+        )
+    cp_comm = step_time.context_parallel_comm_seconds(
+        layers,
+        tokens,
+        step_time.kv_elements_per_token_for_cp(arch, tp),
+        activation_bytes,
+        cp,
+        recompute,
+        cp_bw,
+        cp_lat,
+        comm_eff,
+    )
+    p2p = step_time.pipeline_p2p_seconds(
+        tokens, h, activation_bytes, tp, sequence_parallel, pp, v, pp_bw, pp_lat, comm_eff
+    )
 
     reduce_b = where(grad_accumulation_fp32, maximum(grad_bytes, 4.0), grad_bytes)
     grads_dense = s_last["trainable_dense"] * reduce_b
@@ -292,24 +485,30 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
     trainable_params_expert = s_last["trainable_expert"] * param_bytes
 
     def rs(dense, expert):
-        return (step_time.gradient_reduce_scatter_seconds(dense, dense_group, dp_bw, dp_lat, comm_eff)
-                + step_time.gradient_reduce_scatter_seconds(expert, expert_group, dp_bw, dp_lat, comm_eff))
+        return step_time.gradient_reduce_scatter_seconds(
+            dense, dense_group, dp_bw, dp_lat, comm_eff
+        ) + step_time.gradient_reduce_scatter_seconds(expert, expert_group, dp_bw, dp_lat, comm_eff)
 
     def ag(dense, expert):
-        return (step_time.parameter_allgather_seconds(dense, dense_group, dp_bw, dp_lat, comm_eff)
-                + step_time.parameter_allgather_seconds(expert, expert_group, dp_bw, dp_lat, comm_eff))
+        return step_time.parameter_allgather_seconds(
+            dense, dense_group, dp_bw, dp_lat, comm_eff
+        ) + step_time.parameter_allgather_seconds(expert, expert_group, dp_bw, dp_lat, comm_eff)
 
-    allreduce_step = (step_time.gradient_allreduce_seconds(grads_dense, dense_group, dp_bw, dp_lat, comm_eff)
-                      + step_time.gradient_allreduce_seconds(grads_expert, expert_group, dp_bw, dp_lat, comm_eff))
+    allreduce_step = step_time.gradient_allreduce_seconds(
+        grads_dense, dense_group, dp_bw, dp_lat, comm_eff
+    ) + step_time.gradient_allreduce_seconds(grads_expert, expert_group, dp_bw, dp_lat, comm_eff)
     reduce_scatter = rs(grads_dense, grads_expert)
     gather_trainable = ag(trainable_params_dense, trainable_params_expert)
     gather_all = ag(params_dense, params_expert)
     # ZeRO-2 reduce-scatters every micro-batch; ZeRO-3 also gathers the parameters for forward and backward.
     zero_mb = where(zero_stage >= 3, 2 * gather_all + reduce_scatter, where(zero_stage == 2, reduce_scatter, 0.0))
     # Parameter offload: each micro-batch fetches the GPU's parameter shard over PCIe for forward and backward.
-    param_shard_bytes = (params_dense / dense_group + params_expert / expert_group)
-    offload_params_mb = where(offload_parameters, step_time.host_transfer_seconds(
-        2 * param_shard_bytes, hw.host_link_bytes_per_second, efficiency.host_link), 0.0)
+    param_shard_bytes = params_dense / dense_group + params_expert / expert_group
+    offload_params_mb = where(
+        offload_parameters,
+        step_time.host_transfer_seconds(2 * param_shard_bytes, hw.host_link_bytes_per_second, efficiency.host_link),
+        0.0,
+    )
     overlapped_mb = cp_comm + zero_mb + offload_params_mb
     overlapped_exposed_mb = maximum(overlapped_mb - compute_mb, 0.0)
 
@@ -324,15 +523,27 @@ def training_metrics(arch: ModelArchitecture, counts: ParameterCounts, hw: Train
     grad_sync_exposed = maximum(grad_sync - where(overlap_grad_reduce, backward_share * compute_mb, 0.0), 0.0)
     param_gather = where((zero_stage == 1) | (zero_stage == 2), gather_trainable, 0.0)
     opt_shard = zero_stage >= 1
-    trainable_shard = (s_last["trainable_dense"] / where(opt_shard, dense_group, 1)
-                       + s_last["trainable_expert"] / where(opt_shard, expert_group, 1))
-    states_shard = (s_last["state_dense"] / where(opt_shard, dense_group, 1)
-                    + s_last["state_expert"] / where(opt_shard, expert_group, 1))
-    optimizer_bytes = step_time.optimizer_step_bytes(states_shard, trainable_shard, grad_bytes, param_bytes, master_bytes)
-    optimizer_seconds = where(offload_optimizer, 0.0, roofline.memory_seconds(
-        optimizer_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth))
-    offload_step = where(offload_optimizer, step_time.host_transfer_seconds(
-        trainable_shard * (grad_bytes + param_bytes), hw.host_link_bytes_per_second, efficiency.host_link), 0.0)
+    trainable_shard = s_last["trainable_dense"] / where(opt_shard, dense_group, 1) + s_last["trainable_expert"] / where(
+        opt_shard, expert_group, 1
+    )
+    states_shard = s_last["state_dense"] / where(opt_shard, dense_group, 1) + s_last["state_expert"] / where(
+        opt_shard, expert_group, 1
+    )
+    optimizer_bytes = step_time.optimizer_step_bytes(
+        states_shard, trainable_shard, grad_bytes, param_bytes, master_bytes
+    )
+    optimizer_seconds = where(
+        offload_optimizer,
+        0.0,
+        roofline.memory_seconds(optimizer_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
+    )
+    offload_step = where(
+        offload_optimizer,
+        step_time.host_transfer_seconds(
+            trainable_shard * (grad_bytes + param_bytes), hw.host_link_bytes_per_second, efficiency.host_link
+        ),
+        0.0,
+    )
 
     step = pipeline_seconds + grad_sync_exposed + param_gather + optimizer_seconds + offload_step
     breakdown = dict(

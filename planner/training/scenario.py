@@ -62,7 +62,9 @@ class TrainingScenario(ScenarioBase):
     # An int with bounds rather than Literal[0..3]: links and CSV cells carry it as text ("2"), which
     # pydantic converts to an int but never matches against int literals.
     zero_stage: int = Field(
-        default=1, ge=0, le=3,
+        default=1,
+        ge=0,
+        le=3,
         description="ZeRO stage (0 = DDP, 1 = optimizer, 2 = + gradients, 3 = + parameters / FSDP)",
     )
     distributed_optimizer: bool = Field(default=False, description="Megatron's distributed optimizer (ZeRO-1 sharding)")
@@ -90,7 +92,7 @@ class TrainingScenario(ScenarioBase):
     lora: LoraConfig | None = None
 
     @model_validator(mode="after")
-    def _valid_layout(self) -> "TrainingScenario":
+    def _valid_layout(self) -> TrainingScenario:
         arch = self.architecture()
         self.accelerator()
         self._check_tensor_parallel(arch)

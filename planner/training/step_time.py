@@ -37,8 +37,12 @@ def layer_matmul_parameters(counts: ParameterCounts, moe_layer: bool) -> float:
     attention = layer.attention_sharded + layer.attention_kv + layer.attention_replicated
     if not moe_layer:
         return attention + layer.mlp_dense
-    return attention + layer.router + layer.experts_shared + layer.experts_routed * counts.experts_per_token / max(
-        counts.num_experts, 1)
+    return (
+        attention
+        + layer.router
+        + layer.experts_shared
+        + layer.experts_routed * counts.experts_per_token / max(counts.num_experts, 1)
+    )
 
 
 def attention_forward_flops_per_token(arch: ModelArchitecture, sequence_length, causal):
@@ -69,9 +73,17 @@ def lora_forward_flops_per_token(arch: ModelArchitecture, rank, target_modules, 
     return total
 
 
-def layer_training_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool,
-                                   sequence_length, flash_attention, recompute, frozen_base=False, lora_rank=0,
-                                   lora_targets=()):
+def layer_training_flops_per_token(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    moe_layer: bool,
+    sequence_length,
+    flash_attention,
+    recompute,
+    frozen_base=False,
+    lora_rank=0,
+    lora_targets=(),
+):
     """(model FLOPs, hardware FLOPs) of one layer for one token over forward + backward (+ recomputation).
 
     Backward = 2 x forward for trained matrices (input and weight gradients); a frozen base (LoRA) needs only
@@ -85,8 +97,11 @@ def layer_training_flops_per_token(counts: ParameterCounts, arch: ModelArchitect
     useful_attention = attention_forward_flops_per_token(arch, sequence_length, True)
     executed_attention = attention_forward_flops_per_token(arch, sequence_length, flash_attention)
     model = matmul_passes * matmul + 3 * useful_attention + 3 * adapters
-    recomputed = where(recompute >= 2, matmul + executed_attention + adapters,
-                       where(recompute >= 1, where(flash_attention, 0.0, executed_attention), 0.0))
+    recomputed = where(
+        recompute >= 2,
+        matmul + executed_attention + adapters,
+        where(recompute >= 1, where(flash_attention, 0.0, executed_attention), 0.0),
+    )
     hardware = matmul_passes * matmul + 3 * executed_attention + 3 * adapters + recomputed
     return model, hardware
 
@@ -96,8 +111,16 @@ def head_training_flops_per_token(counts: ParameterCounts, frozen_base=False):
     return where(frozen_base, 2, 3) * head_forward_flops_per_token(counts)
 
 
-def model_training_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, sequence_length,
-                                   flash_attention, recompute, frozen_base=False, lora_rank=0, lora_targets=()):
+def model_training_flops_per_token(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    sequence_length,
+    flash_attention,
+    recompute,
+    frozen_base=False,
+    lora_rank=0,
+    lora_targets=(),
+):
     """(model, hardware) FLOPs per trained token, whole model. For a dense model without recomputation
     this is 6 N + 6 x causal attention (Kaplan et al. 2020's 6N plus attention)."""
     args = (sequence_length, flash_attention, recompute, frozen_base, lora_rank, lora_targets)
@@ -135,39 +158,92 @@ def pipeline_bubble_fraction(pipeline_parallel, microbatches, virtual_stages=1):
 # (links: planner.performance.link_bandwidth / link_latency)
 
 
-def tensor_parallel_comm_seconds(layers, tokens, hidden, activation_bytes, tensor_parallel, recompute,
-                                 link_bytes_per_second, link_latency_seconds, efficiency):
+def tensor_parallel_comm_seconds(
+    layers,
+    tokens,
+    hidden,
+    activation_bytes,
+    tensor_parallel,
+    recompute,
+    link_bytes_per_second,
+    link_latency_seconds,
+    efficiency,
+):
     """Megatron TP: two all-reduces of the layer's activations (tokens x h) per layer in the forward, two in
     the backward, two more when the forward is recomputed; with sequence parallelism each becomes an
     all-gather + reduce-scatter of the same volume (Korthikanti Sec. 4.2.2). Not overlapped with compute."""
     count = 4 + where(recompute >= 2, 2, 0)
-    return layers * count * collectives.allreduce_seconds(tokens * hidden * activation_bytes, tensor_parallel,
-                                                   link_bytes_per_second, link_latency_seconds, efficiency)
+    return (
+        layers
+        * count
+        * collectives.allreduce_seconds(
+            tokens * hidden * activation_bytes, tensor_parallel, link_bytes_per_second, link_latency_seconds, efficiency
+        )
+    )
 
 
-def expert_all_to_all_seconds(moe_layers, tokens, experts_per_token, hidden, activation_bytes, expert_parallel,
-                              recompute, link_bytes_per_second, link_latency_seconds, efficiency):
+def expert_all_to_all_seconds(
+    moe_layers,
+    tokens,
+    experts_per_token,
+    hidden,
+    activation_bytes,
+    expert_parallel,
+    recompute,
+    link_bytes_per_second,
+    link_latency_seconds,
+    efficiency,
+):
     """MoE dispatch and combine: an all-to-all of tokens x k x h each way per MoE layer in forward and backward
     (and again when recomputed); (EP - 1)/EP of it leaves the GPU. Not overlapped."""
     count = 4 + where(recompute >= 2, 2, 0)
     message = tokens * experts_per_token * hidden * activation_bytes
-    return moe_layers * count * collectives.allgather_seconds(message, expert_parallel, link_bytes_per_second,
-                                                       link_latency_seconds, efficiency)
+    return (
+        moe_layers
+        * count
+        * collectives.allgather_seconds(
+            message, expert_parallel, link_bytes_per_second, link_latency_seconds, efficiency
+        )
+    )
 
 
-def context_parallel_comm_seconds(layers, tokens, kv_elements_per_token, activation_bytes, context_parallel,
-                                  recompute, link_bytes_per_second, link_latency_seconds, efficiency):
+def context_parallel_comm_seconds(
+    layers,
+    tokens,
+    kv_elements_per_token,
+    activation_bytes,
+    context_parallel,
+    recompute,
+    link_bytes_per_second,
+    link_latency_seconds,
+    efficiency,
+):
     """Ring attention (Megatron-core CP): every rank receives the other ranks' K and V in the forward, K and V
     again and their gradients in the backward (plus a forward's worth when recomputed). Runs alongside the
     attention blocks; the plan hides it behind the micro-batch's compute."""
     count = 3 + where(recompute >= 2, 1, 0)
     message = tokens * context_parallel * kv_elements_per_token * activation_bytes
-    return layers * count * collectives.allgather_seconds(message, context_parallel, link_bytes_per_second,
-                                                   link_latency_seconds, efficiency)
+    return (
+        layers
+        * count
+        * collectives.allgather_seconds(
+            message, context_parallel, link_bytes_per_second, link_latency_seconds, efficiency
+        )
+    )
 
 
-def pipeline_p2p_seconds(tokens, hidden, activation_bytes, tensor_parallel, sequence_parallel, pipeline_parallel,
-                         virtual_stages, link_bytes_per_second, link_latency_seconds, efficiency):
+def pipeline_p2p_seconds(
+    tokens,
+    hidden,
+    activation_bytes,
+    tensor_parallel,
+    sequence_parallel,
+    pipeline_parallel,
+    virtual_stages,
+    link_bytes_per_second,
+    link_latency_seconds,
+    efficiency,
+):
     """Per micro-batch per stage: send the activations forward and receive their gradient backward
     (tokens x h, split over TP by Megatron's scatter-gather optimisation or sequence parallelism); the
     interleaved schedule crosses v times as many stage boundaries."""
@@ -232,26 +308,26 @@ def stage_moe_layers(arch: ModelArchitecture, pipeline_parallel):
 
 
 __all__ = [
-    "layer_matmul_parameters",
     "attention_forward_flops_per_token",
-    "head_forward_flops_per_token",
-    "lora_forward_flops_per_token",
-    "layer_training_flops_per_token",
-    "head_training_flops_per_token",
-    "model_training_flops_per_token",
-    "megatron_flops_per_step",
-    "pipeline_bubble_fraction",
-    "link_bandwidth",
-    "link_latency",
-    "tensor_parallel_comm_seconds",
-    "expert_all_to_all_seconds",
     "context_parallel_comm_seconds",
-    "pipeline_p2p_seconds",
+    "expert_all_to_all_seconds",
     "gradient_allreduce_seconds",
     "gradient_reduce_scatter_seconds",
-    "parameter_allgather_seconds",
+    "head_forward_flops_per_token",
+    "head_training_flops_per_token",
     "host_transfer_seconds",
-    "optimizer_step_bytes",
-    "microbatch_memory_bytes",
     "kv_elements_per_token_for_cp",
+    "layer_matmul_parameters",
+    "layer_training_flops_per_token",
+    "link_bandwidth",
+    "link_latency",
+    "lora_forward_flops_per_token",
+    "megatron_flops_per_step",
+    "microbatch_memory_bytes",
+    "model_training_flops_per_token",
+    "optimizer_step_bytes",
+    "parameter_allgather_seconds",
+    "pipeline_bubble_fraction",
+    "pipeline_p2p_seconds",
+    "tensor_parallel_comm_seconds",
 ]

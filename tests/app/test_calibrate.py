@@ -10,6 +10,7 @@ from conftest import DATA_DIR, assert_clean, metric, open_page
 
 from planner import InferenceScenario, plan, units
 from planner.calibration import store
+from planner.calibration.device import torch_available
 from planner.search.diagnosis import techniques
 from planner.training.scenario import TrainingScenario
 from planner.units import GIB
@@ -104,8 +105,6 @@ def test_choosing_none_on_the_calibrate_page_deactivates_it(active_record):
 def test_calibrate_page_says_how_to_profile_and_links_accuracy():
     at = open_page("calibrate")
     assert not at.exception
-    from planner.calibration import torch_available
-
     if not torch_available():
         assert any('pip install "headroom[profile]"' in c.value for c in at.code)
     else:

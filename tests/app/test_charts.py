@@ -9,8 +9,7 @@ from ui import charts, palette, sweeps
 
 
 def _layers(spec: dict):
-    for layer in spec.get("layer", [spec]):
-        yield layer
+    yield from spec.get("layer", [spec])
 
 
 def _check(spec: dict) -> None:
@@ -27,8 +26,10 @@ def test_every_chart_has_tooltips_and_valid_data():
     scenario = InferenceScenario()
     p = plan(scenario)
     mem, perf, hw = p.memory, p.performance, p.hardware
-    phases = [dict(phase=x.phase, flops=x.flops, bytes=x.bytes, seconds=x.seconds, binding=x.binding)
-              for x in (perf.prefill, perf.decode)]
+    phases = [
+        dict(phase=x.phase, flops=x.flops, bytes=x.bytes, seconds=x.seconds, binding=x.binding)
+        for x in (perf.prefill, perf.decode)
+    ]
     curve = sweeps.concurrency_sweep(scenario, [1, 8, 64, 512])
     grid = sweeps.context_concurrency_grid(scenario, [1, 64], [1024, 4096])
     specs = [
@@ -49,8 +50,16 @@ def test_memory_colours_are_okabe_ito_and_stable():
     scale = spec["layer"][0]["encoding"]["color"]["scale"]
     assert scale["domain"] == ["Weights", "KV cache"]
     assert scale["range"] == [palette.BLUE, palette.ORANGE]
-    assert set(palette.CATEGORICAL) <= {"#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442",
-                                        "#000000"}
+    assert set(palette.CATEGORICAL) <= {
+        "#0072B2",
+        "#E69F00",
+        "#009E73",
+        "#CC79A7",
+        "#56B4E9",
+        "#D55E00",
+        "#F0E442",
+        "#000000",
+    }
 
 
 def test_sweeps_are_real_plans():

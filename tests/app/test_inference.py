@@ -51,10 +51,22 @@ def test_changing_gpu_and_precision_replans():
 
 def test_query_params_seed_every_widget_and_round_trip():
     scenario = InferenceScenario(
-        model="llama-3.1-8b", gpu="a100-80gb", num_gpus=4, tensor_parallel=2, weight_dtype="fp8",
-        kv_cache_dtype="fp8", prompt_tokens=1000, output_tokens=200, concurrency=48, gpu_memory_utilization=0.85,
-        prefix_cache_hit_rate=0.25, usd_per_gpu_hour=2.5, target_requests_per_second=10.0, label="chat tier",
-        decision="fp8 on A100: memory only, accepted")
+        model="llama-3.1-8b",
+        gpu="a100-80gb",
+        num_gpus=4,
+        tensor_parallel=2,
+        weight_dtype="fp8",
+        kv_cache_dtype="fp8",
+        prompt_tokens=1000,
+        output_tokens=200,
+        concurrency=48,
+        gpu_memory_utilization=0.85,
+        prefix_cache_hit_rate=0.25,
+        usd_per_gpu_hour=2.5,
+        target_requests_per_second=10.0,
+        label="chat tier",
+        decision="fp8 on A100: memory only, accepted",
+    )
     at = open_page(params=scenario_to_query_params(scenario, "inference_"))
     assert_clean(at)
     assert "link had problems" not in warnings_text(at), warnings_text(at)
@@ -65,8 +77,13 @@ def test_query_params_seed_every_widget_and_round_trip():
 
 
 def test_size_model_and_custom_gpu_travel_in_the_link():
-    gpu = {"name": "Lab card", "memory_bytes": 64 * 2**30, "memory_bandwidth_bytes_per_second": 2.0e12,
-           "peak_flops_per_second": {"bf16": 400e12}, "reference_usd_per_hour": 1.5}
+    gpu = {
+        "name": "Lab card",
+        "memory_bytes": 64 * 2**30,
+        "memory_bandwidth_bytes_per_second": 2.0e12,
+        "peak_flops_per_second": {"bf16": 400e12},
+        "reference_usd_per_hour": 1.5,
+    }
     scenario = InferenceScenario(model="dense-13b", gpu=gpu, num_gpus=2, tensor_parallel=2, concurrency=16)
     params = scenario_to_query_params(scenario, "inference_")
     assert params["inference_gpu"].startswith("cfg:")
@@ -84,7 +101,8 @@ def test_uploaded_config_plans_like_the_catalog_model():
     at.radio(key="inference_pick_model_source").set_value("Upload").run()
     config = load_catalog_config("qwen2.5-7b")
     at.file_uploader(key="inference_pick_config_file").set_value(
-        ("config.json", json.dumps(config).encode(), "application/json"))
+        ("config.json", json.dumps(config).encode(), "application/json")
+    )
     at.number_input(key="inference_tensor_parallel").set_value(1)
     at.number_input(key="inference_num_gpus").set_value(1).run()
     assert_clean(at)
@@ -103,17 +121,24 @@ def test_a_broken_config_upload_is_explained_not_raised():
 
 
 def test_invalid_params_warn_by_name_and_fall_back():
-    at = open_page(params={
-        "inference_concurrency": "lots",
-        "inference_weight_dtype": "fp7",
-        "inference_prompt_tokens": "-5",
-        "inference_colour": "blue",
-        "inference_model": "no-such-model",
-    })
+    at = open_page(
+        params={
+            "inference_concurrency": "lots",
+            "inference_weight_dtype": "fp7",
+            "inference_prompt_tokens": "-5",
+            "inference_colour": "blue",
+            "inference_model": "no-such-model",
+        }
+    )
     assert not at.exception
     text = warnings_text(at)
-    for name in ("inference_concurrency", "inference_weight_dtype", "inference_prompt_tokens", "inference_colour",
-                 "inference_model"):
+    for name in (
+        "inference_concurrency",
+        "inference_weight_dtype",
+        "inference_prompt_tokens",
+        "inference_colour",
+        "inference_model",
+    ):
         assert name in text, name
     assert at.session_state["current_inference"] == InferenceScenario()
     assert_metrics_match(at, InferenceScenario())
@@ -168,8 +193,11 @@ def test_headline_metrics_show_their_likely_range():
     at = open_page()
     expected = plan(InferenceScenario())
     shown = [m.delta for m in at.metric]
-    for path, formatter in (("performance.ttft_seconds", units.seconds), ("performance.tpot_seconds", units.seconds),
-                            ("performance.output_tokens_per_second", units.count)):
+    for path, formatter in (
+        ("performance.ttft_seconds", units.seconds),
+        ("performance.tpot_seconds", units.seconds),
+        ("performance.output_tokens_per_second", units.count),
+    ):
         band = expected.uncertainty[path]
         assert band.low <= getattr(expected.performance, path.split(".")[1]) <= band.high
         assert bands.likely(expected, path, formatter) in shown, path

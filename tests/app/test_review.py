@@ -28,8 +28,11 @@ def test_default_review_shows_the_current_plan_in_plain_words():
 
 
 def test_targets_from_the_link_give_verdicts():
-    params = {"review_max_ttft_s": "0.001", "review_max_usd_per_month": "100000",
-              **scenario_to_query_params(InferenceScenario(concurrency=32), "inference_")}
+    params = {
+        "review_max_ttft_s": "0.001",
+        "review_max_usd_per_month": "100000",
+        **scenario_to_query_params(InferenceScenario(concurrency=32), "inference_"),
+    }
     at = open_page("review", params)
     assert not at.exception
     body = text_of(at)
@@ -65,8 +68,9 @@ def test_key_numbers_carry_their_likely_range():
     expected = plan(InferenceScenario())
     numbers = at.table[0].value
     likely = dict(zip(numbers.index, numbers["Likely range"]))
-    assert likely["Time per output token"] == bands.likely(expected, "performance.tpot_seconds",
-                                                           units.seconds).removeprefix("likely ")
+    assert likely["Time per output token"] == bands.likely(
+        expected, "performance.tpot_seconds", units.seconds
+    ).removeprefix("likely ")
     assert likely["Memory per GPU"] == bands.memory(expected).removeprefix("likely ")
 
 
@@ -77,4 +81,6 @@ def test_a_memory_band_past_the_budget_is_a_risk():
     band = expected.uncertainty["memory.total_bytes"]
     assert expected.memory.fits and band.high > expected.memory.budget_bytes
     assert any(r.startswith("The likely memory range reaches") for r in review.risks(expected))
-    assert not any(r.startswith("The likely memory range") for r in review.risks(plan(InferenceScenario(concurrency=8))))
+    assert not any(
+        r.startswith("The likely memory range") for r in review.risks(plan(InferenceScenario(concurrency=8)))
+    )

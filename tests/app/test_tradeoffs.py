@@ -24,7 +24,7 @@ def table(at, which: str = "techniques"):
     if which == "techniques":
         found = [f for f in frames if "Variant" in f.columns]
     else:
-        found = [f for f in frames if "Concurrency" in f.columns][("top", "frontier").index(which):][:1]
+        found = [f for f in frames if "Concurrency" in f.columns][("top", "frontier").index(which) :][:1]
     assert found, f"no {which} table; have {[list(f.columns)[:3] for f in frames]}"
     return found[0]
 
@@ -75,10 +75,13 @@ def test_default_inference_tradeoffs_match_the_engine():
     for relief in diagnosis.relief:
         assert relief.variant.replace(">", "\\>") in text or relief.variant in text
     # The checklist answers every question, and says no decision was recorded.
-    for question in ("Is the bottleneck capacity, bandwidth, compute or communication?",
-                     "Which proposed techniques change numerics, and which only resource use?",
-                     "Would a smaller catalog model or a shorter context solve it more simply?",
-                     "At which fixed quantity are the alternatives compared?", "Which trade-off did you choose?"):
+    for question in (
+        "Is the bottleneck capacity, bandwidth, compute or communication?",
+        "Which proposed techniques change numerics, and which only resource use?",
+        "Would a smaller catalog model or a shorter context solve it more simply?",
+        "At which fixed quantity are the alternatives compared?",
+        "Which trade-off did you choose?",
+    ):
         assert f"**{question}**" in text, question
     assert "No decision recorded yet" in warnings_text(at)
     assert len(at.get("vega_lite_chart")) >= 4  # time and memory shares, technique map, where the plan sits
@@ -97,8 +100,9 @@ def test_training_view_matches_the_engine():
 
 
 def test_kv_cache_larger_than_the_weights_is_flagged():
-    scenario = InferenceScenario(model="llama-3.1-8b", num_gpus=1, tensor_parallel=1, concurrency=96,
-                                 prompt_tokens=4096, output_tokens=512)
+    scenario = InferenceScenario(
+        model="llama-3.1-8b", num_gpus=1, tensor_parallel=1, concurrency=96, prompt_tokens=4096, output_tokens=512
+    )
     p = plan(scenario)
     assert p.memory.components["kv_cache_bytes"] > p.memory.components["weights_bytes"]
     at = open_page("tradeoffs", scenario_to_query_params(scenario, "inference_"))
@@ -141,15 +145,25 @@ def test_frontier_csv_holds_full_plans_with_bands():
     from ui.tradeoffs_view import frontier_csv
 
     scenario = InferenceScenario()
-    spec = tradeoff_data.SearchSpec(gpus=("h100-sxm",), max_gpus=8, weight_dtypes=("bf16", "fp8"),
-                                    kv_cache_dtypes=("bf16",), concurrency=(16, 128), max_tpot_seconds=0.08)
+    spec = tradeoff_data.SearchSpec(
+        gpus=("h100-sxm",),
+        max_gpus=8,
+        weight_dtypes=("bf16", "fp8"),
+        kv_cache_dtypes=("bf16",),
+        concurrency=(16, 128),
+        max_tpot_seconds=0.08,
+    )
     result = tradeoff_data.run_search(scenario, spec)
     assert len(result.frontier) >= 1 and result.feasible["fits"].all()
     assert (result.feasible["tpot_seconds"] <= 0.08).all()
     text = frontier_csv(scenario, result, None)
     header = text.splitlines()[0].split(",")
-    for column in ("performance.tpot_seconds", "cost.usd_per_million_output_tokens",
-                   "uncertainty.performance.tpot_seconds.low", "uncertainty.performance.tpot_seconds.high"):
+    for column in (
+        "performance.tpot_seconds",
+        "cost.usd_per_million_output_tokens",
+        "uncertainty.performance.tpot_seconds.low",
+        "uncertainty.performance.tpot_seconds.high",
+    ):
         assert column in header, column
     restored = scenarios_from_csv(text)
     assert len(restored) == len(result.frontier)
@@ -207,4 +221,6 @@ def test_training_search_keeps_only_fitting_rows_within_the_deadline():
             assert alternative.cost.usd_total == pytest.approx(row["Cost to train ($)"])
             assert alternative.performance.time_to_train_seconds / 86400 == pytest.approx(row["Time to train (days)"])
     ordered = frontier.sort_values("Time to train (days)")
-    assert all(a >= b for a, b in zip(ordered["Cost to train ($)"], ordered["Cost to train ($)"][1:])) or len(ordered) == 1
+    assert (
+        all(a >= b for a, b in zip(ordered["Cost to train ($)"], ordered["Cost to train ($)"][1:])) or len(ordered) == 1
+    )

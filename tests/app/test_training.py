@@ -44,10 +44,19 @@ def test_widgets_replan():
 
 def test_scaled_inputs_and_lora_round_trip_exactly():
     scenario = TrainingScenario(
-        model="llama-3.1-8b", num_gpus=16, tensor_parallel=2, zero_stage=2, optimizer="adam8bit",
-        global_batch_size=256, micro_batch_size=2, sequence_length=2048, training_tokens=2.5e9,
-        inter_node_bandwidth_bytes_per_second=4e11, lora=LoraConfig(rank=8, target_modules=("q", "v")),
-        decision="LoRA on q/v keeps it on 2 nodes")
+        model="llama-3.1-8b",
+        num_gpus=16,
+        tensor_parallel=2,
+        zero_stage=2,
+        optimizer="adam8bit",
+        global_batch_size=256,
+        micro_batch_size=2,
+        sequence_length=2048,
+        training_tokens=2.5e9,
+        inter_node_bandwidth_bytes_per_second=4e11,
+        lora=LoraConfig(rank=8, target_modules=("q", "v")),
+        decision="LoRA on q/v keeps it on 2 nodes",
+    )
     at = open_page("training", scenario_to_query_params(scenario, "training_"))
     assert_clean(at)
     assert "link had problems" not in warnings_text(at), warnings_text(at)
@@ -58,8 +67,15 @@ def test_scaled_inputs_and_lora_round_trip_exactly():
 
 
 def test_invalid_training_params_warn_by_name():
-    at = open_page("training", {"training_zero_stage": "7", "training_precision": "fp8",
-                                "training_micro_batch_size": "0", "training_lora": "cfg:garbage"})
+    at = open_page(
+        "training",
+        {
+            "training_zero_stage": "7",
+            "training_precision": "fp8",
+            "training_micro_batch_size": "0",
+            "training_lora": "cfg:garbage",
+        },
+    )
     assert not at.exception
     text = warnings_text(at)
     for name in ("training_zero_stage", "training_precision", "training_micro_batch_size", "training_lora"):
@@ -86,8 +102,10 @@ def test_headline_metrics_show_their_likely_range():
         if label != "Memory per GPU":
             assert text in shown, label
     band = expected.uncertainty["performance.step_seconds"]
-    assert bands.likely(expected, "performance.step_seconds", units.seconds) == \
-        f"likely {bands.span(band.low, band.high, units.seconds)}"
+    assert (
+        bands.likely(expected, "performance.step_seconds", units.seconds)
+        == f"likely {bands.span(band.low, band.high, units.seconds)}"
+    )
     assert bands.memory(expected) in at.success[0].value
     header = plans_to_csv([expected]).splitlines()[0].split(",")
     assert "uncertainty.performance.step_seconds.low" in header and "uncertainty.memory.total_bytes.high" in header

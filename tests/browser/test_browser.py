@@ -28,16 +28,27 @@ ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = ROOT / "test-artifacts"
 SHOTS = ARTIFACTS / "screenshots"
 CHROMIUM = Path(os.environ.get("HEADROOM_CHROMIUM", "/usr/bin/chromium"))
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 PAGES = ("inference", "training", "tradeoffs", "calibrate", "accuracy", "compare", "review")
 WIDE = {"width": 1280, "height": 800}
 NARROW = {"width": 420, "height": 900}
 STEP_MS = 30_000  # any single wait
 
 if not CHROMIUM.exists():
-    pytest.skip(f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) to run the browser "
-                "test; no browser is downloaded", allow_module_level=True)
+    pytest.skip(
+        f"{CHROMIUM} is missing: install Debian's chromium (apt-get install chromium) to run the browser "
+        "test; no browser is downloaded",
+        allow_module_level=True,
+    )
 sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
 
 
@@ -56,10 +67,27 @@ def server():
     # An empty calibration store of its own: the user's active calibration must not change the numbers.
     data_dir = tempfile.mkdtemp(prefix="headroom-browser-")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true",
-         "--server.address", "127.0.0.1", "--server.port", str(port), "--server.fileWatcherType", "none",
-         "--browser.gatherUsageStats", "false"],
-        cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.headless",
+            "true",
+            "--server.address",
+            "127.0.0.1",
+            "--server.port",
+            str(port),
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
         env={**os.environ, "HEADROOM_DATA_DIR": data_dir},
     )
     base = f"http://127.0.0.1:{port}"
@@ -113,7 +141,8 @@ def settle(page) -> None:
     page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
     page.wait_for_function(
         "() => !document.querySelector('[data-testid=stSkeleton],[data-testid=stSkeletonElement],"
-        "[data-testid=stAppSkeleton]')")
+        "[data-testid=stAppSkeleton]')"
+    )
     page.wait_for_timeout(800)
 
 
@@ -142,8 +171,10 @@ def screenshot(page, name: str) -> None:
     """The viewport as a user sees it, and the whole page (Streamlit scrolls inside its main container)."""
     settle(page)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
-    height = page.evaluate("() => Math.max(...[...document.querySelectorAll("
-                           "'[data-testid=stMain], [data-testid=stAppViewContainer], section')].map(e => e.scrollHeight))")
+    height = page.evaluate(
+        "() => Math.max(...[...document.querySelectorAll("
+        "'[data-testid=stMain], [data-testid=stAppViewContainer], section')].map(e => e.scrollHeight))"
+    )
     viewport = page.viewport_size
     page.set_viewport_size({"width": viewport["width"], "height": min(int(height) + 40, 8000)})
     page.wait_for_timeout(1200)
@@ -159,13 +190,27 @@ def review_query() -> str:
     from ui.links import encode_pin
 
     plans = [
-        InferenceScenario(concurrency=176, label="Max batch on 4× H100",
-                          decision="Serve 176 concurrent chats on 4 GPUs; accept the thin headroom for launch."),
-        InferenceScenario(concurrency=176, kv_cache_dtype="fp8", label="fp8 KV cache",
-                          decision="Halve the KV cache with fp8 to keep 20%+ headroom at the same batch."),
+        InferenceScenario(
+            concurrency=176,
+            label="Max batch on 4× H100",
+            decision="Serve 176 concurrent chats on 4 GPUs; accept the thin headroom for launch.",
+        ),
+        InferenceScenario(
+            concurrency=176,
+            kv_cache_dtype="fp8",
+            label="fp8 KV cache",
+            decision="Halve the KV cache with fp8 to keep 20%+ headroom at the same batch.",
+        ),
     ]
-    return urlencode({"pin": [encode_pin(p) for p in plans], "review_max_ttft_s": "0.5",
-                      "review_max_tpot_ms": "75", "review_max_usd_per_month": "10000"}, doseq=True)
+    return urlencode(
+        {
+            "pin": [encode_pin(p) for p in plans],
+            "review_max_ttft_s": "0.5",
+            "review_max_tpot_ms": "75",
+            "review_max_usd_per_month": "10000",
+        },
+        doseq=True,
+    )
 
 
 def navigate(page, title: str) -> None:
@@ -184,8 +229,9 @@ def test_slider_share_link_and_csv_round_trip(browser, server, tmp_path):
             thumb.press("ArrowRight")
         page.wait_for_function(
             "() => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => "
-            "m.innerText.includes('Output tokens/s') && !m.innerText.includes(%r))" % before["Output tokens/s"],
-            timeout=STEP_MS)
+            "m.innerText.includes('Output tokens/s') && !m.innerText.includes({!r}))".format(before["Output tokens/s"]),
+            timeout=STEP_MS,
+        )
         settle(page)
         after = metric_values(page)
         assert concurrency_thumb(page).input_value() == "74"
@@ -268,7 +314,9 @@ def test_screenshots_of_every_page(browser, server):
                 page.get_by_text("Colour: output tokens/s").wait_for()
                 screenshot(page, "inference-heatmap-1280")
                 # The trade-offs search: one press, then the Pareto frontier with the best plan.
-                page.goto(f"{server}/tradeoffs?tradeoffs_gpus=NVIDIA+H100+SXM5+80GB&tradeoffs_gpus=NVIDIA+H200+SXM+141GB")
+                page.goto(
+                    f"{server}/tradeoffs?tradeoffs_gpus=NVIDIA+H100+SXM5+80GB&tradeoffs_gpus=NVIDIA+H200+SXM+141GB"
+                )
                 settle(page)
                 page.get_by_test_id("stBaseButton-primaryFormSubmit").click()
                 page.get_by_text("Pareto frontier: $ per 1M output tokens").wait_for()

@@ -22,9 +22,12 @@ def data_dir(tmp_path, monkeypatch):
 
 @pytest.fixture(scope="session")
 def cpu_record():
-    from planner.calibration import ProfileSettings, run_profile
+    from planner.calibration.profile import run_profile
+    from planner.calibration.record import ProfileSettings
 
     progress = []
-    record = run_profile(ProfileSettings(device="cpu", seconds=CPU_PROFILE_SECONDS, model=CPU_PROFILE_MODEL),
-                         progress=lambda fraction, message: progress.append((fraction, message)))
+    record = run_profile(
+        ProfileSettings(device="cpu", seconds=CPU_PROFILE_SECONDS, model=CPU_PROFILE_MODEL),
+        progress=lambda fraction, message: progress.append((fraction, message)),
+    )
     return record, progress

@@ -18,14 +18,14 @@ GIB = 1 << 30
 
 
 class FakeEvent:
-    def __init__(self, cuda: "FakeCuda", enable_timing: bool = False):
+    def __init__(self, cuda: FakeCuda, enable_timing: bool = False):
         self.cuda, self.enable_timing, self.t = cuda, enable_timing, None
 
     def record(self, stream=None) -> None:
         self.cuda.calls["Event.record"] += 1
         self.t = self.cuda.clock()
 
-    def elapsed_time(self, end: "FakeEvent") -> float:
+    def elapsed_time(self, end: FakeEvent) -> float:
         assert self.enable_timing and end.enable_timing, "elapsed_time needs enable_timing=True events"
         self.cuda.calls["Event.elapsed_time"] += 1
         return (end.t - self.t) * 1e3  # milliseconds, as CUDA reports
@@ -39,9 +39,21 @@ class FakeCuda:
 
     OutOfMemoryError = torch.OutOfMemoryError
 
-    def __init__(self, name="NVIDIA H100 80GB HBM3", capability=(9, 0), total=80 * GIB, free=2 * GIB,
-                 reserved=77 * GIB, allocated=70 * GIB, peak=3 * GIB, devices=1, available=True, bf16=True,
-                 oom_on_reset=None, clock=time.perf_counter):
+    def __init__(
+        self,
+        name="NVIDIA H100 80GB HBM3",
+        capability=(9, 0),
+        total=80 * GIB,
+        free=2 * GIB,
+        reserved=77 * GIB,
+        allocated=70 * GIB,
+        peak=3 * GIB,
+        devices=1,
+        available=True,
+        bf16=True,
+        oom_on_reset=None,
+        clock=time.perf_counter,
+    ):
         self.name, self.capability, self.total, self.free = name, capability, total, free
         self.reserved, self.allocated, self.peak = reserved, allocated, peak
         self.devices, self.available, self.bf16 = devices, available, bf16
@@ -78,7 +90,7 @@ class FakeCuda:
     def synchronize(self, device=None) -> None:
         self._count("synchronize")
 
-    def Event(self, enable_timing: bool = False) -> FakeEvent:  # noqa: N802 - torch.cuda.Event
+    def Event(self, enable_timing: bool = False) -> FakeEvent:
         return FakeEvent(self, enable_timing)
 
     def mem_get_info(self, index=0):

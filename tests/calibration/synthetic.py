@@ -4,7 +4,7 @@ and the held-out points must then be predicted exactly. No torch."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from planner.calibration.fit import (
     ProxyGeometry,
@@ -31,18 +31,36 @@ from planner.model.catalog import resolve_model
 from planner.physics import collectives
 from planner.physics.efficiency import Efficiency
 
-TRUE = Efficiency(prefill_compute=0.55, decode_compute=0.30, memory_bandwidth=0.70, communication=0.65,
-                  training_compute=0.45, layer_overhead_seconds=30e-6)
+TRUE = Efficiency(
+    prefill_compute=0.55,
+    decode_compute=0.30,
+    memory_bandwidth=0.70,
+    communication=0.65,
+    training_compute=0.45,
+    layer_overhead_seconds=30e-6,
+)
 GPU = "h100-sxm"
 DTYPE = "bf16"
 LAYERS = 4
 
 
 def _phase(name, phase, layers, batch, tokens, context, flops, moved, seconds, breakdown=None):
-    return PhaseMeasurement(name=name, phase=phase, layers=layers, batch=batch, tokens=tokens,
-                            context_tokens=context, seconds=seconds, seconds_per_layer=[seconds / layers] * layers,
-                            median_seconds=seconds, reps=5, flops=flops, bytes=moved,
-                            tensor_bytes={}, breakdown_seconds=breakdown or {})
+    return PhaseMeasurement(
+        name=name,
+        phase=phase,
+        layers=layers,
+        batch=batch,
+        tokens=tokens,
+        context_tokens=context,
+        seconds=seconds,
+        seconds_per_layer=[seconds / layers] * layers,
+        median_seconds=seconds,
+        reps=5,
+        flops=flops,
+        bytes=moved,
+        tensor_bytes={},
+        breakdown_seconds=breakdown or {},
+    )
 
 
 def measurements(true: Efficiency = TRUE, world_size: int = 2):
@@ -53,56 +71,137 @@ def measurements(true: Efficiency = TRUE, world_size: int = 2):
     phases = []
     probe_g = ProxyGeometry(probe_architecture(resolve_model("llama-3.1-8b"), LAYERS), DTYPE)
     f, b = probe_g.decode_work(1, 16)
-    phases.append(_phase("overhead_probe", "decode", LAYERS, 1, 1, 16, f, b,
-                         predicted_seconds("decode", f, b, peak, bw, true, LAYERS)))
+    phases.append(
+        _phase(
+            "overhead_probe",
+            "decode",
+            LAYERS,
+            1,
+            1,
+            16,
+            f,
+            b,
+            predicted_seconds("decode", f, b, peak, bw, true, LAYERS),
+        )
+    )
     for name, tokens in (("prefill", 2048), ("prefill_holdout", 512)):
         f, b = g.prefill_work(tokens)
-        phases.append(_phase(name, "prefill", LAYERS, 1, tokens, 0, f, b,
-                             predicted_seconds("prefill", f, b, peak, bw, true, LAYERS)))
+        phases.append(
+            _phase(
+                name, "prefill", LAYERS, 1, tokens, 0, f, b, predicted_seconds("prefill", f, b, peak, bw, true, LAYERS)
+            )
+        )
     for name, batch, context in (("decode", 16, 2048), ("decode_holdout", 64, 512)):
         f, b = g.decode_work(batch, context)
-        phases.append(_phase(name, "decode", LAYERS, batch, batch, context, f, b,
-                             predicted_seconds("decode", f, b, peak, bw, true, LAYERS)))
+        phases.append(
+            _phase(
+                name,
+                "decode",
+                LAYERS,
+                batch,
+                batch,
+                context,
+                f,
+                b,
+                predicted_seconds("decode", f, b, peak, bw, true, LAYERS),
+            )
+        )
     work = g.train_work(1, 2048)
     fb = predicted_seconds("train", work["flops"], work["bytes"], peak, bw, true)
     opt = optimizer_seconds(work["optimizer_bytes"], bw, true)
-    phases.append(_phase("train", "train", LAYERS, 1, 2048, 2048, work["flops"], work["bytes"], fb + opt,
-                         {"forward": fb / 3, "backward": 2 * fb / 3, "optimizer": opt}))
+    phases.append(
+        _phase(
+            "train",
+            "train",
+            LAYERS,
+            1,
+            2048,
+            2048,
+            work["flops"],
+            work["bytes"],
+            fb + opt,
+            {"forward": fb / 3, "backward": 2 * fb / 3, "optimizer": opt},
+        )
+    )
     # Ceilings a little above what the phases reach, as on a real device.
     ceilings = Ceilings(
-        matmul=[MatmulMeasurement(dtype=DTYPE, shape="square", m=8192, n=8192, k=8192,
-                                  seconds=2 * 8192**3 / (peak * 0.7), reps=5),
-                MatmulMeasurement(dtype=DTYPE, shape="skinny", m=16, n=8192, k=8192,
-                                  seconds=2 * 16 * 8192**2 / (peak * 0.35), reps=5)],
+        matmul=[
+            MatmulMeasurement(
+                dtype=DTYPE, shape="square", m=8192, n=8192, k=8192, seconds=2 * 8192**3 / (peak * 0.7), reps=5
+            ),
+            MatmulMeasurement(
+                dtype=DTYPE, shape="skinny", m=16, n=8192, k=8192, seconds=2 * 16 * 8192**2 / (peak * 0.35), reps=5
+            ),
+        ],
         bandwidth=[BandwidthMeasurement(buffer_bytes=1 << 30, seconds=2 * (1 << 30) / (bw * 0.85), reps=5)],
-        allreduce=[AllReduceMeasurement(backend="nccl", world_size=world_size, message_bytes=m,
-                                        seconds=float(collectives.allreduce_seconds(m, world_size, ref.link_bytes_per_second,
-                                                                             ref.link_latency_seconds,
-                                                                             true.communication)), reps=5)
-                   for m in (16 << 20, 256 << 20)] if world_size > 1 else [],
+        allreduce=[
+            AllReduceMeasurement(
+                backend="nccl",
+                world_size=world_size,
+                message_bytes=m,
+                seconds=float(
+                    collectives.allreduce_seconds(
+                        m, world_size, ref.link_bytes_per_second, ref.link_latency_seconds, true.communication
+                    )
+                ),
+                reps=5,
+            )
+            for m in (16 << 20, 256 << 20)
+        ]
+        if world_size > 1
+        else [],
     )
     return ref, g, ceilings, phases
 
 
-def synthetic_record(label: str = "synthetic H100", created: datetime | None = None,
-                     correction: float = 0.0) -> CalibrationRecord:
+def synthetic_record(
+    label: str = "synthetic H100", created: datetime | None = None, correction: float = 0.0
+) -> CalibrationRecord:
     ref, g, ceilings, phases = measurements()
     fit = fit_efficiency(ceilings, phases, ref, DTYPE, g, label)
     rows = comparison_rows(ceilings, phases, ref, DTYPE, g, fit.efficiency)
-    created = created or datetime(2025, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    created = created or datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
     arch = g.arch
-    spec = ProxySpec(model_id="llama-3.1-8b", model_name="Llama 3.1 8B", architecture=arch, source_num_layers=32,
-                     source_hidden_size=arch.hidden_size, dtype=DTYPE, prefill_tokens=2048,
-                     holdout_prefill_tokens=512, decode_batch=16, decode_context_tokens=2048,
-                     holdout_decode_batch=64, holdout_decode_context_tokens=512, train_micro_batch=1,
-                     train_tokens=2048)
+    spec = ProxySpec(
+        model_id="llama-3.1-8b",
+        model_name="Llama 3.1 8B",
+        architecture=arch,
+        source_num_layers=32,
+        source_hidden_size=arch.hidden_size,
+        dtype=DTYPE,
+        prefill_tokens=2048,
+        holdout_prefill_tokens=512,
+        decode_batch=16,
+        decode_context_tokens=2048,
+        holdout_decode_batch=64,
+        holdout_decode_context_tokens=512,
+        train_micro_batch=1,
+        train_tokens=2048,
+    )
     return CalibrationRecord(
-        id=make_record_id("NVIDIA H100 80GB HBM3", created), label=label, created_at=created,
-        device=DeviceInfo(kind="cuda", name="NVIDIA H100 80GB HBM3", memory_bytes=85520809984,
-                          free_memory_bytes=80 << 30, device_count=2, torch_version="2.13.0", cuda_version="12.8"),
-        reference_gpu=GPU, reference_peak_flops_per_second=ref.peak_flops(DTYPE),
+        id=make_record_id("NVIDIA H100 80GB HBM3", created),
+        label=label,
+        created_at=created,
+        device=DeviceInfo(
+            kind="cuda",
+            name="NVIDIA H100 80GB HBM3",
+            memory_bytes=85520809984,
+            free_memory_bytes=80 << 30,
+            device_count=2,
+            torch_version="2.13.0",
+            cuda_version="12.8",
+        ),
+        reference_gpu=GPU,
+        reference_peak_flops_per_second=ref.peak_flops(DTYPE),
         reference_bandwidth_bytes_per_second=ref.bandwidth_bytes_per_second,
-        reference_link_bytes_per_second=ref.link_bytes_per_second, settings=ProfileSettings(device="cuda"),
-        dtype=DTYPE, ceilings=ceilings, proxy=spec, phases=phases, efficiency=fit.efficiency,
-        efficiency_notes=fit.notes, runtime_overhead_correction_bytes=correction, predicted_vs_measured=rows,
+        reference_link_bytes_per_second=ref.link_bytes_per_second,
+        settings=ProfileSettings(device="cuda"),
+        dtype=DTYPE,
+        ceilings=ceilings,
+        proxy=spec,
+        phases=phases,
+        efficiency=fit.efficiency,
+        efficiency_notes=fit.notes,
+        runtime_overhead_correction_bytes=correction,
+        predicted_vs_measured=rows,
     )

@@ -33,7 +33,7 @@ def test_charts_compile_to_vega_lite():
 
 
 def test_the_background_job_reports_success_and_failure(monkeypatch):
-    import planner.calibration as calibration
+    from planner.calibration import profile
 
     record = synthetic_record()
 
@@ -41,7 +41,7 @@ def test_the_background_job_reports_success_and_failure(monkeypatch):
         progress(0.5, "halfway")
         return record
 
-    monkeypatch.setattr(calibration, "run_profile", finished)
+    monkeypatch.setattr(profile, "run_profile", finished)
     job = view.ProfileJob(ProfileSettings()).start()
     job.thread.join(10)
     assert job.done and job.record == record and job.message == "halfway" and job.error is None
@@ -49,7 +49,7 @@ def test_the_background_job_reports_success_and_failure(monkeypatch):
     def stopped(settings, progress, cancel):
         raise ProfileAborted("calibration stopped: out of memory. Measured so far: nothing.", partial=record)
 
-    monkeypatch.setattr(calibration, "run_profile", stopped)
+    monkeypatch.setattr(profile, "run_profile", stopped)
     job = view.ProfileJob(ProfileSettings()).start()
     job.thread.join(10)
     assert job.done and job.record is None and "out of memory" in job.error and job.partial == record

@@ -37,8 +37,26 @@ def test_invalid_settings_exit_2(capsys):
 def test_a_cpu_run_stores_writes_and_activates_the_record(tmp_path, capsys, data_dir):
     out = tmp_path / "cal.json"
     report = tmp_path / "report.md"
-    code = main(["calibrate", "--device", "cpu", "--seconds", "2", "--model", "qwen2.5-0.5b", "--out", str(out),
-                 "--report", str(report), "--activate", "--format", "json", "--label", "ci cpu"])
+    code = main(
+        [
+            "calibrate",
+            "--device",
+            "cpu",
+            "--seconds",
+            "2",
+            "--model",
+            "qwen2.5-0.5b",
+            "--out",
+            str(out),
+            "--report",
+            str(report),
+            "--activate",
+            "--format",
+            "json",
+            "--label",
+            "ci cpu",
+        ]
+    )
     captured = capsys.readouterr()
     assert code == 0, captured.err
     assert "[100%] done" in captured.err and "saved" in captured.err

@@ -64,8 +64,15 @@ def test_without_measurements_the_defaults_stay_and_say_so():
     ref, g, _, _ = measurements()
     fit = fit_efficiency(Ceilings(), [], ref, DTYPE, g, "empty")
     e = fit.efficiency
-    for name in ("prefill_compute", "decode_compute", "memory_bandwidth", "communication", "training_compute",
-                 "host_link", "layer_overhead_seconds"):
+    for name in (
+        "prefill_compute",
+        "decode_compute",
+        "memory_bandwidth",
+        "communication",
+        "training_compute",
+        "host_link",
+        "layer_overhead_seconds",
+    ):
         assert getattr(e, name) == getattr(DEFAULT_EFFICIENCY, name)
         assert "default" in fit.notes[name]
 
@@ -86,11 +93,18 @@ def test_efficiencies_are_clamped_to_the_open_unit_interval():
     assert 0 < clamp(0.0) < 1e-5
     assert 0 < clamp(-1.0) < 1e-5
     # A device faster than its catalog entry (wrong reference) still yields a valid Efficiency.
-    faster = Efficiency(prefill_compute=1.0, decode_compute=1.0, memory_bandwidth=1.0, training_compute=1.0,
-                        communication=1.0, layer_overhead_seconds=0.0)
+    faster = Efficiency(
+        prefill_compute=1.0,
+        decode_compute=1.0,
+        memory_bandwidth=1.0,
+        training_compute=1.0,
+        communication=1.0,
+        layer_overhead_seconds=0.0,
+    )
     ref, g, ceilings, phases = measurements(faster)
-    fit = fit_efficiency(ceilings, [p.model_copy(update={"seconds": p.seconds / 2}) for p in phases], ref, DTYPE, g,
-                         "too fast")
+    fit = fit_efficiency(
+        ceilings, [p.model_copy(update={"seconds": p.seconds / 2}) for p in phases], ref, DTYPE, g, "too fast"
+    )
     assert all(0 < getattr(fit.efficiency, n) <= 1 for n in ("prefill_compute", "memory_bandwidth"))
 
 
@@ -99,9 +113,12 @@ def test_memory_rows_need_tensor_bytes_and_peak_rows_need_an_allocator_peak():
     rows = comparison_rows(ceilings, phases, ref, DTYPE, g, fit.efficiency)
     assert not [r for r in rows if r.role == "memory"]  # the synthetic phases carry no tensor bytes
     prefill = next(p for p in phases if p.name == "prefill")
-    with_bytes = prefill.model_copy(update={"tensor_bytes": {"weights": g.weight_bytes(),
-                                                             "kv_cache": g.kv_bytes(1, 2048)},
-                                            "peak_memory_bytes": 2.0 * g.weight_bytes()})
+    with_bytes = prefill.model_copy(
+        update={
+            "tensor_bytes": {"weights": g.weight_bytes(), "kv_cache": g.kv_bytes(1, 2048)},
+            "peak_memory_bytes": 2.0 * g.weight_bytes(),
+        }
+    )
     rows = comparison_rows(ceilings, [with_bytes], ref, DTYPE, g, fit.efficiency)
     memory = {r.quantity.split(",")[0]: r for r in rows if r.role == "memory"}
     assert memory["weights"].error_fraction == 0.0

@@ -43,12 +43,23 @@ def test_cuda_requested_but_absent_is_a_clear_error():
     assert isinstance(make_backend("auto", cuda=FakeCuda(), tensor_device="cpu"), CudaBackend)
 
 
-@pytest.mark.parametrize("name, accel", [
-    ("NVIDIA H100 80GB HBM3", "h100-sxm"), ("NVIDIA H100 PCIe", "h100-pcie"), ("NVIDIA H200", "h200"),
-    ("NVIDIA A100-SXM4-40GB", "a100-40gb"), ("NVIDIA A100-SXM4-80GB", "a100-80gb"), ("NVIDIA L40S", "l40s"),
-    ("NVIDIA L4", "l4"), ("NVIDIA A10G", "a10g"), ("NVIDIA GeForce RTX 4090", "rtx-4090"),
-    ("AMD Instinct MI300X", "mi300x"), ("NVIDIA B200", "b200"), ("Tesla T4", None),
-])
+@pytest.mark.parametrize(
+    "name, accel",
+    [
+        ("NVIDIA H100 80GB HBM3", "h100-sxm"),
+        ("NVIDIA H100 PCIe", "h100-pcie"),
+        ("NVIDIA H200", "h200"),
+        ("NVIDIA A100-SXM4-40GB", "a100-40gb"),
+        ("NVIDIA A100-SXM4-80GB", "a100-80gb"),
+        ("NVIDIA L40S", "l40s"),
+        ("NVIDIA L4", "l4"),
+        ("NVIDIA A10G", "a10g"),
+        ("NVIDIA GeForce RTX 4090", "rtx-4090"),
+        ("AMD Instinct MI300X", "mi300x"),
+        ("NVIDIA B200", "b200"),
+        ("Tesla T4", None),
+    ],
+)
 def test_device_names_map_to_catalog_accelerators(name, accel):
     assert catalog_id_for_device(name) == accel
 
@@ -57,7 +68,11 @@ def test_device_info_and_dtypes_come_from_the_cuda_namespace():
     backend, cuda = fake_backend(capability=(9, 0))
     info = backend.info()
     assert (info.kind, info.name, info.compute_capability, info.memory_bytes) == (
-        "cuda", "NVIDIA H100 80GB HBM3", "9.0", 80 * GIB)
+        "cuda",
+        "NVIDIA H100 80GB HBM3",
+        "9.0",
+        80 * GIB,
+    )
     assert info.nccl_version == "2.21.5" and backend.catalog_id() == "h100-sxm"
     assert backend.supported_dtypes() == ("fp32", "bf16", "fp16", "fp8")
     ampere, _ = fake_backend(capability=(8, 0))
@@ -124,7 +139,8 @@ def test_the_runtime_overhead_correction_is_measured_and_applied(gpu_record):
     scenario = InferenceScenario(model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tensor_parallel=1)
     before, after = plan(scenario), plan(scenario, calibration=record)
     assert after.memory.components["runtime_overhead_bytes"] - before.memory.components[
-        "runtime_overhead_bytes"] == pytest.approx(record.runtime_overhead_correction_bytes)
+        "runtime_overhead_bytes"
+    ] == pytest.approx(record.runtime_overhead_correction_bytes)
 
 
 def test_the_memory_cap_limits_every_allocation():
@@ -141,8 +157,12 @@ def test_several_gpus_measure_the_all_reduce_and_fit_communication(monkeypatch):
     def fake_allreduce(world_size, sizes, **kwargs):
         calls.update(world_size=world_size, **kwargs)
         # 300 GB/s of bus bandwidth on an NVLink (450 GB/s) H100 pair: 2(n-1)/n = 1 for n = 2.
-        return [AllReduceMeasurement(backend="nccl", world_size=world_size, message_bytes=s,
-                                     seconds=s / 300e9 + 3e-6, reps=10) for s in sizes]
+        return [
+            AllReduceMeasurement(
+                backend="nccl", world_size=world_size, message_bytes=s, seconds=s / 300e9 + 3e-6, reps=10
+            )
+            for s in sizes
+        ]
 
     monkeypatch.setattr(microbench, "allreduce_bus_bandwidth", fake_allreduce)
     backend, _ = fake_backend(devices=2)
@@ -200,8 +220,9 @@ def test_an_unknown_gpu_is_calibrated_against_its_own_ceilings():
 
 
 def test_all_reduce_over_torch_distributed_gloo():
-    results = microbench.allreduce_bus_bandwidth(2, [1 << 16, 1 << 20], backend="gloo", device="cpu",
-                                                 seconds_per_size=0.05, timeout_seconds=60)
+    results = microbench.allreduce_bus_bandwidth(
+        2, [1 << 16, 1 << 20], backend="gloo", device="cpu", seconds_per_size=0.05, timeout_seconds=60
+    )
     assert [r.message_bytes for r in results] == [1 << 16, 1 << 20]
     for r in results:
         assert r.world_size == 2 and r.seconds > 0 and r.reps >= 1

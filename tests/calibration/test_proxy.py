@@ -66,8 +66,9 @@ def test_the_training_step_updates_the_weights(cpu):
     assert not backend.torch.equal(before, model.layers[0]["wq"])
 
 
-@pytest.mark.parametrize("model_id, words", [("deepseek-v2-lite", "latent attention"),
-                                             ("mixtral-8x7b", "mixture-of-experts")])
+@pytest.mark.parametrize(
+    "model_id, words", [("deepseek-v2-lite", "latent attention"), ("mixtral-8x7b", "mixture-of-experts")]
+)
 def test_unsupported_architectures_say_what_to_use_instead(model_id, words):
     with pytest.raises(ProfileUnavailable, match=words) as info:
         proxy.check_supported(resolve_model(model_id))
@@ -78,8 +79,14 @@ def test_narrowing_keeps_head_dim_and_the_head_ratio():
     llama = resolve_model("llama-3.1-8b")
     assert proxy.width_divisors(llama) == [1, 2, 4, 8, 16, 32]
     narrow = proxy.proxy_architecture(llama, 2, 4)
-    assert (narrow.num_layers, narrow.hidden_size, narrow.num_attention_heads, narrow.num_kv_heads,
-            narrow.head_dim, narrow.intermediate_size) == (2, 1024, 8, 2, 128, 3584)
+    assert (
+        narrow.num_layers,
+        narrow.hidden_size,
+        narrow.num_attention_heads,
+        narrow.num_kv_heads,
+        narrow.head_dim,
+        narrow.intermediate_size,
+    ) == (2, 1024, 8, 2, 128, 3584)
     assert proxy.proxy_architecture(llama, 2, 16).num_kv_heads == 1  # fewer KV heads than the divisor
     probe = proxy.probe_architecture(llama, 4)
     assert (probe.hidden_size, probe.num_attention_heads, probe.num_kv_heads) == (128, 1, 1)

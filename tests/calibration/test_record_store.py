@@ -7,7 +7,7 @@ import json
 import os
 import subprocess
 import sys
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -36,8 +36,8 @@ def test_json_round_trip_is_exact():
 
 
 def test_save_list_load_activate_delete(data_dir):
-    old = synthetic_record("older", datetime(2024, 1, 1, tzinfo=timezone.utc))
-    new = synthetic_record("newer", datetime(2025, 6, 1, tzinfo=timezone.utc))
+    old = synthetic_record("older", datetime(2024, 1, 1, tzinfo=UTC))
+    new = synthetic_record("newer", datetime(2025, 6, 1, tzinfo=UTC))
     path = store.save_calibration(old)
     assert path == data_dir / "calibrations" / f"{old.id}.json"
     store.save_calibration(new)
@@ -67,11 +67,14 @@ def test_writes_are_atomic(data_dir, monkeypatch):
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary file left behind
 
 
-@pytest.mark.parametrize("content, words", [
-    ("{not json", ["corrupt", "not valid JSON", "line 1"]),
-    ('{"kind": "inference", "model": "llama-3.1-8b"}', ["not a Headroom calibration record"]),
-    ("[1, 2]", ["not a Headroom calibration record"]),
-])
+@pytest.mark.parametrize(
+    "content, words",
+    [
+        ("{not json", ["corrupt", "not valid JSON", "line 1"]),
+        ('{"kind": "inference", "model": "llama-3.1-8b"}', ["not a Headroom calibration record"]),
+        ("[1, 2]", ["not a Headroom calibration record"]),
+    ],
+)
 def test_corrupt_or_foreign_files_are_named_in_the_error(tmp_path, content, words):
     path = tmp_path / "mine.json"
     path.write_text(content)
@@ -136,7 +139,8 @@ def test_plan_applies_the_record_and_says_so():
     assert before.calibration is None and after.calibration == record.label
     assert any(record.label in line for line in after.assumptions)
     assert after.memory.components["runtime_overhead_bytes"] == pytest.approx(
-        before.memory.components["runtime_overhead_bytes"] + 1.5 * GIB)
+        before.memory.components["runtime_overhead_bytes"] + 1.5 * GIB
+    )
     assert after.performance.decode_step_seconds != before.performance.decode_step_seconds
     assert record.applies_to("h100-sxm") and not record.applies_to("a100-80gb")
 
@@ -181,7 +185,8 @@ def test_the_calibration_package_imports_without_torch():
         "import planner.calibration.fit, planner.calibration.report, planner.cli.calibrate\n"
         "import planner.calibration.device, planner.calibration.microbench, planner.calibration.proxy\n"
         "import planner.calibration.profile\n"
-        "from planner.calibration import run_profile, ProfileUnavailable, torch_available\n"
+        "from planner.calibration.profile import run_profile\n"
+        "from planner.calibration.errors import ProfileUnavailable\n"
         "try:\n"
         "    run_profile()\n"
         "except ProfileUnavailable as exc:\n"
@@ -201,23 +206,20 @@ def test_a_second_profile_while_one_runs_is_refused_and_a_stale_lock_is_taken_ov
     import subprocess
     import sys
 
-    from planner.calibration import store
     from planner.calibration.errors import ProfileUnavailable
     from planner.calibration.profile import LOCK_FILE, exclusive_profile
 
     monkeypatch.setenv(store.DATA_DIR_ENV, str(tmp_path))
-    with exclusive_profile("dev"):
-        with pytest.raises(ProfileUnavailable, match="already running in this app"):
-            with exclusive_profile("dev"):
-                pass
+    with exclusive_profile("dev"), pytest.raises(ProfileUnavailable, match="already running in this app"):
+        with exclusive_profile("dev"):
+            pass
     assert not (tmp_path / LOCK_FILE).exists()  # released
     # A lock held by another live process refuses the run and names it.
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"])
     try:
         (tmp_path / LOCK_FILE).write_text(json.dumps({"pid": holder.pid}))
-        with pytest.raises(ProfileUnavailable, match=f"process {holder.pid}"):
-            with exclusive_profile("dev"):
-                pass
+        with pytest.raises(ProfileUnavailable, match=f"process {holder.pid}"), exclusive_profile("dev"):
+            pass
     finally:
         holder.kill()
         holder.wait()

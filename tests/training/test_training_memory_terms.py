@@ -8,11 +8,33 @@ import pytest
 from planner.model.architecture import ModelArchitecture, parameter_counts
 from planner.training import memory as tmem
 
-TOY = ModelArchitecture(name="toy", model_type="llama", num_layers=4, hidden_size=8, num_attention_heads=2,
-                        num_kv_heads=1, head_dim=4, intermediate_size=16, vocab_size=32, max_context_tokens=64)
-TOY_MOE = ModelArchitecture(name="toy-moe", model_type="mixtral", num_layers=4, hidden_size=8, num_attention_heads=2,
-                            num_kv_heads=1, head_dim=4, intermediate_size=12, vocab_size=32, max_context_tokens=64,
-                            num_experts=4, experts_per_token=2, expert_intermediate_size=12)
+TOY = ModelArchitecture(
+    name="toy",
+    model_type="llama",
+    num_layers=4,
+    hidden_size=8,
+    num_attention_heads=2,
+    num_kv_heads=1,
+    head_dim=4,
+    intermediate_size=16,
+    vocab_size=32,
+    max_context_tokens=64,
+)
+TOY_MOE = ModelArchitecture(
+    name="toy-moe",
+    model_type="mixtral",
+    num_layers=4,
+    hidden_size=8,
+    num_attention_heads=2,
+    num_kv_heads=1,
+    head_dim=4,
+    intermediate_size=12,
+    vocab_size=32,
+    max_context_tokens=64,
+    num_experts=4,
+    experts_per_token=2,
+    expert_intermediate_size=12,
+)
 
 
 def test_precision_recipes():
@@ -119,7 +141,8 @@ def test_moe_layer_activation_bytes_toy():
     and weighted output (2 x 8 x 2 = 32) and the SwiGLU tensors (4 x 12 x 2 = 96)."""
     dense_part = 72 + 56
     assert tmem.layer_activation_bytes_per_token(TOY_MOE, True, 1, False, True, 0, False, 10) == (
-        dense_part + 16 + 2 * (32 + 96))
+        dense_part + 16 + 2 * (32 + 96)
+    )
 
 
 def test_in_flight_microbatches():
@@ -160,6 +183,7 @@ def test_terms_broadcast_over_arrays():
     assert list(arr) == [tmem.layer_activation_bytes_per_token(TOY, False, t, True, True, 0, False, 10) for t in (1, 2)]
     micro = np.array([1, 2, 4])
     arr = tmem.stage_activation_bytes(TOY, 1, 2, 1, micro, 10, 8 / micro, 1, False, True, 0, False, True)
-    scalars = [tmem.stage_activation_bytes(TOY, 1, 2, 1, int(m), 10, 8 / m, 1, False, True, 0, False, True)
-               for m in micro]
+    scalars = [
+        tmem.stage_activation_bytes(TOY, 1, 2, 1, int(m), 10, 8 / m, 1, False, True, 0, False, True) for m in micro
+    ]
     assert list(arr) == scalars

@@ -31,8 +31,14 @@ def test_contract_keys_of_the_plan_json():
     assert data["kind"] == "training"
     for key in ("weights_bytes", "gradients_bytes", "optimizer_states_bytes", "activations_bytes"):
         assert key in data["memory"]["components"]
-    for key in ("total_bytes", "capacity_bytes", "fits", "headroom_bytes", "dominant_component",
-                "max_micro_batch_size"):
+    for key in (
+        "total_bytes",
+        "capacity_bytes",
+        "fits",
+        "headroom_bytes",
+        "dominant_component",
+        "max_micro_batch_size",
+    ):
         assert key in data["memory"]
     for key in ("step_seconds", "tokens_per_second", "mfu", "hfu", "time_to_train_seconds"):
         assert key in data["performance"]
@@ -69,11 +75,28 @@ def test_memory_components_are_the_terms():
 
 
 def test_pipeline_picks_the_heavier_stage():
-    p = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=16, tensor_parallel=8, pipeline_parallel=2,
-                              global_batch_size=32, sequence_length=8192))
+    p = plan(
+        TrainingScenario(
+            model="llama-3.1-70b",
+            num_gpus=16,
+            tensor_parallel=8,
+            pipeline_parallel=2,
+            global_batch_size=32,
+            sequence_length=8192,
+        )
+    )
     assert p.layout.heaviest_stage == "first"  # two micro-batches in flight outweigh the head and logits
-    p = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=16, tensor_parallel=8, pipeline_parallel=2,
-                              global_batch_size=32, sequence_length=1024, activation_checkpointing="full"))
+    p = plan(
+        TrainingScenario(
+            model="llama-3.1-70b",
+            num_gpus=16,
+            tensor_parallel=8,
+            pipeline_parallel=2,
+            global_batch_size=32,
+            sequence_length=1024,
+            activation_checkpointing="full",
+        )
+    )
     assert p.layout.heaviest_stage == "last"
 
 
@@ -92,17 +115,29 @@ def test_zero_and_offload_move_memory():
     z3 = plan(TrainingScenario(**s, zero_stage=3))
     off = plan(TrainingScenario(**s, zero_stage=3, offload_optimizer=True, offload_parameters=True))
     assert off.memory.components["optimizer_states_bytes"] == 0 and off.memory.components["weights_bytes"] == 0
-    assert off.memory.host_bytes == pytest.approx(z3.memory.components["optimizer_states_bytes"]
-                                                  + z3.memory.components["weights_bytes"])
+    assert off.memory.host_bytes == pytest.approx(
+        z3.memory.components["optimizer_states_bytes"] + z3.memory.components["weights_bytes"]
+    )
     assert off.performance.step_breakdown_seconds["offload_transfer_seconds"] > 0
     assert z3.memory.components["sharding_buffers_bytes"] > 0
 
 
 def test_lora_and_qlora_shrink_model_states():
-    full = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=8, zero_stage=3, global_batch_size=8,
-                                 activation_checkpointing="full"))
-    qlora = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=1, zero_stage=0, global_batch_size=8,
-                                  activation_checkpointing="full", lora={"rank": 16, "quantize_base": True}))
+    full = plan(
+        TrainingScenario(
+            model="llama-3.1-70b", num_gpus=8, zero_stage=3, global_batch_size=8, activation_checkpointing="full"
+        )
+    )
+    qlora = plan(
+        TrainingScenario(
+            model="llama-3.1-70b",
+            num_gpus=1,
+            zero_stage=0,
+            global_batch_size=8,
+            activation_checkpointing="full",
+            lora={"rank": 16, "quantize_base": True},
+        )
+    )
     assert qlora.memory.fits
     assert qlora.layout.parameters_trainable < 0.02 * full.layout.parameters_trainable
     # NF4 base ~ 0.52 B per linear weight: the 70B weights take ~37 GB instead of 141 GB
@@ -126,8 +161,11 @@ def test_metrics_broadcast_over_scenario_arrays():
     counts = parameter_counts(arch)
     hw = hardware_inputs(s0, s0.accelerator())
     inputs = scenario_inputs(s0)
-    inputs.update(tensor_parallel=np.array([t for t, _ in layouts]), data_parallel=np.array([d for _, d in layouts]),
-                  sequence_parallel=np.array([t > 1 for t, _ in layouts]))
+    inputs.update(
+        tensor_parallel=np.array([t for t, _ in layouts]),
+        data_parallel=np.array([d for _, d in layouts]),
+        sequence_parallel=np.array([t > 1 for t, _ in layouts]),
+    )
     arrays = training_metrics(arch, counts, hw, Efficiency(), training_tokens=1e9, **inputs)
     for i, s in enumerate(scenarios):
         p = plan(s)
@@ -151,6 +189,14 @@ def test_warnings_explain_risky_plans():
     assert not p.memory.fits and p.bottleneck == "capacity"
     assert any(w.startswith("Does not fit") for w in p.warnings)
     assert "optimizer states" in p.bottleneck_reason or "weights" in p.bottleneck_reason
-    p = plan(TrainingScenario(model="llama-3.1-70b", num_gpus=64, tensor_parallel=8, pipeline_parallel=8,
-                              global_batch_size=8, activation_checkpointing="full"))
+    p = plan(
+        TrainingScenario(
+            model="llama-3.1-70b",
+            num_gpus=64,
+            tensor_parallel=8,
+            pipeline_parallel=8,
+            global_batch_size=8,
+            activation_checkpointing="full",
+        )
+    )
     assert any("pipeline bubble" in w for w in p.warnings)

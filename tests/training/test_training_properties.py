@@ -22,12 +22,25 @@ from pydantic import ValidationError
 from planner import PlanningError, plan
 from planner.training.scenario import TrainingScenario
 
-MODELS = ["llama-3.2-1b", "llama-3.1-8b", "qwen2.5-7b", "gemma-2-9b", "mistral-7b-v0.1", "mixtral-8x7b",
-          "qwen3-30b-a3b", "deepseek-v2-lite", "gpt-3-175b", "phi-3-mini-4k"]
+MODELS = [
+    "llama-3.2-1b",
+    "llama-3.1-8b",
+    "qwen2.5-7b",
+    "gemma-2-9b",
+    "mistral-7b-v0.1",
+    "mixtral-8x7b",
+    "qwen3-30b-a3b",
+    "deepseek-v2-lite",
+    "gpt-3-175b",
+    "phi-3-mini-4k",
+]
 PP_SAFE = [m for m in MODELS if m != "deepseek-v2-lite"]
 # HEADROOM_HYPOTHESIS_EXAMPLES raises the budget for a longer local search.
-SETTINGS = settings(max_examples=int(os.environ.get("HEADROOM_HYPOTHESIS_EXAMPLES", "25")), deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("HEADROOM_HYPOTHESIS_EXAMPLES", "25")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @st.composite
@@ -45,8 +58,11 @@ def jobs(draw, models=MODELS):
     )
     if draw(st.booleans()):
         targets = draw(st.sampled_from([["q", "v"], ["q", "k", "v", "o", "gate", "up", "down"]]))
-        job["lora"] = {"rank": draw(st.sampled_from([8, 64])), "quantize_base": draw(st.booleans()),
-                       "target_modules": targets}
+        job["lora"] = {
+            "rank": draw(st.sampled_from([8, 64])),
+            "quantize_base": draw(st.booleans()),
+            "target_modules": targets,
+        }
         if job["precision"] == "fp32":
             job["precision"] = "mixed_bf16"
     return job
@@ -55,8 +71,9 @@ def jobs(draw, models=MODELS):
 def total(**fields):
     """Total per-GPU memory, or None when the layout is invalid for this model."""
     fields.setdefault("global_batch_size", fields["micro_batch_size"] * fields.get("data_parallel", 1) * 8)
-    fields["num_gpus"] = (fields.get("tensor_parallel", 1) * fields.get("pipeline_parallel", 1)
-                          * fields.get("data_parallel", 1))
+    fields["num_gpus"] = (
+        fields.get("tensor_parallel", 1) * fields.get("pipeline_parallel", 1) * fields.get("data_parallel", 1)
+    )
     try:
         scenario = TrainingScenario(gpu="h100-sxm", **fields)
     except (PlanningError, ValidationError):
@@ -83,8 +100,13 @@ def test_memory_never_increases_with_zero_stage(job, dp):
 def test_zero_3_on_two_ranks_can_cost_more():
     """QLoRA of Llama-3.2-1B: the NF4 layers (0.5 GB) and the bf16 tied embedding (0.53 GB) shard in half
     (saving 0.52 GB), but the gathered embedding unit plus the prefetched layer take 0.56 GB."""
-    job = dict(model="llama-3.2-1b", micro_batch_size=1, sequence_length=512, data_parallel=2,
-               lora={"rank": 8, "quantize_base": True, "target_modules": ["q", "v"]})
+    job = dict(
+        model="llama-3.2-1b",
+        micro_batch_size=1,
+        sequence_length=512,
+        data_parallel=2,
+        lora={"rank": 8, "quantize_base": True, "target_modules": ["q", "v"]},
+    )
     assert total(**job, zero_stage=3) > total(**job, zero_stage=2)
     assert total(**{**job, "data_parallel": 4}, zero_stage=3) < total(**{**job, "data_parallel": 4}, zero_stage=2)
 
@@ -110,5 +132,9 @@ def test_memory_never_increases_with_pipeline_parallel(job, dp, zero):
 def test_memory_never_increases_with_recomputation(job, dp, tp, pp):
     job = {k: v for k, v in job.items() if k != "activation_checkpointing"}
     levels = ["none", "selective", "full"]
-    assert non_increasing([total(**job, data_parallel=dp, tensor_parallel=tp, pipeline_parallel=pp,
-                                 activation_checkpointing=level) for level in levels])
+    assert non_increasing(
+        [
+            total(**job, data_parallel=dp, tensor_parallel=tp, pipeline_parallel=pp, activation_checkpointing=level)
+            for level in levels
+        ]
+    )

@@ -76,10 +76,19 @@ def test_tensor_parallel_comm_count():
 
 
 def test_step_step_breakdown_seconds_sums_and_respects_the_roofline():
-    for fields in (dict(), dict(tensor_parallel=2, pipeline_parallel=2, num_gpus=16, zero_stage=3),
-                   dict(model="mixtral-8x7b", num_gpus=16, tensor_parallel=2, expert_parallel=4, global_batch_size=32,
-                        activation_checkpointing="full"),
-                   dict(offload_optimizer=True, zero_stage=2, context_parallel=2, sequence_length=8192)):
+    for fields in (
+        dict(),
+        dict(tensor_parallel=2, pipeline_parallel=2, num_gpus=16, zero_stage=3),
+        dict(
+            model="mixtral-8x7b",
+            num_gpus=16,
+            tensor_parallel=2,
+            expert_parallel=4,
+            global_batch_size=32,
+            activation_checkpointing="full",
+        ),
+        dict(offload_optimizer=True, zero_stage=2, context_parallel=2, sequence_length=8192),
+    ):
         perf = plan(TrainingScenario(**fields)).performance
         assert sum(perf.step_breakdown_seconds.values()) == pytest.approx(perf.step_seconds)
         assert perf.step_seconds >= perf.flops_roofline_seconds

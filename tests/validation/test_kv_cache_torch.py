@@ -27,8 +27,15 @@ torch.manual_seed(0)
 BF16 = torch.bfloat16
 
 TOY = {  # Llama-style GQA: 4 query heads share 2 KV heads of 16
-    "model_type": "llama", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16,
-    "intermediate_size": 96, "num_hidden_layers": 1, "vocab_size": 128, "max_position_embeddings": 4096,
+    "model_type": "llama",
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 96,
+    "num_hidden_layers": 1,
+    "vocab_size": 128,
+    "max_position_embeddings": 4096,
     "tie_word_embeddings": False,
 }
 
@@ -168,8 +175,9 @@ class Decoder(nn.Module):
     def __init__(self, cfg, sliding_layers=(), window=None):
         super().__init__()
         self.embed_tokens = nn.Embedding(cfg["vocab_size"], cfg["hidden_size"])
-        self.layers = nn.ModuleList(Layer(cfg, window if i in sliding_layers else None)
-                                    for i in range(cfg["num_hidden_layers"]))
+        self.layers = nn.ModuleList(
+            Layer(cfg, window if i in sliding_layers else None) for i in range(cfg["num_hidden_layers"])
+        )
         self.norm = RMSNorm(cfg["hidden_size"])
         self.lm_head = nn.Linear(cfg["hidden_size"], cfg["vocab_size"], bias=False)
 
@@ -225,8 +233,9 @@ def test_mha_and_mqa_layers():
         cfg, model = toy_model(layers=2, num_key_value_heads=kv)
         cache = ContiguousCache()
         run(model, cache, batch=2, prompt=9, decode_steps=2)
-        assert nbytes(cache.tensors()) == mem.kv_cache_bytes(engine_arch(num_hidden_layers=2, num_key_value_heads=kv),
-                                                             1, 1, 2, 11, 2)
+        assert nbytes(cache.tensors()) == mem.kv_cache_bytes(
+            engine_arch(num_hidden_layers=2, num_key_value_heads=kv), 1, 1, 2, 11, 2
+        )
 
 
 def test_fp32_cache_uses_four_bytes():
@@ -276,8 +285,15 @@ def test_sliding_window_layers(context):
     model = Decoder(cfg, sliding_layers=sliding, window=window).to(BF16).eval()
     cache = ContiguousCache(windows={i: window for i in sliding})
     run(model, cache, batch=2, prompt=context - 2, decode_steps=2)
-    gemma_like = architecture_from_config({**TOY, "model_type": "gemma2", "num_hidden_layers": layers,
-                                           "sliding_window": window, "tie_word_embeddings": False})
+    gemma_like = architecture_from_config(
+        {
+            **TOY,
+            "model_type": "gemma2",
+            "num_hidden_layers": layers,
+            "sliding_window": window,
+            "tie_word_embeddings": False,
+        }
+    )
     assert gemma_like.sliding_window_layers == len(sliding)
     expected = mem.kv_cache_bytes(gemma_like, 1, 1, 2, context, 2)
     assert nbytes(cache.tensors()) == pytest.approx(expected, rel=1e-12)
@@ -294,8 +310,8 @@ def test_pipeline_stage_caches():
     cfg, model = toy_model(layers=layers)
     cache = ContiguousCache()
     run(model, cache, batch=2, prompt=10, decode_steps=1)
-    stage = [nbytes([cache.k[i], cache.v[i]] ) for i in range(layers)]
-    per_stage = [sum(stage[s * 2:(s + 1) * 2]) for s in range(pp)]
+    stage = [nbytes([cache.k[i], cache.v[i]]) for i in range(layers)]
+    per_stage = [sum(stage[s * 2 : (s + 1) * 2]) for s in range(pp)]
     assert max(per_stage) == mem.kv_cache_bytes(engine_arch(num_hidden_layers=layers), 1, pp, 2, 11, 2)
 
 
@@ -374,9 +390,20 @@ class MLA(nn.Module):
 
 
 def test_mla_cache_bytes():
-    cfg = {"model_type": "deepseek_v2", "hidden_size": 64, "num_attention_heads": 4, "q_lora_rank": None,
-           "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
-           "intermediate_size": 96, "num_hidden_layers": 1, "vocab_size": 50, "max_position_embeddings": 128}
+    cfg = {
+        "model_type": "deepseek_v2",
+        "hidden_size": 64,
+        "num_attention_heads": 4,
+        "q_lora_rank": None,
+        "kv_lora_rank": 16,
+        "qk_nope_head_dim": 8,
+        "qk_rope_head_dim": 4,
+        "v_head_dim": 8,
+        "intermediate_size": 96,
+        "num_hidden_layers": 1,
+        "vocab_size": 50,
+        "max_position_embeddings": 128,
+    }
     layer = MLA(64, 4, 16, 8, 4, 8).to(BF16)
     cache = []
     layer(torch.randn(2, 9, 64, dtype=BF16), cache)
@@ -393,9 +420,18 @@ def test_mla_cache_bytes():
 # weights: a real MoE decoder, its parameter bytes, and its tensor/expert-parallel shards
 
 MOE = {
-    "model_type": "mixtral", "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 8,
-    "intermediate_size": 48, "num_local_experts": 4, "num_experts_per_tok": 2, "num_hidden_layers": 2,
-    "vocab_size": 64, "max_position_embeddings": 128, "tie_word_embeddings": False,
+    "model_type": "mixtral",
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 8,
+    "intermediate_size": 48,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+    "num_hidden_layers": 2,
+    "vocab_size": 64,
+    "max_position_embeddings": 128,
+    "tie_word_embeddings": False,
 }
 
 
@@ -407,8 +443,15 @@ class MoEBlock(nn.Module):
         self.k = k
         self.gate = nn.Linear(hidden, experts, bias=False)
         self.experts = nn.ModuleList(
-            nn.ModuleDict({"w1": nn.Linear(hidden, width, bias=False), "w3": nn.Linear(hidden, width, bias=False),
-                           "w2": nn.Linear(width, hidden, bias=False)}) for _ in range(experts))
+            nn.ModuleDict(
+                {
+                    "w1": nn.Linear(hidden, width, bias=False),
+                    "w3": nn.Linear(hidden, width, bias=False),
+                    "w2": nn.Linear(width, hidden, bias=False),
+                }
+            )
+            for _ in range(experts)
+        )
 
     @torch.no_grad()
     def forward(self, x):
@@ -435,8 +478,9 @@ class MoEDecoder(nn.Module):
             layer.input_layernorm = RMSNorm(h)
             layer.self_attn = Attention(h, cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"])
             layer.post_attention_layernorm = RMSNorm(h)
-            layer.block_sparse_moe = MoEBlock(h, cfg["intermediate_size"], cfg["num_local_experts"],
-                                              cfg["num_experts_per_tok"])
+            layer.block_sparse_moe = MoEBlock(
+                h, cfg["intermediate_size"], cfg["num_local_experts"], cfg["num_experts_per_tok"]
+            )
             self.layers.append(layer)
         self.norm = RMSNorm(h)
         self.lm_head = nn.Linear(h, cfg["vocab_size"], bias=False)
@@ -452,8 +496,19 @@ class MoEDecoder(nn.Module):
 
 # How each parameter shards across tensor-parallel ranks (vLLM / Megatron): dim to chunk, or None = replicated.
 def tp_split_dim(name: str):
-    if name.endswith(("q_proj.weight", "k_proj.weight", "v_proj.weight", "w1.weight", "w3.weight",
-                      "gate_proj.weight", "up_proj.weight", "lm_head.weight", "embed_tokens.weight")):
+    if name.endswith(
+        (
+            "q_proj.weight",
+            "k_proj.weight",
+            "v_proj.weight",
+            "w1.weight",
+            "w3.weight",
+            "gate_proj.weight",
+            "up_proj.weight",
+            "lm_head.weight",
+            "embed_tokens.weight",
+        )
+    ):
         return 0  # column parallel (output rows) / vocab parallel
     if name.endswith(("o_proj.weight", "w2.weight", "down_proj.weight")):
         return 1  # row parallel (input columns)
@@ -563,9 +618,17 @@ def test_pipeline_stage_weights(layers):
 # ---------------------------------------------------------------------------------------------
 # biased layers: row-parallel biases are not split
 
-GPT_STYLE = {"model_type": "opt", "hidden_size": 32, "num_attention_heads": 4, "num_hidden_layers": 1,
-             "ffn_dim": 64, "vocab_size": 64, "max_position_embeddings": 16, "word_embed_proj_dim": 32,
-             "tie_word_embeddings": False}
+GPT_STYLE = {
+    "model_type": "opt",
+    "hidden_size": 32,
+    "num_attention_heads": 4,
+    "num_hidden_layers": 1,
+    "ffn_dim": 64,
+    "vocab_size": 64,
+    "max_position_embeddings": 16,
+    "word_embed_proj_dim": 32,
+    "tie_word_embeddings": False,
+}
 
 
 def _opt_shard_bytes(tp: int) -> int:
@@ -575,8 +638,12 @@ def _opt_shard_bytes(tp: int) -> int:
     h, f, v, pos = 32, 64, 64, 18
     with torch.device("meta"):
         layer = {
-            "q_proj": nn.Linear(h, h), "k_proj": nn.Linear(h, h), "v_proj": nn.Linear(h, h),
-            "out_proj": nn.Linear(h, h), "fc1": nn.Linear(h, f), "fc2": nn.Linear(f, h),
+            "q_proj": nn.Linear(h, h),
+            "k_proj": nn.Linear(h, h),
+            "v_proj": nn.Linear(h, h),
+            "out_proj": nn.Linear(h, h),
+            "fc1": nn.Linear(h, f),
+            "fc2": nn.Linear(f, h),
         }
         norms = [nn.LayerNorm(h), nn.LayerNorm(h), nn.LayerNorm(h)]  # 2 per layer + final
         embed, positions, head = nn.Embedding(v, h), nn.Embedding(pos, h), nn.Linear(h, v, bias=False)
@@ -605,30 +672,59 @@ def test_biased_layer_tensor_parallel_shards():
 # DeepSeek-V3-style MLA + MoE layer: which tensors replicate and which split (vLLM DeepseekV2 modules)
 
 DSV3 = {
-    "model_type": "deepseek_v3", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 4,
-    "q_lora_rank": 24, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
-    "intermediate_size": 96, "moe_intermediate_size": 16, "n_routed_experts": 8, "num_experts_per_tok": 2,
-    "n_shared_experts": 2, "first_k_dense_replace": 1, "num_hidden_layers": 3, "vocab_size": 64,
-    "max_position_embeddings": 128, "topk_method": "noaux_tc", "tie_word_embeddings": False,
+    "model_type": "deepseek_v3",
+    "hidden_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "q_lora_rank": 24,
+    "kv_lora_rank": 16,
+    "qk_nope_head_dim": 8,
+    "qk_rope_head_dim": 4,
+    "v_head_dim": 8,
+    "intermediate_size": 96,
+    "moe_intermediate_size": 16,
+    "n_routed_experts": 8,
+    "num_experts_per_tok": 2,
+    "n_shared_experts": 2,
+    "first_k_dense_replace": 1,
+    "num_hidden_layers": 3,
+    "vocab_size": 64,
+    "max_position_embeddings": 128,
+    "topk_method": "noaux_tc",
+    "tie_word_embeddings": False,
 }
 
 # suffix -> dim to chunk across TP ranks (None: every rank holds the whole tensor)
 DSV3_SPLIT = {
-    "q_a_proj.weight": None, "q_a_layernorm.weight": None,  # ReplicatedLinear + its norm
-    "kv_a_proj_with_mqa.weight": None, "kv_a_layernorm.weight": None,
-    "q_b_proj.weight": 0, "kv_b_proj.weight": 0,  # ColumnParallelLinear (heads)
+    "q_a_proj.weight": None,
+    "q_a_layernorm.weight": None,  # ReplicatedLinear + its norm
+    "kv_a_proj_with_mqa.weight": None,
+    "kv_a_layernorm.weight": None,
+    "q_b_proj.weight": 0,
+    "kv_b_proj.weight": 0,  # ColumnParallelLinear (heads)
     "o_proj.weight": 1,  # RowParallelLinear
-    "gate.weight": None, "gate.e_score_correction_bias": None,  # ReplicatedLinear router
-    "gate_proj.weight": 0, "up_proj.weight": 0, "down_proj.weight": 1,  # dense, shared and routed experts
-    "input_layernorm.weight": None, "post_attention_layernorm.weight": None, "norm.weight": None,
-    "embed_tokens.weight": 0, "lm_head.weight": 0,  # vocab parallel
+    "gate.weight": None,
+    "gate.e_score_correction_bias": None,  # ReplicatedLinear router
+    "gate_proj.weight": 0,
+    "up_proj.weight": 0,
+    "down_proj.weight": 1,  # dense, shared and routed experts
+    "input_layernorm.weight": None,
+    "post_attention_layernorm.weight": None,
+    "norm.weight": None,
+    "embed_tokens.weight": 0,
+    "lm_head.weight": 0,  # vocab parallel
 }
 
 
 def _dsv3_model(cfg):
     def mlp(width):
-        return nn.ModuleDict({"gate_proj": nn.Linear(64, width, bias=False), "up_proj": nn.Linear(64, width, bias=False),
-                              "down_proj": nn.Linear(width, 64, bias=False)})
+        return nn.ModuleDict(
+            {
+                "gate_proj": nn.Linear(64, width, bias=False),
+                "up_proj": nn.Linear(64, width, bias=False),
+                "down_proj": nn.Linear(width, 64, bias=False),
+            }
+        )
 
     model = nn.Module()
     model.embed_tokens = nn.Embedding(64, 64)

@@ -31,7 +31,7 @@ from planner.model.catalog import (
     resolve_model,
 )
 from planner.model.hf_config import architecture_from_config
-from tests.reference_data import require_reference  # noqa: E402
+from tests.reference_data import require_reference
 
 REFERENCE = require_reference() / "models.csv"
 CATALOG = catalog_model_ids()
@@ -152,7 +152,9 @@ def build_phi3(cfg: dict) -> nn.Module:
         layer.input_layernorm = RMSNorm(hidden)
         layer.post_attention_layernorm = RMSNorm(hidden)
         layers.append(layer)
-    return CausalLM(cfg["vocab_size"], hidden, layers, [RMSNorm(hidden)], _key(cfg, "tie_word_embeddings", default=False))
+    return CausalLM(
+        cfg["vocab_size"], hidden, layers, [RMSNorm(hidden)], _key(cfg, "tie_word_embeddings", default=False)
+    )
 
 
 def build_mixtral(cfg: dict) -> nn.Module:
@@ -169,7 +171,9 @@ def build_mixtral(cfg: dict) -> nn.Module:
         layer.input_layernorm = RMSNorm(hidden)
         layer.post_attention_layernorm = RMSNorm(hidden)
         layers.append(layer)
-    return CausalLM(cfg["vocab_size"], hidden, layers, [RMSNorm(hidden)], _key(cfg, "tie_word_embeddings", default=False))
+    return CausalLM(
+        cfg["vocab_size"], hidden, layers, [RMSNorm(hidden)], _key(cfg, "tie_word_embeddings", default=False)
+    )
 
 
 def build_qwen_moe(cfg: dict) -> nn.Module:
@@ -202,7 +206,9 @@ def build_qwen_moe(cfg: dict) -> nn.Module:
         layer.input_layernorm = RMSNorm(hidden)
         layer.post_attention_layernorm = RMSNorm(hidden)
         layers.append(layer)
-    return CausalLM(cfg["vocab_size"], hidden, layers, [RMSNorm(hidden)], _key(cfg, "tie_word_embeddings", default=False))
+    return CausalLM(
+        cfg["vocab_size"], hidden, layers, [RMSNorm(hidden)], _key(cfg, "tie_word_embeddings", default=False)
+    )
 
 
 class MLAttention(nn.Module):
@@ -254,7 +260,9 @@ def build_deepseek(cfg: dict) -> nn.Module:
         layer.input_layernorm = RMSNorm(hidden)
         layer.post_attention_layernorm = RMSNorm(hidden)
         layers.append(layer)
-    return CausalLM(cfg["vocab_size"], hidden, layers, [RMSNorm(hidden)], _key(cfg, "tie_word_embeddings", default=False))
+    return CausalLM(
+        cfg["vocab_size"], hidden, layers, [RMSNorm(hidden)], _key(cfg, "tie_word_embeddings", default=False)
+    )
 
 
 def build_gpt2(cfg: dict) -> nn.Module:
@@ -272,8 +280,14 @@ def build_gpt2(cfg: dict) -> nn.Module:
         block.c_fc = nn.Linear(hidden, inner)
         block.mlp_c_proj = nn.Linear(inner, hidden)
         layers.append(block)
-    return CausalLM(cfg["vocab_size"], hidden, layers, [layer_norm(hidden)], _key(cfg, "tie_word_embeddings", default=True),
-                    positions=_key(cfg, "n_positions", "max_position_embeddings"))
+    return CausalLM(
+        cfg["vocab_size"],
+        hidden,
+        layers,
+        [layer_norm(hidden)],
+        _key(cfg, "tie_word_embeddings", default=True),
+        positions=_key(cfg, "n_positions", "max_position_embeddings"),
+    )
 
 
 def build_gptj(cfg: dict) -> nn.Module:
@@ -290,7 +304,9 @@ def build_gptj(cfg: dict) -> nn.Module:
         block.fc_in = nn.Linear(hidden, inner)
         block.fc_out = nn.Linear(inner, hidden)
         layers.append(block)
-    model = CausalLM(cfg["vocab_size"], hidden, layers, [layer_norm(hidden)], _key(cfg, "tie_word_embeddings", default=False))
+    model = CausalLM(
+        cfg["vocab_size"], hidden, layers, [layer_norm(hidden)], _key(cfg, "tie_word_embeddings", default=False)
+    )
     model.lm_head.bias = nn.Parameter(torch.empty(cfg["vocab_size"]))
     return model
 
@@ -308,7 +324,9 @@ def build_gpt_neox(cfg: dict) -> nn.Module:
         layer.dense_h_to_4h = nn.Linear(hidden, cfg["intermediate_size"])
         layer.dense_4h_to_h = nn.Linear(cfg["intermediate_size"], hidden)
         layers.append(layer)
-    return CausalLM(cfg["vocab_size"], hidden, layers, [layer_norm(hidden)], _key(cfg, "tie_word_embeddings", default=False))
+    return CausalLM(
+        cfg["vocab_size"], hidden, layers, [layer_norm(hidden)], _key(cfg, "tie_word_embeddings", default=False)
+    )
 
 
 def build_opt(cfg: dict) -> nn.Module:
@@ -330,8 +348,14 @@ def build_opt(cfg: dict) -> nn.Module:
     final = []
     if _key(cfg, "do_layer_norm_before", default=True) and not cfg.get("_remove_final_layer_norm", False):
         final.append(layer_norm(hidden, affine))
-    return CausalLM(cfg["vocab_size"], hidden, layers, final, _key(cfg, "tie_word_embeddings", default=True),
-                    positions=cfg["max_position_embeddings"] + 2)
+    return CausalLM(
+        cfg["vocab_size"],
+        hidden,
+        layers,
+        final,
+        _key(cfg, "tie_word_embeddings", default=True),
+        positions=cfg["max_position_embeddings"] + 2,
+    )
 
 
 def build_bloom(cfg: dict) -> nn.Module:
@@ -347,8 +371,13 @@ def build_bloom(cfg: dict) -> nn.Module:
         block.dense_h_to_4h = nn.Linear(hidden, 4 * hidden)
         block.dense_4h_to_h = nn.Linear(4 * hidden, hidden)
         layers.append(block)
-    return CausalLM(cfg["vocab_size"], hidden, layers, [layer_norm(hidden), layer_norm(hidden)],
-                    _key(cfg, "tie_word_embeddings", default=True))
+    return CausalLM(
+        cfg["vocab_size"],
+        hidden,
+        layers,
+        [layer_norm(hidden), layer_norm(hidden)],
+        _key(cfg, "tie_word_embeddings", default=True),
+    )
 
 
 BUILDERS = {
@@ -410,8 +439,14 @@ def test_engine_total_equals_torch_modules(model_id):
     assert torch_count(cfg) == counts.total
 
 
-@pytest.mark.parametrize("model_id", [m for m in CATALOG if load_catalog_config(m)["model_type"] in
-                                      ("mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v2", "deepseek_v3")])
+@pytest.mark.parametrize(
+    "model_id",
+    [
+        m
+        for m in CATALOG
+        if load_catalog_config(m)["model_type"] in ("mixtral", "qwen3_moe", "qwen2_moe", "deepseek_v2", "deepseek_v3")
+    ],
+)
 def test_engine_active_equals_torch_modules(model_id):
     cfg = load_catalog_config(model_id)
     assert torch_active_count(cfg) == parameter_counts(resolve_model(model_id)).active
@@ -421,8 +456,15 @@ def test_fused_experts_hold_the_same_elements_as_one_linear_per_expert():
     # Mixtral-8x7B layer: 8 experts x (w1, w3: 4096 -> 14336; w2: 14336 -> 4096)
     with torch.device("meta"):
         per_expert = nn.ModuleList(
-            nn.ModuleDict({"w1": nn.Linear(4096, 14336, bias=False), "w2": nn.Linear(14336, 4096, bias=False),
-                           "w3": nn.Linear(4096, 14336, bias=False)}) for _ in range(8))
+            nn.ModuleDict(
+                {
+                    "w1": nn.Linear(4096, 14336, bias=False),
+                    "w2": nn.Linear(14336, 4096, bias=False),
+                    "w3": nn.Linear(4096, 14336, bias=False),
+                }
+            )
+            for _ in range(8)
+        )
         fused = FusedExperts(8, 4096, 14336)
     n = sum(p.numel() for p in per_expert.parameters())
     assert n == sum(p.numel() for p in fused.parameters()) == 8 * 3 * 4096 * 14336  # 1,409,286,144
@@ -453,11 +495,26 @@ def test_tied_embedding_is_one_parameter():
 
 def _toy_deepseek(**overrides):
     cfg = {
-        "model_type": "deepseek_v2", "hidden_size": 64, "intermediate_size": 96, "moe_intermediate_size": 16,
-        "num_hidden_layers": 6, "num_attention_heads": 4, "num_key_value_heads": 4, "n_routed_experts": 8,
-        "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1, "moe_layer_freq": 1,
-        "q_lora_rank": None, "kv_lora_rank": 16, "qk_nope_head_dim": 8, "qk_rope_head_dim": 4, "v_head_dim": 8,
-        "vocab_size": 50, "max_position_embeddings": 256, "tie_word_embeddings": False,
+        "model_type": "deepseek_v2",
+        "hidden_size": 64,
+        "intermediate_size": 96,
+        "moe_intermediate_size": 16,
+        "num_hidden_layers": 6,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "n_routed_experts": 8,
+        "num_experts_per_tok": 2,
+        "n_shared_experts": 1,
+        "first_k_dense_replace": 1,
+        "moe_layer_freq": 1,
+        "q_lora_rank": None,
+        "kv_lora_rank": 16,
+        "qk_nope_head_dim": 8,
+        "qk_rope_head_dim": 4,
+        "v_head_dim": 8,
+        "vocab_size": 50,
+        "max_position_embeddings": 256,
+        "tie_word_embeddings": False,
     }
     cfg.update(overrides)
     return cfg
@@ -465,45 +522,116 @@ def _toy_deepseek(**overrides):
 
 def _toy_qwen_moe(**overrides):
     cfg = {
-        "model_type": "qwen2_moe", "hidden_size": 32, "intermediate_size": 64, "moe_intermediate_size": 16,
-        "shared_expert_intermediate_size": 32, "num_hidden_layers": 4, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2, "decoder_sparse_step": 1,
-        "vocab_size": 50, "max_position_embeddings": 256, "tie_word_embeddings": False, "mlp_only_layers": [],
+        "model_type": "qwen2_moe",
+        "hidden_size": 32,
+        "intermediate_size": 64,
+        "moe_intermediate_size": 16,
+        "shared_expert_intermediate_size": 32,
+        "num_hidden_layers": 4,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "num_experts": 4,
+        "num_experts_per_tok": 2,
+        "decoder_sparse_step": 1,
+        "vocab_size": 50,
+        "max_position_embeddings": 256,
+        "tie_word_embeddings": False,
+        "mlp_only_layers": [],
     }
     cfg.update(overrides)
     return cfg
 
 
-@pytest.mark.parametrize("cfg", [
-    _toy_deepseek(),
-    _toy_deepseek(q_lora_rank=24, model_type="deepseek_v3", topk_method="noaux_tc"),
-    _toy_qwen_moe(),
-    # Qwen3MoeConfig has no shared expert (and no shared_expert_intermediate_size key)
-    {k: v for k, v in _toy_qwen_moe(model_type="qwen3_moe", head_dim=16).items()
-     if k != "shared_expert_intermediate_size"},
-    _toy_qwen_moe(decoder_sparse_step=2),  # 4 layers: idx 1 and 3 sparse -> 2 MoE layers either way
-], ids=["dsv2-toy", "dsv3-toy", "qwen2moe-toy", "qwen3moe-toy", "qwen2moe-step2-even"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        _toy_deepseek(),
+        _toy_deepseek(q_lora_rank=24, model_type="deepseek_v3", topk_method="noaux_tc"),
+        _toy_qwen_moe(),
+        # Qwen3MoeConfig has no shared expert (and no shared_expert_intermediate_size key)
+        {
+            k: v
+            for k, v in _toy_qwen_moe(model_type="qwen3_moe", head_dim=16).items()
+            if k != "shared_expert_intermediate_size"
+        },
+        _toy_qwen_moe(decoder_sparse_step=2),  # 4 layers: idx 1 and 3 sparse -> 2 MoE layers either way
+    ],
+    ids=["dsv2-toy", "dsv3-toy", "qwen2moe-toy", "qwen3moe-toy", "qwen2moe-step2-even"],
+)
 def test_toy_moe_configs_match_torch(cfg):
     assert torch_count(cfg) == parameter_counts(architecture_from_config(cfg)).total
 
 
 DENSE_TOYS = {
     # Gemma 7B (real dims): 16 heads of 256 (= 4096 != hidden 3072), tied; the published 8,537,680,896
-    "gemma-7b": ({"model_type": "gemma", "hidden_size": 3072, "num_attention_heads": 16, "num_key_value_heads": 16,
-                  "head_dim": 256, "intermediate_size": 24576, "num_hidden_layers": 28, "vocab_size": 256000,
-                  "max_position_embeddings": 8192}, 8_537_680_896),
-    "qwen3-toy": ({"model_type": "qwen3", "hidden_size": 64, "num_attention_heads": 4, "num_key_value_heads": 2,
-                   "head_dim": 32, "intermediate_size": 96, "num_hidden_layers": 2, "vocab_size": 50,
-                   "tie_word_embeddings": True}, None),
-    "llama-biased-toy": ({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 4,
-                          "num_key_value_heads": 1, "intermediate_size": 96, "num_hidden_layers": 2,
-                          "vocab_size": 50, "attention_bias": True, "mlp_bias": True}, None),
-    "neox-nobias-toy": ({"model_type": "gpt_neox", "hidden_size": 64, "num_attention_heads": 4,
-                         "intermediate_size": 256, "num_hidden_layers": 2, "vocab_size": 50,
-                         "attention_bias": False, "tie_word_embeddings": True}, None),
-    "mistral-swa-toy": ({"model_type": "mistral", "hidden_size": 64, "num_attention_heads": 4,
-                         "num_key_value_heads": 2, "intermediate_size": 96, "num_hidden_layers": 2,
-                         "vocab_size": 50, "sliding_window": 16}, None),
+    "gemma-7b": (
+        {
+            "model_type": "gemma",
+            "hidden_size": 3072,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "head_dim": 256,
+            "intermediate_size": 24576,
+            "num_hidden_layers": 28,
+            "vocab_size": 256000,
+            "max_position_embeddings": 8192,
+        },
+        8_537_680_896,
+    ),
+    "qwen3-toy": (
+        {
+            "model_type": "qwen3",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "head_dim": 32,
+            "intermediate_size": 96,
+            "num_hidden_layers": 2,
+            "vocab_size": 50,
+            "tie_word_embeddings": True,
+        },
+        None,
+    ),
+    "llama-biased-toy": (
+        {
+            "model_type": "llama",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 1,
+            "intermediate_size": 96,
+            "num_hidden_layers": 2,
+            "vocab_size": 50,
+            "attention_bias": True,
+            "mlp_bias": True,
+        },
+        None,
+    ),
+    "neox-nobias-toy": (
+        {
+            "model_type": "gpt_neox",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "intermediate_size": 256,
+            "num_hidden_layers": 2,
+            "vocab_size": 50,
+            "attention_bias": False,
+            "tie_word_embeddings": True,
+        },
+        None,
+    ),
+    "mistral-swa-toy": (
+        {
+            "model_type": "mistral",
+            "hidden_size": 64,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "intermediate_size": 96,
+            "num_hidden_layers": 2,
+            "vocab_size": 50,
+            "sliding_window": 16,
+        },
+        None,
+    ),
 }
 
 
@@ -546,7 +674,9 @@ def test_total_matches_headroom_published_size(model_id):
     note = meta.get("published_params_note", "")
     total = parameter_counts(resolve_model(model_id)).total
     tolerance = 0.10 if note.lower().startswith("nominal") else 0.01
-    assert total == pytest.approx(published, rel=tolerance), f"{model_id}: {total:,} vs published {published:,.0f} ({note})"
+    assert total == pytest.approx(published, rel=tolerance), (
+        f"{model_id}: {total:,} vs published {published:,.0f} ({note})"
+    )
 
 
 def _exact_figures(note: str) -> list[int]:
@@ -560,13 +690,21 @@ KNOWN_EXACT_DISAGREEMENTS = {
         "PUBLISHED FIGURE DISAGREES, not an engine bug: EleutherAI's card says 6,053,381,344 but the HF "
         "GPTJForCausalLM module built from the same config has 6,050,882,784 (28 x 201,355,264 + 2 x 50,400 x 4,096 "
         "+ 50,400 lm_head bias + 8,192 ln_f), as the torch builder here confirms; the card's extra 2,498,560 "
-        "(0.04 %) is not explained by any tensor in the config."),
+        "(0.04 %) is not explained by any tensor in the config."
+    ),
 }
 
 
-@pytest.mark.parametrize("model_id,figure", [
-    pytest.param(m, n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_EXACT_DISAGREEMENTS[(m, n)]))
-    if (m, n) in KNOWN_EXACT_DISAGREEMENTS else (m, n) for m, n in EXACT], ids=[f"{m}-{n}" for m, n in EXACT])
+@pytest.mark.parametrize(
+    "model_id,figure",
+    [
+        pytest.param(m, n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_EXACT_DISAGREEMENTS[(m, n)]))
+        if (m, n) in KNOWN_EXACT_DISAGREEMENTS
+        else (m, n)
+        for m, n in EXACT
+    ],
+    ids=[f"{m}-{n}" for m, n in EXACT],
+)
 def test_total_equals_exact_figure_quoted_in_notes(model_id, figure):
     # e.g. Llama-2-7B 6,738,415,616, Llama-3-8B 8,030,261,248, Mixtral-8x7B 46,702,792,704, GPT-2 124,439,808
     assert parameter_counts(resolve_model(model_id)).total == figure
@@ -579,15 +717,28 @@ def test_notes_quote_enough_exact_figures():
 MOE = [m for m in CATALOG if _published(m).get("published_params_active")]
 
 
-@pytest.mark.parametrize("model_id", [
-    m if m != "deepseek-v2-lite" else pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=(
-        "PUBLISHED CONVENTION, not an engine bug: DeepSeek quotes V2-Lite as '2.4B activated'. Counting every "
-        "parameter a token touches (attention 371.5M + layer-0 dense MLP 67.2M + 26 x 8 active experts of "
-        "3x2048x1408 = 1,799.4M + routers 3.4M + embedding 209.7M + lm_head 209.7M + norms) gives 2,661,150,208 "
-        "(+10.9 %). Without the input embedding (a lookup) it is 2.451B (+2.1 %), so DeepSeek's figure leaves "
-        "the embedding out, while Mixtral's 12.9B and Qwen3's 3.3B include it. The engine uses the inclusive "
-        "convention throughout; see test_deepseek_v2_lite_active_without_embedding.")))
-    for m in MOE])
+@pytest.mark.parametrize(
+    "model_id",
+    [
+        m
+        if m != "deepseek-v2-lite"
+        else pytest.param(
+            m,
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason=(
+                    "PUBLISHED CONVENTION, not an engine bug: DeepSeek quotes V2-Lite as '2.4B activated'. Counting every "
+                    "parameter a token touches (attention 371.5M + layer-0 dense MLP 67.2M + 26 x 8 active experts of "
+                    "3x2048x1408 = 1,799.4M + routers 3.4M + embedding 209.7M + lm_head 209.7M + norms) gives 2,661,150,208 "
+                    "(+10.9 %). Without the input embedding (a lookup) it is 2.451B (+2.1 %), so DeepSeek's figure leaves "
+                    "the embedding out, while Mixtral's 12.9B and Qwen3's 3.3B include it. The engine uses the inclusive "
+                    "convention throughout; see test_deepseek_v2_lite_active_without_embedding."
+                ),
+            ),
+        )
+        for m in MOE
+    ],
+)
 def test_active_within_3_percent_of_published(model_id):
     published = _published(model_id)["published_params_active"]
     active = parameter_counts(resolve_model(model_id)).active

@@ -75,11 +75,14 @@ def test_opt13b_one_2048_token_request():
 # weights (M006, M008, M010): decimal GB
 
 
-@pytest.mark.parametrize("row_id,model,gpu,tp", [
-    ("M006", "opt-13b", "a100-40gb", 1),
-    ("M008", "opt-66b", "a100-40gb", 4),
-    ("M010", "opt-175b", "a100-80gb", 8),
-])
+@pytest.mark.parametrize(
+    "row_id,model,gpu,tp",
+    [
+        ("M006", "opt-13b", "a100-40gb", 1),
+        ("M008", "opt-66b", "a100-40gb", 4),
+        ("M010", "opt-175b", "a100-80gb", 8),
+    ],
+)
 def test_parameter_memory_decimal_gb(row_id, model, gpu, tp):
     p = _plan(model, gpu, tp)
     all_gpus = p.memory.components["weights_bytes"] * tp
@@ -104,9 +107,20 @@ SLOT_ROWS = [
 
 
 def _scenario(model, gpu, tp, **overrides):
-    fields = dict(model=model, gpu=gpu, num_gpus=tp, tensor_parallel=tp, weight_dtype="fp16", kv_cache_dtype="fp16",
-                  prompt_tokens=1536, output_tokens=512, concurrency=2, kv_block_tokens=16,
-                  gpu_memory_utilization=0.90, prefill_chunk_tokens=2560)
+    fields = dict(
+        model=model,
+        gpu=gpu,
+        num_gpus=tp,
+        tensor_parallel=tp,
+        weight_dtype="fp16",
+        kv_cache_dtype="fp16",
+        prompt_tokens=1536,
+        output_tokens=512,
+        concurrency=2,
+        kv_block_tokens=16,
+        gpu_memory_utilization=0.90,
+        prefill_chunk_tokens=2560,
+    )
     fields.update(overrides)
     return InferenceScenario(**fields)
 
@@ -216,10 +230,13 @@ def _blog(row_id):
 BLOG_TOKENS = (1024, 16_000, 128_000)
 
 
-@pytest.mark.parametrize("row_id,model,per_token", [
-    ("M070", "llama-3.1-8b", 2 * 32 * 8 * 128 * 2),  # 131,072 B
-    ("M071", "llama-3.1-70b", 2 * 80 * 8 * 128 * 2),  # 327,680 B
-])
+@pytest.mark.parametrize(
+    "row_id,model,per_token",
+    [
+        ("M070", "llama-3.1-8b", 2 * 32 * 8 * 128 * 2),  # 131,072 B
+        ("M071", "llama-3.1-70b", 2 * 80 * 8 * 128 * 2),  # 327,680 B
+    ],
+)
 def test_llama31_kv_blog_figures(row_id, model, per_token):
     arch = resolve_model(model)
     assert kv_cache_bytes_per_token(arch, 2) == per_token
@@ -237,10 +254,14 @@ def test_llama31_405b_kv_derivation():
         assert published == pytest.approx(2 * tokens * 516_096 / GIB, rel=0.005)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "PUBLISHED FIGURE DISAGREES, not an engine bug: the HF Llama 3.1 blog lists 0.984 / 15.38 / 123.05 GB for "
-    "405B, exactly 2x the derivation from Meta's config (126 layers, n_kv_heads 8, head_dim 128: 516,096 B/token "
-    "-> 0.492 / 7.69 / 61.5 GiB). The 8B and 70B rows of the same table match the same formula exactly."))
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "PUBLISHED FIGURE DISAGREES, not an engine bug: the HF Llama 3.1 blog lists 0.984 / 15.38 / 123.05 GB for "
+        "405B, exactly 2x the derivation from Meta's config (126 layers, n_kv_heads 8, head_dim 128: 516,096 B/token "
+        "-> 0.492 / 7.69 / 61.5 GiB). The 8B and 70B rows of the same table match the same formula exactly."
+    ),
+)
 def test_llama31_405b_kv_matches_blog():
     arch = resolve_model("llama-3.1-405b")
     for tokens, published in zip(BLOG_TOKENS, _blog("M072")):
@@ -275,9 +296,17 @@ def test_deepseek_v2_lite_mla_vs_mha_elements():
     """M029 small-MoE ablation: MHA 110.6K vs MLA 15.6K elements per token (27 layers, 16 heads of 128)."""
     lite = resolve_model("deepseek-v2-lite")
     assert kv_cache_bytes_per_token(lite, 1) == 576 * 27 == 15_552  # "15.6K"
-    mha = architecture_from_config({
-        "model_type": "llama", "hidden_size": 2048, "num_attention_heads": 16, "num_key_value_heads": 16,
-        "head_dim": 128, "intermediate_size": 10944, "num_hidden_layers": 27, "vocab_size": 102400,
-    })
+    mha = architecture_from_config(
+        {
+            "model_type": "llama",
+            "hidden_size": 2048,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "head_dim": 128,
+            "intermediate_size": 10944,
+            "num_hidden_layers": 27,
+            "vocab_size": 102400,
+        }
+    )
     assert kv_cache_bytes_per_token(mha, 1) == 2 * 16 * 128 * 27 == 110_592  # "110.6K"
     assert ROWS["M029"]["value"] == "MHA 110.6K / MLA 15.6K"

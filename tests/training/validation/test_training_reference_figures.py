@@ -30,8 +30,9 @@ from planner.training.scenario import TrainingScenario
 REPO = Path(__file__).resolve().parents[3]
 from tests.reference_data import REFERENCE  # noqa: E402
 
-needs_reference = pytest.mark.skipif(REFERENCE is None and not os.environ.get("CI"),
-                                     reason="shared/reference/ not present beside the checkout")
+needs_reference = pytest.mark.skipif(
+    REFERENCE is None and not os.environ.get("CI"), reason="shared/reference/ not present beside the checkout"
+)
 
 
 def rows(name: str) -> dict[str, dict]:
@@ -52,9 +53,11 @@ def test_zero_figure_1_model_states(stage, row):
     p = tmem.PRECISIONS["mixed_fp16"]
     k = p.master + tmem.optimizer_state_bytes_per_element("adamw", p.state)
     assert k == 12
-    total = (tmem.weights_bytes(p.param * psi, 0, stage, nd, nd)
-             + tmem.gradients_bytes(p.grad * psi, 0, stage, nd, nd)
-             + tmem.optimizer_states_bytes(k * psi, 0, stage, nd, nd))
+    total = (
+        tmem.weights_bytes(p.param * psi, 0, stage, nd, nd)
+        + tmem.gradients_bytes(p.grad * psi, 0, stage, nd, nd)
+        + tmem.optimizer_states_bytes(k * psi, 0, stage, nd, nd)
+    )
     assert total / 1e9 == pytest.approx(published, abs=0.05)  # the figure rounds to 0.1 GB
 
 
@@ -63,10 +66,22 @@ def test_zero_figure_1_model_states(stage, row):
 def test_zero_figure_1_through_a_full_plan(stage, row):
     """The same figure from a whole plan of a real 7.5B GPT (Megatron's 7.5B: h 4096, 36 layers, 32 heads)."""
     published = float(rows("memory_measured.csv")[row]["value"])
-    s = TrainingScenario(model={"model_type": "gpt2", "n_embd": 4096, "n_head": 32, "n_layer": 36,
-                                "n_positions": 2048, "vocab_size": 51200},
-                         gpu="a100-80gb", num_gpus=64, zero_stage=stage, precision="mixed_fp16",
-                         global_batch_size=64, sequence_length=2048)
+    s = TrainingScenario(
+        model={
+            "model_type": "gpt2",
+            "n_embd": 4096,
+            "n_head": 32,
+            "n_layer": 36,
+            "n_positions": 2048,
+            "vocab_size": 51200,
+        },
+        gpu="a100-80gb",
+        num_gpus=64,
+        zero_stage=stage,
+        precision="mixed_fp16",
+        global_batch_size=64,
+        sequence_length=2048,
+    )
     psi = parameter_counts(s.architecture()).total
     assert psi == pytest.approx(7.5e9, rel=0.01)
     c = plan(s).memory.components
@@ -117,8 +132,9 @@ def test_adapted_formula_reduces_to_korthikanti_for_gpt(t, sp, recompute):
     no FlashAttention), equals Table 2 up to the LayerNorm statistics (2 x 8 B per token) the paper omits.
     Full recomputation with sequence parallelism stores the SP-split input (2 sbh / t), as Megatron does."""
     s, b, h, a = 2048, 1, 12288, 96
-    arch = TrainingScenario(model="gpt-3-175b", gpu="a100-80gb", num_gpus=8, tensor_parallel=t,
-                            global_batch_size=8 // t).architecture()
+    arch = TrainingScenario(
+        model="gpt-3-175b", gpu="a100-80gb", num_gpus=8, tensor_parallel=t, global_batch_size=8 // t
+    ).architecture()
     level = {"none": 0, "selective": 1, "full": 2}[recompute]
     engine = tmem.layer_activation_bytes_per_token(arch, False, t, sp, False, level, True, s) * s * b
     paper = tmem.korthikanti_layer_activation_bytes(s, b, h, a, t, sp, recompute)
@@ -140,19 +156,24 @@ def test_selective_recompute_savings_and_flops_overhead(row, h, a):
     selective = tmem.korthikanti_layer_activation_bytes(s, 1, h, a, recompute="selective")
     assert 1 - selective / none == pytest.approx(published, abs=0.005)
     overhead = {"M020": 0.027, "M021": 0.016}[row]
-    arch = TrainingScenario(model={"model_type": "gpt2", "n_embd": h, "n_head": a, "n_layer": 2, "n_positions": s,
-                                   "vocab_size": 51200}, gpu="a100-80gb", num_gpus=1, global_batch_size=1,
-                            sequence_length=s).architecture()
+    arch = TrainingScenario(
+        model={"model_type": "gpt2", "n_embd": h, "n_head": a, "n_layer": 2, "n_positions": s, "vocab_size": 51200},
+        gpu="a100-80gb",
+        num_gpus=1,
+        global_batch_size=1,
+        sequence_length=s,
+    ).architecture()
     counts = parameter_counts(arch)
     _, hw_none = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 0)
     _, hw_selective = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 1)
-    forward = 2 * step_time.layer_matmul_parameters(counts, False) + step_time.attention_forward_flops_per_token(arch, s, False)
+    forward = 2 * step_time.layer_matmul_parameters(counts, False) + step_time.attention_forward_flops_per_token(
+        arch, s, False
+    )
     assert (hw_selective - hw_none) / forward == pytest.approx(overhead, abs=0.001)
 
 
 @needs_reference
-@pytest.mark.parametrize("name,h,a", [("22B", 6144, 64), ("175B", 12288, 96), ("530B", 20480, 128),
-                                      ("1T", 25600, 160)])
+@pytest.mark.parametrize("name,h,a", [("22B", 6144, 64), ("175B", 12288, 96), ("530B", 20480, 128), ("1T", 25600, 160)])
 def test_sequence_parallel_plus_selective_vs_tensor_parallel_baseline(name, h, a):
     """M022 (Fig. 7, read from the text): with TP8, SP + selective recomputation needs "< 20 %" of the TP-only
     baseline's activations, "~5x" less; full recomputation is "~10 %". Engine formula for the same GPT layers.
@@ -160,9 +181,14 @@ def test_sequence_parallel_plus_selective_vs_tensor_parallel_baseline(name, h, a
     is rounded: the test asserts the ~5x (4.5x-6.5x) reduction and <= 20.5 %."""
     assert "M022" in rows("memory_measured.csv")
     s, t = 2048, 8
-    arch = TrainingScenario(model={"model_type": "gpt2", "n_embd": h, "n_head": a, "n_layer": 8, "n_positions": s,
-                                   "vocab_size": 51200}, gpu="a100-80gb", num_gpus=8, tensor_parallel=8,
-                            global_batch_size=1, sequence_length=s).architecture()
+    arch = TrainingScenario(
+        model={"model_type": "gpt2", "n_embd": h, "n_head": a, "n_layer": 8, "n_positions": s, "vocab_size": 51200},
+        gpu="a100-80gb",
+        num_gpus=8,
+        tensor_parallel=8,
+        global_batch_size=1,
+        sequence_length=s,
+    ).architecture()
 
     def engine(sp, level):
         return tmem.layer_activation_bytes_per_token(arch, False, t, sp, False, level, True, s)
@@ -195,12 +221,32 @@ def megatron_scenario(a, h, layers, tp, pp, dp, batch, **overrides) -> TrainingS
     """Megatron-LM 2021 on Selene: A100 80GB, fp16 mixed precision with fp32 master Adam, full activation
     recomputation, unfused attention with dropout, no sequence parallelism (2022), 1F1B with micro-batch 1,
     gradients all-reduced after the pipeline flush (no overlap), 8 x HDR 200 Gb/s InfiniBand per node."""
-    fields = dict(model={"model_type": "gpt2", "n_embd": h, "n_head": a, "n_layer": layers, "n_positions": 2048,
-                         "vocab_size": 51200},
-                  gpu="a100-80gb", num_gpus=tp * pp * dp, tensor_parallel=tp, pipeline_parallel=pp, data_parallel=dp,
-                  zero_stage=0, precision="mixed_fp16", micro_batch_size=1, global_batch_size=batch,
-                  sequence_length=2048, activation_checkpointing="full", flash_attention=False, dropout=True,
-                  sequence_parallel=False, overlap_grad_reduce=False, inter_node_bandwidth_bytes_per_second=25e9)
+    fields = dict(
+        model={
+            "model_type": "gpt2",
+            "n_embd": h,
+            "n_head": a,
+            "n_layer": layers,
+            "n_positions": 2048,
+            "vocab_size": 51200,
+        },
+        gpu="a100-80gb",
+        num_gpus=tp * pp * dp,
+        tensor_parallel=tp,
+        pipeline_parallel=pp,
+        data_parallel=dp,
+        zero_stage=0,
+        precision="mixed_fp16",
+        micro_batch_size=1,
+        global_batch_size=batch,
+        sequence_length=2048,
+        activation_checkpointing="full",
+        flash_attention=False,
+        dropout=True,
+        sequence_parallel=False,
+        overlap_grad_reduce=False,
+        inter_node_bandwidth_bytes_per_second=25e9,
+    )
     return TrainingScenario(**{**fields, **overrides})
 
 
@@ -232,10 +278,20 @@ def test_megatron_table_2_zero3_scaling_wall(rid, gpus, micro):
     double because each micro-batch's parameter all-gathers (2 x 349 GB over 25 GB/s per GPU) stop hiding behind
     a shrinking micro-batch."""
     published = float(rows("throughput_measured.csv")[rid]["value"])
-    s = TrainingScenario(model="gpt-3-175b", gpu="a100-80gb", num_gpus=gpus, zero_stage=3, precision="mixed_fp16",
-                         micro_batch_size=micro, global_batch_size=1536, sequence_length=2048,
-                         activation_checkpointing="full", flash_attention=False, dropout=True,
-                         inter_node_bandwidth_bytes_per_second=25e9)
+    s = TrainingScenario(
+        model="gpt-3-175b",
+        gpu="a100-80gb",
+        num_gpus=gpus,
+        zero_stage=3,
+        precision="mixed_fp16",
+        micro_batch_size=micro,
+        global_batch_size=1536,
+        sequence_length=2048,
+        activation_checkpointing="full",
+        flash_attention=False,
+        dropout=True,
+        inter_node_bandwidth_bytes_per_second=25e9,
+    )
     predicted = predicted_tflops(s, 96, 12288, 1536)
     assert predicted == pytest.approx(published, rel=0.25)
 

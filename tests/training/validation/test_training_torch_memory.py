@@ -39,17 +39,35 @@ from .torch_reference import (  # noqa: E402
 DENSE = dict(hidden=128, heads=4, kv_heads=2, head_dim=32, ffn=352, vocab=512, layers=2, seq=64)
 MOE = dict(DENSE, experts=4, top_k=2, expert_ffn=96)
 DENSE_CONFIG = {
-    "model_type": "llama", "hidden_size": 128, "intermediate_size": 352, "num_hidden_layers": 2,
-    "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 512, "max_position_embeddings": 4096,
+    "model_type": "llama",
+    "hidden_size": 128,
+    "intermediate_size": 352,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 512,
+    "max_position_embeddings": 4096,
 }
-MOE_CONFIG = {**DENSE_CONFIG, "model_type": "mixtral", "intermediate_size": 96, "num_local_experts": 4,
-              "num_experts_per_tok": 2}
+MOE_CONFIG = {
+    **DENSE_CONFIG,
+    "model_type": "mixtral",
+    "intermediate_size": 96,
+    "num_local_experts": 4,
+    "num_experts_per_tok": 2,
+}
 BATCH = 2
 
 
 def scenario(config, **overrides) -> TrainingScenario:
-    fields = dict(model=config, gpu="cpu", num_gpus=1, zero_stage=0, micro_batch_size=BATCH,
-                  global_batch_size=BATCH, sequence_length=DENSE["seq"])
+    fields = dict(
+        model=config,
+        gpu="cpu",
+        num_gpus=1,
+        zero_stage=0,
+        micro_batch_size=BATCH,
+        global_batch_size=BATCH,
+        sequence_length=DENSE["seq"],
+    )
     return TrainingScenario(**{**fields, **overrides})
 
 
@@ -70,7 +88,8 @@ def engine_saved_bytes(s: TrainingScenario) -> float:
     for moe, layers in ((False, arch.num_dense_layers), (True, arch.num_moe_layers)):
         if layers:
             per_token += layers * tmem.layer_activation_bytes_per_token(
-                arch, moe, 1, False, s.flash_attention, recompute, s.dropout, s.sequence_length, 2.0, rank, targets)
+                arch, moe, 1, False, s.flash_attention, recompute, s.dropout, s.sequence_length, 2.0, rank, targets
+            )
     per_token += tmem.edge_activation_bytes_per_token(arch, 1, False, s.dropout, 1, True, 2.0, frozen_head=rank > 0)
     per_token += tmem.logits_saved_bytes_per_token(arch, 1)
     return per_token * s.micro_batch_size * s.sequence_length
@@ -120,13 +139,16 @@ def test_mixed_bf16_adamw_matches_torch_bytes(moe):
     assert c["optimizer_states_bytes"] == states  # fp32 master + exp_avg + exp_avg_sq = 12 B/param
 
 
-@pytest.mark.parametrize("optimizer,precision,factory", [
-    ("adamw", "fp32", lambda ps: torch.optim.AdamW(ps, lr=1e-3)),
-    ("adamw", "amp_bf16", lambda ps: torch.optim.AdamW(ps, lr=1e-3)),
-    ("sgd_momentum", "fp32", lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9)),
-    ("sgd", "fp32", lambda ps: torch.optim.SGD(ps, lr=1e-3)),
-    ("adafactor", "fp32", lambda ps: torch.optim.Adafactor(ps, lr=1e-3)),
-])
+@pytest.mark.parametrize(
+    "optimizer,precision,factory",
+    [
+        ("adamw", "fp32", lambda ps: torch.optim.AdamW(ps, lr=1e-3)),
+        ("adamw", "amp_bf16", lambda ps: torch.optim.AdamW(ps, lr=1e-3)),
+        ("sgd_momentum", "fp32", lambda ps: torch.optim.SGD(ps, lr=1e-3, momentum=0.9)),
+        ("sgd", "fp32", lambda ps: torch.optim.SGD(ps, lr=1e-3)),
+        ("adafactor", "fp32", lambda ps: torch.optim.Adafactor(ps, lr=1e-3)),
+    ],
+)
 def test_fp32_parameter_optimizers_match_torch_bytes(optimizer, precision, factory):
     torch.manual_seed(0)
     # amp_bf16 keeps fp32 parameters, gradients and state; autocast only changes the matmul dtype.
@@ -139,8 +161,9 @@ def test_fp32_parameter_optimizers_match_torch_bytes(optimizer, precision, facto
 def test_pure_bf16_adamw_keeps_bf16_state():
     torch.manual_seed(0)
     model = LlamaStyle(DENSE, torch.bfloat16)
-    params, grads, states, _ = train_step(model, DENSE, list(model.parameters()),
-                                          lambda ps: torch.optim.AdamW(ps, lr=1e-3), master=False)
+    params, grads, states, _ = train_step(
+        model, DENSE, list(model.parameters()), lambda ps: torch.optim.AdamW(ps, lr=1e-3), master=False
+    )
     c = components(scenario(DENSE_CONFIG, precision="bf16", optimizer="adamw"))
     assert (c["weights_bytes"], c["gradients_bytes"], c["optimizer_states_bytes"]) == (params, grads, states)
 
@@ -215,9 +238,17 @@ def test_gpt_layer_matches_korthikanti_table_2():
     paper = tmem.korthikanti_layer_activation_bytes(s, b, h, a)
     assert paper == s * b * h * (34 + 5 * a * s / h)
     assert measured["activations"] == paper + 2 * 8 * s * b
-    gpt = TrainingScenario(model={"model_type": "gpt2", "n_embd": h, "n_head": a, "n_layer": 1, "n_positions": s,
-                                  "vocab_size": 512}, gpu="cpu", num_gpus=1, zero_stage=0, micro_batch_size=b,
-                           global_batch_size=b, sequence_length=s, flash_attention=False, dropout=True)
+    gpt = TrainingScenario(
+        model={"model_type": "gpt2", "n_embd": h, "n_head": a, "n_layer": 1, "n_positions": s, "vocab_size": 512},
+        gpu="cpu",
+        num_gpus=1,
+        zero_stage=0,
+        micro_batch_size=b,
+        global_batch_size=b,
+        sequence_length=s,
+        flash_attention=False,
+        dropout=True,
+    )
     engine = tmem.layer_activation_bytes_per_token(gpt.architecture(), False, 1, False, False, 0, True, s) * s * b
     assert engine == measured["activations"]
 
