@@ -14,14 +14,36 @@ from planner.model.architecture import (
 )
 
 
-def _layer_matmul_params_per_token(counts: ParameterCounts) -> float:
-    """Linear-layer parameters one token multiplies through across all layers (active experts only)."""
-    return counts.active - counts.embedding - counts.lm_head - counts.position_embedding - counts.final_norms
+def layer_matmul_parameters(counts: ParameterCounts, moe_layer: bool) -> float:
+    """Matrix parameters one token multiplies through in one layer: attention projections and the dense MLP,
+    or the router, the shared experts and k of the E routed experts (uniform top-k routing).
+
+    Matrices only: norms and bias adds are element-wise (O(h) per token, not 2 FLOPs per parameter), so they
+    are not counted here; the same convention for inference and training.
+    """
+    layer = counts.moe_layer if moe_layer and counts.moe_layer is not None else counts.dense_layer
+    attention = layer.attention_sharded + layer.attention_kv + layer.attention_replicated
+    if not moe_layer:
+        return attention + layer.mlp_dense
+    return (
+        attention
+        + layer.router
+        + layer.experts_shared
+        + layer.experts_routed * counts.experts_per_token / max(counts.num_experts, 1)
+    )
 
 
-def head_flops_per_row(counts: ParameterCounts) -> float:
-    head = counts.lm_head if counts.lm_head else counts.embedding
-    return 2 * head
+def matmul_parameters_per_token(counts: ParameterCounts) -> float:
+    """Matrix parameters one token multiplies through across all transformer layers (active experts only;
+    embedding lookup and output head excluded: the head is `head_forward_flops_per_token`)."""
+    moe = layer_matmul_parameters(counts, True) * counts.num_moe_layers if counts.moe_layer is not None else 0.0
+    return layer_matmul_parameters(counts, False) * counts.num_dense_layers + moe
+
+
+def head_forward_flops_per_token(counts: ParameterCounts) -> float:
+    """The output projection for one sampled position: 2 x vocabulary x hidden (a tied head is the embedding
+    matrix)."""
+    return 2 * (counts.lm_head if counts.lm_head else counts.embedding)
 
 
 def prefill_flops(counts: ParameterCounts, arch: ModelArchitecture, prompt_tokens, sequences=1, new_tokens=None):
@@ -35,7 +57,9 @@ def prefill_flops(counts: ParameterCounts, arch: ModelArchitecture, prompt_token
     new_tokens = prompt_tokens if new_tokens is None else new_tokens
     cached = prompt_tokens - new_tokens
     attention = prefill_attention_flops(arch, prompt_tokens) - prefill_attention_flops(arch, cached)
-    per_sequence = 2 * _layer_matmul_params_per_token(counts) * new_tokens + attention + head_flops_per_row(counts)
+    per_sequence = (
+        2 * matmul_parameters_per_token(counts) * new_tokens + attention + head_forward_flops_per_token(counts)
+    )
     return sequences * per_sequence
 
 
@@ -44,4 +68,4 @@ def decode_flops(counts: ParameterCounts, arch: ModelArchitecture, batch, contex
     token (lm_head included) + attention over the cached context of every layer."""
     attended = mean_attended_tokens(arch, context_tokens)
     attention = arch.num_layers * attention_score_flops_per_token(arch, attended, "decode")
-    return batch * (2 * _layer_matmul_params_per_token(counts) + head_flops_per_row(counts) + attention)
+    return batch * (2 * matmul_parameters_per_token(counts) + head_forward_flops_per_token(counts) + attention)

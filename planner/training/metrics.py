@@ -15,8 +15,8 @@ import numpy as np
 from planner.arrays import maximum, where
 from planner.hardware.catalog import Accelerator
 from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.physics import flops, roofline
 from planner.physics import memory as base_memory
-from planner.physics import roofline
 from planner.physics.cost import (
     gpu_hours,
     usd_for,
@@ -399,18 +399,18 @@ def training_metrics(
     dense_layers = step_time.stage_layers(arch, pp) - moe_layers
     stage_hw_per_token = dense_layers * dense_hw + step_time.head_training_flops_per_token(counts, frozen)
     fwd_share_numerator = dense_layers * (
-        2 * step_time.layer_matmul_parameters(counts, False)
+        2 * flops.layer_matmul_parameters(counts, False)
         + step_time.attention_forward_flops_per_token(arch, sequence_length, flash_attention)
     )
     if arch.is_moe:
         _, moe_hw = step_time.layer_training_flops_per_token(counts, arch, True, *flop_args)
         stage_hw_per_token = stage_hw_per_token + moe_layers * moe_hw
         fwd_share_numerator = fwd_share_numerator + moe_layers * (
-            2 * step_time.layer_matmul_parameters(counts, True)
+            2 * flops.layer_matmul_parameters(counts, True)
             + step_time.attention_forward_flops_per_token(arch, sequence_length, flash_attention)
         )
     stage_flops_mb = tokens * stage_hw_per_token / tp
-    backward_share = 1 - (fwd_share_numerator + step_time.head_forward_flops_per_token(counts)) / stage_hw_per_token
+    backward_share = 1 - (fwd_share_numerator + flops.head_forward_flops_per_token(counts)) / stage_hw_per_token
 
     compute_mb = roofline.compute_seconds(stage_flops_mb, hw.peak_flops_per_second, efficiency.training_compute)
     stage_param_bytes = s_last["param_dense"] + s_last["param_expert"]

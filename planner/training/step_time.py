@@ -24,25 +24,11 @@ from planner.physics.collectives import (  # noqa: F401
     link_bandwidth,
     link_latency,
 )
+from planner.physics.flops import head_forward_flops_per_token, layer_matmul_parameters
 from planner.training.memory import layer_matrices
 
 # ---------------------------------------------------------------------------------------------
 # FLOPs per token
-
-
-def layer_matmul_parameters(counts: ParameterCounts, moe_layer: bool) -> float:
-    """Matrix parameters one token multiplies through in one layer: attention projections and the dense MLP,
-    or the router, the shared experts and k of the E routed experts (uniform top-k routing)."""
-    layer = counts.moe_layer if moe_layer else counts.dense_layer
-    attention = layer.attention_sharded + layer.attention_kv + layer.attention_replicated
-    if not moe_layer:
-        return attention + layer.mlp_dense
-    return (
-        attention
-        + layer.router
-        + layer.experts_shared
-        + layer.experts_routed * counts.experts_per_token / max(counts.num_experts, 1)
-    )
 
 
 def attention_forward_flops_per_token(arch: ModelArchitecture, sequence_length, causal):
@@ -53,11 +39,6 @@ def attention_forward_flops_per_token(arch: ModelArchitecture, sequence_length, 
     causal_flops = prefill_attention_flops(arch, sequence_length) / (arch.num_layers * sequence_length)
     full_flops = attention_score_flops_per_token(arch, sequence_length, "prefill")
     return where(causal, causal_flops, full_flops)
-
-
-def head_forward_flops_per_token(counts: ParameterCounts) -> float:
-    """The output projection (vocabulary x hidden; a tied head is the embedding matrix)."""
-    return 2 * (counts.lm_head if counts.lm_head else counts.embedding)
 
 
 def lora_forward_flops_per_token(arch: ModelArchitecture, rank, target_modules, moe_layer: bool):
@@ -313,11 +294,9 @@ __all__ = [
     "expert_all_to_all_seconds",
     "gradient_allreduce_seconds",
     "gradient_reduce_scatter_seconds",
-    "head_forward_flops_per_token",
     "head_training_flops_per_token",
     "host_transfer_seconds",
     "kv_elements_per_token_for_cp",
-    "layer_matmul_parameters",
     "layer_training_flops_per_token",
     "link_bandwidth",
     "link_latency",

@@ -23,6 +23,7 @@ import pytest
 
 from planner import plan
 from planner.model.architecture import parameter_counts
+from planner.physics import flops
 from planner.training import memory as tmem
 from planner.training import step_time
 from planner.training.scenario import TrainingScenario
@@ -166,7 +167,7 @@ def test_selective_recompute_savings_and_flops_overhead(row, h, a):
     counts = parameter_counts(arch)
     _, hw_none = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 0)
     _, hw_selective = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 1)
-    forward = 2 * step_time.layer_matmul_parameters(counts, False) + step_time.attention_forward_flops_per_token(
+    forward = 2 * flops.layer_matmul_parameters(counts, False) + step_time.attention_forward_flops_per_token(
         arch, s, False
     )
     assert (hw_selective - hw_none) / forward == pytest.approx(overhead, abs=0.001)
