@@ -8,6 +8,11 @@ from __future__ import annotations
 
 import numpy as np
 
+# A Python number (one plan) or a numpy array of them (one value per sweep row). Typed records of the
+# engine hold these, so the same record type serves `plan()` and the sweep.
+Number = float | np.ndarray
+Flag = bool | np.ndarray
+
 _SCALARS = (int, float, bool, np.integer, np.floating, np.bool_)
 # The exact types seen on the scalar path, checked first: plan() calls these helpers hundreds of times.
 _FAST = frozenset({int, float, bool, np.float64, np.int64, np.bool_})
@@ -32,9 +37,13 @@ def where(condition, a, b):
 
 
 def ceil_div(a, b):
-    """Ceiling of a/b for positive integers (or arrays of them)."""
+    """Ceiling of the true quotient a/b, for numbers or arrays of them (b > 0).
+
+    Floor division of the negation, on both paths: integers stay exact integers, and a non-integer
+    numerator rounds up (ceil_div(2048.5, 1) = 2049) whether it arrives as a number or in an array.
+    """
     if _is_scalar(a) and _is_scalar(b):
-        return -(-int(a) // int(b))
+        return -(-a // b)
     return -(-np.asarray(a) // np.asarray(b))
 
 

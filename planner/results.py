@@ -88,6 +88,9 @@ class MemoryBreakdown(Frozen):
         return max(self.components, key=self.components.__getitem__)
 
 
+Resource = Literal["compute", "memory_bandwidth", "communication"]
+
+
 class PhaseRoofline(Frozen):
     """One step of one phase on one GPU: the work, the time each resource needs, which binds."""
 
@@ -107,8 +110,8 @@ class PhaseRoofline(Frozen):
 
     @computed_field
     @property
-    def binding(self) -> Literal["compute", "memory_bandwidth", "communication"]:
-        times = {
+    def binding(self) -> Resource:
+        times: dict[Resource, float] = {
             "compute": self.compute_seconds,
             "memory_bandwidth": self.memory_seconds,
             "communication": self.communication_seconds,

@@ -13,6 +13,7 @@ from planner.model.architecture import (
     ModelArchitecture,
     attention_score_flops_per_token,
     cached_tokens_per_layer_sum,
+    kv_cache_bytes_per_sequence_by_layer,
     kv_cache_bytes_per_token,
     kv_elements_per_token_per_layer,
     layer_parameters,
@@ -21,6 +22,7 @@ from planner.model.architecture import (
     parameter_counts,
     prefill_attention_flops,
 )
+from planner.model.catalog import catalog_model_ids, resolve_model
 from planner.model.hf_config import architecture_from_config
 
 # ---------------------------------------------------------------------------------------------
@@ -380,3 +382,30 @@ def test_architecture_rejects_inconsistent_shapes():
         )
     with pytest.raises(ValueError, match="more sliding-window layers"):
         ModelArchitecture(**{**base, "sliding_window": 4, "sliding_window_layers": 3})
+
+
+# ---------------------------------------------------------------------------------------------
+# every model is a list of layers; the per-layer cache terms agree with the uniform ones
+
+
+def test_uniform_models_derive_their_layers():
+    assert [layer.mixer for layer in arch(GEMMA2).layers] == [
+        "sliding_attention",
+        "full_attention",
+        "sliding_attention",
+    ]
+    assert [layer.mlp for layer in arch(DEEPSEEK_V3).layers] == ["dense", "moe", "moe"]  # first_k_dense_replace 1
+    assert arch(LLAMA).layer_kind_counts == {"full attention": 2}
+    c = parameter_counts(arch(DEEPSEEK_V3))
+    # the exact per-layer list and the dense/MoE representatives describe the same 109,000 elements
+    assert [layer.total for layer in c.layers] == [25_640, 38_448, 38_448]
+    assert c.layers_total == c.dense_layer.total * c.num_dense_layers + c.moe_layer.total * c.num_moe_layers
+
+
+@pytest.mark.parametrize("model_id", [m for m in catalog_model_ids() if not resolve_model(m).is_hybrid])
+def test_per_layer_kv_bytes_equal_the_uniform_formula_on_attention_only_models(model_id):
+    a = resolve_model(model_id)
+    for context in (100, 5_000, 200_000):
+        for tp in (1, 8):
+            uniform = cached_tokens_per_layer_sum(a, context) * kv_elements_per_token_per_layer(a, tp) * 2
+            assert kv_cache_bytes_per_sequence_by_layer(a, context, 2, tp) == pytest.approx(uniform), (context, tp)

@@ -1,7 +1,7 @@
 """From measurements to a calibration: the engine's own predictions for every measured quantity,
 efficiency factors fitted to the proxy's phases, and the predicted-vs-measured table.
 
-Every prediction here calls the engine's term functions (planner.memory, planner.performance,
+Every prediction here calls the engine's term functions (planner.physics.memory, planner.inference.steps,
 planner.training.memory / step_time) on the proxy's architecture with the embedding and output head
 removed (the proxy has neither), so the table tests the very formulas `plan()` uses. No torch.
 
@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from planner.calibration.record import Ceilings, ComparisonRow, PhaseMeasurement
 from planner.hardware.catalog import Accelerator, get_accelerator
+from planner.inference import steps
 from planner.model.architecture import (
     ModelArchitecture,
     ParameterCounts,
@@ -40,11 +41,11 @@ from planner.model.architecture import (
 from planner.physics import collectives
 from planner.physics import memory as base_memory
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
-from planner.physics.flops import decode_flops, prefill_flops
 from planner.physics.roofline import (
     compute_seconds,
     decode_weight_read_bytes,
     memory_seconds,
+    pipeline_step_seconds,
 )
 from planner.training import memory as tmem
 from planner.training import step_time
@@ -150,18 +151,20 @@ class ProxyGeometry:
 
     # ---- inference work
     def prefill_work(self, tokens: int) -> tuple[float, float]:
-        """(FLOPs, bytes) of one prompt of `tokens` tokens: performance.prefill_flops; weights read once
-        plus the KV written (inference_metrics' prefill step with one chunk)."""
-        flops = prefill_flops(self.counts, self.arch, tokens, 1)
-        return float(flops), self.weight_bytes() + self.kv_bytes(1, tokens)
+        """(FLOPs, bytes) of one prompt of `tokens` tokens, by the terms of `inference.steps.prefill_step`
+        on one GPU: one chunk (the weights read once) plus the KV it writes (no blocks, no window)."""
+        flops = steps.prefill_step_flops(self.counts, self.arch, tokens, tokens, 1, 1, 1)
+        kv_written = steps.prefill_kv_write_bytes(self.arch, 1, 1, 1, tokens, self.element_bytes, 1, False)
+        return float(flops), float(steps.prefill_step_bytes(self.weight_bytes(), 1, kv_written))
 
     def decode_work(self, batch: int, context: int) -> tuple[float, float]:
         """(FLOPs, bytes) of one decode step over `context` cached tokens (each new token attends
-        context + 1 keys): performance.decode_flops; weights + the KV read (inference_metrics' decode)."""
+        context + 1 keys), by the terms of `inference.steps.decode_step` on one GPU: weights + the KV read."""
         attended = context + 1
-        flops = decode_flops(self.counts, self.arch, batch, attended)
+        flops = steps.decode_step_flops(self.counts, self.arch, batch, attended, 1, 1)
         weights = decode_weight_read_bytes(self.weight_bytes(), 0.0, 0, 0, batch)
-        return float(flops), float(weights + self.kv_bytes(batch, attended))
+        kv_read = steps.decode_kv_read_bytes(self.arch, 1, 1, batch, attended, self.element_bytes, False)
+        return float(flops), float(weights + kv_read)
 
     # ---- training
     def trainable_elements(self) -> float:
@@ -217,12 +220,15 @@ def _compute_efficiency(efficiency: Efficiency, phase: str) -> float:
 def predicted_seconds(
     phase: str, flops: float, bytes_moved: float, peak: float, bandwidth: float, efficiency: Efficiency, layers: int = 0
 ) -> float:
-    """What the engine plans for one step on one GPU without communication: max(compute, memory), plus
-    `layers` x the per-layer overhead for inference steps (inference_metrics; training has no such term)."""
+    """What the engine plans for one step on one GPU without communication: for inference steps
+    `roofline.pipeline_step_seconds` with one stage, max(compute, memory) + `layers` x the per-layer
+    overhead (`inference.steps.launch_overhead_seconds`); for training max(compute, memory) (no such term)."""
     compute = compute_seconds(flops, peak, _compute_efficiency(efficiency, phase))
     memory = memory_seconds(bytes_moved, bandwidth, efficiency.memory_bandwidth)
-    overhead = layers * efficiency.layer_overhead_seconds if phase in ("prefill", "decode") else 0.0
-    return float(max(compute, memory) + overhead)
+    if phase in ("prefill", "decode"):
+        overhead = steps.launch_overhead_seconds(layers, efficiency)
+        return float(pipeline_step_seconds(compute, memory, 0.0, overhead, 0.0, 1))
+    return float(max(compute, memory))
 
 
 def optimizer_seconds(bytes_moved: float, bandwidth: float, efficiency: Efficiency) -> float:

@@ -74,6 +74,7 @@ def probe_architecture(arch: ModelArchitecture, layers: int) -> ModelArchitectur
         sliding_window=None,
         sliding_window_layers=0,
         first_k_dense_layers=0,
+        layer_pattern=(),
     )
     return ModelArchitecture.model_validate(data)
 
@@ -91,6 +92,7 @@ def proxy_architecture(arch: ModelArchitecture, layers: int, width_divisor: int 
         sliding_window=None,
         sliding_window_layers=0,
         first_k_dense_layers=0,
+        layer_pattern=(),
     )
     if d > 1:
         data.update(

@@ -15,22 +15,44 @@ class InferenceScenario(ScenarioBase):
     """Serving one model: `concurrency` sequences of `prompt_tokens` in and `output_tokens` out."""
 
     kind: Literal["inference"] = "inference"
-    expert_parallel: int = Field(default=1, ge=1, le=65_536)
-    weight_dtype: DType = "bf16"
-    kv_cache_dtype: DType = "bf16"
-    weight_group_size: int = Field(default=128, ge=16, le=4096, description="int4 quantization group")
+    expert_parallel: int = Field(
+        default=1,
+        ge=1,
+        le=65_536,
+        description="expert parallelism (mixture-of-experts models only): the experts are spread over this many GPUs",
+    )
+    weight_dtype: DType = Field(
+        default="bf16",
+        description="storage format of the linear-layer weights; fp8 and int8 run their GEMMs in that format, "
+        "int4 is weight-only (GPTQ/AWQ) and computes in bf16",
+    )
+    kv_cache_dtype: DType = Field(default="bf16", description="storage format of the cached keys and values")
+    weight_group_size: int = Field(
+        default=128, ge=16, le=4096, description="int4 quantization group: one fp16 scale and a 4-bit zero per group"
+    )
     quantize_embeddings: bool = Field(default=False, description="also quantize embedding and lm_head")
-    prompt_tokens: int = Field(default=2048, ge=1, le=MAX_TOKENS)
-    output_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS)
+    prompt_tokens: int = Field(default=2048, ge=1, le=MAX_TOKENS, description="tokens in each request's prompt")
+    output_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS, description="tokens generated per request")
     concurrency: int = Field(default=64, ge=1, le=MAX_TOKENS, description="sequences in flight, whole deployment")
-    kv_block_tokens: int = Field(default=16, ge=1, le=4096, description="paged KV block size")
-    gpu_memory_utilization: float = Field(default=0.90, gt=0.05, le=1.0, description="engine's share of GPU memory")
+    kv_block_tokens: int = Field(
+        default=16,
+        ge=1,
+        le=4096,
+        description="paged-attention block size; every sequence's KV cache is rounded up to whole blocks",
+    )
+    gpu_memory_utilization: float = Field(
+        default=0.90, gt=0.05, le=1.0, description="engine's share of GPU memory (vLLM gpu_memory_utilization)"
+    )
     prefill_chunk_tokens: int = Field(default=8192, ge=16, le=MAX_TOKENS, description="max tokens per prefill step")
-    honor_sliding_window: bool = True
+    honor_sliding_window: bool = Field(
+        default=True, description="sliding-window layers cache at most their window (as engines that support it do)"
+    )
     prefix_cache_hit_rate: float = Field(
         default=0.0, ge=0.0, le=1.0, description="share of prompt tokens already cached"
     )
-    target_requests_per_second: float | None = Field(default=None, gt=0, le=1e7)
+    target_requests_per_second: float | None = Field(
+        default=None, gt=0, le=1e7, description="request rate to serve; the plan then says how many GPUs it needs"
+    )
 
     @model_validator(mode="after")
     def _valid_layout(self) -> InferenceScenario:

@@ -3,18 +3,115 @@
 `ModelArchitecture` is the normalized form every model becomes (catalog entry, uploaded
 `config.json`, or a size-only synthetic model). Everything downstream reads only these fields.
 
+Most models repeat one layer (plus a dense/MoE split); 2025-26 models mix layer kinds: sliding and
+chunked attention windows (gpt-oss, Gemma 3, Llama 4), linear-attention and Mamba-2 layers between
+attention layers (Qwen3-Next, Nemotron-H), per-layer widths and skipped sublayers (Nemotron-NAS).
+`ModelArchitecture.layers` lists every layer as a `LayerSpec`; `parameter_counts` counts each one.
+
 Conventions: counts are elements (not bytes); FLOPs count 2 per multiply-add.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections import Counter
+from collections.abc import Hashable
+from dataclasses import dataclass, fields
+from functools import lru_cache
+from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
 
 from planner.arrays import maximum as _maximum
 from planner.arrays import minimum as _minimum
 from planner.arrays import where as _where
+
+MixerKind = Literal[
+    "full_attention",  # softmax attention over the whole context
+    "sliding_attention",  # softmax attention over the last `window_tokens` tokens
+    "chunked_attention",  # softmax attention within fixed chunks of `window_tokens` (Llama 4 local layers)
+    "linear_attention",  # Gated DeltaNet (Qwen3-Next): a constant-size recurrent state, no KV cache
+    "mamba",  # Mamba-2 selective state space mixer (Nemotron-H): a constant-size state, no KV cache
+    "linear",  # attention replaced by one hidden x hidden matrix (Nemotron-NAS replace_with_linear)
+    "none",  # no token mixer in this layer (Nemotron-NAS no_op, Nemotron-H MLP/MoE blocks)
+]
+MlpKind = Literal[
+    "dense",  # an MLP of `intermediate_size` (the layer's own width when given)
+    "moe",  # routed experts (+ shared experts, router)
+    "linear",  # the MLP replaced by one hidden x hidden matrix (Nemotron-NAS)
+    "none",  # no feed-forward block (Nemotron-NAS no_op, Nemotron-H mixer blocks)
+]
+ATTENTION_MIXERS: tuple[str, ...] = ("full_attention", "sliding_attention", "chunked_attention")
+WINDOWED_MIXERS: tuple[str, ...] = ("sliding_attention", "chunked_attention")
+RECURRENT_MIXERS: tuple[str, ...] = ("linear_attention", "mamba")
+
+ModuleGroup = Literal["attention", "mlp", "routed_experts", "shared_experts", "router", "embedding", "lm_head", "norms"]
+MODULE_GROUPS: tuple[ModuleGroup, ...] = (
+    "attention",
+    "mlp",
+    "routed_experts",
+    "shared_experts",
+    "router",
+    "embedding",
+    "lm_head",
+    "norms",
+)
+
+
+class LayerSpec(BaseModel):
+    """One decoder layer: its token mixer and its feed-forward block.
+
+    `num_kv_heads` and `intermediate_size` override the model's values for this layer only
+    (Nemotron-NAS varies both per layer); None means the model's value.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    mixer: MixerKind = "full_attention"
+    window_tokens: int | None = Field(default=None, gt=0)  # the window (sliding) or chunk (chunked) size
+    rope: bool = True  # False: a NoPE layer (Llama 4's global layers); no parameters depend on it
+    num_kv_heads: int | None = Field(default=None, gt=0, le=16_384)
+    mlp: MlpKind = "dense"
+    intermediate_size: int | None = Field(default=None, ge=0, le=4_000_000)
+
+    @model_validator(mode="after")
+    def _window_matches_mixer(self) -> LayerSpec:
+        if (self.mixer in WINDOWED_MIXERS) != (self.window_tokens is not None):
+            raise ValueError(f"a {self.mixer} layer {'needs' if self.mixer in WINDOWED_MIXERS else 'takes no'} window")
+        return self
+
+    @property
+    def kind(self) -> str:
+        """'full attention', 'sliding window 128', 'chunked local 8192', 'linear attention', 'mamba', ..."""
+        if self.mixer == "sliding_attention":
+            return f"sliding window {self.window_tokens}"
+        if self.mixer == "chunked_attention":
+            return f"chunked local {self.window_tokens}"
+        return {"none": "no mixer", "linear": "linear replacement"}.get(self.mixer, self.mixer.replace("_", " "))
+
+
+class CheckpointQuantization(BaseModel):
+    """What a checkpoint's `quantization_config` declares: the stored dtype of each module group.
+
+    Data for the engine's weight-bytes terms (not read by them yet). `quantized_groups` are stored in
+    `weight_format` (with `weight_block_size` scale blocks where given); every other group in
+    `unquantized_dtype` (the config's torch_dtype). E.g. DeepSeek-V3/R1: fp8 e4m3 with 128x128 block
+    scales for every linear layer, embedding/lm_head/norms/router in bf16; gpt-oss: MXFP4 routed experts
+    only (`modules_to_not_convert` keeps attention, router, embedding and lm_head in bf16).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    method: str  # quant_method as written: "fp8", "mxfp4", ...
+    weight_format: str  # "float8_e4m3fn", "mxfp4", ...
+    weight_block_size: tuple[int, ...] = ()
+    scale_format: str | None = None  # e.g. "ue8m0" (DeepSeek-V3.2's power-of-two scales)
+    activation_scheme: str | None = None  # "dynamic" / "static"
+    quantized_groups: tuple[ModuleGroup, ...] = ()
+    modules_to_not_convert: tuple[str, ...] = ()
+    unquantized_dtype: str = "bfloat16"
+
+    def checkpoint_dtype(self, group: ModuleGroup) -> str:
+        return self.weight_format if group in self.quantized_groups else self.unquantized_dtype
 
 
 class ModelArchitecture(BaseModel):
@@ -60,7 +157,7 @@ class ModelArchitecture(BaseModel):
     # DeepSeek's moe_layer_freq has phase 0, Qwen-MoE's decoder_sparse_step ((i+1) % step) phase 1.
     moe_layer_interval: int = Field(default=1, ge=1)
     moe_layer_phase: int = Field(default=0, ge=0)
-    router_bias: bool = False  # DeepSeek-V3 e_score_correction_bias
+    router_bias: bool = False  # one element per expert: DeepSeek-V3 e_score_correction_bias, gpt-oss router bias
 
     # Multi-head latent attention (DeepSeek-V2/V3); kv_lora_rank 0 = ordinary attention
     q_lora_rank: int = Field(default=0, ge=0)
@@ -68,6 +165,39 @@ class ModelArchitecture(BaseModel):
     qk_nope_head_dim: int = Field(default=0, ge=0)
     qk_rope_head_dim: int = Field(default=0, ge=0)
     v_head_dim: int = Field(default=0, ge=0)
+
+    # ---- 2025-26 additions (defaults leave every earlier model unchanged) ----
+    # Every layer, in order; empty = all layers follow the fields above (see `layers`).
+    layer_pattern: tuple[LayerSpec, ...] = ()
+    attention_sinks: bool = False  # gpt-oss: one learned logit per head per layer
+    attention_output_gate: bool = False  # Qwen3-Next: q_proj also emits a sigmoid output gate (2x its width)
+    qk_norm_full_width: bool = False  # OLMo 2, MiniMax-M2: q_norm over heads x head_dim, k_norm over kv x head_dim
+    experts_gated: bool = True  # False: routed and shared experts are up/down MLPs (Nemotron-H, relu^2)
+    expert_bias: bool = False  # gpt-oss: every expert's gate_up and down projections carry biases
+    moe_latent_size: int = Field(default=0, ge=0)  # Nemotron-H latent MoE: experts run in this width
+    # DeepSeek-V3.2 sparse attention: the lightning indexer of every MLA layer
+    indexer_num_heads: int = Field(default=0, ge=0)
+    indexer_head_dim: int = Field(default=0, ge=0)
+    # Gated DeltaNet (Qwen3-Next linear_attention layers)
+    linear_num_key_heads: int = Field(default=0, ge=0)
+    linear_num_value_heads: int = Field(default=0, ge=0)
+    linear_key_head_dim: int = Field(default=0, ge=0)
+    linear_value_head_dim: int = Field(default=0, ge=0)
+    linear_conv_kernel: int = Field(default=0, ge=0)
+    # Mamba-2 mixer (Nemotron-H mamba layers)
+    mamba_num_heads: int = Field(default=0, ge=0)
+    mamba_head_dim: int = Field(default=0, ge=0)
+    mamba_state_size: int = Field(default=0, ge=0)
+    mamba_groups: int = Field(default=0, ge=0)
+    mamba_conv_kernel: int = Field(default=0, ge=0)
+    mamba_conv_bias: bool = True
+    mamba_proj_bias: bool = False
+    # A multimodal checkpoint's vision tower and projector, counted apart from the language model
+    vision_encoder_parameters: int = Field(default=0, ge=0)
+    vision_model_type: str | None = None
+    checkpoint_dtype: str | None = None  # the config's torch_dtype / dtype
+    quantization: CheckpointQuantization | None = None
+    assumptions: tuple[str, ...] = ()  # what the parser assumed (e.g. a config read by the generic fallback)
 
     @model_validator(mode="after")
     def _consistent(self) -> ModelArchitecture:
@@ -82,13 +212,53 @@ class ModelArchitecture(BaseModel):
             )
         if self.num_experts and self.expert_intermediate_size == 0:
             raise ValueError("a mixture-of-experts model needs the expert MLP width (moe_intermediate_size)")
-        if self.first_k_dense_layers >= self.num_layers and self.num_experts:
+        if self.first_k_dense_layers >= self.num_layers and self.num_experts and not self.layer_pattern:
             raise ValueError("first_k_dense_replace leaves no MoE layers")
         if self.sliding_window_layers > self.num_layers:
             raise ValueError("more sliding-window layers than layers")
         if self.kv_lora_rank and not (self.qk_rope_head_dim and self.v_head_dim):
             raise ValueError("multi-head latent attention needs qk_rope_head_dim and v_head_dim")
+        if self.layer_pattern:
+            self._check_pattern()
         return self
+
+    def _check_pattern(self) -> None:
+        pattern = self.layer_pattern
+        if len(pattern) != self.num_layers:
+            raise ValueError(f"the layer pattern lists {len(pattern)} layers for num_hidden_layers {self.num_layers}")
+        windowed = [layer for layer in pattern if layer.mixer in WINDOWED_MIXERS]
+        if len(windowed) != (self.sliding_window_layers if self.sliding_window else 0):
+            raise ValueError("sliding_window_layers must count the windowed layers of the layer pattern")
+        if any(layer.window_tokens != self.sliding_window for layer in windowed):
+            raise ValueError("every windowed layer must use the model's sliding_window")
+        mixers = {layer.mixer for layer in pattern}
+        if "linear_attention" in mixers and not (
+            self.linear_num_key_heads
+            and self.linear_num_value_heads
+            and self.linear_key_head_dim
+            and self.linear_value_head_dim
+            and self.linear_conv_kernel
+        ):
+            raise ValueError("linear-attention layers need linear_num_key/value_heads, head dims and conv kernel")
+        if "mamba" in mixers and not (
+            self.mamba_num_heads and self.mamba_head_dim and self.mamba_state_size and self.mamba_groups
+        ):
+            raise ValueError("mamba layers need mamba_num_heads, mamba_head_dim, ssm_state_size and n_groups")
+        if self.mamba_groups and self.mamba_num_heads % self.mamba_groups:
+            raise ValueError(
+                f"mamba_num_heads {self.mamba_num_heads} is not a multiple of n_groups {self.mamba_groups}"
+            )
+        moe = sum(layer.mlp == "moe" for layer in pattern)
+        if moe and not self.num_experts:
+            raise ValueError("the layer pattern has MoE layers but the model has no experts")
+        if self.num_experts and not moe:
+            raise ValueError("the model has experts but no MoE layer")
+        for layer in pattern:
+            if layer.num_kv_heads and self.num_attention_heads % layer.num_kv_heads:
+                raise ValueError(
+                    f"num_attention_heads {self.num_attention_heads} is not a multiple of a layer's "
+                    f"{layer.num_kv_heads} key/value heads"
+                )
 
     @computed_field
     @property
@@ -105,6 +275,8 @@ class ModelArchitecture(BaseModel):
     def num_moe_layers(self) -> int:
         if not self.is_moe:
             return 0
+        if self.layer_pattern:
+            return sum(layer.mlp == "moe" for layer in self.layer_pattern)
         return sum(
             1
             for i in range(self.first_k_dense_layers, self.num_layers)
@@ -116,14 +288,62 @@ class ModelArchitecture(BaseModel):
     def num_dense_layers(self) -> int:
         return self.num_layers - self.num_moe_layers
 
+    @property
+    def layers(self) -> tuple[LayerSpec, ...]:
+        """Every layer in order: `layer_pattern` when given, else derived from the uniform fields.
+
+        Derived: MoE layers by the first-k-dense / interval / phase rule above; the
+        `sliding_window_layers` windowed layers spread evenly (all of them when every layer slides;
+        parsers of alternating models give the exact pattern).
+        """
+        # Frozen pydantic models hash by value at runtime; pyright cannot see it (hence the cast).
+        return self.layer_pattern or _derived_layers(cast(Hashable, self))
+
+    @property
+    def layer_kind_counts(self) -> dict[str, int]:
+        """How many layers of each kind ('full attention': 12, 'sliding window 128': 12, ...)."""
+        return dict(Counter(layer.kind for layer in self.layers))
+
+    @property
+    def is_hybrid(self) -> bool:
+        """True when some layers have no softmax attention (linear attention, Mamba, no-op, linear)."""
+        return any(layer.mixer not in ATTENTION_MIXERS for layer in self.layers)
+
+
+@lru_cache(maxsize=256)
+def _derived_layers(arch: ModelArchitecture) -> tuple[LayerSpec, ...]:
+    n = arch.num_layers
+    sliding = arch.sliding_window_layers if arch.sliding_window else 0
+    out = []
+    for i in range(n):
+        # Bresenham spread: exactly `sliding` of the n layers, all of them when sliding == n.
+        slides = (i + 1) * sliding // n > i * sliding // n
+        moe = (
+            arch.is_moe and i >= arch.first_k_dense_layers and (i + arch.moe_layer_phase) % arch.moe_layer_interval == 0
+        )
+        out.append(
+            LayerSpec(
+                mixer="sliding_attention" if slides else "full_attention",
+                window_tokens=arch.sliding_window if slides else None,
+                mlp="moe" if moe else "dense",
+            )
+        )
+    return tuple(out)
+
 
 @dataclass(frozen=True)
 class LayerParameters:
-    """Parameter elements of one transformer layer, grouped by how they shard and quantize."""
+    """Parameter elements of one transformer layer, grouped by how they shard and quantize.
+
+    The `attention_*` groups hold the layer's token mixer, whatever it is: softmax attention; for a
+    Gated DeltaNet or Mamba-2 layer its projections (`attention_sharded`) and its per-head / per-channel
+    vectors (conv1d weights, A_log, D, dt_bias, Mamba's gated norm: `attention_bias`), which tensor
+    parallelism splits by heads exactly as it splits q/k/v biases (vLLM MambaMixer2, GatedDeltaNet).
+    """
 
     attention_sharded: int  # q, o (and MLA's up-projections): split across tensor-parallel ranks
     attention_kv: int  # k and v projections: split, but replicated once TP exceeds the KV heads
-    attention_replicated: int  # MLA's down-projections and their norms: every TP rank holds them
+    attention_replicated: int  # MLA's down-projections (and V3.2's indexer): every TP rank holds them
     attention_bias: int  # q/k/v biases (column parallel: split across TP ranks)
     attention_out_bias: int  # output-projection bias (row parallel: every rank holds it whole)
     mlp_dense: int  # dense MLP matrices (dense layers only)
@@ -133,6 +353,8 @@ class LayerParameters:
     experts_shared: int
     router: int
     norms: int
+    attention_sinks: int = 0  # gpt-oss: one logit per query head (split across TP ranks with the heads)
+    experts_bias: int = 0  # gpt-oss: the routed experts' biases (sharded like the experts, kept unquantized)
 
     @property
     def linear(self) -> int:
@@ -147,53 +369,144 @@ class LayerParameters:
         )
 
     @property
-    def total(self) -> int:
+    def attention_total(self) -> int:
         return (
             self.attention_sharded
             + self.attention_kv
             + self.attention_replicated
             + self.attention_bias
             + self.attention_out_bias
+            + self.attention_sinks
+        )
+
+    @property
+    def total(self) -> int:
+        return (
+            self.attention_total
             + self.mlp_dense
             + self.mlp_bias
             + self.mlp_out_bias
             + self.experts_routed
+            + self.experts_bias
             + self.experts_shared
             + self.router
             + self.norms
         )
 
 
-def _attention_parameters(arch: ModelArchitecture) -> dict[str, int]:
+@dataclass(frozen=True)
+class _Mixer:
+    """A token mixer's elements by sharding class (see LayerParameters)."""
+
+    sharded: int = 0
+    kv: int = 0
+    replicated: int = 0
+    bias: int = 0
+    out_bias: int = 0
+    norms: int = 0
+    sinks: int = 0
+
+
+def _mla_parameters(arch: ModelArchitecture) -> _Mixer:
+    """DeepseekV3Attention (transformers modeling_deepseek_v3.py); plus DeepseekV32Indexer when the
+    model has one (modeling_deepseek_v32.py: wq_b q_lora x heads*dim, wk hidden x dim, k_norm LayerNorm
+    (weight + bias), weights_proj hidden x heads; vLLM keeps all of them ReplicatedLinear)."""
     h = arch.hidden_size
+    qk_head = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+    if arch.q_lora_rank:
+        q_down = h * arch.q_lora_rank
+        q_norm = arch.q_lora_rank
+        q_up = arch.q_lora_rank * arch.num_attention_heads * qk_head
+    else:
+        q_down, q_norm = 0, 0
+        q_up = h * arch.num_attention_heads * qk_head
+    kv_down = h * (arch.kv_lora_rank + arch.qk_rope_head_dim)
+    kv_norm = arch.kv_lora_rank
+    kv_up = arch.kv_lora_rank * arch.num_attention_heads * (arch.qk_nope_head_dim + arch.v_head_dim)
+    o = arch.num_attention_heads * arch.v_head_dim * h
+    indexer, indexer_norm = 0, 0
+    if arch.indexer_num_heads:
+        heads, dim = arch.indexer_num_heads, arch.indexer_head_dim
+        indexer = arch.q_lora_rank * heads * dim + h * dim + h * heads
+        indexer_norm = 2 * dim
+    return _Mixer(
+        sharded=q_up + kv_up + o,
+        # The latent down-projections are small and every TP rank keeps a full copy (vLLM ReplicatedLinear).
+        replicated=q_down + kv_down + indexer,
+        norms=q_norm + kv_norm + indexer_norm,
+    )
+
+
+def _softmax_attention_parameters(arch: ModelArchitecture, layer: LayerSpec) -> _Mixer:
+    """q/k/v/o projections, their biases, q/k norms and sinks of one softmax-attention layer.
+
+    Qwen3-Next's gated attention doubles q_proj (query and output gate, modeling_qwen3_next.py);
+    gpt-oss adds `sinks` (num_attention_heads, modeling_gpt_oss.py); OLMo 2 / MiniMax-M2 normalize the
+    whole q and k projections (Olmo2Attention q_norm over heads*head_dim), Qwen3 / Gemma 3 each head.
+    """
     if arch.uses_mla:
-        qk_head = arch.qk_nope_head_dim + arch.qk_rope_head_dim
-        if arch.q_lora_rank:
-            q_down = h * arch.q_lora_rank
-            q_norm = arch.q_lora_rank
-            q_up = arch.q_lora_rank * arch.num_attention_heads * qk_head
-        else:
-            q_down, q_norm = 0, 0
-            q_up = h * arch.num_attention_heads * qk_head
-        kv_down = h * (arch.kv_lora_rank + arch.qk_rope_head_dim)
-        kv_norm = arch.kv_lora_rank
-        kv_up = arch.kv_lora_rank * arch.num_attention_heads * (arch.qk_nope_head_dim + arch.v_head_dim)
-        o = arch.num_attention_heads * arch.v_head_dim * h
-        return {
-            "sharded": q_up + kv_up + o,
-            "kv": 0,
-            # The latent down-projections are small and every TP rank keeps a full copy (vLLM ReplicatedLinear).
-            "replicated": q_down + kv_down,
-            "replicated_norms": q_norm + kv_norm,
-            "bias": 0,
-            "out_bias": 0,
-        }
-    q = h * arch.num_attention_heads * arch.head_dim
-    kv = 2 * h * arch.num_kv_heads * arch.head_dim
-    o = arch.num_attention_heads * arch.head_dim * h
-    bias = (arch.num_attention_heads + 2 * arch.num_kv_heads) * arch.head_dim if arch.qkv_bias else 0
-    out_bias = h if arch.attn_out_bias else 0
-    return {"sharded": q + o, "kv": kv, "replicated": 0, "replicated_norms": 0, "bias": bias, "out_bias": out_bias}
+        return _mla_parameters(arch)
+    h, heads, dim = arch.hidden_size, arch.num_attention_heads, arch.head_dim
+    kv_heads = layer.num_kv_heads or arch.num_kv_heads
+    q_width = heads * dim * (2 if arch.attention_output_gate else 1)
+    if arch.qk_norm_full_width:
+        qk_norms = (heads + kv_heads) * dim
+    else:
+        qk_norms = 2 * dim if arch.qk_norm else 0
+    return _Mixer(
+        sharded=h * q_width + heads * dim * h,
+        kv=2 * h * kv_heads * dim,
+        bias=q_width + 2 * kv_heads * dim if arch.qkv_bias else 0,
+        out_bias=h if arch.attn_out_bias else 0,
+        norms=qk_norms,
+        sinks=heads if arch.attention_sinks else 0,
+    )
+
+
+def _gated_deltanet_parameters(arch: ModelArchitecture) -> _Mixer:
+    """Qwen3NextGatedDeltaNet (transformers modeling_qwen3_next.py): in_proj_qkvz hidden x (2 key_dim +
+    2 value_dim), in_proj_ba hidden x 2 v_heads, depthwise conv1d conv_dim x kernel (no bias, conv_dim =
+    2 key_dim + value_dim), dt_bias and A_log (v_heads each), a gated RMSNorm of head_v_dim shared by the
+    heads, out_proj value_dim x hidden."""
+    h = arch.hidden_size
+    key_dim = arch.linear_num_key_heads * arch.linear_key_head_dim
+    value_dim = arch.linear_num_value_heads * arch.linear_value_head_dim
+    conv_dim = 2 * key_dim + value_dim
+    projections = h * (2 * key_dim + 2 * value_dim) + h * 2 * arch.linear_num_value_heads + value_dim * h
+    return _Mixer(
+        sharded=projections,
+        bias=conv_dim * arch.linear_conv_kernel + 2 * arch.linear_num_value_heads,
+        norms=arch.linear_value_head_dim,
+    )
+
+
+def _mamba2_parameters(arch: ModelArchitecture) -> _Mixer:
+    """NemotronHMamba2Mixer (transformers modeling_nemotron_h.py): in_proj hidden x (intermediate +
+    conv_dim + heads) with intermediate = heads x head_dim and conv_dim = intermediate + 2 groups x
+    state; depthwise conv1d conv_dim x kernel (+ conv_dim bias); dt_bias, A_log, D (heads each); a gated
+    RMSNorm over intermediate; out_proj intermediate x hidden (projection biases when use_bias)."""
+    h = arch.hidden_size
+    inner = arch.mamba_num_heads * arch.mamba_head_dim
+    conv_dim = inner + 2 * arch.mamba_groups * arch.mamba_state_size
+    in_width = inner + conv_dim + arch.mamba_num_heads
+    conv = conv_dim * arch.mamba_conv_kernel + (conv_dim if arch.mamba_conv_bias else 0)
+    return _Mixer(
+        sharded=h * in_width + inner * h,
+        bias=conv + 3 * arch.mamba_num_heads + inner + (in_width if arch.mamba_proj_bias else 0),
+        out_bias=h if arch.mamba_proj_bias else 0,
+    )
+
+
+def _mixer_parameters(arch: ModelArchitecture, layer: LayerSpec) -> _Mixer:
+    if layer.mixer in ATTENTION_MIXERS:
+        return _softmax_attention_parameters(arch, layer)
+    if layer.mixer == "linear_attention":
+        return _gated_deltanet_parameters(arch)
+    if layer.mixer == "mamba":
+        return _mamba2_parameters(arch)
+    if layer.mixer == "linear":  # DeciLMLinearAttention: one bias-free hidden x hidden matrix
+        return _Mixer(sharded=arch.hidden_size * arch.hidden_size)
+    return _Mixer()
 
 
 def _mlp_parameters(hidden: int, width: int, gated: bool, bias: bool) -> tuple[int, int, int]:
@@ -204,41 +517,92 @@ def _mlp_parameters(hidden: int, width: int, gated: bool, bias: bool) -> tuple[i
     return matrices, (2 if gated else 1) * width, hidden
 
 
-def layer_parameters(arch: ModelArchitecture, moe_layer: bool) -> LayerParameters:
-    """Parameter elements of one dense (`moe_layer=False`) or MoE layer."""
+def _sublayer_norms(arch: ModelArchitecture, layer: LayerSpec) -> int:
+    """Hidden-size norms of one layer: `norms_per_layer` when it has both a mixer and an MLP; half of them
+    when one is missing (a Nemotron-H block has one pre-norm; Nemotron-NAS drops the norm of a no-op)."""
+    present = (layer.mixer != "none") + (layer.mlp != "none")
+    if present == 2:
+        count = arch.norms_per_layer
+    elif present == 1:
+        count = max(arch.norms_per_layer // 2, 1)
+    else:
+        count = 0
+    return count * arch.hidden_size * (2 if arch.norm_has_bias else 1)
+
+
+def layer_spec_parameters(arch: ModelArchitecture, layer: LayerSpec) -> LayerParameters:
+    """Parameter elements of one layer of `arch` described by `layer`.
+
+    MoE block: E routed experts (gate, up, down; up, down when not `experts_gated`; in the latent width
+    with Nemotron-H's `moe_latent_size`, whose two latent projections count with the shared experts as
+    always-active matrices), shared experts, the router (E x hidden, + E for a router bias, + hidden for
+    Qwen's shared-expert gate) and, for gpt-oss, the experts' biases.
+    """
     h = arch.hidden_size
-    attn = _attention_parameters(arch)
-    norm_elems = arch.norms_per_layer * h * (2 if arch.norm_has_bias else 1) + attn["replicated_norms"]
-    if arch.qk_norm:
-        norm_elems += 2 * arch.head_dim
-    if moe_layer:
-        routed = arch.num_experts * 3 * h * arch.expert_intermediate_size
-        shared = 3 * h * arch.shared_expert_intermediate_size
+    mixer = _mixer_parameters(arch, layer)
+    routed = shared = router = experts_bias = 0
+    mlp = mlp_bias = mlp_out_bias = 0
+    if layer.mlp == "moe":
+        inner = arch.moe_latent_size or h
+        per_expert = (3 if arch.experts_gated else 2) * inner * arch.expert_intermediate_size
+        routed = arch.num_experts * per_expert
+        if arch.expert_bias:
+            experts_bias = arch.num_experts * ((2 if arch.experts_gated else 1) * arch.expert_intermediate_size + inner)
+        shared = (3 if arch.experts_gated else 2) * h * arch.shared_expert_intermediate_size
+        shared += 2 * h * arch.moe_latent_size
         router = arch.num_experts * h + (arch.num_experts if arch.router_bias else 0)
         router += h if arch.shared_expert_gate else 0
-        mlp, mlp_bias, mlp_out_bias = 0, 0, 0
-    else:
-        routed, shared, router = 0, 0, 0
-        mlp, mlp_bias, mlp_out_bias = _mlp_parameters(h, arch.intermediate_size, arch.mlp_gated, arch.mlp_bias)
+    elif layer.mlp == "dense":
+        width = arch.intermediate_size if layer.intermediate_size is None else layer.intermediate_size
+        mlp, mlp_bias, mlp_out_bias = _mlp_parameters(h, width, arch.mlp_gated, arch.mlp_bias)
+    elif layer.mlp == "linear":  # DeciLMLinearMLP: one bias-free hidden x hidden matrix
+        mlp = h * h
     return LayerParameters(
-        attention_sharded=attn["sharded"],
-        attention_kv=attn["kv"],
-        attention_replicated=attn["replicated"],
-        attention_bias=attn["bias"],
-        attention_out_bias=attn["out_bias"],
+        attention_sharded=mixer.sharded,
+        attention_kv=mixer.kv,
+        attention_replicated=mixer.replicated,
+        attention_bias=mixer.bias,
+        attention_out_bias=mixer.out_bias,
         mlp_dense=mlp,
         mlp_bias=mlp_bias,
         mlp_out_bias=mlp_out_bias,
         experts_routed=routed,
         experts_shared=shared,
         router=router,
-        norms=norm_elems,
+        norms=_sublayer_norms(arch, layer) + mixer.norms,
+        attention_sinks=mixer.sinks,
+        experts_bias=experts_bias,
     )
+
+
+def _mean_layer(layers: list[LayerParameters]) -> LayerParameters:
+    """Field-wise mean, rounded down (exact when the layers are equal)."""
+    n = len(layers)
+    return LayerParameters(
+        **{f.name: sum(getattr(layer, f.name) for layer in layers) // n for f in fields(LayerParameters)}
+    )
+
+
+def layer_parameters(arch: ModelArchitecture, moe_layer: bool) -> LayerParameters:
+    """Parameter elements of one dense (`moe_layer=False`) or MoE layer: the mean over the model's layers
+    of that kind (see `ParameterCounts.dense_layer`)."""
+    counts = parameter_counts(arch)
+    if moe_layer:
+        return counts.moe_layer or layer_spec_parameters(arch, LayerSpec(mlp="moe"))
+    return counts.dense_layer
 
 
 @dataclass(frozen=True)
 class ParameterCounts:
-    """Whole-model parameter elements by component (not sharded)."""
+    """Whole-model parameter elements by component (not sharded).
+
+    `layers` holds every decoder layer exactly (aligned with `ModelArchitecture.layers`); `total` sums
+    them. `dense_layer` / `moe_layer` are the mean non-MoE / MoE layer (each field rounded down), so a
+    model of identical layers is described exactly by `num_dense_layers x dense_layer + num_moe_layers x
+    moe_layer`; for mixed stacks (Nemotron-H, Nemotron-NAS, Qwen3-Next) that product is within
+    `num_layers` elements per field of the exact sum. `vision_encoder` is a multimodal checkpoint's
+    vision tower and projector, not part of `total` (the language model).
+    """
 
     embedding: int
     position_embedding: int
@@ -250,19 +614,34 @@ class ParameterCounts:
     num_moe_layers: int
     experts_per_token: int
     num_experts: int
+    layers: tuple[LayerParameters, ...] = ()
+    layer_mixers: tuple[str, ...] = ()  # each layer's LayerSpec.mixer
+    vision_encoder: int = 0
 
     @property
     def layers_total(self) -> int:
+        if self.layers:
+            return sum(layer.total for layer in self.layers)
         moe = self.moe_layer.total * self.num_moe_layers if self.moe_layer else 0
         return self.dense_layer.total * self.num_dense_layers + moe
 
     @property
     def total(self) -> int:
+        """The language model's parameters (vision tower excluded: see `total_with_vision`)."""
         return self.embedding + self.position_embedding + self.lm_head + self.final_norms + self.layers_total
 
     @property
+    def total_with_vision(self) -> int:
+        """Every parameter of the checkpoint's model class (language model + vision tower + projector)."""
+        return self.total + self.vision_encoder
+
+    @property
     def routed_experts_total(self) -> int:
-        return self.moe_layer.experts_routed * self.num_moe_layers if self.moe_layer else 0
+        if self.layers:
+            return sum(layer.experts_routed + layer.experts_bias for layer in self.layers)
+        return (
+            (self.moe_layer.experts_routed + self.moe_layer.experts_bias) * self.num_moe_layers if self.moe_layer else 0
+        )
 
     @property
     def active(self) -> int:
@@ -281,56 +660,62 @@ class ParameterCounts:
         return self.total - self.embedding - self.lm_head - self.position_embedding
 
     def as_dict(self) -> dict[str, int]:
-        moe = self.moe_layer
-        return {
+        """Named components summing to `total`. Mixers of linear-attention and Mamba layers get their own
+        keys ('linear_attention', 'mamba'), present only when the model has such layers."""
+        layers = self.layers or (self.dense_layer,) * self.num_dense_layers + (
+            (self.moe_layer,) * self.num_moe_layers if self.moe_layer else ()
+        )
+        mixers = self.layer_mixers or ("full_attention",) * len(layers)
+        out = {
             "embedding": self.embedding,
             "position_embedding": self.position_embedding,
             "lm_head": self.lm_head,
             "final_norms": self.final_norms,
-            "attention": self.num_dense_layers
-            * (
-                self.dense_layer.attention_sharded
-                + self.dense_layer.attention_kv
-                + self.dense_layer.attention_replicated
-                + self.dense_layer.attention_bias
-                + self.dense_layer.attention_out_bias
-            )
-            + (
-                self.num_moe_layers
-                * (
-                    moe.attention_sharded
-                    + moe.attention_kv
-                    + moe.attention_replicated
-                    + moe.attention_bias
-                    + moe.attention_out_bias
-                )
-                if moe
-                else 0
-            ),
-            "mlp_dense": self.num_dense_layers
-            * (self.dense_layer.mlp_dense + self.dense_layer.mlp_bias + self.dense_layer.mlp_out_bias),
-            "experts_routed": self.routed_experts_total,
-            "experts_shared": self.num_moe_layers * moe.experts_shared if moe else 0,
-            "router": self.num_moe_layers * moe.router if moe else 0,
-            "layer_norms": self.num_dense_layers * self.dense_layer.norms
-            + (self.num_moe_layers * moe.norms if moe else 0),
+            "attention": 0,
+            "mlp_dense": 0,
+            "experts_routed": 0,
+            "experts_shared": 0,
+            "router": 0,
+            "layer_norms": 0,
         }
+        for layer, mixer in zip(layers, mixers):
+            key = mixer if mixer in RECURRENT_MIXERS else "attention"
+            out[key] = out.get(key, 0) + layer.attention_total
+            out["mlp_dense"] += layer.mlp_dense + layer.mlp_bias + layer.mlp_out_bias
+            out["experts_routed"] += layer.experts_routed + layer.experts_bias
+            out["experts_shared"] += layer.experts_shared
+            out["router"] += layer.router
+            out["layer_norms"] += layer.norms
+        return out
 
 
 def parameter_counts(arch: ModelArchitecture) -> ParameterCounts:
+    """Every parameter element of the language model, layer by layer (see ParameterCounts)."""
+    return _parameter_counts(cast(Hashable, arch))
+
+
+@lru_cache(maxsize=256)
+def _parameter_counts(arch: ModelArchitecture) -> ParameterCounts:
     h = arch.hidden_size
+    specs = arch.layers
+    per_layer = tuple(layer_spec_parameters(arch, spec) for spec in specs)
+    dense = [p for p, spec in zip(per_layer, specs) if spec.mlp != "moe"]
+    moe = [p for p, spec in zip(per_layer, specs) if spec.mlp == "moe"]
     return ParameterCounts(
         embedding=arch.vocab_size * h,
         position_embedding=arch.learned_position_embeddings * h,
         lm_head=(0 if arch.tie_word_embeddings else arch.vocab_size * h)
         + (arch.vocab_size if arch.lm_head_bias else 0),
         final_norms=arch.extra_norms * h * (2 if arch.norm_has_bias else 1),
-        dense_layer=layer_parameters(arch, moe_layer=False),
-        moe_layer=layer_parameters(arch, moe_layer=True) if arch.is_moe else None,
+        dense_layer=_mean_layer(dense) if dense else layer_spec_parameters(arch, LayerSpec()),
+        moe_layer=_mean_layer(moe) if moe else None,
         num_dense_layers=arch.num_dense_layers,
         num_moe_layers=arch.num_moe_layers,
         experts_per_token=arch.experts_per_token,
         num_experts=arch.num_experts,
+        layers=per_layer,
+        layer_mixers=tuple(spec.mixer for spec in specs),
+        vision_encoder=arch.vision_encoder_parameters,
     )
 
 
@@ -424,17 +809,149 @@ def matmul_flops_per_token(counts: ParameterCounts, include_lm_head: bool = True
     return 2 * (matmul_params + (lm if include_lm_head else 0))
 
 
+# ---------------------------------------------------------------------------------------------
+# Per-layer cache geometry (hybrid and windowed stacks). Not yet read by the physics, which uses the
+# uniform-model functions above; these are the terms it moves to.
+
+
+def layer_kv_elements_per_token(arch: ModelArchitecture, layer: LayerSpec, tensor_parallel=1):
+    """KV elements one token adds to `layer` on one tensor-parallel rank; 0 for layers without a KV cache.
+
+    Softmax attention (full, sliding, chunked): K and V of the layer's KV heads, `2 x max(kv/TP, 1) x
+    head_dim` (a Nemotron-NAS layer may have its own KV head count). MLA: the latent plus the decoupled
+    RoPE key, `kv_lora_rank + qk_rope_head_dim` on every rank (DeepSeek-V2 paper Sec. 2.1.2); V3.2's
+    indexer keys are a separate cache (`indexer_key_elements_per_token`). Linear attention, Mamba,
+    linear replacements and no-op layers keep no per-token cache (their state is constant: see
+    `recurrent_state_bytes_per_sequence`). Broadcasts over `tensor_parallel`.
+    """
+    if layer.mixer not in ATTENTION_MIXERS:
+        return 0 * tensor_parallel
+    if arch.uses_mla:
+        return (arch.kv_lora_rank + arch.qk_rope_head_dim) + 0 * tensor_parallel
+    kv_heads = layer.num_kv_heads or arch.num_kv_heads
+    return 2 * _maximum(kv_heads / tensor_parallel, 1) * arch.head_dim
+
+
+def layer_cached_tokens(layer: LayerSpec, context_tokens):
+    """Tokens `layer` keeps cached for one sequence of `context_tokens`.
+
+    Full attention: all of them. Sliding window w: the min(c, w) keys the next step attends (HF keeps
+    w - 1 between steps and appends the new token's; vLLM SlidingWindowSpec budgets whole blocks of them). Chunked local attention of chunk C (Llama 4 `attention_chunk_size`): a query
+    attends only within its own chunk, so at most min(c, C) keys are live (vLLM ChunkedLocalAttentionSpec
+    bounds the allocation by the chunk). Layers without a KV cache: 0. Broadcasts over `context_tokens`.
+    """
+    if layer.mixer == "full_attention":
+        return context_tokens
+    if layer.mixer in WINDOWED_MIXERS and layer.window_tokens is not None:
+        return _minimum(context_tokens, layer.window_tokens)
+    return 0 * context_tokens
+
+
+def indexer_key_elements_per_token(arch: ModelArchitecture):
+    """DeepSeek-V3.2's lightning-indexer key cache: `index_head_dim` elements per token per MLA layer, one
+    key shared by the indexer heads (modeling_deepseek_v32.py `wk`: hidden -> index_head_dim). vLLM stores
+    it as fp8 with one fp32 scale per 128 elements (DeepSeek-V3.2 inference code). 0 without an indexer."""
+    return arch.indexer_head_dim if arch.indexer_num_heads else 0
+
+
+def linear_attention_state_elements(arch: ModelArchitecture, tensor_parallel=1) -> tuple:
+    """(recurrent, conv) state elements of one Gated DeltaNet layer for one sequence on one TP rank.
+
+    Recurrent: `num_v_heads/TP x head_k_dim x head_v_dim` (transformers modeling_qwen3_next.py
+    torch_recurrent_gated_delta_rule: recurrent_state_shape = (batch, num_v_heads, k_head_dim, v_head_dim)).
+    Conv: `(conv_kernel - 1) x conv_dim/TP` with conv_dim = 2 x num_k_heads x head_k_dim + num_v_heads x
+    head_v_dim (vLLM mamba_utils.py gated_delta_net_state_shape; transformers' cache keeps `conv_kernel`
+    columns, one more). Constant in the context length. Broadcasts over `tensor_parallel`.
+    """
+    recurrent = arch.linear_num_value_heads / tensor_parallel * arch.linear_key_head_dim * arch.linear_value_head_dim
+    conv_dim = 2 * arch.linear_num_key_heads * arch.linear_key_head_dim + (
+        arch.linear_num_value_heads * arch.linear_value_head_dim
+    )
+    return recurrent, (arch.linear_conv_kernel - 1) * conv_dim / tensor_parallel
+
+
+def mamba_state_elements(arch: ModelArchitecture, tensor_parallel=1) -> tuple:
+    """(ssm, conv) state elements of one Mamba-2 layer for one sequence on one TP rank.
+
+    SSM: `num_heads/TP x head_dim x d_state` (transformers modeling_nemotron_h.py NemotronHMamba2Mixer;
+    vLLM mamba_utils.py mamba2_state_shape temporal_state_shape). Conv: `(conv_kernel - 1) x (intermediate
+    + 2 x n_groups x d_state)/TP`, intermediate = num_heads x head_dim; when TP does not divide n_groups,
+    vLLM replicates groups up to TP (extra_groups_for_head_shards). Constant in the context length.
+    """
+    ssm = arch.mamba_num_heads / tensor_parallel * arch.mamba_head_dim * arch.mamba_state_size
+    groups = _where(arch.mamba_groups % tensor_parallel == 0, arch.mamba_groups, tensor_parallel)
+    conv_dim = arch.mamba_num_heads * arch.mamba_head_dim + 2 * groups * arch.mamba_state_size
+    return ssm, (arch.mamba_conv_kernel - 1) * conv_dim / tensor_parallel
+
+
+def recurrent_state_bytes_per_sequence(
+    arch: ModelArchitecture, state_bytes_per_element, conv_bytes_per_element, tensor_parallel=1
+):
+    """Constant cache bytes of one sequence on one TP rank, all layers: the recurrent/SSM state
+    (`state_bytes_per_element`; Nemotron-H keeps it in fp32, `mamba_ssm_cache_dtype`) plus the conv window
+    (`conv_bytes_per_element`) of every linear-attention and Mamba layer. 0 for attention-only models."""
+    counts = Counter(layer.mixer for layer in arch.layers)
+    total = 0 * tensor_parallel
+    if counts["linear_attention"]:
+        state, conv = linear_attention_state_elements(arch, tensor_parallel)
+        total = total + counts["linear_attention"] * (state * state_bytes_per_element + conv * conv_bytes_per_element)
+    if counts["mamba"]:
+        state, conv = mamba_state_elements(arch, tensor_parallel)
+        total = total + counts["mamba"] * (state * state_bytes_per_element + conv * conv_bytes_per_element)
+    return total
+
+
+def kv_cache_bytes_per_sequence_by_layer(
+    arch: ModelArchitecture, context_tokens, kv_bytes_per_element, tensor_parallel=1
+):
+    """KV bytes of one sequence on one TP rank, summed layer by layer with each layer's own window and
+    KV heads (`layer_kv_elements_per_token` x `layer_cached_tokens`). V3.2's indexer keys are a separate
+    cache in their own format: `indexer_cache_bytes_per_sequence`. Broadcasts over `context_tokens` and
+    `tensor_parallel`."""
+    total = 0 * context_tokens * tensor_parallel
+    for layer in arch.layers:
+        per_token = layer_kv_elements_per_token(arch, layer, tensor_parallel)
+        total = total + layer_cached_tokens(layer, context_tokens) * per_token * kv_bytes_per_element
+    return total
+
+
+def indexer_cache_bytes_per_sequence(arch: ModelArchitecture, context_tokens, bytes_per_element=132 / 128):
+    """DeepSeek-V3.2 indexer keys of one sequence, all MLA layers, every TP rank (the indexer is
+    replicated): `index_head_dim` elements per token and layer, fp8 plus one fp32 scale per 128 elements
+    by default (132 bytes per 128-element key, vLLM's indexer cache). 0 without an indexer."""
+    layers = sum(layer.mixer in ATTENTION_MIXERS for layer in arch.layers)
+    return layers * context_tokens * indexer_key_elements_per_token(arch) * bytes_per_element
+
+
 __all__ = [
+    "ATTENTION_MIXERS",
+    "CheckpointQuantization",
     "LayerParameters",
+    "LayerSpec",
+    "MODULE_GROUPS",
+    "MixerKind",
+    "MlpKind",
     "ModelArchitecture",
+    "ModuleGroup",
     "ParameterCounts",
+    "RECURRENT_MIXERS",
+    "WINDOWED_MIXERS",
     "attention_score_flops_per_token",
     "cached_tokens_per_layer_sum",
+    "indexer_cache_bytes_per_sequence",
+    "indexer_key_elements_per_token",
+    "kv_cache_bytes_per_sequence_by_layer",
     "kv_cache_bytes_per_token",
     "kv_elements_per_token_per_layer",
+    "layer_cached_tokens",
+    "layer_kv_elements_per_token",
     "layer_parameters",
+    "layer_spec_parameters",
+    "linear_attention_state_elements",
+    "mamba_state_elements",
     "matmul_flops_per_token",
     "mean_attended_tokens",
     "parameter_counts",
     "prefill_attention_flops",
+    "recurrent_state_bytes_per_sequence",
 ]

@@ -7,7 +7,7 @@ from functools import cache, lru_cache
 from pathlib import Path
 from typing import Any
 
-from planner.errors import PlanningError
+from planner.errors import PlanningError, did_you_mean
 from planner.model.architecture import ModelArchitecture
 from planner.model.hf_config import architecture_from_config
 from planner.model.synthetic import parse_size_id, synthetic_architecture
@@ -33,8 +33,9 @@ def load_catalog_config(model_id: str) -> dict[str, Any]:
     """The catalog's config.json for `model_id` (a fresh dict each call)."""
     if model_id not in catalog_model_ids():
         raise PlanningError(
-            f"unknown model '{model_id}'. Use a catalog id ({', '.join(catalog_model_ids())}), "
-            "a size such as 'dense-70b' or 'moe-400b', or upload a config.json"
+            f"unknown model '{model_id}'{did_you_mean(model_id, catalog_model_ids())}; use a catalog id "
+            f"({', '.join(catalog_model_ids())}), a size such as 'dense-70b' or 'moe-400b', or the model's "
+            'config.json itself as a JSON object ("model": {"model_type": ..., "hidden_size": ..., ...})'
         )
     try:
         return json.loads(_read(model_id))

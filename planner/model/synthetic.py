@@ -11,6 +11,7 @@ solved so the total lands within 2 % of the requested size.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from planner.errors import PlanningError
 from planner.model.architecture import ModelArchitecture, parameter_counts
@@ -45,7 +46,7 @@ def size_id(params: float, moe: bool) -> str:
 def _build(name: str, hidden: int, layers: int, width: int, moe: bool) -> ModelArchitecture:
     heads = hidden // 128
     kv_heads = next(k for k in (8, 4, 2, 1) if heads % k == 0)
-    common = dict(
+    common: dict[str, Any] = dict(
         name=name,
         model_type="synthetic",
         num_layers=layers,

@@ -5,6 +5,7 @@ All functions broadcast over numpy arrays of tokens and batch sizes.
 
 from __future__ import annotations
 
+from planner.arrays import Number
 from planner.model.architecture import (
     ModelArchitecture,
     ParameterCounts,
@@ -46,7 +47,13 @@ def head_forward_flops_per_token(counts: ParameterCounts) -> float:
     return 2 * (counts.lm_head if counts.lm_head else counts.embedding)
 
 
-def prefill_flops(counts: ParameterCounts, arch: ModelArchitecture, prompt_tokens, sequences=1, new_tokens=None):
+def prefill_flops(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    prompt_tokens,
+    sequences: Number = 1,
+    new_tokens: Number | None = None,
+):
     """Prefill FLOPs for `sequences` prompts of `prompt_tokens` each, of which the last `new_tokens`
     are computed (the rest come from a prefix cache; default: all).
 

@@ -7,7 +7,7 @@ arrays of equal shape; the model description (`ModelArchitecture`, `ParameterCou
 
 from __future__ import annotations
 
-from planner.arrays import ceil_div, ceil_to_multiple, maximum, minimum, where
+from planner.arrays import Number, ceil_div, ceil_to_multiple, maximum, minimum, where
 from planner.model.architecture import (
     LayerParameters,
     ModelArchitecture,
@@ -112,8 +112,8 @@ def kv_cache_bytes_per_sequence(
     pipeline_parallel,
     context_tokens,
     kv_bytes_per_element,
-    block_tokens=1,
-    honor_sliding_window=True,
+    block_tokens: Number = 1,
+    honor_sliding_window: bool = True,
 ):
     """KV bytes one sequence of `context_tokens` holds on one GPU (its stage's layers, its TP shard).
 
@@ -137,8 +137,8 @@ def kv_cache_bytes(
     sequences,
     context_tokens,
     kv_bytes_per_element,
-    block_tokens=1,
-    honor_sliding_window=True,
+    block_tokens: Number = 1,
+    honor_sliding_window: bool = True,
 ):
     """KV cache on one GPU: sequences on its replica x bytes per sequence (linear in both)."""
     return sequences * kv_cache_bytes_per_sequence(
@@ -166,7 +166,7 @@ def kv_block_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, 
 # activations and workspace (inference)
 
 
-def inference_activation_bytes(arch: ModelArchitecture, tensor_parallel, tokens, activation_bytes=2):
+def inference_activation_bytes(arch: ModelArchitecture, tensor_parallel, tokens, activation_bytes: Number = 2):
     """Peak transient activations of one forward step over `tokens` tokens (a prefill chunk or a decode
     batch) on one GPU. Inference frees each layer's intermediates, so the peak is one layer's widest
     moment: the residual stream and its normalized copy (2h) plus the larger of the attention
@@ -192,7 +192,7 @@ def inference_activation_bytes(arch: ModelArchitecture, tensor_parallel, tokens,
     return tokens * (2 * h + maximum(attention, mlp)) * activation_bytes
 
 
-def logits_bytes(arch: ModelArchitecture, rows, logits_bytes_per_element=4):
+def logits_bytes(arch: ModelArchitecture, rows, logits_bytes_per_element: Number = 4):
     """fp32 logits over the whole vocabulary for `rows` sampled positions (gathered on every TP rank).
 
     Engines compute logits only for the last position of each sequence in a step.

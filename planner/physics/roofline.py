@@ -8,6 +8,8 @@ All functions broadcast over numpy arrays.
 
 from __future__ import annotations
 
+from planner.arrays import maximum
+
 
 def compute_seconds(flops, peak_flops_per_second, efficiency):
     """Time to execute `flops` at `efficiency` x the dense peak."""
@@ -41,3 +43,19 @@ def decode_weight_read_bytes(
 def ridge_point_flops_per_byte(peak_flops_per_second, bandwidth_bytes_per_second):
     """Arithmetic intensity above which a kernel is compute-bound on this device."""
     return peak_flops_per_second / bandwidth_bytes_per_second
+
+
+def pipeline_step_seconds(
+    compute_seconds, memory_seconds, collective_seconds, overhead_seconds, handoff_seconds, pipeline_parallel
+):
+    """One forward step through `pipeline_parallel` equally loaded stages, one after the other.
+
+    Per stage: max(compute, memory) (they overlap inside kernels) + the collectives that do not overlap
+    + the fixed launch overhead; times the stages, plus the hand-offs between them (all `pp - 1` of
+    them, already summed in `handoff_seconds`). With one stage and no communication this is the plain
+    roofline plus overhead, the form the calibration fits.
+    """
+    return (
+        pipeline_parallel * (maximum(compute_seconds, memory_seconds) + collective_seconds + overhead_seconds)
+        + handoff_seconds
+    )

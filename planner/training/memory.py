@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from planner.arrays import maximum, minimum, where
+from planner.arrays import Flag, Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as base_memory
 
@@ -180,8 +180,20 @@ def _local_shape(m: Matrix, arch: ModelArchitecture, tensor_parallel, expert_par
     return d_in, d_out, copies
 
 
+_last_layers_only: tuple[ParameterCounts | None, ParameterCounts | None] = (None, None)
+
+
 def _layers_only(counts: ParameterCounts) -> ParameterCounts:
-    return dataclasses.replace(counts, embedding=0, position_embedding=0, lm_head=0, final_norms=0)
+    """The counts without embedding, head and final norm. One plan asks a dozen times for the same counts
+    object, and `replace` re-runs `__init__` over every field, so the last answer is kept (by identity: the
+    counts are frozen; one tuple, read and written whole, so threads never see a mixed pair)."""
+    global _last_layers_only
+    seen, layers = _last_layers_only
+    if seen is counts and layers is not None:
+        return layers
+    layers = dataclasses.replace(counts, embedding=0, position_embedding=0, lm_head=0, final_norms=0)
+    _last_layers_only = (counts, layers)
+    return layers
 
 
 def stage_layer_parameter_elements(
@@ -190,8 +202,8 @@ def stage_layer_parameter_elements(
     tensor_parallel,
     pipeline_parallel,
     expert_parallel,
-    linear_bytes=1.0,
-    other_bytes=1.0,
+    linear_bytes: Number = 1.0,
+    other_bytes: Number = 1.0,
 ):
     """Parameters of the transformer layers on one GPU of the most loaded stage (elements, or bytes when
     `linear_bytes`/`other_bytes` are given). Reuses `planner.memory.weight_bytes` with the embedding and
@@ -286,7 +298,7 @@ def adafactor_state_elements(
             elif m.module in lora_targets:
                 matrices = matrices + copies * (d_in + d_out + 2 * lora_rank)
         if lora_rank is None:
-            layer = counts.moe_layer if moe_layer else counts.dense_layer
+            layer = counts.moe_layer if moe_layer and counts.moe_layer is not None else counts.dense_layer
             vectors = (
                 layer.norms
                 + (layer.attention_bias + layer.mlp_bias) / t
@@ -322,7 +334,7 @@ def zero_shards(zero_stage, group, from_stage):
     return where(zero_stage >= from_stage, group, 1)
 
 
-def weights_bytes(dense_bytes, expert_bytes, zero_stage, dense_group, expert_group, offload_parameters=0):
+def weights_bytes(dense_bytes, expert_bytes, zero_stage, dense_group, expert_group, offload_parameters: Flag = False):
     """Parameters resident on one GPU: this GPU's TP/PP/EP shard (`dense_bytes`, `expert_bytes`, already in
     the parameter dtype), further split over the data-parallel group by ZeRO-3 / FSDP full-shard.
     Offloaded parameters live in host RAM (ZeRO-Infinity). ZeRO Fig. 1: 2 Psi (DDP) -> 2 Psi / Nd (P_os+g+p)."""
@@ -358,7 +370,7 @@ def gradient_accumulation_bytes(
 
 
 def optimizer_states_bytes(
-    dense_state_bytes, expert_state_bytes, zero_stage, dense_group, expert_group, offload_optimizer=0
+    dense_state_bytes, expert_state_bytes, zero_stage, dense_group, expert_group, offload_optimizer: Flag = False
 ):
     """Optimizer state on one GPU, fp32 master weights included (ZeRO's K: 12 bytes per parameter for
     mixed-precision Adam), split by ZeRO-1 and up (Megatron's distributed optimizer is ZeRO-1). Offloaded
@@ -382,42 +394,6 @@ def sharding_buffer_bytes(zero_stage, dense_group, unit_param_bytes, layer_param
 
 # ---------------------------------------------------------------------------------------------
 # activations (Korthikanti et al. 2022)
-
-
-def korthikanti_layer_activation_bytes(s, b, h, a, t=1, sequence_parallel=False, recompute="none"):
-    """Activation bytes of one GPT transformer layer exactly as Korthikanti et al. 2022, Table 2 writes them
-    (16-bit activations, 1-byte dropout masks, GeLU MLP of width 4h, no FlashAttention):
-
-    no parallelism            sbh (34 + 5as/h)
-    tensor parallel           sbh (10 + 24/t + 5as/(ht))
-    tensor + sequence par.    sbh (34/t + 5as/(ht))
-    + selective recompute     sbh (10 + 24/t)   |  sbh (34/t)
-    full recompute            2 sbh
-    Kept verbatim for the reference test; the planner uses `layer_activation_bytes_per_token`.
-    """
-    sbh = s * b * h
-    if recompute == "full":
-        return 2 * sbh
-    attention_core = 0 if recompute == "selective" else 5 * a * s / (h * t)
-    if sequence_parallel:
-        return sbh * (34 / t + attention_core)
-    return sbh * (10 + 24 / t + attention_core)
-
-
-def korthikanti_total_activation_bytes(
-    s, b, h, a, L, vocab, t=1, p=1, sequence_parallel=False, recompute="none", interleave=1
-):
-    """Activations on the first pipeline stage (Korthikanti et al. 2022, Eq. 5 and Sec. 4.3): with 1F1B the
-    first stage holds p micro-batches of L/p layers = L layers' worth; the interleaved schedule with
-    `interleave` chunks per device multiplies that by 1 + (p - 1)/(p m). With p = 1 the stage also holds the
-    input-embedding dropout, the final layer norm, the output projection and the fp32 logits:
-    4 sbh/t (1 + v/h). Kept verbatim for the reference test."""
-    per_layer = korthikanti_layer_activation_bytes(s, b, h, a, t, sequence_parallel, recompute)
-    schedule = 1 + (p - 1) / (p * interleave) if interleave > 1 else 1
-    total = per_layer * L * schedule
-    if p == 1:
-        total += 4 * s * b * h / t * (1 + vocab / h)
-    return total
 
 
 def layer_activation_bytes_per_token(
@@ -641,8 +617,6 @@ __all__ = [
     "gradient_accumulation_bytes",
     "gradients_bytes",
     "in_flight_microbatches",
-    "korthikanti_layer_activation_bytes",
-    "korthikanti_total_activation_bytes",
     "layer_activation_bytes_per_token",
     "layer_matrices",
     "layer_recompute_working_bytes_per_token",

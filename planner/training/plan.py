@@ -1,11 +1,13 @@
-"""Training: feed one TrainingScenario through `training_metrics` and wrap the numbers into a frozen
-`TrainingPlan` with the micro-batch table, warnings, assumptions and equations (the shape of
-`planner.inference.plan_inference`)."""
+"""Training: one TrainingScenario through `training_metrics`, wrapped into a frozen `TrainingPlan` with the
+micro-batch table, warnings, assumptions and equations (the shape of `planner.inference.plan_inference`)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
+from planner.calibration.record import CalibrationRecord
 from planner.hardware.catalog import Accelerator
 from planner.model.architecture import (
     ModelArchitecture,
@@ -14,23 +16,12 @@ from planner.model.architecture import (
     parameter_counts,
 )
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
-from planner.physics.memory import stage_layers
-from planner.results import (
-    Equation,
-    HardwareSummary,
-    MemoryBreakdown,
-    ModelSummary,
-    PhaseRoofline,
-)
+from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
 from planner.training import memory as tmem
-from planner.training.metrics import (
-    RECOMPUTE_LEVEL,
-    LoraInputs,
-    TrainingHardware,
-    largest_fitting_micro_batch,
-    training_memory,
-    training_metrics,
-)
+from planner.training.explain import assumptions_for, bottleneck, equations_for, warnings_for
+from planner.training.footprint import TrainingMemory, training_memory
+from planner.training.inputs import TrainingHardware, TrainingInputs, training_hardware, training_inputs
+from planner.training.metrics import TrainingMetrics, training_metrics
 from planner.training.results import (
     MicroBatchOption,
     TrainingCost,
@@ -40,72 +31,70 @@ from planner.training.results import (
 )
 from planner.training.scenario import TrainingScenario
 from planner.uncertainty import training_bands
-from planner.units import count, gib, percent, rate, seconds, usd
 
 MAX_MICRO_BATCH_SEARCH = 1024
 
 
-def scenario_inputs(scenario: TrainingScenario, runtime_overhead_correction_bytes: float = 0.0) -> dict:
-    """The keyword arguments `training_metrics` takes for this scenario (numbers and flags)."""
-    p = tmem.PRECISIONS[scenario.precision]
-    lora = None
-    if scenario.lora is not None:
-        lora = LoraInputs(
-            scenario.lora.rank,
-            tuple(scenario.lora.target_modules),
-            scenario.lora.quantize_base,
-            scenario.lora.double_quantization,
-        )
-    return dict(
-        tensor_parallel=scenario.tensor_parallel,
-        pipeline_parallel=scenario.pipeline_parallel,
-        data_parallel=scenario.dp,
-        context_parallel=scenario.context_parallel,
-        expert_parallel=scenario.expert_parallel,
-        virtual_stages=scenario.virtual_pipeline_stages,
-        sequence_parallel=scenario.sequence_parallel and scenario.tensor_parallel > 1,
-        zero_stage=scenario.effective_zero_stage,
-        offload_optimizer=scenario.offload_optimizer,
-        offload_parameters=scenario.offload_parameters,
-        optimizer=scenario.optimizer,
-        param_bytes=p.param,
-        grad_bytes=p.grad,
-        master_bytes=p.master,
-        state_bytes=p.state,
-        activation_bytes=p.activation,
-        grad_accumulation_fp32=scenario.grad_accumulation_fp32,
-        micro_batch_size=scenario.micro_batch_size,
-        global_batch_size=scenario.global_batch_size,
-        sequence_length=scenario.sequence_length,
-        recompute=RECOMPUTE_LEVEL[scenario.activation_checkpointing],
-        flash_attention=scenario.flash_attention,
-        dropout=scenario.dropout,
-        num_gpus=scenario.num_gpus,
-        lora=lora,
-        runtime_overhead_correction_bytes=runtime_overhead_correction_bytes,
-        overlap_grad_reduce=scenario.overlap_grad_reduce,
+def plan_training(scenario: TrainingScenario, calibration: CalibrationRecord | None = None) -> TrainingPlan:
+    """Memory per GPU, step time, throughput and cost of one training job; a calibration replaces the
+    documented efficiencies and corrects the runtime overhead."""
+    arch, accel = scenario.architecture(), scenario.accelerator()
+    counts = parameter_counts(arch)
+    efficiency = calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY
+    correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
+    hw = training_hardware(scenario, accel)
+    inputs = training_inputs(scenario, correction)
+    metrics = training_metrics(arch, counts, hw, efficiency, inputs)
+
+    upper = min(scenario.global_batch_size // scenario.dp, MAX_MICRO_BATCH_SEARCH)
+    memory = _memory_breakdown(metrics.memory, largest_fitting_micro_batch(arch, counts, hw, inputs, upper))
+    performance = _performance(scenario, metrics)
+    cost = _cost(scenario, hw, metrics)
+    layout = _layout(scenario, arch, counts, inputs, metrics.memory)
+    hardware = _hardware_summary(scenario, accel, hw)
+    options = _micro_batch_options(scenario, arch, counts, hw, efficiency, inputs)
+    binding, reason = bottleneck(memory, performance)
+    return TrainingPlan(
+        scenario=scenario.model_dump(mode="json"),
+        model=_model_summary(scenario, arch, counts),
+        hardware=hardware,
+        layout=layout,
+        memory=memory,
+        performance=performance,
+        cost=cost,
+        micro_batch_options=options,
+        bottleneck=binding,
+        bottleneck_reason=reason,
+        warnings=warnings_for(scenario, arch, accel, memory, performance, options),
+        assumptions=assumptions_for(scenario, arch, efficiency, calibration),
+        equations=equations_for(scenario, arch, counts, efficiency, layout, memory, performance, cost, hardware),
+        uncertainty=training_bands(memory.total_bytes, performance.step_seconds, calibration),
+        calibration=calibration.label if calibration is not None else None,
     )
 
 
-def hardware_inputs(scenario: TrainingScenario, accel: Accelerator) -> TrainingHardware:
-    price = scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
-    return TrainingHardware.from_accelerator(
-        accel,
-        tmem.PRECISIONS[scenario.precision].compute_dtype,
-        price,
-        scenario.gpus_per_node,
-        scenario.inter_node_bandwidth_bytes_per_second,
-    )
+# ---------------------------------------------------------------------------------------------
+# searches over the micro-batch size (one broadcast call each)
 
 
-def trainable_parameters(scenario: TrainingScenario, arch: ModelArchitecture, counts: ParameterCounts) -> int:
-    """Whole-model trainable parameters: all of them, or the LoRA adapters (TP = PP = EP = 1)."""
-    if scenario.lora is None:
-        return counts.total
-    return int(round(tmem.lora_adapter_elements(arch, scenario.lora.rank, scenario.lora.target_modules, 1, 1, 1)))
+def _with_micro_batch(inputs: TrainingInputs, micro_batch_size) -> TrainingInputs:
+    return replace(inputs, batch=replace(inputs.batch, micro_batch_size=micro_batch_size))
+
+
+def largest_fitting_micro_batch(
+    arch: ModelArchitecture, counts: ParameterCounts, hw: TrainingHardware, inputs: TrainingInputs, upper: int
+) -> int:
+    """Largest micro-batch in 1..upper whose memory fits (0 when none). Memory grows with the micro-batch, so
+    the fitting set is a prefix."""
+    candidates = np.arange(1, max(int(upper), 1) + 1)
+    fits = np.asarray(training_memory(arch, counts, hw, _with_micro_batch(inputs, candidates)).fits)
+    fitting = candidates[fits]
+    return int(fitting.max()) if fitting.size else 0
 
 
 def _micro_batch_candidates(scenario: TrainingScenario) -> list[int]:
+    """The scenario's micro-batch and every power of two that splits a replica's share of the global batch
+    into whole micro-batches (a multiple of the stages for the interleaved schedule)."""
     per_replica = scenario.global_batch_size // scenario.dp
     out = {scenario.micro_batch_size}
     size = 1
@@ -118,113 +107,142 @@ def _micro_batch_candidates(scenario: TrainingScenario) -> list[int]:
     return sorted(out)
 
 
-def plan_training(scenario: TrainingScenario, calibration=None) -> TrainingPlan:
-    arch = scenario.architecture()
-    accel = scenario.accelerator()
-    counts = parameter_counts(arch)
-    efficiency = calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY
-    correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
-    hw = hardware_inputs(scenario, accel)
-    inputs = scenario_inputs(scenario, correction)
-    m = training_metrics(arch, counts, hw, efficiency, training_tokens=scenario.training_tokens, **inputs)
-    mem = m["memory"]
-
-    def memory_for(micro):
-        result = training_memory(arch, counts, hw, **{**inputs, "micro_batch_size": micro})
-        return result["total_bytes"], result["budget_bytes"]
-
-    upper = min(scenario.global_batch_size // scenario.dp, MAX_MICRO_BATCH_SEARCH)
-    max_micro = largest_fitting_micro_batch(memory_for, upper)
-    heaviest = "only" if scenario.pipeline_parallel == 1 else ("first" if mem["first_stage_is_heaviest"] else "last")
-    memory = MemoryBreakdown(
-        components={key: float(value) for key, value in mem["components"].items()},
-        capacity_bytes=float(mem["capacity_bytes"]),
-        budget_bytes=float(mem["budget_bytes"]),
-        host_bytes=float(mem["host_bytes"]),
-        max_micro_batch_size=max_micro,
-    )
-
+def _micro_batch_options(
+    scenario: TrainingScenario,
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: TrainingHardware,
+    efficiency: Efficiency,
+    inputs: TrainingInputs,
+) -> list[MicroBatchOption]:
+    """Gradient accumulation against larger micro-batches for the same global batch."""
     candidates = _micro_batch_candidates(scenario)
-    options_raw = training_metrics(
-        arch,
-        counts,
-        hw,
-        efficiency,
-        training_tokens=scenario.training_tokens,
-        **{**inputs, "micro_batch_size": np.array(candidates)},
-    )
-    options = [
+    per_candidate = _with_micro_batch(inputs, np.array(candidates))
+    m = training_metrics(arch, counts, hw, efficiency, per_candidate)
+    columns = {
+        "gradient_accumulation_steps": per_candidate.microbatches,
+        "total_bytes": m.memory.total_bytes,
+        "activations_bytes": m.memory.components.activations_bytes,
+        "fits": m.memory.fits,
+        "step_seconds": m.step_seconds,
+        "tokens_per_second": m.throughput.tokens_per_second,
+        "pipeline_bubble_fraction": m.throughput.pipeline_bubble_fraction,
+    }
+    values = {name: np.asarray(column) for name, column in columns.items()}
+    return [
         MicroBatchOption(
             micro_batch_size=int(b),
-            gradient_accumulation_steps=int(round(float(np.asarray(options_raw["microbatches"])[i]))),
-            total_bytes=float(np.asarray(options_raw["memory"]["total_bytes"])[i]),
-            activations_bytes=float(np.asarray(options_raw["memory"]["components"]["activations_bytes"])[i]),
-            fits=bool(np.asarray(options_raw["memory"]["fits"])[i]),
-            step_seconds=float(np.asarray(options_raw["step_seconds"])[i]),
-            tokens_per_second=float(np.asarray(options_raw["tokens_per_second"])[i]),
-            pipeline_bubble_fraction=float(np.asarray(options_raw["pipeline_bubble_fraction"])[i]),
+            gradient_accumulation_steps=int(round(float(values["gradient_accumulation_steps"][i]))),
+            total_bytes=float(values["total_bytes"][i]),
+            activations_bytes=float(values["activations_bytes"][i]),
+            fits=bool(values["fits"][i]),
+            step_seconds=float(values["step_seconds"][i]),
+            tokens_per_second=float(values["tokens_per_second"][i]),
+            pipeline_bubble_fraction=float(values["pipeline_bubble_fraction"][i]),
         )
         for i, b in enumerate(candidates)
     ]
 
+
+# ---------------------------------------------------------------------------------------------
+# typed numbers -> the plan's frozen records
+
+
+def _floats(values: dict) -> dict[str, float]:
+    return {key: float(value) for key, value in values.items()}
+
+
+def _memory_breakdown(memory: TrainingMemory, max_micro_batch_size: int) -> MemoryBreakdown:
+    return MemoryBreakdown(
+        components=_floats(memory.components.as_dict()),
+        capacity_bytes=float(memory.capacity_bytes),
+        budget_bytes=float(memory.capacity_bytes),  # training may use the whole device
+        host_bytes=float(memory.host_bytes),
+        max_micro_batch_size=max_micro_batch_size,
+    )
+
+
+def _performance(scenario: TrainingScenario, m: TrainingMetrics) -> TrainingPerformance:
+    mb, opt, t = m.time.microbatch, m.time.optimizer, m.throughput
     forward_backward = PhaseRoofline(
         phase="forward_backward",
-        tokens=float(m["tokens_per_microbatch"]),
-        flops=float(m["stage_flops_per_microbatch"]),
-        bytes=float(m["stage_bytes_per_microbatch"]),
-        compute_seconds=float(m["compute_seconds_per_microbatch"]),
-        memory_seconds=float(m["memory_seconds_per_microbatch"]),
-        communication_seconds=float(m["communication_seconds_per_microbatch"]),
-        seconds=float(m["slot_seconds"]),
+        tokens=float(mb.tokens),
+        flops=float(mb.flops),
+        bytes=float(mb.bytes),
+        compute_seconds=float(mb.compute_seconds),
+        memory_seconds=float(mb.memory_seconds),
+        communication_seconds=float(mb.exposed_communication_seconds),
+        seconds=float(mb.slot_seconds),
     )
-    opt_seconds = float(m["step_breakdown_seconds"]["optimizer_step_seconds"])
     optimizer_step = PhaseRoofline(
         phase="optimizer_step",
         tokens=0.0,
         flops=0.0,
-        bytes=float(m["optimizer_step_bytes"]),
+        bytes=float(opt.bytes),
         compute_seconds=0.0,
-        memory_seconds=opt_seconds,
-        communication_seconds=float(m["step_breakdown_seconds"]["offload_transfer_seconds"]),
-        seconds=opt_seconds + float(m["step_breakdown_seconds"]["offload_transfer_seconds"]),
+        memory_seconds=float(opt.seconds),
+        communication_seconds=float(opt.offload_transfer_seconds),
+        seconds=float(opt.seconds) + float(opt.offload_transfer_seconds),
     )
-    performance = TrainingPerformance(
-        step_seconds=float(m["step_seconds"]),
-        tokens_per_second=float(m["tokens_per_second"]),
-        tokens_per_second_per_gpu=float(m["tokens_per_second_per_gpu"]),
-        mfu=float(m["mfu"]),
-        hfu=float(m["hfu"]),
-        model_flops_per_step=float(m["model_flops_per_step"]),
-        hardware_flops_per_step=float(m["hardware_flops_per_step"]),
-        model_flops_per_token=float(m["model_flops_per_token"]),
-        flops_roofline_seconds=float(m["flops_roofline_seconds"]),
-        pipeline_bubble_fraction=float(m["pipeline_bubble_fraction"]),
+    return TrainingPerformance(
+        step_seconds=float(m.step_seconds),
+        tokens_per_second=float(t.tokens_per_second),
+        tokens_per_second_per_gpu=float(t.tokens_per_second_per_gpu),
+        mfu=float(t.mfu),
+        hfu=float(t.hfu),
+        model_flops_per_step=float(t.model_flops_per_step),
+        hardware_flops_per_step=float(t.hardware_flops_per_step),
+        model_flops_per_token=float(m.time.flops.model_flops_per_token),
+        flops_roofline_seconds=float(t.flops_roofline_seconds),
+        pipeline_bubble_fraction=float(t.pipeline_bubble_fraction),
         gradient_accumulation_steps=scenario.gradient_accumulation_steps,
-        time_to_train_seconds=float(m["time_to_train_seconds"]),
-        steps_to_train=float(m["steps_to_train"]),
+        time_to_train_seconds=float(t.time_to_train_seconds),
+        steps_to_train=float(t.steps_to_train),
         training_tokens=scenario.training_tokens,
-        step_breakdown_seconds={key: float(value) for key, value in m["step_breakdown_seconds"].items()},
-        communication_totals={key: float(value) for key, value in m["communication_totals"].items()},
+        step_breakdown_seconds=_floats(m.time.step.as_dict()),
+        communication_totals=_floats(m.time.communication.as_dict()),
         forward_backward=forward_backward,
         optimizer_step=optimizer_step,
     )
-    cost = TrainingCost(
+
+
+def _cost(scenario: TrainingScenario, hw: TrainingHardware, m: TrainingMetrics) -> TrainingCost:
+    return TrainingCost(
         num_gpus=scenario.num_gpus,
         usd_per_gpu_hour=float(hw.usd_per_gpu_hour),
-        usd_per_hour=float(m["usd_per_hour"]),
-        gpu_hours=float(m["gpu_hours"]),
-        usd_total=float(m["usd_total"]),
-        usd_per_million_tokens=float(m["usd_per_million_tokens"]),
+        usd_per_hour=float(m.spend.usd_per_hour),
+        gpu_hours=float(m.spend.gpu_hours),
+        usd_total=float(m.spend.usd_total),
+        usd_per_million_tokens=float(m.spend.usd_per_million_tokens),
     )
-    s_last = mem["last_stage_inputs"]
-    layout = TrainingLayout(
+
+
+def trainable_parameters(scenario: TrainingScenario, arch: ModelArchitecture, counts: ParameterCounts) -> int:
+    """Whole-model trainable parameters: all of them, or the LoRA adapters (TP = PP = EP = 1)."""
+    if scenario.lora is None:
+        return counts.total
+    return int(round(tmem.lora_adapter_elements(arch, scenario.lora.rank, scenario.lora.target_modules, 1, 1, 1)))
+
+
+def _layout(
+    scenario: TrainingScenario,
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    inputs: TrainingInputs,
+    memory: TrainingMemory,
+) -> TrainingLayout:
+    if scenario.pipeline_parallel == 1:
+        heaviest = "only"
+    else:
+        heaviest = "first" if memory.first_stage_is_heaviest else "last"
+    return TrainingLayout(
         tensor_parallel=scenario.tensor_parallel,
         pipeline_parallel=scenario.pipeline_parallel,
         data_parallel=scenario.dp,
         context_parallel=scenario.context_parallel,
         expert_parallel=scenario.expert_parallel,
         virtual_pipeline_stages=scenario.virtual_pipeline_stages,
-        sequence_parallel=bool(inputs["sequence_parallel"]),
+        sequence_parallel=bool(inputs.layout.sequence_parallel),
         zero_stage=scenario.effective_zero_stage,
         micro_batch_size=scenario.micro_batch_size,
         global_batch_size=scenario.global_batch_size,
@@ -232,11 +250,13 @@ def plan_training(scenario: TrainingScenario, calibration=None) -> TrainingPlan:
         sequence_length=scenario.sequence_length,
         tokens_per_step=scenario.tokens_per_step,
         parameters_trainable=trainable_parameters(scenario, arch, counts),
-        parameters_trainable_per_gpu=float(s_last["trainable_dense"] + s_last["trainable_expert"]),
+        parameters_trainable_per_gpu=float(memory.last_stage.states.trainable_elements),
         heaviest_stage=heaviest,
     )
-    compute_dtype = tmem.PRECISIONS[scenario.precision].compute_dtype
-    summary = ModelSummary(
+
+
+def _model_summary(scenario: TrainingScenario, arch: ModelArchitecture, counts: ParameterCounts) -> ModelSummary:
+    return ModelSummary(
         name=arch.name,
         model_id=scenario.model_id(),
         model_type=arch.model_type,
@@ -248,393 +268,16 @@ def plan_training(scenario: TrainingScenario, calibration=None) -> TrainingPlan:
         max_context_tokens=arch.max_context_tokens,
         parameter_breakdown=counts.as_dict(),
     )
-    hardware = HardwareSummary(
+
+
+def _hardware_summary(scenario: TrainingScenario, accel: Accelerator, hw: TrainingHardware) -> HardwareSummary:
+    return HardwareSummary(
         id=scenario.gpu_id(),
         name=accel.name,
         memory_bytes=accel.memory_bytes,
         memory_bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
         peak_flops_per_second=float(hw.peak_flops_per_second),
-        compute_dtype=compute_dtype,
+        compute_dtype=tmem.PRECISIONS[scenario.precision].compute_dtype,
         usd_per_gpu_hour=float(hw.usd_per_gpu_hour),
         usd_per_gpu_hour_is_reference=scenario.usd_per_gpu_hour is None,
     )
-    bottleneck, reason = _bottleneck(memory, performance)
-    return TrainingPlan(
-        scenario=scenario.model_dump(mode="json"),
-        model=summary,
-        hardware=hardware,
-        layout=layout,
-        memory=memory,
-        performance=performance,
-        cost=cost,
-        micro_batch_options=options,
-        bottleneck=bottleneck,
-        bottleneck_reason=reason,
-        warnings=_warnings(scenario, arch, accel, memory, performance, options),
-        assumptions=_assumptions(scenario, arch, efficiency, calibration),
-        equations=_equations(scenario, arch, counts, hw, efficiency, m, layout),
-        uncertainty=training_bands(memory.total_bytes, performance.step_seconds, calibration),
-        calibration=getattr(calibration, "label", None),
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-
-COMMUNICATION_KEYS = (
-    "tensor_parallel_seconds",
-    "expert_parallel_seconds",
-    "pipeline_p2p_seconds",
-    "overlapped_communication_exposed_seconds",
-    "data_parallel_seconds",
-    "offload_transfer_seconds",
-)
-
-
-def _bottleneck(memory: MemoryBreakdown, perf: TrainingPerformance) -> tuple[str, str]:
-    if not memory.fits:
-        return "capacity", (
-            f"The plan needs {gib(memory.total_bytes)} per GPU but the device has {gib(memory.capacity_bytes)}; "
-            f"the largest part is {memory.dominant_component.removesuffix('_bytes').replace('_', ' ')} "
-            f"({gib(memory.components[memory.dominant_component])}): memory capacity binds before anything else."
-        )
-    t = perf.step_breakdown_seconds
-    fb = perf.forward_backward
-    memory_bound = fb.memory_seconds > fb.compute_seconds
-    communication = sum(t[key] for key in COMMUNICATION_KEYS)
-    work = t["forward_backward_seconds"]
-    times = {
-        "compute": 0.0 if memory_bound else work,
-        "memory_bandwidth": (work if memory_bound else 0.0) + t["optimizer_step_seconds"],
-        "communication": communication,
-    }
-    binding = max(times, key=times.__getitem__)
-    step = perf.step_seconds
-    reason = (
-        f"Of a {seconds(step)} step, forward and backward take {percent(work / step)}"
-        f"{' (memory-bound)' if memory_bound else ''}, exposed communication {percent(communication / step)}, "
-        f"the pipeline bubble {percent(t['pipeline_bubble_seconds'] / step)} and the optimizer step "
-        f"{percent(t['optimizer_step_seconds'] / step)}; MFU {percent(perf.mfu, 1)}, HFU {percent(perf.hfu, 1)}."
-    )
-    return binding, reason
-
-
-def _warnings(
-    s: TrainingScenario,
-    arch: ModelArchitecture,
-    accel: Accelerator,
-    memory: MemoryBreakdown,
-    perf: TrainingPerformance,
-    options: list[MicroBatchOption],
-) -> list[str]:
-    out = []
-    if not memory.fits:
-        hint = (
-            f"micro_batch_size {memory.max_micro_batch_size} would fit"
-            if memory.max_micro_batch_size
-            else "even micro_batch_size 1 does not fit: shard more (ZeRO stage, TP, PP), recompute activations, "
-            "offload, or use LoRA"
-        )
-        out.append(
-            f"Does not fit: {gib(memory.total_bytes)} needed per GPU, {gib(memory.capacity_bytes)} on the "
-            f"device; {hint}."
-        )
-    elif memory.headroom_fraction < 0.10:
-        out.append(
-            f"Headroom is only {percent(memory.headroom_fraction)} of device memory: allocator fragmentation "
-            "(typically 5-10 %) may still cause an out-of-memory error."
-        )
-    if s.sequence_length > arch.max_context_tokens:
-        out.append(
-            f"sequence_length {s.sequence_length:,} exceeds {arch.name}'s trained context of "
-            f"{arch.max_context_tokens:,} tokens."
-        )
-    if arch.num_layers % s.pipeline_parallel:
-        out.append(
-            f"{arch.num_layers} layers do not split evenly over {s.pipeline_parallel} pipeline stages; the "
-            f"plan charges every stage {stage_layers(arch, s.pipeline_parallel)} layers (the heaviest)."
-        )
-    if perf.pipeline_bubble_fraction > 0.2:
-        out.append(
-            f"The pipeline bubble is {percent(perf.pipeline_bubble_fraction)} of the ideal time: raise the "
-            "number of micro-batches (global batch / (micro-batch x DP)) or use virtual_pipeline_stages."
-        )
-    if s.tensor_parallel * s.context_parallel > s.gpus_per_node:
-        out.append(
-            "tensor_parallel x context_parallel spans more than one node: their per-layer collectives run over "
-            "the inter-node network."
-        )
-    if s.tensor_parallel > 1 and not s.sequence_parallel:
-        out.append(
-            "Tensor parallelism without sequence parallelism keeps norm and dropout activations replicated on "
-            "every TP rank (Korthikanti et al.: 10 sbh of 34 sbh per layer)."
-        )
-    if s.flash_attention and s.activation_checkpointing == "selective":
-        out.append(
-            "Selective recomputation only drops the attention score matrix, which FlashAttention never stores: "
-            "with flash_attention it saves no memory (Megatron-core can recompute more modules)."
-        )
-    if not s.flash_attention and s.activation_checkpointing == "none":
-        out.append(
-            "Without FlashAttention or recomputation every layer keeps the full attention score matrix "
-            "(a x s^2 per sequence); it grows quadratically with sequence_length."
-        )
-    if s.precision == "mixed_fp16":
-        out.append("fp16 training needs loss scaling; overflow-skipped steps are not modelled.")
-    if s.precision == "bf16":
-        out.append(
-            "Pure bf16 without master weights loses small updates (bf16 has 8 mantissa bits); use Kahan "
-            "summation or stochastic rounding, or keep fp32 master weights."
-        )
-    if s.offload_optimizer:
-        out.append(
-            "The optimizer step runs on the CPU: its compute time (CPU Adam) is not modelled, only the PCIe "
-            "transfers; host RAM must hold memory.host_bytes per GPU."
-        )
-    if s.zero_stage >= 2 and s.pipeline_parallel > 1:
-        out.append(
-            "ZeRO-2/3 with pipeline parallelism reduce-scatters or gathers per micro-batch on every stage; "
-            "DeepSpeed's pipeline engine supports ZeRO-1 only (torchtitan/FSDP2 supports it)."
-        )
-    if s.lora is not None and s.zero_stage == 3 and s.lora.quantize_base:
-        out.append(
-            "QLoRA with FSDP/ZeRO-3 needs a quant_storage dtype the sharding can flatten (bitsandbytes >= 0.43)."
-        )
-    if s.tensor_parallel > 1 and accel.interconnect is None:
-        out.append(f"{accel.name} has no NVLink-class interconnect: tensor-parallel collectives run over PCIe.")
-    better = [o for o in options if o.fits and o.tokens_per_second > perf.tokens_per_second * 1.05]
-    if better and memory.fits:
-        best = max(better, key=lambda o: o.tokens_per_second)
-        out.append(
-            f"micro_batch_size {best.micro_batch_size} (gradient accumulation "
-            f"{best.gradient_accumulation_steps}) also fits and is "
-            f"{percent(best.tokens_per_second / perf.tokens_per_second - 1)} faster."
-        )
-    return out
-
-
-def _assumptions(s: TrainingScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration) -> list[str]:
-    p = tmem.PRECISIONS[s.precision]
-    out = [
-        "Memory is per GPU on the most loaded pipeline stage (the first stage holds the most in-flight micro-batches, "
-        "the last the output head and logits; the larger total is reported). The budget for training is the full "
-        "device capacity; allocator fragmentation (typically 5-10 %) is not modelled.",
-        f"Precision {s.precision}: {p.description}.",
-        "Model states follow ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state and fp32 master weights, "
-        "2 also gradients, 3 also parameters, over the data-parallel (x context-parallel) group; routed experts over "
-        "DP / EP. FSDP/ZeRO-3 holds the gathered unit being computed (a layer or the embedding/head) plus the next, "
-        "prefetched layer and one unsharded gradient unit; ZeRO-2 that gradient unit.",
-        "Activations follow Korthikanti et al. 2022 (Table 2), adapted to the architecture: fused RMSNorm/LayerNorm "
-        "kernels (input + fp32 statistics), SwiGLU keeps 4 tensors of the MLP width, GQA keeps K/V at the KV-head "
-        "width under FlashAttention; unfused attention keeps the softmax (and dropout) of every score.",
-        "fp32 logits and loss: the unfused PyTorch cross-entropy peak, 12 B x vocabulary / TP per token of one "
-        "micro-batch on the last stage (fused kernels need less).",
-        f"Step time: hardware FLOPs at {percent(efficiency.training_compute)} of the dense "
-        f"{p.compute_dtype} peak ({efficiency.source}); backward = 2 x forward; recomputation adds a forward; the "
-        "pipeline adds (p - 1)/(v m) of bubble.",
-        f"Communication at {percent(efficiency.communication)} of link bandwidth, NVLink inside a node of "
-        f"{s.gpus_per_node} GPUs, {rate(s.inter_node_bandwidth_bytes_per_second, 'B/s')} per GPU between nodes. "
-        "Overlap: tensor-parallel, expert all-to-all and pipeline sends are exposed; data-parallel gradient "
-        "reduction hides behind the last micro-batch's backward; ZeRO-2/3 per-micro-batch collectives, ring-attention "
-        "K/V exchange and parameter-offload fetches hide behind each micro-batch's compute; the parameter all-gather "
-        "after a sharded optimizer step and optimizer-offload transfers are exposed.",
-        "MFU counts model FLOPs with causal attention (s(s+1)/2 pairs) and no recomputation; HFU counts what the "
-        "kernels execute. PaLM/Megatron count all s^2 pairs and report higher MFU at long sequences.",
-        "Runtime overhead: CUDA context and workspaces 0.5 GiB, CUDA graph pools 0.25 GiB, NCCL buffers 0.25 GiB.",
-    ]
-    if s.lora is not None:
-        quant = (
-            (" in 4-bit NF4 (block 64" + (", double-quantized scales" if s.lora.double_quantization else "") + ")")
-            if s.lora.quantize_base
-            else f" in {'fp32' if p.activation >= 4 else 'bf16'}"
-        )
-        out.append(
-            f"LoRA rank {s.lora.rank} on {', '.join(s.lora.target_modules)}: frozen base linear layers{quant}; "
-            "only adapters have gradients and optimizer state (adapters follow the precision recipe). "
-            "Activations as for full training plus r per adapter, minus the frozen output head's input "
-            "(an upper bound: frozen projections without adapters save no input either)."
-        )
-    if arch.is_moe:
-        out.append(
-            "MoE: uniform top-k routing with no dropped tokens; experts split over TP x EP; the dispatch "
-            "all-to-all crosses (EP - 1)/EP of the routed tokens."
-        )
-    if s.optimizer == "adam8bit":
-        out.append("8-bit Adam (bitsandbytes): two uint8 states per parameter with an fp32 absmax per 256 values.")
-    if s.optimizer == "adafactor":
-        out.append(
-            "Adafactor: factored second moment (row + column per matrix), no first moment (torch.optim.Adafactor)."
-        )
-    if s.precision == "fp32":
-        out.append("fp32 matmuls at the fp32 (non-tensor-core) peak; enabling TF32 would run them much faster.")
-    if calibration is not None:
-        out.append(f"Calibrated with '{calibration.label}': efficiencies and runtime overhead from a measured profile.")
-    return out
-
-
-def _equations(
-    s: TrainingScenario,
-    arch: ModelArchitecture,
-    counts: ParameterCounts,
-    hw: TrainingHardware,
-    eff: Efficiency,
-    m: dict,
-    layout: TrainingLayout,
-) -> list[Equation]:
-    p = tmem.PRECISIONS[s.precision]
-    mem = m["memory"]["components"]
-    recompute = RECOMPUTE_LEVEL[s.activation_checkpointing]
-    per_token_layer = tmem.layer_activation_bytes_per_token(
-        arch,
-        arch.is_moe and arch.num_moe_layers >= arch.num_dense_layers,
-        s.tensor_parallel,
-        s.sequence_parallel and s.tensor_parallel > 1,
-        s.flash_attention,
-        recompute,
-        s.dropout,
-        s.sequence_length,
-        p.activation,
-        s.lora.rank if s.lora else 0,
-        tuple(s.lora.target_modules) if s.lora else (),
-    )
-    opt_per_elem = tmem.optimizer_state_bytes_per_element(s.optimizer, p.state)
-    opt_text = "factored (Adafactor)" if opt_per_elem is None else f"{p.master:g} + {opt_per_elem:g}"
-    zero = s.effective_zero_stage
-    group = s.dp * s.context_parallel
-    t = m["step_breakdown_seconds"]
-    in_flight = float(
-        tmem.in_flight_microbatches(s.pipeline_parallel, layout.gradient_accumulation_steps, s.virtual_pipeline_stages)
-    )
-    return [
-        Equation(
-            name="Parameters",
-            formula="embedding + layers x (attention + MLP/experts + norms) + lm_head",
-            substituted=" + ".join(f"{k} {count(v)}" for k, v in counts.as_dict().items() if v),
-            value=counts.total,
-            unit="parameters",
-        ),
-        Equation(
-            name="Trainable parameters per GPU",
-            formula="stage layers / TP (experts / (TP x EP)) + embedding or head / TP"
-            if s.lora is None
-            else "sum over targeted projections of r x (d_in + d_out), split by TP",
-            substituted=f"TP {s.tensor_parallel}, PP {s.pipeline_parallel}, EP {s.expert_parallel}"
-            + (f", rank {s.lora.rank}" if s.lora else ""),
-            value=layout.parameters_trainable_per_gpu,
-            unit="parameters",
-        ),
-        Equation(
-            name="Weights per GPU",
-            formula="parameters per GPU x bytes / (DP x CP if ZeRO-3)",
-            substituted=f"{count(layout.parameters_trainable_per_gpu)} x {p.param:g} B, ZeRO-{zero}, group {group}"
-            if s.lora is None
-            else f"frozen base + adapters, ZeRO-{zero}",
-            value=float(mem["weights_bytes"]),
-            unit="bytes",
-            source="ZeRO Fig. 1",
-        ),
-        Equation(
-            name="Gradients per GPU",
-            formula="trainable per GPU x grad bytes / (DP x CP if ZeRO >= 2)",
-            substituted=f"{count(layout.parameters_trainable_per_gpu)} x {p.grad:g} B / {group if zero >= 2 else 1}",
-            value=float(mem["gradients_bytes"]),
-            unit="bytes",
-            source="ZeRO Fig. 1",
-        ),
-        Equation(
-            name="Optimizer states per GPU",
-            formula="trainable per GPU x (master + moments) bytes / (DP x CP if ZeRO >= 1)",
-            substituted=f"{count(layout.parameters_trainable_per_gpu)} x ({opt_text}) B / "
-            f"{group if zero >= 1 else 1}" + (" (offloaded to host)" if s.offload_optimizer else ""),
-            value=float(mem["optimizer_states_bytes"]),
-            unit="bytes",
-            source="ZeRO Sec. 3 (K = 12 for Adam)",
-        ),
-        Equation(
-            name="Activations per token per layer",
-            formula="norms x (h B + stats) + 2 h B + attention (q, k, v, out) + MLP (4 f B SwiGLU / 2 f B GeLU)"
-            " [/TP]; full recompute: h B",
-            substituted=f"h {arch.hidden_size}, heads {arch.num_attention_heads}, KV heads {arch.num_kv_heads}, "
-            f"MLP {arch.intermediate_size or arch.expert_intermediate_size}, TP {s.tensor_parallel}, "
-            f"{s.activation_checkpointing} recompute, flash {s.flash_attention}",
-            value=float(per_token_layer),
-            unit="bytes",
-            source="Korthikanti et al. 2022, Table 2 (adapted)",
-        ),
-        Equation(
-            name="Activations per GPU",
-            formula="micro-batch x s / CP x (stage layers x per-layer x in-flight micro-batches + edges "
-            "+ one recomputed layer)",
-            substituted=f"{s.micro_batch_size} x {s.sequence_length:,} / {s.context_parallel} x "
-            f"({stage_layers(arch, s.pipeline_parallel)} layers, in flight "
-            f"{in_flight:g})",
-            value=float(mem["activations_bytes"]),
-            unit="bytes",
-            source="Korthikanti et al. 2022, Eq. 5",
-        ),
-        Equation(
-            name="Logits and loss",
-            formula="micro-batch x s / CP x 12 B x vocabulary / TP (last stage)",
-            substituted=f"{s.micro_batch_size} x {s.sequence_length:,} x 12 x {arch.vocab_size:,} / "
-            f"{s.tensor_parallel}",
-            value=float(mem["logits_bytes"]),
-            unit="bytes",
-        ),
-        Equation(
-            name="Model FLOPs per token",
-            formula="3 x (2 x active matmul parameters + causal attention)"
-            if s.lora is None
-            else "2 x (2 x matmul parameters) + 3 x (attention + adapters)",
-            substituted=(
-                f"6 x {count(counts.active)} active params"
-                if s.lora is None
-                else f"4 x {count(counts.active)} frozen params + 6 x {count(layout.parameters_trainable)} "
-                "adapter params"
-            )
-            + f" + attention at s = {s.sequence_length:,}",
-            value=float(m["model_flops_per_token"]),
-            unit="FLOPs",
-            source="Kaplan et al. 2020 (6N); PaLM App. B",
-        ),
-        Equation(
-            name="Micro-batch compute on one GPU",
-            formula="stage hardware FLOPs / (peak x efficiency)",
-            substituted=f"{count(float(m['stage_flops_per_microbatch']))}FLOP / "
-            f"({rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {eff.training_compute:g})",
-            value=float(m["compute_seconds_per_microbatch"]),
-            unit="seconds",
-        ),
-        Equation(
-            name="Step time",
-            formula="(m + (p - 1)/v) x micro-batch slot + exposed DP sync + optimizer step + offload",
-            substituted=f"({layout.gradient_accumulation_steps} + {s.pipeline_parallel - 1}/"
-            f"{s.virtual_pipeline_stages}) x {seconds(float(m['slot_seconds']))} + "
-            f"{seconds(t['data_parallel_seconds'])} + {seconds(t['optimizer_step_seconds'])} + "
-            f"{seconds(t['offload_transfer_seconds'])}",
-            value=float(m["step_seconds"]),
-            unit="seconds",
-            source="Narayanan et al. 2021, Sec. 2.2",
-        ),
-        Equation(
-            name="MFU",
-            formula="model FLOPs per step / (step x GPUs x peak)",
-            substituted=f"{count(float(m['model_flops_per_step']))}FLOP / ({seconds(float(m['step_seconds']))} "
-            f"x {s.num_gpus} x {rate(float(hw.peak_flops_per_second), 'FLOP/s')})",
-            value=float(m["mfu"]),
-            unit="fraction",
-        ),
-        Equation(
-            name="Time to train",
-            formula="training tokens / tokens per second",
-            substituted=f"{count(s.training_tokens)} / {float(m['tokens_per_second']):,.0f}",
-            value=float(m["time_to_train_seconds"]),
-            unit="seconds",
-        ),
-        Equation(
-            name="Cost to train",
-            formula="GPUs x hours x $/GPU-hour",
-            substituted=f"{s.num_gpus} x {float(m['time_to_train_seconds']) / 3600:,.1f} h x "
-            f"{usd(float(hw.usd_per_gpu_hour))}",
-            value=float(m["usd_total"]),
-            unit="USD",
-        ),
-    ]

@@ -50,13 +50,30 @@ class TrainingScenario(ScenarioBase):
 
     kind: Literal["training"] = "training"
     model: ModelRef = "llama-3.1-8b"
-    num_gpus: int = Field(default=8, ge=1, le=100_000)
-    tensor_parallel: int = Field(default=1, ge=1, le=1024)
-    data_parallel: int | None = Field(
-        default=None, ge=1, le=100_000, description="None: num_gpus / (tensor x pipeline x context parallel)"
+    num_gpus: int = Field(
+        default=8, ge=1, le=100_000, description="GPUs in the job: tensor x pipeline x context x data parallel"
     )
-    context_parallel: int = Field(default=1, ge=1, le=1024)
-    expert_parallel: int = Field(default=1, ge=1, le=65_536, description="carved out of data_parallel")
+    tensor_parallel: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="tensor parallelism: every layer is split over this many GPUs; must divide the attention heads",
+    )
+    data_parallel: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="data-parallel replicas; None (empty): num_gpus / (tensor x pipeline x context parallel)",
+    )
+    context_parallel: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="context parallelism (ring attention): each sequence is split over this many GPUs",
+    )
+    expert_parallel: int = Field(
+        default=1, ge=1, le=65_536, description="expert parallelism (MoE), carved out of the data-parallel ranks"
+    )
     sequence_parallel: bool = Field(default=True, description="Megatron sequence parallelism (with TP > 1)")
     virtual_pipeline_stages: int = Field(default=1, ge=1, le=128, description="> 1: interleaved 1F1B schedule")
     # An int with bounds rather than Literal[0..3]: links and CSV cells carry it as text ("2"), which
@@ -70,18 +87,42 @@ class TrainingScenario(ScenarioBase):
     distributed_optimizer: bool = Field(default=False, description="Megatron's distributed optimizer (ZeRO-1 sharding)")
     offload_optimizer: bool = Field(default=False, description="optimizer state and step on the CPU (ZeRO-Offload)")
     offload_parameters: bool = Field(default=False, description="parameter shards in host RAM (ZeRO-Infinity/FSDP)")
-    optimizer: Optimizer = "adamw"
-    precision: Precision = "mixed_bf16"
+    optimizer: Optimizer = Field(
+        default="adamw",
+        description="adamw keeps two fp32 moments per parameter, adam8bit two 8-bit ones, sgd none "
+        "(sgd_momentum one), adafactor factored second moments",
+    )
+    precision: Precision = Field(
+        default="mixed_bf16",
+        description="mixed_bf16: bf16 weights and gradients with fp32 master weights and optimizer state (Megatron, "
+        "DeepSpeed); amp_bf16: fp32 weights with bf16 autocast (PyTorch AMP); bf16: pure bf16",
+    )
     grad_accumulation_fp32: bool = Field(
         default=False, description="keep an fp32 gradient accumulation buffer next to 16-bit gradients"
     )
-    micro_batch_size: int = Field(default=1, ge=1, le=MAX_TOKENS)
-    global_batch_size: int = Field(default=64, ge=1, le=MAX_TOKENS, description="sequences per optimizer step")
-    sequence_length: int = Field(default=4096, ge=1, le=MAX_TOKENS)
-    activation_checkpointing: Checkpointing = "none"
-    flash_attention: bool = True
+    micro_batch_size: int = Field(
+        default=1,
+        ge=1,
+        le=MAX_TOKENS,
+        description="sequences per forward and backward pass on each data-parallel replica",
+    )
+    global_batch_size: int = Field(
+        default=64,
+        ge=1,
+        le=MAX_TOKENS,
+        description="sequences per optimizer step over the whole job (micro-batch x data parallel x accumulation steps)",
+    )
+    sequence_length: int = Field(default=4096, ge=1, le=MAX_TOKENS, description="tokens per training sequence")
+    activation_checkpointing: Checkpointing = Field(
+        default="none",
+        description="recompute activations in the backward pass: selective recomputes attention internals, full "
+        "recomputes each layer's forward",
+    )
+    flash_attention: bool = Field(default=True, description="fused attention that never stores the score matrix")
     dropout: bool = Field(default=False, description="hidden/attention dropout (GPT-3/Megatron); modern LLMs use none")
-    training_tokens: float = Field(default=1e9, gt=0, le=1e16)
+    training_tokens: float = Field(
+        default=1e9, gt=0, le=1e16, description="total tokens to train on: sets the time and cost to train"
+    )
     overlap_grad_reduce: bool = Field(
         default=True, description="reduce gradients during the last backward (DDP buckets, --overlap-grad-reduce)"
     )

@@ -10,7 +10,7 @@ Times are seconds on one GPU. All functions broadcast over numpy arrays of scena
 
 from __future__ import annotations
 
-from planner.arrays import maximum, where
+from planner.arrays import Number, maximum, where
 from planner.model.architecture import (
     ModelArchitecture,
     ParameterCounts,
@@ -18,13 +18,8 @@ from planner.model.architecture import (
     prefill_attention_flops,
 )
 from planner.physics import collectives
-from planner.physics import memory as base_memory
-from planner.physics.collectives import (  # noqa: F401
-    INTER_NODE_LATENCY_SECONDS,
-    link_bandwidth,
-    link_latency,
-)
 from planner.physics.flops import head_forward_flops_per_token, layer_matmul_parameters
+from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.training.memory import layer_matrices
 
 # ---------------------------------------------------------------------------------------------
@@ -116,27 +111,63 @@ def model_training_flops_per_token(
     return model + head, hardware + head
 
 
-def megatron_flops_per_step(batch, seq, layers, hidden, vocab, recompute_full=True):
-    """Narayanan et al. 2021, Eq. 3: 96 B s l h^2 (1 + s/(6h) + V/(16 l h)) with full recomputation
-    (72 instead of 96 without). The paper's TFLOP/s numerator: GPT with a 4h GeLU MLP, dense (non-causal)
-    attention, biases and norms ignored."""
-    factor = 96 if recompute_full else 72
-    return factor * batch * seq * layers * hidden**2 * (1 + seq / (6 * hidden) + vocab / (16 * layers * hidden))
+def stage_hardware_flops_per_token(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    pipeline_parallel,
+    sequence_length,
+    flash_attention,
+    recompute,
+    frozen_base=False,
+    lora_rank=0,
+    lora_targets=(),
+):
+    """Hardware FLOPs per token of the last pipeline stage (the slowest): its layers, MoE layers counted as
+    `stage_moe_layers` places them, plus the output head; before the tensor-parallel split."""
+    args = (sequence_length, flash_attention, recompute, frozen_base, lora_rank, lora_targets)
+    moe_layers = stage_moe_layers(arch, pipeline_parallel)
+    dense_layers = stage_layers(arch, pipeline_parallel) - moe_layers
+    _, dense = layer_training_flops_per_token(counts, arch, False, *args)
+    total = dense_layers * dense + head_training_flops_per_token(counts, frozen_base)
+    if arch.is_moe:
+        _, moe = layer_training_flops_per_token(counts, arch, True, *args)
+        total = total + moe_layers * moe
+    return total
+
+
+def stage_forward_flops_per_token(
+    counts: ParameterCounts, arch: ModelArchitecture, pipeline_parallel, sequence_length, flash_attention
+):
+    """Forward FLOPs per token of the last stage's layers (matmuls and executed attention, no adapters) and the
+    output head: what the backward's share of `stage_hardware_flops_per_token` is measured against."""
+    moe_layers = stage_moe_layers(arch, pipeline_parallel)
+    dense_layers = stage_layers(arch, pipeline_parallel) - moe_layers
+    attention = attention_forward_flops_per_token(arch, sequence_length, flash_attention)
+    total = dense_layers * (2 * layer_matmul_parameters(counts, False) + attention)
+    if arch.is_moe:
+        total = total + moe_layers * (2 * layer_matmul_parameters(counts, True) + attention)
+    return total + head_forward_flops_per_token(counts)
 
 
 # ---------------------------------------------------------------------------------------------
 # pipeline schedule
 
 
-def pipeline_bubble_fraction(pipeline_parallel, microbatches, virtual_stages=1):
+def pipeline_bubble_fraction(pipeline_parallel, microbatches, virtual_stages: Number = 1):
     """Idle share of the ideal time: (p - 1)/m for 1F1B, (p - 1)/(v m) interleaved (Narayanan et al. 2021,
     Sec. 2.2)."""
     return (pipeline_parallel - 1) / (virtual_stages * microbatches)
 
 
+def pipeline_bubble_seconds(slot_seconds, pipeline_parallel, virtual_stages: Number = 1):
+    """Idle time of one step: (p - 1)/v micro-batch slots while the pipeline fills and drains, i.e.
+    `pipeline_bubble_fraction` of the m slots of work (Narayanan et al. 2021, Sec. 2.2)."""
+    return slot_seconds * (pipeline_parallel - 1) / virtual_stages
+
+
 # ---------------------------------------------------------------------------------------------
 # communication per micro-batch, on the critical path unless said otherwise
-# (links: planner.performance.link_bandwidth / link_latency)
+# (links: planner.physics.collectives.link_bandwidth / link_latency)
 
 
 def tensor_parallel_comm_seconds(
@@ -278,35 +309,3 @@ def kv_elements_per_token_for_cp(arch: ModelArchitecture, tensor_parallel):
         heads = arch.num_attention_heads / tensor_parallel
         return heads * (arch.qk_nope_head_dim + arch.qk_rope_head_dim + arch.v_head_dim)
     return 2 * maximum(arch.num_kv_heads / tensor_parallel, 1) * arch.head_dim
-
-
-def stage_layers(arch: ModelArchitecture, pipeline_parallel):
-    return base_memory.stage_layers(arch, pipeline_parallel)
-
-
-def stage_moe_layers(arch: ModelArchitecture, pipeline_parallel):
-    return base_memory.stage_moe_layers(arch, pipeline_parallel)
-
-
-__all__ = [
-    "attention_forward_flops_per_token",
-    "context_parallel_comm_seconds",
-    "expert_all_to_all_seconds",
-    "gradient_allreduce_seconds",
-    "gradient_reduce_scatter_seconds",
-    "head_training_flops_per_token",
-    "host_transfer_seconds",
-    "kv_elements_per_token_for_cp",
-    "layer_training_flops_per_token",
-    "link_bandwidth",
-    "link_latency",
-    "lora_forward_flops_per_token",
-    "megatron_flops_per_step",
-    "microbatch_memory_bytes",
-    "model_training_flops_per_token",
-    "optimizer_step_bytes",
-    "parameter_allgather_seconds",
-    "pipeline_bubble_fraction",
-    "pipeline_p2p_seconds",
-    "tensor_parallel_comm_seconds",
-]

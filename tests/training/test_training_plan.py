@@ -3,27 +3,28 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from planner import parse_scenario, plan
+from planner.calibration.record import CalibrationRecord
 from planner.model.architecture import parameter_counts
 from planner.physics.efficiency import Efficiency
-from planner.training import memory as tmem
+from planner.training.inputs import training_hardware, training_inputs
 from planner.training.metrics import training_metrics
-from planner.training.plan import hardware_inputs, scenario_inputs
 from planner.training.scenario import TrainingScenario
+from tests.calibration.synthetic import synthetic_record
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "examples").glob("training-*.json"))
 
 
-class Calibration:
-    def __init__(self, efficiency, correction=0.0, label="test rig"):
-        self.efficiency = efficiency
-        self.runtime_overhead_correction_bytes = correction
-        self.label = label
+def calibration(efficiency: Efficiency, correction: float = 0.0, label: str = "test rig") -> CalibrationRecord:
+    """A real (synthetic) record measured on the default scenario's h100-sxm, with the given efficiency."""
+    record = synthetic_record(label=label, correction=correction)
+    return CalibrationRecord.from_json_data({**record.model_dump(mode="json"), "efficiency": efficiency.model_dump()})
 
 
 def test_contract_keys_of_the_plan_json():
@@ -54,24 +55,33 @@ def test_default_plan_is_sensible():
     assert p.memory.capacity_bytes == p.memory.budget_bytes  # training may use the whole device
     assert 0.3 < p.performance.mfu < 0.6
     c = p.memory.components
-    counts = parameter_counts(TrainingScenario().architecture())
-    assert c["weights_bytes"] == 2 * counts.total
-    assert c["optimizer_states_bytes"] == pytest.approx(12 * counts.total / 8)
+    # Llama-3.1-8B: embedding and untied head 2 x 128256 x 4096 = 1,050,673,152; per layer q, o 2 x 4096^2 +
+    # k, v 2 x 4096 x 1024 + MLP 3 x 4096 x 14336 + 2 norms x 4096 = 218,112,000, x 32 = 6,979,584,000; final norm
+    # 4096: 8,030,261,248 parameters. bf16 weights on every GPU; ZeRO-1 splits the 12 B/parameter of fp32 master +
+    # Adam moments over the 8 data-parallel GPUs.
+    assert c["weights_bytes"] == 2 * 8_030_261_248
+    assert c["optimizer_states_bytes"] == 12 * 8_030_261_248 / 8
     assert p.cost.usd_total == pytest.approx(p.cost.gpu_hours * 3.0)
     assert p.performance.tokens_per_second * p.performance.time_to_train_seconds == pytest.approx(1e9)
 
 
-def test_memory_components_are_the_terms():
+def test_memory_components_by_hand_for_llama_8b_with_full_recomputation():
+    """Llama-3.1-8B (h 4096, 32 heads x 128, 8 KV heads, SwiGLU 14336, 32 layers, vocabulary 128256), bf16,
+    FlashAttention, full recomputation, one GPU's stage = the whole model, micro-batch 2 x 4096 = 8192 tokens.
+    Per token:
+    * stored: each layer's input only, h x 2 B = 8192 B, x 32 layers = 262,144 B;
+    * one layer rebuilt while its backward runs (everything it would keep, minus the stored input):
+      norms 2 x (8192 + 4 fp32 statistics) + normalized inputs of attention and MLP 2 x 8192 = 32,776;
+      attention q + k + v + output (4096 + 1024 + 1024 + 4096) x 2 = 20,480, log-sum-exp 32 heads x 4 = 128;
+      SwiGLU 4 x 14336 x 2 = 114,688; together 168,072 - 8192 = 159,880 B;
+    * the output edge: final norm input + statistics + head input 8192 + 4 + 8192 = 16,388 B.
+    262,144 + 159,880 + 16,388 = 438,412 B x 8192 tokens = 3,591,471,104 B.
+    Logits: 12 B (fp32 log-probabilities, their gradient, the logits' gradient) x 128256 x 8192 tokens."""
     s = TrainingScenario(activation_checkpointing="full", micro_batch_size=2, global_batch_size=64)
-    arch = s.architecture()
     c = plan(s).memory.components
-    tokens = 2 * 4096
-    stored = tmem.layer_activation_bytes_per_token(arch, False, 1, False, True, 2, False, 4096) * arch.num_layers
-    working = tmem.layer_recompute_working_bytes_per_token(arch, False, 1, False, True, 2, False, 4096)
-    edges = tmem.edge_activation_bytes_per_token(arch, 1, False, False, 1, True)
-    assert c["activations_bytes"] == pytest.approx(tokens * (stored + working + edges))
-    assert c["logits_bytes"] == pytest.approx(tokens * 12 * arch.vocab_size)
-    assert c["runtime_overhead_bytes"] == 1 << 30
+    assert c["activations_bytes"] == 3_591_471_104
+    assert c["logits_bytes"] == 12 * 128_256 * 8192 == 12_608_077_824
+    assert c["runtime_overhead_bytes"] == 1 << 30  # CUDA context 0.5 GiB + graph pools 0.25 + NCCL 0.25
 
 
 def test_pipeline_picks_the_heavier_stage():
@@ -103,7 +113,7 @@ def test_pipeline_picks_the_heavier_stage():
 def test_calibration_replaces_efficiency_and_overhead():
     s = TrainingScenario()
     base = plan(s)
-    calibrated = plan(s, Calibration(Efficiency(training_compute=0.275), correction=2 * 2**30))
+    calibrated = plan(s, calibration(Efficiency(training_compute=0.275), correction=2 * 2**30))
     assert calibrated.calibration == "test rig"
     assert calibrated.memory.total_bytes - base.memory.total_bytes == 2 * 2**30
     assert calibrated.performance.step_seconds > 1.9 * base.performance.step_seconds
@@ -159,18 +169,19 @@ def test_metrics_broadcast_over_scenario_arrays():
     s0 = scenarios[0]
     arch = s0.architecture()
     counts = parameter_counts(arch)
-    hw = hardware_inputs(s0, s0.accelerator())
-    inputs = scenario_inputs(s0)
-    inputs.update(
+    hw = training_hardware(s0, s0.accelerator())
+    inputs = training_inputs(s0)
+    layout = replace(
+        inputs.layout,
         tensor_parallel=np.array([t for t, _ in layouts]),
         data_parallel=np.array([d for _, d in layouts]),
         sequence_parallel=np.array([t > 1 for t, _ in layouts]),
     )
-    arrays = training_metrics(arch, counts, hw, Efficiency(), training_tokens=1e9, **inputs)
+    arrays = training_metrics(arch, counts, hw, Efficiency(), replace(inputs, layout=layout))
     for i, s in enumerate(scenarios):
         p = plan(s)
-        assert float(arrays["step_seconds"][i]) == pytest.approx(p.performance.step_seconds)
-        assert float(arrays["memory"]["total_bytes"][i]) == pytest.approx(p.memory.total_bytes)
+        assert float(arrays.step_seconds[i]) == pytest.approx(p.performance.step_seconds)
+        assert float(arrays.memory.total_bytes[i]) == pytest.approx(p.memory.total_bytes)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])

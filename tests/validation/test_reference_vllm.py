@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import csv
 import re
-from types import SimpleNamespace
 
 import pytest
 
 from planner import InferenceScenario, plan
+from planner.calibration.record import CalibrationRecord
 from planner.hardware.catalog import get_accelerator
 from planner.model.architecture import (
     kv_cache_bytes_per_token,
@@ -35,6 +35,7 @@ from planner.physics import memory as mem
 from planner.physics.efficiency import DEFAULT_EFFICIENCY
 
 GIB = 1 << 30
+from tests.calibration.synthetic import synthetic_record  # noqa: E402
 from tests.reference_data import require_reference  # noqa: E402
 
 ROWS = {row["id"]: row for row in csv.DictReader((require_reference() / "memory_measured.csv").open(newline=""))}
@@ -130,10 +131,17 @@ def _plan(model, gpu, tp, vllm01_accounting=False, **overrides):
     p = plan(scenario)
     if not vllm01_accounting:
         return p
-    calibration = SimpleNamespace(
-        efficiency=DEFAULT_EFFICIENCY,
-        runtime_overhead_correction_bytes=-p.memory.components["runtime_overhead_bytes"],
+    # A real calibration record for this GPU: default efficiencies, a correction that removes the runtime reserve.
+    record = synthetic_record(
         label="vLLM 0.1 accounting (CUDA context / NCCL / graphs outside the budget)",
+        correction=-p.memory.components["runtime_overhead_bytes"],
+    )
+    calibration = CalibrationRecord.from_json_data(
+        {
+            **record.model_dump(mode="json"),
+            "reference_gpu": scenario.gpu_id(),
+            "efficiency": DEFAULT_EFFICIENCY.model_dump(),
+        }
     )
     return plan(scenario, calibration)
 

@@ -23,13 +23,14 @@ import pytest
 
 from planner import plan
 from planner.model.architecture import parameter_counts
-from planner.physics import flops
 from planner.training import memory as tmem
 from planner.training import step_time
 from planner.training.scenario import TrainingScenario
 
 REPO = Path(__file__).resolve().parents[3]
 from tests.reference_data import REFERENCE  # noqa: E402
+
+from .paper_formulas import korthikanti_layer_activation_bytes, megatron_flops_per_step  # noqa: E402
 
 needs_reference = pytest.mark.skipif(
     REFERENCE is None and not os.environ.get("CI"), reason="shared/reference/ not present beside the checkout"
@@ -94,35 +95,46 @@ def test_zero_figure_1_through_a_full_plan(stage, row):
 # Korthikanti et al. 2022
 
 
+def _evaluate_formula(formula: str, **values: float) -> float:
+    """A Table 2 formula as memory_measured.csv writes it ("sbh(10 + 24/t + 5as/(ht))"): one-letter symbols,
+    implicit multiplication."""
+    assert re.fullmatch(r"[sbhat0-9+/() ]+", formula), formula
+    python = re.sub(r"(?<=[0-9a-z)])(?=[a-z(])", "*", formula)
+    # Safe: the pattern above admits only the five symbols, digits, + / and parentheses.
+    return eval(python, {"__builtins__": {}}, values)
+
+
+@needs_reference
 def test_korthikanti_table_2_verbatim():
+    """The test reference `korthikanti_layer_activation_bytes` against Table 2's formulas as the reference file
+    records them (M014-M019), for GPT-3 175B (s 2048, h 12288, a 96)."""
+    table = rows("memory_measured.csv")
+    cases = {
+        "M014": dict(t=1),
+        "M015": dict(t=8),
+        "M016": dict(t=8, sequence_parallel=True),
+        "M017": dict(t=8, recompute="selective"),
+        "M018": dict(t=8, sequence_parallel=True, recompute="selective"),
+        "M019": dict(t=8, recompute="full"),
+    }
     s, b, h, a = 2048, 1, 12288, 96
-    sbh = s * b * h
-    f = tmem.korthikanti_layer_activation_bytes
-    assert f(s, b, h, a) == sbh * (34 + 5 * a * s / h)  # M014
-    for t in (2, 4, 8):
-        assert f(s, b, h, a, t) == pytest.approx(sbh * (10 + 24 / t + 5 * a * s / (h * t)))  # M015
-        assert f(s, b, h, a, t, True) == pytest.approx(sbh * (34 / t + 5 * a * s / (h * t)))  # M016
-        assert f(s, b, h, a, t, False, "selective") == pytest.approx(sbh * (10 + 24 / t))  # M017
-        assert f(s, b, h, a, t, True, "selective") == pytest.approx(sbh * 34 / t)  # M018
-    assert f(s, b, h, a, 8, False, "full") == 2 * sbh  # M019
+    for rid, options in cases.items():
+        published = _evaluate_formula(table[rid]["value"], s=s, b=b, h=h, a=a, t=options["t"])
+        assert korthikanti_layer_activation_bytes(s, b, h, a, **options) == pytest.approx(published), rid
+    # M014 by hand: 2048 x 12288 x (34 + 5 x 96 x 2048 / 12288 = 80) = 2,868,903,936 B per layer
+    assert korthikanti_layer_activation_bytes(s, b, h, a) == 2_868_903_936
 
 
-def test_korthikanti_first_stage_total_eq_5():
-    s, b, h, a, L, v = 2048, 1, 12288, 96, 96, 51200
-    per_layer = tmem.korthikanti_layer_activation_bytes(s, b, h, a, 8, True, "selective")
-    # 1F1B: p micro-batches x L/p layers = L layers' worth, regardless of p
-    assert tmem.korthikanti_total_activation_bytes(s, b, h, a, L, v, 8, 12, True, "selective") == per_layer * L
-    # interleaved with m chunks: x (1 + (p-1)/(p m))
-    interleaved = tmem.korthikanti_total_activation_bytes(s, b, h, a, L, v, 8, 12, True, "selective", interleave=2)
-    assert interleaved == pytest.approx(per_layer * L * (1 + 11 / 24))
-    # p = 1 adds the embedding/output terms 4 sbh/t (1 + v/h)
-    single = tmem.korthikanti_total_activation_bytes(s, b, h, a, L, v, 8, 1, True, "selective")
-    assert single - per_layer * L == pytest.approx(4 * s * b * h / 8 * (1 + v / h))
-    # the engine's first-stage schedule factor is the same
+def test_first_stage_schedule_matches_korthikanti_eq_5():
+    """Korthikanti Eq. 5 and Sec. 4.3: with 1F1B the first stage holds p micro-batches of its L/p layers, i.e. L
+    layers' worth whatever p; the interleaved schedule with m chunks per device multiplies that by
+    1 + (p - 1)/(p m). The engine's first-stage factor, for L = 96: 12 stages x 2 chunks -> 96 x 1.458 = 140."""
+    L = 96
     for p, m in ((12, 2), (4, 3)):
         layers = L // p
         assert layers * tmem.in_flight_microbatches(p, 64, m) == pytest.approx(L * (1 + (p - 1) / (p * m)))
         assert layers * tmem.in_flight_microbatches(p, 64, 1) == L
+    assert 8 * tmem.in_flight_microbatches(12, 64, 2) == pytest.approx(140)
 
 
 @pytest.mark.parametrize("t", [1, 2, 4, 8])
@@ -138,7 +150,7 @@ def test_adapted_formula_reduces_to_korthikanti_for_gpt(t, sp, recompute):
     ).architecture()
     level = {"none": 0, "selective": 1, "full": 2}[recompute]
     engine = tmem.layer_activation_bytes_per_token(arch, False, t, sp, False, level, True, s) * s * b
-    paper = tmem.korthikanti_layer_activation_bytes(s, b, h, a, t, sp, recompute)
+    paper = korthikanti_layer_activation_bytes(s, b, h, a, t, sp, recompute)
     split = t if sp else 1
     if recompute == "full":
         assert engine == pytest.approx(paper / split)
@@ -153,8 +165,8 @@ def test_selective_recompute_savings_and_flops_overhead(row, h, a):
     activations for a 2.7 % / 1.6 % recompute overhead (as a share of the forward FLOPs)."""
     published = float(rows("memory_measured.csv")[row]["value"]) / 100
     s = 2048
-    none = tmem.korthikanti_layer_activation_bytes(s, 1, h, a)
-    selective = tmem.korthikanti_layer_activation_bytes(s, 1, h, a, recompute="selective")
+    none = korthikanti_layer_activation_bytes(s, 1, h, a)
+    selective = korthikanti_layer_activation_bytes(s, 1, h, a, recompute="selective")
     assert 1 - selective / none == pytest.approx(published, abs=0.005)
     overhead = {"M020": 0.027, "M021": 0.016}[row]
     arch = TrainingScenario(
@@ -167,9 +179,10 @@ def test_selective_recompute_savings_and_flops_overhead(row, h, a):
     counts = parameter_counts(arch)
     _, hw_none = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 0)
     _, hw_selective = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 1)
-    forward = 2 * flops.layer_matmul_parameters(counts, False) + step_time.attention_forward_flops_per_token(
-        arch, s, False
-    )
+    # A GPT layer's forward per token: 12 h^2 matrix parameters x 2 FLOPs, plus unfused attention over all s keys,
+    # QK^T and attention x V, 2 x 2 h s: 24 h^2 + 4 h s. Selective recomputation repeats the 4 h s.
+    forward = 24 * h**2 + 4 * h * s
+    assert hw_selective - hw_none == pytest.approx(4 * h * s)
     assert (hw_selective - hw_none) / forward == pytest.approx(overhead, abs=0.001)
 
 
@@ -198,7 +211,7 @@ def test_sequence_parallel_plus_selective_vs_tensor_parallel_baseline(name, h, a
     assert 4.5 < baseline / engine(True, 1) < 6.5
     assert engine(True, 1) / baseline <= 0.205
     assert 0.05 < engine(False, 2) / baseline < 0.15
-    paper = tmem.korthikanti_layer_activation_bytes
+    paper = korthikanti_layer_activation_bytes
     assert paper(s, 1, h, a, t, True, "selective") / paper(s, 1, h, a, t) <= 0.205
 
 
@@ -255,7 +268,7 @@ def predicted_tflops(s: TrainingScenario, layers: int, hidden: int, batch: int) 
     """The paper's own accounting (Eq. 3, recomputation included) over the engine's step time."""
     p = plan(s)
     assert p.memory.fits  # these runs happened, so the plan must fit on 80 GB
-    flops = step_time.megatron_flops_per_step(batch, 2048, layers, hidden, 51200)
+    flops = megatron_flops_per_step(batch, 2048, layers, hidden, 51200)
     return flops / p.performance.step_seconds / s.num_gpus / 1e12
 
 

@@ -1,8 +1,12 @@
-"""Ground truth: the engine's parameter, gradient, optimizer-state and saved-activation bytes against real
-torch modules and torch.optim optimizers on the CPU (DESIGN.md, Tests).
+"""Ground truth: the engine's parameter, gradient, optimizer-state and saved-activation bytes against torch
+modules and torch.optim optimizers on the CPU (DESIGN.md, Tests).
 
-Model states must match to the byte. Saved activations are measured with saved_tensors_hooks (once per
-storage, parameters and buffers excluded). Tolerances, and why:
+Model states (real nn.Linear/nn.Embedding parameters, real torch.optim state) must match to the byte.
+Saved activations are measured with saved_tensors_hooks (once per storage, parameters and buffers
+excluded) on models of real torch layers whose norms are stand-ins for fused GPU kernels (input + fp32
+statistics, the engine's assumption; torch_reference explains why). So "exact" below means exact against
+that model; with the real, eager torch.nn.RMSNorm, `test_eager_torch_norms_change_only_the_norm_terms`
+shows the difference is the norms' alone. Tolerances, and why:
 * dense Llama-style model (flash, unfused, full recomputation): exact. Every floating/bool tensor autograd
   keeps is a term of the engine's formula; what the engine leaves out are int64 token/target indices, which
   the test measures separately and bounds (< 1 %).
@@ -26,6 +30,7 @@ from planner.model.architecture import parameter_counts  # noqa: E402
 from planner.training import memory as tmem  # noqa: E402
 from planner.training.scenario import TrainingScenario  # noqa: E402
 
+from .paper_formulas import korthikanti_layer_activation_bytes  # noqa: E402
 from .torch_reference import (  # noqa: E402
     FusedLayerNormFunction,
     FusedRMSNormFunction,
@@ -191,7 +196,7 @@ def test_lora_adapters_only_have_gradients_and_state():
 
 
 @pytest.mark.parametrize("flash", [True, False])
-def test_dense_saved_activations_are_exact(flash):
+def test_dense_saved_activations_exact_with_fused_norm_stand_ins(flash):
     torch.manual_seed(0)
     cfg = dict(DENSE, flash=flash)
     model = LlamaStyle(cfg, torch.bfloat16)
@@ -200,6 +205,30 @@ def test_dense_saved_activations_are_exact(flash):
     engine = engine_saved_bytes(scenario(DENSE_CONFIG, flash_attention=flash))
     assert measured["activations"] == engine
     assert measured["indices"] < 0.01 * engine  # token ids and targets, int64
+
+
+def test_eager_torch_norms_change_only_the_norm_terms():
+    """The same dense model with the real torch.nn.RMSNorm instead of the fused-kernel stand-in. Eager RMSNorm on
+    the CPU saves fp32 copies of its input rather than the 16-bit input (what it saves is measured on one norm
+    here, not assumed); every other saved tensor is unchanged, so the model saves exactly the engine's bytes
+    plus 5 norms (2 per layer + the final one) x that difference."""
+    torch.manual_seed(0)
+    tokens, targets = batch(DENSE)
+    fused = LlamaStyle(DENSE, torch.bfloat16)
+    eager = LlamaStyle(DENSE, torch.bfloat16, eager_norms=True)
+    assert isinstance(eager.norm, torch.nn.RMSNorm)
+    measured_fused = saved_activation_bytes(lambda: fused(tokens, targets), model_constants(fused))
+    measured_eager = saved_activation_bytes(lambda: eager(tokens, targets), model_constants(eager))
+
+    def one_norm(norm):
+        x = torch.randn(BATCH, DENSE["seq"], DENSE["hidden"], dtype=torch.bfloat16, requires_grad=True)
+        return saved_activation_bytes(lambda: norm(x), list(norm.parameters()))["activations"]
+
+    per_norm = one_norm(eager.norm) - one_norm(fused.norm)
+    assert per_norm > 0  # eager keeps more than a fused kernel: the engine is a lower bound for eager CPU norms
+    engine = engine_saved_bytes(scenario(DENSE_CONFIG))
+    assert measured_fused["activations"] == engine
+    assert measured_eager["activations"] == engine + (2 * DENSE["layers"] + 1) * per_norm
 
 
 def test_full_recomputation_saves_only_layer_inputs():
@@ -227,15 +256,16 @@ def test_moe_saved_activations_within_one_percent():
 
 def test_gpt_layer_matches_korthikanti_table_2():
     """Korthikanti et al.'s own layer (dropout, GeLU 4h, unfused attention): 34 sbh + 5 a s^2 b bytes, plus the
-    LayerNorm statistics (2 x 8 B per token) the paper leaves out; and the engine's adapted formula for a GPT
-    architecture gives the same number."""
+    fp32 LayerNorm statistics (2 x 8 B per token) the paper leaves out (the norms are the fused-kernel stand-ins;
+    eager CPU LayerNorm keeps 16-bit statistics); and the engine's adapted formula for a GPT architecture gives
+    the same number."""
     torch.manual_seed(0)
     s, b, h, a = 64, 2, 128, 4
     layer = GPTLayer(h, a, torch.bfloat16)
     x = torch.randn(b, s, h, dtype=torch.bfloat16, requires_grad=True)
     mask = torch.ones(s, s, dtype=torch.bool).triu(1)
     measured = saved_activation_bytes(lambda: layer(x, mask), [*layer.parameters(), mask])
-    paper = tmem.korthikanti_layer_activation_bytes(s, b, h, a)
+    paper = korthikanti_layer_activation_bytes(s, b, h, a)
     assert paper == s * b * h * (34 + 5 * a * s / h)
     assert measured["activations"] == paper + 2 * 8 * s * b
     gpt = TrainingScenario(

@@ -1,15 +1,22 @@
-"""Small real torch models on the CPU, built the way the engine's activation accounting assumes.
+"""Small torch models on the CPU for the saved-activation checks: real torch layers (nn.Linear, nn.Embedding,
+`F.scaled_dot_product_attention`, softmax, SiLU/GeLU, cross-entropy, torch.utils.checkpoint), with two
+stand-ins for what the CPU's eager kernels do differently from the GPU kernels the engine describes:
 
+* Norms (by default) are autograd Functions that save what fused CUDA kernels (Apex, Transformer Engine,
+  Liger) save: the input and fp32 statistics. That is the engine's assumption, not what eager torch does:
+  `torch.nn.RMSNorm` on the CPU keeps fp32 copies of the input instead. `eager_norms=True` builds the model
+  with the real `torch.nn.RMSNorm`, and a test measures that only the norm terms change. The stand-ins'
+  gradients are checked against `F.rms_norm` / `F.layer_norm`.
+* Dropout multiplies by a bool mask (1 byte per element, like CUDA's `native_dropout`; the CPU kernel
+  stores a 16-bit mask).
+
+Models:
 * `LlamaStyle`: RMSNorm, GQA attention with RoPE, SwiGLU MLP (or a top-k MoE block), untied head,
   fp32 cross-entropy. Attention runs through `F.scaled_dot_product_attention` (FlashAttention-style
   kernel: saves q, k, v, output and the log-sum-exp, never the score matrix) or through an unfused
   path (expanded K/V, bf16 softmax, as Megatron's fused-softmax core attention).
 * `GPTLayer`: Korthikanti et al.'s GPT layer (LayerNorm, MHA, GeLU 4h MLP, dropout after attention,
   on the probabilities and after the MLP) to measure the paper's 34 sbh + 5 a s^2 b directly.
-* Norms are autograd Functions that save what fused Apex/TE/Liger kernels save (input + fp32
-  statistics); eager `F.rms_norm` on the CPU keeps two fp32 copies of the input instead.
-* Dropout multiplies by a bool mask (1 byte per element, like CUDA's `native_dropout`; the CPU kernel
-  stores a 16-bit mask).
 
 `saved_activation_bytes` measures what autograd keeps for backward with
 `torch.autograd.graph.saved_tensors_hooks`, once per storage, excluding parameters and buffers.
@@ -69,6 +76,8 @@ class FusedLayerNormFunction(torch.autograd.Function):
 
 
 class RMSNorm(nn.Module):
+    """Stand-in for a fused RMSNorm kernel (see the module docstring)."""
+
     def __init__(self, dim, dtype):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim, dtype=dtype))
@@ -78,6 +87,8 @@ class RMSNorm(nn.Module):
 
 
 class LayerNorm(nn.Module):
+    """Stand-in for a fused LayerNorm kernel (see the module docstring)."""
+
     def __init__(self, dim, dtype):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(dim, dtype=dtype))
@@ -199,13 +210,18 @@ class MoE(nn.Module):
         return Combine.apply(torch.cat(outputs), torch.cat(tokens), flat.shape[0]).view(b, s, h)
 
 
+def rms_norm(dim, dtype, eager=False) -> nn.Module:
+    """The fused-kernel stand-in, or (eager) the real torch.nn.RMSNorm."""
+    return nn.RMSNorm(dim, eps=1e-5, dtype=dtype) if eager else RMSNorm(dim, dtype)
+
+
 class DecoderLayer(nn.Module):
-    def __init__(self, cfg, dtype, moe=False, lora_rank=0):
+    def __init__(self, cfg, dtype, moe=False, lora_rank=0, eager_norms=False):
         super().__init__()
         h = cfg["hidden"]
-        self.norm1 = RMSNorm(h, dtype)
+        self.norm1 = rms_norm(h, dtype, eager_norms)
         self.attn = Attention(cfg, dtype, lora_rank)
-        self.norm2 = RMSNorm(h, dtype)
+        self.norm2 = rms_norm(h, dtype, eager_norms)
         if moe:
             self.mlp = MoE(h, cfg["expert_ffn"], cfg["experts"], cfg["top_k"], dtype)
         else:
@@ -217,12 +233,12 @@ class DecoderLayer(nn.Module):
 
 
 class LlamaStyle(nn.Module):
-    def __init__(self, cfg, dtype=torch.bfloat16, moe=False, lora_rank=0, checkpoint_layers=False):
+    def __init__(self, cfg, dtype=torch.bfloat16, moe=False, lora_rank=0, checkpoint_layers=False, eager_norms=False):
         super().__init__()
         h, d = cfg["hidden"], cfg["head_dim"]
         self.embed = nn.Embedding(cfg["vocab"], h, dtype=dtype)
-        self.layers = nn.ModuleList(DecoderLayer(cfg, dtype, moe, lora_rank) for _ in range(cfg["layers"]))
-        self.norm = RMSNorm(h, dtype)
+        self.layers = nn.ModuleList(DecoderLayer(cfg, dtype, moe, lora_rank, eager_norms) for _ in range(cfg["layers"]))
+        self.norm = rms_norm(h, dtype, eager_norms)
         self.head = nn.Linear(h, cfg["vocab"], bias=False, dtype=dtype)
         self.checkpoint_layers = checkpoint_layers
         seq = cfg["seq"]

@@ -1,0 +1,329 @@
+"""What an inference plan says in words and equations: the binding resource, warnings, assumptions and
+every headline number's equation with the scenario's numbers filled in (DESIGN rules 5 and 7).
+
+Reads the plan's typed results only; computes nothing the equations do not show.
+"""
+
+from __future__ import annotations
+
+from planner.calibration.record import CalibrationRecord
+from planner.hardware.catalog import Accelerator
+from planner.inference.inputs import HardwareInputs, InferenceInputs
+from planner.inference.metrics import InferenceMetrics
+from planner.inference.results import InferencePerformance
+from planner.inference.scenario import InferenceScenario
+from planner.inference.steps import PhaseStep
+from planner.model.architecture import ModelArchitecture, kv_elements_per_token_per_layer
+from planner.physics.efficiency import Efficiency
+from planner.results import Bottleneck, Equation, MemoryBreakdown, ModelSummary
+from planner.units import count, gib, percent, rate, seconds, usd
+
+RESOURCE_WORDS = {
+    "compute": "compute",
+    "memory_bandwidth": "memory bandwidth",
+    "communication": "communication",
+}
+
+
+def bottleneck(memory: MemoryBreakdown, performance: InferencePerformance) -> tuple[Bottleneck, str]:
+    """What binds, and a sentence saying why: capacity when the plan does not fit, else the resource
+    that takes longest in the phase that takes most of the serving cycle."""
+    prefill, decode = performance.prefill, performance.decode
+    prefill_share, ridge = performance.prefill_share_of_time, performance.ridge_point_flops_per_byte
+    if not memory.fits:
+        return "capacity", (
+            f"The plan needs {gib(memory.total_bytes)} per GPU but the engine may use {gib(memory.budget_bytes)}: "
+            "memory capacity binds before anything else."
+        )
+    phase = prefill if prefill_share > 0.5 else decode
+    share = prefill_share if phase is prefill else 1 - prefill_share
+    binding = phase.binding
+    intensity = phase.arithmetic_intensity_flops_per_byte
+    side = "below" if intensity < ridge else "above"
+    reason = (
+        f"{phase.phase.capitalize()} takes {percent(share)} of the time; its step needs "
+        f"{seconds(phase.compute_seconds)} of compute, {seconds(phase.memory_seconds)} of memory traffic and "
+        f"{seconds(phase.communication_seconds)} of communication, so {RESOURCE_WORDS[binding]} binds "
+        f"(arithmetic intensity {intensity:,.0f} FLOP/B, {side} the GPU's ridge point of {ridge:,.0f} FLOP/B)."
+    )
+    return binding, reason
+
+
+# ---------------------------------------------------------------------------------------------
+# warnings
+
+
+def warnings(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator, memory: MemoryBreakdown) -> list[str]:
+    """Possible but risky: each a sentence saying what and why."""
+    return [
+        *_context_and_memory_warnings(s, arch, memory),
+        *_precision_warnings(s, accel),
+        *_layout_warnings(s, accel),
+        *_workload_warnings(s),
+    ]
+
+
+def _context_and_memory_warnings(s: InferenceScenario, arch: ModelArchitecture, memory: MemoryBreakdown) -> list[str]:
+    out = []
+    if s.context_tokens > arch.max_context_tokens:
+        out.append(
+            f"prompt + output = {s.context_tokens:,} tokens exceeds {arch.name}'s maximum context of "
+            f"{arch.max_context_tokens:,} tokens; the engine will refuse such requests."
+        )
+    if not memory.fits:
+        out.append(
+            f"Does not fit: {gib(memory.total_bytes)} needed per GPU, {gib(memory.budget_bytes)} available "
+            f"({percent(s.gpu_memory_utilization)} of {gib(memory.capacity_bytes)})."
+        )
+    elif memory.headroom_fraction < 0.10:
+        out.append(
+            f"Headroom is only {percent(memory.headroom_fraction)} of the memory budget: "
+            "a longer prompt or a traffic burst will preempt sequences."
+        )
+    kv, weights = memory.components["kv_cache_bytes"], memory.components["weights_bytes"]
+    if kv > weights:
+        out.append(
+            f"KV cache ({gib(kv)}) is larger than the weights ({gib(weights)}) at this concurrency and context: "
+            "a cluster sized for the weights alone runs out of memory long before it runs out of compute."
+        )
+    return out
+
+
+def _precision_warnings(s: InferenceScenario, accel: Accelerator) -> list[str]:
+    out = []
+    for label, dtype in (("weights", s.weight_dtype), ("KV cache", s.kv_cache_dtype)):
+        native = accel.supports(dtype) or (dtype == "int4" and label == "weights")
+        if dtype in ("fp8", "int8", "int4") and not native:
+            out.append(
+                f"{accel.name} has no native {dtype} tensor cores: {label} in {dtype} only save memory; "
+                "kernels upcast and compute at the 16-bit rate (untested dtype on this GPU)."
+            )
+    return out
+
+
+def _layout_warnings(s: InferenceScenario, accel: Accelerator) -> list[str]:
+    out = []
+    link = accel.interconnect.name if accel.interconnect else "PCIe"
+    if s.tensor_parallel > 1 and "PCIe" in link:
+        out.append(f"{accel.name} has no NVLink-class interconnect: tensor-parallel all-reduces run over {link}.")
+    if s.tensor_parallel > accel.gpus_per_node:
+        out.append(
+            f"tensor_parallel={s.tensor_parallel} spans more than the {accel.gpus_per_node} GPUs of a node: "
+            "its all-reduces cross the network "
+            f"({rate(accel.scale_out_bandwidth_bytes_per_second, 'B/s')} per GPU), every layer, every step."
+        )
+    if s.concurrency % s.replicas:
+        out.append(
+            f"concurrency {s.concurrency} does not split evenly over {s.replicas} replicas; "
+            "the busiest replica is planned."
+        )
+    return out
+
+
+def _workload_warnings(s: InferenceScenario) -> list[str]:
+    out = []
+    if s.prefix_cache_hit_rate > 0:
+        out.append(
+            f"A {percent(s.prefix_cache_hit_rate)} prefix-cache hit rate is assumed; TTFT and prefill "
+            "throughput depend on it holding in production."
+        )
+    if s.weight_dtype == "int4" and s.weight_group_size < 64:
+        out.append(
+            f"int4 group size {s.weight_group_size} adds {percent(2.5 / s.weight_group_size / 0.5)} "
+            "metadata over the packed weights."
+        )
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# assumptions
+
+
+def assumptions(
+    s: InferenceScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration: CalibrationRecord | None
+) -> list[str]:
+    """What the estimate rests on, in the order a reader checks them."""
+    out = [
+        "Memory is per GPU on the most loaded pipeline stage; memory.total_bytes is what the scenario needs, "
+        "not what an engine pre-reserves.",
+        f"Serving engine budget = {percent(s.gpu_memory_utilization)} of device memory (vLLM-style "
+        "gpu_memory_utilization); KV cache in paged blocks of "
+        f"{s.kv_block_tokens} tokens, every sequence held at its full prompt + output length.",
+        f"Efficiencies ({efficiency.source}): prefill GEMMs at {percent(efficiency.prefill_compute)} and decode at "
+        f"{percent(efficiency.decode_compute)} of dense peak FLOP/s, HBM at {percent(efficiency.memory_bandwidth)} "
+        f"of peak bandwidth, collectives at {percent(efficiency.communication)} of link bandwidth, plus "
+        f"{efficiency.layer_overhead_seconds * 1e6:g} µs of launch/synchronisation overhead per layer per step.",
+        "Roofline per step: time = max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + non-overlapped "
+        "communication (2 tensor-parallel all-reduces per layer, pipeline hand-offs).",
+        "Continuous batching: each request costs its share of a batched prefill chunk plus output_tokens decode "
+        "steps; TPOT includes that prefill interference. Queueing delay is not modelled (TTFT = idle replica).",
+        "Runtime overhead: CUDA context and workspaces 0.5 GiB, CUDA graphs 0.25 GiB, NCCL buffers 0.25 GiB when "
+        "GPUs communicate.",
+    ]
+    return out + _model_assumptions(s, arch) + _precision_assumptions(s, calibration)
+
+
+def _model_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[str]:
+    out = []
+    if arch.model_type == "synthetic":
+        out.append(
+            f"{arch.name}: architecture derived from size alone (Llama-3 / Qwen3-MoE proportions: "
+            f"{arch.num_layers} layers, hidden {arch.hidden_size}, {arch.num_attention_heads} heads, "
+            f"{arch.num_kv_heads} KV heads); parameter count within 2% of the requested size."
+        )
+    if arch.is_moe:
+        out.append(
+            "MoE: uniform top-k routing; a decode step reads only the experts its tokens are routed to "
+            "(expected distinct experts E(1-(1-k/E)^T)); routed experts split over max(TP, EP) GPUs."
+        )
+    if arch.sliding_window and s.honor_sliding_window:
+        out.append(
+            f"Sliding-window layers ({arch.sliding_window_layers} of {arch.num_layers}) cache at most "
+            f"{arch.sliding_window:,} tokens, as engines that support sliding windows do."
+        )
+    return out
+
+
+def _precision_assumptions(s: InferenceScenario, calibration: CalibrationRecord | None) -> list[str]:
+    out = []
+    if s.weight_dtype == "int4":
+        out.append(
+            f"int4 weights: group-wise (group {s.weight_group_size}) with an fp16 scale and 4-bit zero per "
+            "group (GPTQ/AWQ layout); matmuls dequantize to bf16."
+        )
+    if not s.quantize_embeddings and s.weight_dtype not in ("bf16", "fp16", "fp32"):
+        out.append("Embedding, lm_head, norms and routers stay in 16-bit; only linear layers are quantized.")
+    if calibration is not None:
+        out.append(f"Calibrated with '{calibration.label}': efficiencies and runtime overhead from a measured profile.")
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# equations
+
+
+def equations(
+    s: InferenceScenario,
+    arch: ModelArchitecture,
+    model: ModelSummary,
+    hw: HardwareInputs,
+    efficiency: Efficiency,
+    x: InferenceInputs,
+    m: InferenceMetrics,
+) -> list[Equation]:
+    """The headline numbers, each with its formula and the scenario's numbers substituted."""
+    stage_layers = m.shape.stage_layers
+    return [
+        *_memory_equations(s, arch, model, x, m),
+        step_equation("TTFT", "bytes", m.prefill, efficiency.prefill_compute, hw, efficiency, stage_layers),
+        step_equation(
+            "Decode step", "(weights read + KV read)", m.decode, efficiency.decode_compute, hw, efficiency, stage_layers
+        ),
+        *_serving_equations(s, hw, m),
+    ]
+
+
+def _memory_equations(
+    s: InferenceScenario,
+    arch: ModelArchitecture,
+    model: ModelSummary,
+    x: InferenceInputs,
+    m: InferenceMetrics,
+) -> list[Equation]:
+    kv_b = float(x.kv_bytes)
+    stage_layers = int(m.shape.stage_layers)
+    if arch.uses_mla:
+        kv_formula = "layers x (kv_lora_rank + rope_dim) x bytes"
+        kv_sub = f"{arch.num_layers} x ({arch.kv_lora_rank} + {arch.qk_rope_head_dim}) x {kv_b:g}"
+    else:
+        kv_formula = "2 x layers x kv_heads x head_dim x bytes"
+        kv_sub = f"2 x {arch.num_layers} x {arch.num_kv_heads} x {arch.head_dim} x {kv_b:g}"
+    return [
+        Equation(
+            name="Parameters",
+            formula="embedding + layers x (attention + MLP/experts + norms) + lm_head",
+            substituted=" + ".join(f"{k} {count(v)}" for k, v in model.parameter_breakdown.items() if v),
+            value=model.params_total,
+            unit="parameters",
+        ),
+        Equation(
+            name="KV cache per token",
+            formula=kv_formula,
+            substituted=kv_sub,
+            value=model.kv_cache_bytes_per_token,
+            unit="bytes",
+            source="vLLM paper Sec. 3 (MHA); DeepSeek-V2 Sec. 2.1 (MLA)",
+        ),
+        Equation(
+            name="Weights per GPU",
+            formula="stage layers x (sharded / TP + replicated) x bytes + embedding/head on the edge stage",
+            substituted=f"{stage_layers} layers, TP {s.tensor_parallel}, {s.weight_dtype} "
+            f"({float(x.linear_bytes):g} B/param)",
+            value=float(m.memory.weights_bytes),
+            unit="bytes",
+        ),
+        Equation(
+            name="KV cache per GPU",
+            formula="sequences per replica x context (rounded to blocks) x stage layers x KV elements per "
+            "layer per rank x bytes",
+            substituted=f"{int(m.shape.sequences)} x {s.context_tokens:,} tokens x {stage_layers} layers x "
+            f"{kv_elements_per_token_per_layer(arch, s.tensor_parallel):g} x {kv_b:g} B",
+            value=float(m.memory.kv_cache_bytes),
+            unit="bytes",
+        ),
+    ]
+
+
+def step_equation(
+    name: str,
+    bytes_words: str,
+    step: PhaseStep,
+    compute_efficiency: float,
+    hw: HardwareInputs,
+    efficiency: Efficiency,
+    stage_layers,
+) -> Equation:
+    """A step's time with every addend of `PhaseStep.terms()` shown with its number, then their sum."""
+    terms = " + ".join(seconds(float(v)) for v in step.terms().values())
+    return Equation(
+        name=name,
+        formula=f"PP x (max(FLOPs / (peak x eff), {bytes_words} / (BW x eff)) + all-reduces + layers x overhead) "
+        "+ hand-offs",
+        substituted=f"{int(step.pipeline_parallel)} x (max({count(float(step.flops))}FLOP / "
+        f"({rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g}), "
+        f"{gib(float(step.bytes))} / ({rate(float(hw.bandwidth_bytes_per_second), 'B/s')} x "
+        f"{efficiency.memory_bandwidth:g})) + {seconds(float(step.collective_seconds))} + "
+        f"{int(stage_layers)} x {seconds(efficiency.layer_overhead_seconds)}) + "
+        f"{seconds(float(step.handoff_seconds))} = {terms}",
+        value=float(step.seconds),
+        unit="seconds",
+    )
+
+
+def _serving_equations(s: InferenceScenario, hw: HardwareInputs, m: InferenceMetrics) -> list[Equation]:
+    serving, sequences = m.serving, int(m.shape.sequences)
+    return [
+        Equation(
+            name="TPOT",
+            formula="(sequences x prefill per request + output x decode step) / output",
+            substituted=f"({sequences} x {seconds(float(serving.prefill_seconds_per_request))} + "
+            f"{s.output_tokens} x {seconds(float(m.decode.seconds))}) / {s.output_tokens}",
+            value=float(serving.tpot_seconds),
+            unit="seconds",
+        ),
+        Equation(
+            name="Output tokens/s",
+            formula="replicas x sequences per replica / TPOT",
+            substituted=f"{int(m.shape.replicas)} x {sequences} / {seconds(float(serving.tpot_seconds))}",
+            value=float(serving.output_tokens_per_second),
+            unit="tokens/s",
+        ),
+        Equation(
+            name="$ per 1M output tokens",
+            formula="GPUs x $/GPU-hour / (tokens/s x 3600) x 1e6",
+            substituted=f"{s.num_gpus} x {usd(float(hw.usd_per_gpu_hour))} / "
+            f"({float(serving.output_tokens_per_second):,.0f} x 3600) x 1e6",
+            value=float(m.spend.usd_per_million_output_tokens),
+            unit="USD",
+        ),
+    ]

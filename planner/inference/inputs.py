@@ -1,0 +1,159 @@
+"""What the inference formulas read: the scenario's numbers, the accelerator's, and the replica's shape.
+
+`InferenceInputs.from_scenario` and `HardwareInputs.from_accelerator` build them from a validated
+`InferenceScenario`. Every numeric field holds a Python number for `plan()` or a numpy array of one
+shape for `planner.search.sweep` (DESIGN rule 4), which swaps fields with `dataclasses.replace`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from planner.arrays import Flag, Number, ceil_div
+from planner.dtypes import (
+    BYTES_PER_ELEMENT,
+    compute_dtype,
+    high_precision_dtype,
+    kv_bytes_per_element,
+    weight_bytes_per_element,
+)
+from planner.hardware.catalog import Accelerator
+from planner.inference.scenario import InferenceScenario
+from planner.model.architecture import ModelArchitecture
+from planner.physics import collectives
+from planner.physics import memory as mem
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareInputs:
+    """The accelerator numbers the formulas use, per GPU (arrays when sweeping several GPU types)."""
+
+    memory_capacity_bytes: Number
+    bandwidth_bytes_per_second: Number
+    peak_flops_per_second: Number  # dense, at the weights' compute dtype (prefill and decode alike)
+    link_bytes_per_second: Number  # the fast interconnect inside a node
+    link_latency_seconds: Number
+    inter_node_bytes_per_second: Number  # the network between nodes, per GPU
+    gpus_per_node: Number
+    is_accelerator: Flag  # False for a CPU "device" (no CUDA context, graphs or NCCL buffers)
+    usd_per_gpu_hour: Number
+
+    @classmethod
+    def from_accelerator(cls, accel: Accelerator, weight_dtype: str, usd_per_gpu_hour: float) -> HardwareInputs:
+        return cls(
+            memory_capacity_bytes=float(accel.memory_bytes),
+            bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
+            peak_flops_per_second=accel.peak_flops(compute_dtype(weight_dtype)),
+            link_bytes_per_second=accel.interconnect_bandwidth_bytes_per_second,
+            link_latency_seconds=accel.interconnect_latency_seconds,
+            inter_node_bytes_per_second=accel.scale_out_bandwidth_bytes_per_second,
+            gpus_per_node=accel.gpus_per_node,
+            is_accelerator=accel.vendor != "cpu",
+            usd_per_gpu_hour=usd_per_gpu_hour,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceInputs:
+    """The scenario as numbers: layout, bytes per element, workload and serving-engine settings."""
+
+    tensor_parallel: Number
+    pipeline_parallel: Number
+    expert_parallel: Number
+    num_gpus: Number
+    linear_bytes: Number  # per weight of a linear layer (int4: packed, with its group metadata)
+    high_precision_bytes: Number  # norms, biases, routers: the 16-bit (or fp32) copy
+    embedding_bytes: Number
+    kv_bytes: Number  # per cached key/value element
+    activation_bytes: Number
+    prompt_tokens: Number
+    output_tokens: Number
+    concurrency: Number  # sequences in flight, whole deployment
+    kv_block_tokens: Number
+    memory_utilization: Number  # the engine's share of device memory
+    prefill_chunk_tokens: Number
+    prefix_cache_hit_rate: Number
+    honor_sliding_window: bool
+    runtime_overhead_correction_bytes: float  # from a calibration; 0 without one
+
+    @classmethod
+    def from_scenario(cls, s: InferenceScenario, runtime_overhead_correction_bytes: float = 0.0) -> InferenceInputs:
+        linear = weight_bytes_per_element(s.weight_dtype, s.weight_group_size)
+        high_precision = BYTES_PER_ELEMENT[high_precision_dtype(s.weight_dtype)]
+        return cls(
+            tensor_parallel=s.tensor_parallel,
+            pipeline_parallel=s.pipeline_parallel,
+            expert_parallel=s.expert_parallel,
+            num_gpus=s.num_gpus,
+            linear_bytes=linear,
+            high_precision_bytes=high_precision,
+            embedding_bytes=linear if s.quantize_embeddings else high_precision,
+            kv_bytes=kv_bytes_per_element(s.kv_cache_dtype),
+            activation_bytes=activation_bytes_per_element(s.weight_dtype),
+            prompt_tokens=s.prompt_tokens,
+            output_tokens=s.output_tokens,
+            concurrency=s.concurrency,
+            kv_block_tokens=s.kv_block_tokens,
+            memory_utilization=s.gpu_memory_utilization,
+            prefill_chunk_tokens=s.prefill_chunk_tokens,
+            prefix_cache_hit_rate=s.prefix_cache_hit_rate,
+            honor_sliding_window=s.honor_sliding_window,
+            runtime_overhead_correction_bytes=runtime_overhead_correction_bytes,
+        )
+
+
+def activation_bytes_per_element(weight_dtype):
+    """Activations run in the compute dtype: fp32 models in fp32, everything else (quantized too) in 16 bits."""
+    return 4.0 if weight_dtype == "fp32" else 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """The link a group of GPUs communicates over: bandwidth per GPU and per-message latency."""
+
+    bytes_per_second: Number
+    latency_seconds: Number
+
+    @classmethod
+    def spanning(cls, group_span_gpus, hw: HardwareInputs) -> Link:
+        """The interconnect while the group stays inside a node, the network once it spans nodes."""
+        return cls(
+            collectives.link_bandwidth(
+                group_span_gpus, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second
+            ),
+            collectives.link_latency(group_span_gpus, hw.gpus_per_node, hw.link_latency_seconds),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaShape:
+    """How the scenario lands on one replica (tensor x pipeline GPUs): the load every term is sized for.
+
+    Concurrency splits over the replicas (the busiest one is planned); pipeline-parallel decode keeps
+    every stage busy with `pipeline_parallel` micro-batches in flight (vLLM virtual engines). Tensor
+    groups are innermost (consecutive GPUs), so a pipeline hand-off crosses nodes once a replica does;
+    an expert-parallel group spans `expert_parallel` GPUs.
+    """
+
+    replicas: Number
+    sequences: Number  # per replica
+    micro_batch: Number  # sequences per decode step on one stage
+    stage_layers: Number  # on the most loaded stage
+    tensor_link: Link
+    pipeline_link: Link
+    expert_link: Link
+
+    @classmethod
+    def of(cls, arch: ModelArchitecture, x: InferenceInputs, hw: HardwareInputs) -> ReplicaShape:
+        tp, pp = x.tensor_parallel, x.pipeline_parallel
+        replicas = x.num_gpus // (tp * pp)
+        sequences = ceil_div(x.concurrency, replicas)
+        return cls(
+            replicas=replicas,
+            sequences=sequences,
+            micro_batch=ceil_div(sequences, pp),
+            stage_layers=mem.stage_layers(arch, pp),
+            tensor_link=Link.spanning(tp, hw),
+            pipeline_link=Link.spanning(tp * pp, hw),
+            expert_link=Link.spanning(x.expert_parallel, hw),
+        )

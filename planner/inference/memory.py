@@ -1,0 +1,140 @@
+"""Inference memory per GPU: what the scenario needs, and what else would fit in the engine's budget.
+
+Scope: one GPU on the most loaded pipeline stage of the busiest replica. The terms themselves live in
+`planner.physics.memory`; this module sizes them for the scenario. Broadcasts over arrays.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.arrays import Number, maximum, minimum, where
+from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
+from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_elements_per_token_per_layer
+from planner.physics import memory as mem
+
+
+@dataclass(frozen=True, slots=True)
+class InferenceMemory:
+    """Bytes per GPU by component, and the budget the serving engine may fill."""
+
+    weights_bytes: Number
+    kv_cache_bytes: Number
+    activations_bytes: Number
+    logits_bytes: Number
+    runtime_overhead_bytes: Number
+    budget_bytes: Number  # capacity x the engine's memory utilization
+
+    def components(self) -> dict[str, Number]:
+        """The named components, in the order the total adds them (`MemoryBreakdown.components`)."""
+        return {
+            "weights_bytes": self.weights_bytes,
+            "kv_cache_bytes": self.kv_cache_bytes,
+            "activations_bytes": self.activations_bytes,
+            "logits_bytes": self.logits_bytes,
+            "runtime_overhead_bytes": self.runtime_overhead_bytes,
+        }
+
+    @property
+    def total_bytes(self) -> Number:
+        return (
+            self.weights_bytes
+            + self.kv_cache_bytes
+            + self.activations_bytes
+            + self.logits_bytes
+            + self.runtime_overhead_bytes
+        )
+
+    @property
+    def fits(self):
+        return self.total_bytes <= self.budget_bytes
+
+    @property
+    def kv_room_bytes(self) -> Number:
+        """Budget left for KV cache once everything else is resident (never negative)."""
+        return maximum(self.budget_bytes - (self.total_bytes - self.kv_cache_bytes), 0.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Headroom:
+    """What else the same budget would hold, with everything but the KV cache unchanged."""
+
+    max_concurrency: Number  # whole deployment, at the scenario's context
+    max_context_tokens: Number  # per sequence, at the scenario's concurrency
+    kv_blocks: Number  # paged blocks per GPU
+
+
+def inference_memory(
+    arch: ModelArchitecture, counts: ParameterCounts, hw: HardwareInputs, x: InferenceInputs, shape: ReplicaShape
+) -> InferenceMemory:
+    """Every component per GPU: weights, the KV cache of the replica's sequences at full context, the
+    larger of a prefill chunk's and a decode micro-batch's transient activations, the sampled logits of a
+    micro-batch, and the runtime's own memory (plus a calibration's correction)."""
+    tp, pp = x.tensor_parallel, x.pipeline_parallel
+    context = x.prompt_tokens + x.output_tokens
+    prefill_tokens_per_step = minimum(x.prefill_chunk_tokens, shape.sequences * x.prompt_tokens)
+    return InferenceMemory(
+        weights_bytes=mem.weight_bytes(
+            counts, arch, tp, pp, x.expert_parallel, x.linear_bytes, x.high_precision_bytes, x.embedding_bytes
+        ),
+        kv_cache_bytes=mem.kv_cache_bytes(
+            arch, tp, pp, shape.sequences, context, x.kv_bytes, x.kv_block_tokens, x.honor_sliding_window
+        ),
+        activations_bytes=maximum(
+            mem.inference_activation_bytes(arch, tp, prefill_tokens_per_step, x.activation_bytes),
+            mem.inference_activation_bytes(arch, tp, shape.micro_batch, x.activation_bytes),
+        ),
+        logits_bytes=mem.logits_bytes(arch, shape.micro_batch),
+        runtime_overhead_bytes=mem.runtime_overhead_bytes(hw.is_accelerator, tp * pp)
+        + x.runtime_overhead_correction_bytes,
+        budget_bytes=hw.memory_capacity_bytes * x.memory_utilization,
+    )
+
+
+def headroom(arch: ModelArchitecture, memory: InferenceMemory, x: InferenceInputs, shape: ReplicaShape) -> Headroom:
+    """Sequences, context and KV blocks the budget left for KV cache holds (`InferenceMemory.kv_room_bytes`)."""
+    tp, pp = x.tensor_parallel, x.pipeline_parallel
+    room = memory.kv_room_bytes
+    per_sequence = mem.kv_cache_bytes_per_sequence(
+        arch, tp, pp, x.prompt_tokens + x.output_tokens, x.kv_bytes, x.kv_block_tokens, x.honor_sliding_window
+    )
+    return Headroom(
+        max_concurrency=np.floor(room / per_sequence) * shape.replicas,
+        max_context_tokens=max_context_tokens(
+            arch, tp, pp, x.kv_bytes, room / shape.sequences, x.kv_block_tokens, x.honor_sliding_window
+        ),
+        kv_blocks=np.floor(room / mem.kv_block_bytes(arch, tp, pp, x.kv_bytes, x.kv_block_tokens)),
+    )
+
+
+def max_context_tokens(
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    kv_bytes,
+    kv_budget_per_sequence,
+    block_tokens: Number = 1,
+    honor_sliding_window: bool = True,
+):
+    """Longest context one sequence can hold in `kv_budget_per_sequence` bytes on one GPU.
+
+    Inverts `kv_cache_bytes_per_sequence`: full-attention layers grow with every token; sliding-window
+    layers stop growing at the window. Capped at the model's maximum context. Rounded down to a block.
+    """
+    per_token_layer = kv_elements_per_token_per_layer(arch, tensor_parallel) * kv_bytes
+    layers = mem.stage_layers(arch, pipeline_parallel)
+    sliding_share = (
+        arch.sliding_window_layers / arch.num_layers if (honor_sliding_window and arch.sliding_window) else 0.0
+    )
+    full_rate = layers * (1 - sliding_share) * per_token_layer
+    all_rate = layers * per_token_layer
+    window = arch.sliding_window or 0
+    below_window = kv_budget_per_sequence / all_rate
+    # With every layer sliding, memory never limits the context (only the model's maximum does).
+    safe_rate = where(full_rate > 0, full_rate, 1.0)
+    beyond = where(full_rate > 0, window + (kv_budget_per_sequence - all_rate * window) / safe_rate, np.inf)
+    tokens = where(below_window <= window, below_window, beyond) if window else below_window
+    tokens = minimum(tokens, float(arch.max_context_tokens))
+    return np.floor(np.floor(tokens) / block_tokens) * block_tokens

@@ -1,0 +1,298 @@
+"""The two inference steps on one GPU: a prefill step (prompt tokens in) and a decode step (one token
+per sequence out), each as the work it does and the time every resource needs for it.
+
+Scope: one GPU of one replica; FLOPs and bytes are one pipeline stage's share, times are per stage
+(`PhaseStep.seconds` is the whole pipeline). One function per cost term; every term broadcasts over
+numpy arrays (DESIGN rule 4), so `planner.search.sweep` runs this code, and `planner.calibration.fit`
+predicts its measured steps with the same terms.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.arrays import Number, maximum, where
+from planner.inference.inputs import HardwareInputs, InferenceInputs, Link, ReplicaShape
+from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.physics import collectives, roofline
+from planner.physics import memory as mem
+from planner.physics.efficiency import Efficiency
+from planner.physics.flops import decode_flops, prefill_flops
+
+
+@dataclass(frozen=True, slots=True)
+class PhaseStep:
+    """One step of a phase: its work on one GPU and where its time goes.
+
+    `seconds` = pipeline_parallel x (max(compute, memory) + collectives + overhead) + hand-offs
+    (`roofline.pipeline_step_seconds`); `terms()` lists those addends.
+    """
+
+    tokens: Number  # tokens the step processes on its replica
+    flops: Number  # per GPU, one stage
+    bytes: Number  # HBM traffic per GPU, one stage
+    compute_seconds: Number  # per stage
+    memory_seconds: Number  # per stage
+    collective_seconds: Number  # per stage: tensor-parallel all-reduces (and MoE all-to-alls)
+    overhead_seconds: Number  # per stage: kernel launches and synchronisation, layers x fixed cost
+    handoff_seconds: Number  # all pipeline hand-offs of the step together
+    pipeline_parallel: Number
+    seconds: Number  # the whole step, every stage
+
+    @property
+    def communication_seconds(self) -> Number:
+        """Non-overlapped communication per stage, the hand-offs spread over the stages."""
+        return self.collective_seconds + self.handoff_seconds / self.pipeline_parallel
+
+    def terms(self) -> dict[str, Number]:
+        """The addends of `seconds`, named as the equation shows them."""
+        pp = self.pipeline_parallel
+        return {
+            "PP x max(compute, memory)": pp * maximum(self.compute_seconds, self.memory_seconds),
+            "PP x collectives": pp * self.collective_seconds,
+            "PP x layer overhead": pp * self.overhead_seconds,
+            "hand-offs": self.handoff_seconds,
+        }
+
+
+# ---------------------------------------------------------------------------------------------
+# work: FLOPs and bytes
+
+
+def uncached_prompt_tokens(prompt_tokens, prefix_cache_hit_rate):
+    """Prompt tokens a prefill must compute: those the prefix cache misses, at least one (the last
+    position is always computed to sample the first output token)."""
+    return maximum(np.ceil(prompt_tokens * (1 - prefix_cache_hit_rate)), 1)
+
+
+def prefill_step_flops(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    prompt_tokens,
+    new_tokens,
+    prompts,
+    tensor_parallel,
+    pipeline_parallel,
+):
+    """Prefill FLOPs per GPU for `prompts` prompts computing their last `new_tokens` tokens: the replica's
+    work (`physics.flops.prefill_flops`) split evenly over its tensor x pipeline GPUs."""
+    return prefill_flops(counts, arch, prompt_tokens, prompts, new_tokens=new_tokens) / (
+        tensor_parallel * pipeline_parallel
+    )
+
+
+def prefill_chunks(tokens, prefill_chunk_tokens):
+    """Engine steps a prefill of `tokens` tokens takes with chunked prefill (each step reads the weights)."""
+    return np.ceil(tokens / prefill_chunk_tokens)
+
+
+def prefill_kv_write_bytes(
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    prompts,
+    prompt_tokens,
+    kv_bytes,
+    block_tokens,
+    honor_sliding_window,
+):
+    """KV cache a prefill writes on one GPU: the prompts' whole cache, laid out as the engine stores it
+    (whole paged blocks; sliding-window layers keep only their window when the engine honours it)."""
+    return mem.kv_cache_bytes(
+        arch, tensor_parallel, pipeline_parallel, prompts, prompt_tokens, kv_bytes, block_tokens, honor_sliding_window
+    )
+
+
+def prefill_step_bytes(stage_weight_bytes, chunks, kv_write_bytes):
+    """HBM traffic of a prefill on one GPU: the stage's weights once per chunk, plus the KV it writes."""
+    return chunks * stage_weight_bytes + kv_write_bytes
+
+
+def decode_step_flops(
+    counts: ParameterCounts, arch: ModelArchitecture, batch, context_tokens, tensor_parallel, pipeline_parallel
+):
+    """Decode FLOPs per GPU for one token of each of `batch` sequences at `context_tokens`
+    (`physics.flops.decode_flops`), split evenly over the replica's tensor x pipeline GPUs."""
+    return decode_flops(counts, arch, batch, context_tokens) / (tensor_parallel * pipeline_parallel)
+
+
+def stage_routed_expert_bytes(
+    counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel, expert_parallel, linear_bytes
+):
+    """Routed-expert weights resident on one GPU of the most loaded stage (split over max(TP, EP) GPUs)."""
+    routed = counts.moe_layer.experts_routed if counts.moe_layer else 0
+    return (
+        mem.stage_moe_layers(arch, pipeline_parallel)
+        * routed
+        / maximum(tensor_parallel, expert_parallel)
+        * linear_bytes
+    )
+
+
+def decode_kv_read_bytes(
+    arch: ModelArchitecture, tensor_parallel, pipeline_parallel, batch, context_tokens, kv_bytes, honor_sliding_window
+):
+    """KV a decode step reads on one GPU: every cached token of its `batch` sequences at `context_tokens`
+    (attention reads tokens, not whole blocks)."""
+    return mem.kv_cache_bytes(
+        arch, tensor_parallel, pipeline_parallel, batch, context_tokens, kv_bytes, 1, honor_sliding_window
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# time beyond the roofline: communication and launch overhead
+
+
+def activation_message_bytes(arch: ModelArchitecture, tokens, activation_bytes):
+    """The hidden states of `tokens` tokens: what an all-reduce or a pipeline hand-off carries."""
+    return tokens * arch.hidden_size * activation_bytes
+
+
+def tensor_parallel_seconds(stage_layers, message_bytes, tensor_parallel, link: Link, efficiency: Efficiency):
+    """Tensor-parallel all-reduces of one step on one stage: two per layer (after attention and after
+    the MLP; Megatron-LM, Shoeybi et al. 2019, Sec. 3)."""
+    return (
+        stage_layers
+        * 2
+        * collectives.allreduce_seconds(
+            message_bytes, tensor_parallel, link.bytes_per_second, link.latency_seconds, efficiency.communication
+        )
+    )
+
+
+def expert_dispatch_seconds(
+    arch: ModelArchitecture,
+    pipeline_parallel,
+    tokens,
+    tensor_parallel,
+    expert_parallel,
+    link: Link,
+    activation_bytes,
+    efficiency: Efficiency,
+):
+    """MoE all-to-alls of one step on one stage when experts spread beyond the tensor group: each token's
+    hidden state travels to its k experts and back (2 per MoE layer; GShard, Lepikhin et al. 2020).
+    Zero for dense models and when expert_parallel <= tensor_parallel."""
+    if not arch.is_moe:
+        return 0.0
+    dispatch = activation_message_bytes(arch, tokens * arch.experts_per_token, activation_bytes)
+    all_to_all = (
+        2
+        * mem.stage_moe_layers(arch, pipeline_parallel)
+        * collectives.allgather_seconds(
+            dispatch, expert_parallel, link.bytes_per_second, link.latency_seconds, efficiency.communication
+        )
+    )
+    return where(expert_parallel > tensor_parallel, all_to_all, 0.0)
+
+
+def pipeline_handoff_seconds(message_bytes, pipeline_parallel, link: Link, efficiency: Efficiency):
+    """Point-to-point sends of the activations between consecutive stages: pp - 1 per step."""
+    return (pipeline_parallel - 1) * collectives.p2p_seconds(
+        message_bytes, link.bytes_per_second, link.latency_seconds, efficiency.communication
+    )
+
+
+def launch_overhead_seconds(stage_layers, efficiency: Efficiency):
+    """Fixed per-layer cost of a forward step on one stage (kernel launches, synchronisation, small ops):
+    what makes batch-1 decode slower than its bandwidth roofline. Fitted by the calibration's probe."""
+    return stage_layers * efficiency.layer_overhead_seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# the steps
+
+
+def prefill_step(
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: HardwareInputs,
+    efficiency: Efficiency,
+    x: InferenceInputs,
+    shape: ReplicaShape,
+    stage_weight_bytes: Number,
+    new_tokens: Number,
+    prompts: Number,
+) -> PhaseStep:
+    """`prompts` prompts prefilled together, each computing its last `new_tokens` tokens (the rest hit the
+    prefix cache), in chunks of at most `prefill_chunk_tokens`."""
+    tp, pp = x.tensor_parallel, x.pipeline_parallel
+    tokens = new_tokens * prompts
+    flops = prefill_step_flops(counts, arch, x.prompt_tokens, new_tokens, prompts, tp, pp)
+    kv_written = prefill_kv_write_bytes(
+        arch, tp, pp, prompts, x.prompt_tokens, x.kv_bytes, x.kv_block_tokens, x.honor_sliding_window
+    )
+    bytes_moved = prefill_step_bytes(stage_weight_bytes, prefill_chunks(tokens, x.prefill_chunk_tokens), kv_written)
+    message = activation_message_bytes(arch, tokens, x.activation_bytes)
+    return _step(
+        tokens,
+        flops,
+        bytes_moved,
+        roofline.compute_seconds(flops, hw.peak_flops_per_second, efficiency.prefill_compute),
+        roofline.memory_seconds(bytes_moved, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
+        tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency),
+        launch_overhead_seconds(shape.stage_layers, efficiency),
+        pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
+        pp,
+    )
+
+
+def decode_step(
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: HardwareInputs,
+    efficiency: Efficiency,
+    x: InferenceInputs,
+    shape: ReplicaShape,
+    stage_weight_bytes: Number,
+) -> PhaseStep:
+    """One decode step of a micro-batch at the mean context of a request's life (prompt + output / 2):
+    every resident weight read once (routed experts only where tokens go), every cached token read."""
+    tp, pp, ep = x.tensor_parallel, x.pipeline_parallel, x.expert_parallel
+    batch = shape.micro_batch
+    mean_context = x.prompt_tokens + x.output_tokens / 2
+    flops = decode_step_flops(counts, arch, batch, mean_context, tp, pp)
+    weight_reads = roofline.decode_weight_read_bytes(
+        stage_weight_bytes,
+        stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes),
+        arch.num_experts,
+        arch.experts_per_token,
+        batch,
+    )
+    bytes_moved = weight_reads + decode_kv_read_bytes(
+        arch, tp, pp, batch, mean_context, x.kv_bytes, x.honor_sliding_window
+    )
+    message = activation_message_bytes(arch, batch, x.activation_bytes)
+    collectives_s = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
+    if arch.is_moe:
+        collectives_s = collectives_s + expert_dispatch_seconds(
+            arch, pp, batch, tp, ep, shape.expert_link, x.activation_bytes, efficiency
+        )
+    return _step(
+        batch,
+        flops,
+        bytes_moved,
+        roofline.compute_seconds(flops, hw.peak_flops_per_second, efficiency.decode_compute),
+        roofline.memory_seconds(bytes_moved, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
+        collectives_s,
+        launch_overhead_seconds(shape.stage_layers, efficiency),
+        pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
+        pp,
+    )
+
+
+def _step(tokens, flops, bytes_moved, compute, memory, collective, overhead, handoff, pp) -> PhaseStep:
+    return PhaseStep(
+        tokens=tokens,
+        flops=flops,
+        bytes=bytes_moved,
+        compute_seconds=compute,
+        memory_seconds=memory,
+        collective_seconds=collective,
+        overhead_seconds=overhead,
+        handoff_seconds=handoff,
+        pipeline_parallel=pp,
+        seconds=roofline.pipeline_step_seconds(compute, memory, collective, overhead, handoff, pp),
+    )

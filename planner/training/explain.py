@@ -1,0 +1,409 @@
+"""What a training plan says in words and equations: the bottleneck, warnings, assumptions and the
+equations with their numbers filled in (DESIGN rules 5 and 7). Reads the plan's typed results only."""
+
+from __future__ import annotations
+
+from planner.calibration.record import CalibrationRecord
+from planner.hardware.catalog import Accelerator
+from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.physics.efficiency import Efficiency
+from planner.physics.memory import stage_layers
+from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
+from planner.training import memory as tmem
+from planner.training.inputs import RECOMPUTE_LEVEL
+from planner.training.results import MicroBatchOption, TrainingCost, TrainingLayout, TrainingPerformance
+from planner.training.scenario import TrainingScenario
+from planner.units import count, gib, percent, rate, seconds, usd
+
+COMMUNICATION_KEYS = (
+    "tensor_parallel_seconds",
+    "expert_parallel_seconds",
+    "pipeline_p2p_seconds",
+    "overlapped_communication_exposed_seconds",
+    "data_parallel_seconds",
+    "offload_transfer_seconds",
+)
+
+
+def bottleneck(memory: MemoryBreakdown, perf: TrainingPerformance) -> tuple[Bottleneck, str]:
+    if not memory.fits:
+        return "capacity", (
+            f"The plan needs {gib(memory.total_bytes)} per GPU but the device has {gib(memory.capacity_bytes)}; "
+            f"the largest part is {memory.dominant_component.removesuffix('_bytes').replace('_', ' ')} "
+            f"({gib(memory.components[memory.dominant_component])}): memory capacity binds before anything else."
+        )
+    t = perf.step_breakdown_seconds
+    fb = perf.forward_backward
+    memory_bound = fb.memory_seconds > fb.compute_seconds
+    communication = sum(t[key] for key in COMMUNICATION_KEYS)
+    work = t["forward_backward_seconds"]
+    times: dict[Bottleneck, float] = {
+        "compute": 0.0 if memory_bound else work,
+        "memory_bandwidth": (work if memory_bound else 0.0) + t["optimizer_step_seconds"],
+        "communication": communication,
+    }
+    binding = max(times, key=times.__getitem__)
+    step = perf.step_seconds
+    reason = (
+        f"Of a {seconds(step)} step, forward and backward take {percent(work / step)}"
+        f"{' (memory-bound)' if memory_bound else ''}, exposed communication {percent(communication / step)}, "
+        f"the pipeline bubble {percent(t['pipeline_bubble_seconds'] / step)} and the optimizer step "
+        f"{percent(t['optimizer_step_seconds'] / step)}; MFU {percent(perf.mfu, 1)}, HFU {percent(perf.hfu, 1)}."
+    )
+    return binding, reason
+
+
+def warnings_for(
+    s: TrainingScenario,
+    arch: ModelArchitecture,
+    accel: Accelerator,
+    memory: MemoryBreakdown,
+    perf: TrainingPerformance,
+    options: list[MicroBatchOption],
+) -> list[str]:
+    out = []
+    if not memory.fits:
+        hint = (
+            f"micro_batch_size {memory.max_micro_batch_size} would fit"
+            if memory.max_micro_batch_size
+            else "even micro_batch_size 1 does not fit: shard more (ZeRO stage, TP, PP), recompute activations, "
+            "offload, or use LoRA"
+        )
+        out.append(
+            f"Does not fit: {gib(memory.total_bytes)} needed per GPU, {gib(memory.capacity_bytes)} on the "
+            f"device; {hint}."
+        )
+    elif memory.headroom_fraction < 0.10:
+        out.append(
+            f"Headroom is only {percent(memory.headroom_fraction)} of device memory: allocator fragmentation "
+            "(typically 5-10 %) may still cause an out-of-memory error."
+        )
+    if s.sequence_length > arch.max_context_tokens:
+        out.append(
+            f"sequence_length {s.sequence_length:,} exceeds {arch.name}'s trained context of "
+            f"{arch.max_context_tokens:,} tokens."
+        )
+    if arch.num_layers % s.pipeline_parallel:
+        out.append(
+            f"{arch.num_layers} layers do not split evenly over {s.pipeline_parallel} pipeline stages; the "
+            f"plan charges every stage {stage_layers(arch, s.pipeline_parallel)} layers (the heaviest)."
+        )
+    if perf.pipeline_bubble_fraction > 0.2:
+        out.append(
+            f"The pipeline bubble is {percent(perf.pipeline_bubble_fraction)} of the ideal time: raise the "
+            "number of micro-batches (global batch / (micro-batch x DP)) or use virtual_pipeline_stages."
+        )
+    if s.tensor_parallel * s.context_parallel > s.gpus_per_node:
+        out.append(
+            "tensor_parallel x context_parallel spans more than one node: their per-layer collectives run over "
+            "the inter-node network."
+        )
+    if s.tensor_parallel > 1 and not s.sequence_parallel:
+        out.append(
+            "Tensor parallelism without sequence parallelism keeps norm and dropout activations replicated on "
+            "every TP rank (Korthikanti et al.: 10 sbh of 34 sbh per layer)."
+        )
+    if s.flash_attention and s.activation_checkpointing == "selective":
+        out.append(
+            "Selective recomputation only drops the attention score matrix, which FlashAttention never stores: "
+            "with flash_attention it saves no memory (Megatron-core can recompute more modules)."
+        )
+    if not s.flash_attention and s.activation_checkpointing == "none":
+        out.append(
+            "Without FlashAttention or recomputation every layer keeps the full attention score matrix "
+            "(a x s^2 per sequence); it grows quadratically with sequence_length."
+        )
+    if s.precision == "mixed_fp16":
+        out.append("fp16 training needs loss scaling; overflow-skipped steps are not modelled.")
+    if s.precision == "bf16":
+        out.append(
+            "Pure bf16 without master weights loses small updates (bf16 has 8 mantissa bits); use Kahan "
+            "summation or stochastic rounding, or keep fp32 master weights."
+        )
+    if s.offload_optimizer:
+        out.append(
+            "The optimizer step runs on the CPU: its compute time (CPU Adam) is not modelled, only the PCIe "
+            "transfers; host RAM must hold memory.host_bytes per GPU."
+        )
+    if s.zero_stage >= 2 and s.pipeline_parallel > 1:
+        out.append(
+            "ZeRO-2/3 with pipeline parallelism reduce-scatters or gathers per micro-batch on every stage; "
+            "DeepSpeed's pipeline engine supports ZeRO-1 only (torchtitan/FSDP2 supports it)."
+        )
+    if s.lora is not None and s.zero_stage == 3 and s.lora.quantize_base:
+        out.append(
+            "QLoRA with FSDP/ZeRO-3 needs a quant_storage dtype the sharding can flatten (bitsandbytes >= 0.43)."
+        )
+    if s.tensor_parallel > 1 and accel.interconnect is None:
+        out.append(f"{accel.name} has no NVLink-class interconnect: tensor-parallel collectives run over PCIe.")
+    better = [o for o in options if o.fits and o.tokens_per_second > perf.tokens_per_second * 1.05]
+    if better and memory.fits:
+        best = max(better, key=lambda o: o.tokens_per_second)
+        out.append(
+            f"micro_batch_size {best.micro_batch_size} (gradient accumulation "
+            f"{best.gradient_accumulation_steps}) also fits and is "
+            f"{percent(best.tokens_per_second / perf.tokens_per_second - 1)} faster."
+        )
+    return out
+
+
+def assumptions_for(
+    s: TrainingScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration: CalibrationRecord | None
+) -> list[str]:
+    p = tmem.PRECISIONS[s.precision]
+    out = [
+        "Memory is per GPU on the most loaded pipeline stage (the first stage holds the most in-flight micro-batches, "
+        "the last the output head and logits; the larger total is reported). The budget for training is the full "
+        "device capacity; allocator fragmentation (typically 5-10 %) is not modelled.",
+        f"Precision {s.precision}: {p.description}.",
+        "Model states follow ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state and fp32 master weights, "
+        "2 also gradients, 3 also parameters, over the data-parallel (x context-parallel) group; routed experts over "
+        "DP / EP. FSDP/ZeRO-3 holds the gathered unit being computed (a layer or the embedding/head) plus the next, "
+        "prefetched layer and one unsharded gradient unit; ZeRO-2 that gradient unit.",
+        "Activations follow Korthikanti et al. 2022 (Table 2), adapted to the architecture: fused RMSNorm/LayerNorm "
+        "kernels (input + fp32 statistics), SwiGLU keeps 4 tensors of the MLP width, GQA keeps K/V at the KV-head "
+        "width under FlashAttention; unfused attention keeps the softmax (and dropout) of every score.",
+        "fp32 logits and loss: the unfused PyTorch cross-entropy peak, 12 B x vocabulary / TP per token of one "
+        "micro-batch on the last stage (fused kernels need less).",
+        f"Step time: hardware FLOPs at {percent(efficiency.training_compute)} of the dense "
+        f"{p.compute_dtype} peak ({efficiency.source}); backward = 2 x forward; recomputation adds a forward; the "
+        "pipeline adds (p - 1)/(v m) of bubble.",
+        f"Communication at {percent(efficiency.communication)} of link bandwidth, NVLink inside a node of "
+        f"{s.gpus_per_node} GPUs, {rate(s.inter_node_bandwidth_bytes_per_second, 'B/s')} per GPU between nodes. "
+        "Overlap: tensor-parallel, expert all-to-all and pipeline sends are exposed; data-parallel gradient "
+        "reduction hides behind the last micro-batch's backward; ZeRO-2/3 per-micro-batch collectives, ring-attention "
+        "K/V exchange and parameter-offload fetches hide behind each micro-batch's compute; the parameter all-gather "
+        "after a sharded optimizer step and optimizer-offload transfers are exposed.",
+        "MFU counts model FLOPs with causal attention (s(s+1)/2 pairs) and no recomputation; HFU counts what the "
+        "kernels execute. PaLM/Megatron count all s^2 pairs and report higher MFU at long sequences.",
+        "Runtime overhead: CUDA context and workspaces 0.5 GiB, CUDA graph pools 0.25 GiB, NCCL buffers 0.25 GiB.",
+    ]
+    if s.lora is not None:
+        quant = (
+            (" in 4-bit NF4 (block 64" + (", double-quantized scales" if s.lora.double_quantization else "") + ")")
+            if s.lora.quantize_base
+            else f" in {'fp32' if p.activation >= 4 else 'bf16'}"
+        )
+        out.append(
+            f"LoRA rank {s.lora.rank} on {', '.join(s.lora.target_modules)}: frozen base linear layers{quant}; "
+            "only adapters have gradients and optimizer state (adapters follow the precision recipe). "
+            "Activations as for full training plus r per adapter, minus the frozen output head's input "
+            "(an upper bound: frozen projections without adapters save no input either)."
+        )
+    if arch.is_moe:
+        out.append(
+            "MoE: uniform top-k routing with no dropped tokens; experts split over TP x EP; the dispatch "
+            "all-to-all crosses (EP - 1)/EP of the routed tokens."
+        )
+    if s.optimizer == "adam8bit":
+        out.append("8-bit Adam (bitsandbytes): two uint8 states per parameter with an fp32 absmax per 256 values.")
+    if s.optimizer == "adafactor":
+        out.append(
+            "Adafactor: factored second moment (row + column per matrix), no first moment (torch.optim.Adafactor)."
+        )
+    if s.precision == "fp32":
+        out.append("fp32 matmuls at the fp32 (non-tensor-core) peak; enabling TF32 would run them much faster.")
+    if calibration is not None:
+        out.append(f"Calibrated with '{calibration.label}': efficiencies and runtime overhead from a measured profile.")
+    return out
+
+
+def equations_for(
+    s: TrainingScenario,
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    eff: Efficiency,
+    layout: TrainingLayout,
+    memory: MemoryBreakdown,
+    perf: TrainingPerformance,
+    cost: TrainingCost,
+    hardware: HardwareSummary,
+) -> list[Equation]:
+    """Each headline number's equation with the scenario's numbers filled in (DESIGN rule 7)."""
+    return [
+        *_memory_equations(s, arch, counts, layout, memory),
+        *_time_equations(s, counts, eff, layout, perf, hardware),
+        *_cost_equations(s, perf, cost),
+    ]
+
+
+def _memory_equations(
+    s: TrainingScenario,
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    layout: TrainingLayout,
+    memory: MemoryBreakdown,
+) -> list[Equation]:
+    p = tmem.PRECISIONS[s.precision]
+    recompute = RECOMPUTE_LEVEL[s.activation_checkpointing]
+    per_token_layer = tmem.layer_activation_bytes_per_token(
+        arch,
+        arch.is_moe and arch.num_moe_layers >= arch.num_dense_layers,
+        s.tensor_parallel,
+        s.sequence_parallel and s.tensor_parallel > 1,
+        s.flash_attention,
+        recompute,
+        s.dropout,
+        s.sequence_length,
+        p.activation,
+        s.lora.rank if s.lora else 0,
+        tuple(s.lora.target_modules) if s.lora else (),
+    )
+    opt_per_elem = tmem.optimizer_state_bytes_per_element(s.optimizer, p.state)
+    opt_text = "factored (Adafactor)" if opt_per_elem is None else f"{p.master:g} + {opt_per_elem:g}"
+    zero = s.effective_zero_stage
+    group = s.dp * s.context_parallel
+    in_flight = float(
+        tmem.in_flight_microbatches(s.pipeline_parallel, layout.gradient_accumulation_steps, s.virtual_pipeline_stages)
+    )
+    return [
+        Equation(
+            name="Parameters",
+            formula="embedding + layers x (attention + MLP/experts + norms) + lm_head",
+            substituted=" + ".join(f"{k} {count(v)}" for k, v in counts.as_dict().items() if v),
+            value=counts.total,
+            unit="parameters",
+        ),
+        Equation(
+            name="Trainable parameters per GPU",
+            formula="stage layers / TP (experts / (TP x EP)) + embedding or head / TP"
+            if s.lora is None
+            else "sum over targeted projections of r x (d_in + d_out), split by TP",
+            substituted=f"TP {s.tensor_parallel}, PP {s.pipeline_parallel}, EP {s.expert_parallel}"
+            + (f", rank {s.lora.rank}" if s.lora else ""),
+            value=layout.parameters_trainable_per_gpu,
+            unit="parameters",
+        ),
+        Equation(
+            name="Weights per GPU",
+            formula="parameters per GPU x bytes / (DP x CP if ZeRO-3)",
+            substituted=f"{count(layout.parameters_trainable_per_gpu)} x {p.param:g} B, ZeRO-{zero}, group {group}"
+            if s.lora is None
+            else f"frozen base + adapters, ZeRO-{zero}",
+            value=memory.components["weights_bytes"],
+            unit="bytes",
+            source="ZeRO Fig. 1",
+        ),
+        Equation(
+            name="Gradients per GPU",
+            formula="trainable per GPU x grad bytes / (DP x CP if ZeRO >= 2)",
+            substituted=f"{count(layout.parameters_trainable_per_gpu)} x {p.grad:g} B / {group if zero >= 2 else 1}",
+            value=memory.components["gradients_bytes"],
+            unit="bytes",
+            source="ZeRO Fig. 1",
+        ),
+        Equation(
+            name="Optimizer states per GPU",
+            formula="trainable per GPU x (master + moments) bytes / (DP x CP if ZeRO >= 1)",
+            substituted=f"{count(layout.parameters_trainable_per_gpu)} x ({opt_text}) B / "
+            f"{group if zero >= 1 else 1}" + (" (offloaded to host)" if s.offload_optimizer else ""),
+            value=memory.components["optimizer_states_bytes"],
+            unit="bytes",
+            source="ZeRO Sec. 3 (K = 12 for Adam)",
+        ),
+        Equation(
+            name="Activations per token per layer",
+            formula="norms x (h B + stats) + 2 h B + attention (q, k, v, out) + MLP (4 f B SwiGLU / 2 f B GeLU)"
+            " [/TP]; full recompute: h B",
+            substituted=f"h {arch.hidden_size}, heads {arch.num_attention_heads}, KV heads {arch.num_kv_heads}, "
+            f"MLP {arch.intermediate_size or arch.expert_intermediate_size}, TP {s.tensor_parallel}, "
+            f"{s.activation_checkpointing} recompute, flash {s.flash_attention}",
+            value=float(per_token_layer),
+            unit="bytes",
+            source="Korthikanti et al. 2022, Table 2 (adapted)",
+        ),
+        Equation(
+            name="Activations per GPU",
+            formula="micro-batch x s / CP x (stage layers x per-layer x in-flight micro-batches + edges "
+            "+ one recomputed layer)",
+            substituted=f"{s.micro_batch_size} x {s.sequence_length:,} / {s.context_parallel} x "
+            f"({stage_layers(arch, s.pipeline_parallel)} layers, in flight "
+            f"{in_flight:g})",
+            value=memory.components["activations_bytes"],
+            unit="bytes",
+            source="Korthikanti et al. 2022, Eq. 5",
+        ),
+        Equation(
+            name="Logits and loss",
+            formula="micro-batch x s / CP x 12 B x vocabulary / TP (last stage)",
+            substituted=f"{s.micro_batch_size} x {s.sequence_length:,} x 12 x {arch.vocab_size:,} / "
+            f"{s.tensor_parallel}",
+            value=memory.components["logits_bytes"],
+            unit="bytes",
+        ),
+    ]
+
+
+def _time_equations(
+    s: TrainingScenario,
+    counts: ParameterCounts,
+    eff: Efficiency,
+    layout: TrainingLayout,
+    perf: TrainingPerformance,
+    hardware: HardwareSummary,
+) -> list[Equation]:
+    t = perf.step_breakdown_seconds
+    return [
+        Equation(
+            name="Model FLOPs per token",
+            formula="3 x (2 x active matmul parameters + causal attention)"
+            if s.lora is None
+            else "2 x (2 x matmul parameters) + 3 x (attention + adapters)",
+            substituted=(
+                f"6 x {count(counts.active)} active params"
+                if s.lora is None
+                else f"4 x {count(counts.active)} frozen params + 6 x {count(layout.parameters_trainable)} "
+                "adapter params"
+            )
+            + f" + attention at s = {s.sequence_length:,}",
+            value=perf.model_flops_per_token,
+            unit="FLOPs",
+            source="Kaplan et al. 2020 (6N); PaLM App. B",
+        ),
+        Equation(
+            name="Micro-batch compute on one GPU",
+            formula="stage hardware FLOPs / (peak x efficiency)",
+            substituted=f"{count(perf.forward_backward.flops)}FLOP / "
+            f"({rate(hardware.peak_flops_per_second, 'FLOP/s')} x {eff.training_compute:g})",
+            value=perf.forward_backward.compute_seconds,
+            unit="seconds",
+        ),
+        Equation(
+            name="Step time",
+            formula="(m + (p - 1)/v) x micro-batch slot + exposed DP sync + optimizer step + offload",
+            substituted=f"({layout.gradient_accumulation_steps} + {s.pipeline_parallel - 1}/"
+            f"{s.virtual_pipeline_stages}) x {seconds(perf.forward_backward.seconds)} + "
+            f"{seconds(t['data_parallel_seconds'])} + {seconds(t['optimizer_step_seconds'])} + "
+            f"{seconds(t['offload_transfer_seconds'])}",
+            value=perf.step_seconds,
+            unit="seconds",
+            source="Narayanan et al. 2021, Sec. 2.2",
+        ),
+        Equation(
+            name="MFU",
+            formula="model FLOPs per step / (step x GPUs x peak)",
+            substituted=f"{count(perf.model_flops_per_step)}FLOP / ({seconds(perf.step_seconds)} "
+            f"x {s.num_gpus} x {rate(hardware.peak_flops_per_second, 'FLOP/s')})",
+            value=perf.mfu,
+            unit="fraction",
+        ),
+    ]
+
+
+def _cost_equations(s: TrainingScenario, perf: TrainingPerformance, cost: TrainingCost) -> list[Equation]:
+    return [
+        Equation(
+            name="Time to train",
+            formula="training tokens / tokens per second",
+            substituted=f"{count(s.training_tokens)} / {perf.tokens_per_second:,.0f}",
+            value=perf.time_to_train_seconds,
+            unit="seconds",
+        ),
+        Equation(
+            name="Cost to train",
+            formula="GPUs x hours x $/GPU-hour",
+            substituted=f"{s.num_gpus} x {perf.time_to_train_seconds / 3600:,.1f} h x {usd(cost.usd_per_gpu_hour)}",
+            value=cost.usd_total,
+            unit="USD",
+        ),
+    ]

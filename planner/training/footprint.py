@@ -1,0 +1,292 @@
+"""Memory per GPU of a training job: the terms of `planner.training.memory` assembled per pipeline stage.
+
+Scope: one GPU of the first and of the last pipeline stage (the first holds the most in-flight
+micro-batches, the last the output head and the logits); `training_memory` keeps the heavier one.
+Broadcasts over numpy arrays of the numeric inputs (DESIGN rule 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+
+import numpy as np
+
+from planner.arrays import Flag, Number, maximum, where
+from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.physics import memory as base_memory
+from planner.training import memory as tmem
+from planner.training.inputs import TrainingHardware, TrainingInputs
+
+
+@dataclass(frozen=True, slots=True)
+class ModelStateShard:
+    """Model states on one GPU of one stage after TP/PP/EP, before ZeRO sharding: the dense part (ZeRO
+    shards it over DP x CP) and the routed-expert part (over DP x CP / EP). Plus the unsharded units
+    FSDP/ZeRO-3 gathers: the largest unit (a layer or the embedding/head matrix), one layer, one
+    gradient unit."""
+
+    param_dense_bytes: Number
+    param_expert_bytes: Number
+    trainable_dense_elements: Number
+    trainable_expert_elements: Number
+    state_dense_bytes: Number  # optimizer moments and fp32 master weights
+    state_expert_bytes: Number
+    unit_param_bytes: Number
+    layer_param_bytes: Number
+    unit_grad_bytes: Number
+
+    @property
+    def param_bytes(self) -> Number:
+        return self.param_dense_bytes + self.param_expert_bytes
+
+    @property
+    def trainable_elements(self) -> Number:
+        return self.trainable_dense_elements + self.trainable_expert_elements
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryComponents:
+    """Bytes on one GPU of one stage, by component; the plan's `memory.components`."""
+
+    weights_bytes: Number
+    gradients_bytes: Number
+    gradient_accumulation_bytes: Number
+    optimizer_states_bytes: Number
+    sharding_buffers_bytes: Number
+    activations_bytes: Number
+    logits_bytes: Number
+    runtime_overhead_bytes: Number
+    total_bytes: Number = field(init=False)  # the sum, computed on construction
+
+    def __post_init__(self) -> None:
+        total = (
+            self.weights_bytes
+            + self.gradients_bytes
+            + self.gradient_accumulation_bytes
+            + self.optimizer_states_bytes
+            + self.sharding_buffers_bytes
+            + self.activations_bytes
+            + self.logits_bytes
+            + self.runtime_overhead_bytes
+        )
+        object.__setattr__(self, "total_bytes", total)
+
+    def as_dict(self) -> dict[str, Number]:
+        """The components by name (the total left out)."""
+        return {name: getattr(self, name) for name in _COMPONENT_NAMES}
+
+
+_COMPONENT_NAMES = tuple(f.name for f in fields(MemoryComponents) if f.init)
+
+
+@dataclass(frozen=True, slots=True)
+class StageMemory:
+    components: MemoryComponents
+    host_bytes: Number  # offloaded optimizer states and parameters, in host RAM
+    states: ModelStateShard
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingMemory:
+    """The heavier stage's memory, and both stages' totals."""
+
+    components: MemoryComponents
+    host_bytes: Number
+    capacity_bytes: Number
+    first_stage_total_bytes: Number
+    last_stage: StageMemory  # the step time runs on the last stage (its layers plus the head)
+
+    @property
+    def total_bytes(self) -> Number:
+        return self.components.total_bytes
+
+    @property
+    def first_stage_is_heaviest(self) -> Flag:
+        return self.first_stage_total_bytes >= self.last_stage.components.total_bytes
+
+    @property
+    def fits(self) -> Flag:
+        return self.total_bytes <= self.capacity_bytes
+
+
+def _optimizer_states(
+    inputs: TrainingInputs, trainable_dense, trainable_expert, factored_elements: Callable[[], Number]
+) -> tuple[Number, Number]:
+    """(dense, expert) optimizer-state bytes: master copy plus moments per trainable element, or, for
+    Adafactor, the master copy plus the factored second moment (`factored_elements()`, counted with the
+    dense part)."""
+    p = inputs.precision
+    moments = tmem.optimizer_state_bytes_per_element(inputs.recipe.optimizer, p.state)
+    if moments is None:
+        return trainable_dense * p.master + factored_elements() * p.state, trainable_expert * p.master
+    per_element = p.master + moments
+    return trainable_dense * per_element, trainable_expert * per_element
+
+
+def _full_model_shard(
+    arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs, first_stage: bool
+) -> ModelStateShard:
+    """Full training: every parameter is trainable."""
+    lay, p = inputs.layout, inputs.precision
+    tp, pp, ep = lay.tensor_parallel, lay.pipeline_parallel, lay.expert_parallel
+    layer_elements = tmem.stage_layer_parameter_elements(counts, arch, tp, pp, ep)
+    expert_elements = tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep)
+    edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage)
+    # One FSDP unit: the largest layer (a MoE layer when there is one) or the embedding/head matrix.
+    unit_layer_elements = tmem.stage_layer_parameter_elements(counts, arch, tp, arch.num_layers, ep)
+    unit_elements = maximum(unit_layer_elements, arch.vocab_size * arch.hidden_size / tp)
+    trainable_dense = layer_elements - expert_elements + edge_elements
+    state_dense, state_expert = _optimizer_states(
+        inputs,
+        trainable_dense,
+        expert_elements,
+        lambda: tmem.adafactor_state_elements(counts, arch, tp, pp, ep, first_stage),
+    )
+    return ModelStateShard(
+        param_dense_bytes=trainable_dense * p.param,
+        param_expert_bytes=expert_elements * p.param,
+        trainable_dense_elements=trainable_dense,
+        trainable_expert_elements=expert_elements,
+        state_dense_bytes=state_dense,
+        state_expert_bytes=state_expert,
+        unit_param_bytes=unit_elements * p.param,
+        layer_param_bytes=unit_layer_elements * p.param,
+        unit_grad_bytes=unit_elements * p.grad,
+    )
+
+
+def _lora_model_shard(
+    arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs, first_stage: bool
+) -> ModelStateShard:
+    """LoRA/QLoRA: a frozen base in the activation dtype (bf16; fp32 only for fp32 recipes), its linear
+    layers in NF4 for QLoRA; only the adapters are trainable (in the recipe's parameter dtype)."""
+    lay, p, lora = inputs.layout, inputs.precision, inputs.lora
+    assert lora is not None
+    tp, pp, ep = lay.tensor_parallel, lay.pipeline_parallel, lay.expert_parallel
+    other_b = p.activation
+    linear_b = tmem.nf4_bytes_per_element(lora.double_quantization) if lora.quantize_base else other_b
+    base_layers = tmem.stage_layer_parameter_elements(counts, arch, tp, pp, ep, linear_b, other_b)
+    base_expert = tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep) * linear_b
+    edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage)
+    adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep)
+    trainable_expert = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, experts_only=True)
+    trainable_dense = adapters - trainable_expert
+    unit_adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, arch.num_layers, ep)
+    unit_base = tmem.stage_layer_parameter_elements(counts, arch, tp, arch.num_layers, ep, linear_b, other_b)
+    layer_param = unit_base + unit_adapters * p.param
+    state_dense, state_expert = _optimizer_states(
+        inputs,
+        trainable_dense,
+        trainable_expert,
+        lambda: tmem.adafactor_state_elements(counts, arch, tp, pp, ep, first_stage, lora.rank, lora.target_modules),
+    )
+    return ModelStateShard(
+        param_dense_bytes=base_layers - base_expert + edge_elements * other_b + trainable_dense * p.param,
+        param_expert_bytes=base_expert + trainable_expert * p.param,
+        trainable_dense_elements=trainable_dense,
+        trainable_expert_elements=trainable_expert,
+        state_dense_bytes=state_dense,
+        state_expert_bytes=state_expert,
+        unit_param_bytes=maximum(layer_param, arch.vocab_size * arch.hidden_size / tp * other_b),
+        layer_param_bytes=layer_param,
+        unit_grad_bytes=unit_adapters * p.grad,
+    )
+
+
+def model_state_shard(
+    arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs, first_stage: bool
+) -> ModelStateShard:
+    if inputs.lora is None:
+        return _full_model_shard(arch, counts, inputs, first_stage)
+    return _lora_model_shard(arch, counts, inputs, first_stage)
+
+
+def stage_memory(
+    arch: ModelArchitecture, counts: ParameterCounts, hw: TrainingHardware, inputs: TrainingInputs, first_stage: bool
+) -> StageMemory:
+    """Every memory component on one GPU of the first or the last stage (with one stage: both are it)."""
+    lay, batch, recipe, p = inputs.layout, inputs.batch, inputs.recipe, inputs.precision
+    tp, pp, zero = lay.tensor_parallel, lay.pipeline_parallel, recipe.zero_stage
+    dense_group, expert_group = lay.dense_group, lay.expert_group
+    s = model_state_shard(arch, counts, inputs, first_stage)
+    components = MemoryComponents(
+        weights_bytes=tmem.weights_bytes(
+            s.param_dense_bytes, s.param_expert_bytes, zero, dense_group, expert_group, recipe.offload_parameters
+        ),
+        gradients_bytes=tmem.gradients_bytes(
+            s.trainable_dense_elements * p.grad, s.trainable_expert_elements * p.grad, zero, dense_group, expert_group
+        ),
+        gradient_accumulation_bytes=tmem.gradient_accumulation_bytes(
+            s.trainable_dense_elements,
+            s.trainable_expert_elements,
+            zero,
+            dense_group,
+            expert_group,
+            recipe.grad_accumulation_fp32,
+            p.grad,
+        ),
+        optimizer_states_bytes=tmem.optimizer_states_bytes(
+            s.state_dense_bytes, s.state_expert_bytes, zero, dense_group, expert_group, recipe.offload_optimizer
+        ),
+        sharding_buffers_bytes=tmem.sharding_buffer_bytes(
+            zero, dense_group, s.unit_param_bytes, s.layer_param_bytes, s.unit_grad_bytes
+        ),
+        activations_bytes=tmem.stage_activation_bytes(
+            arch,
+            tp,
+            pp,
+            lay.context_parallel,
+            batch.micro_batch_size,
+            batch.sequence_length,
+            inputs.microbatches,
+            lay.virtual_stages,
+            lay.sequence_parallel,
+            recipe.flash_attention,
+            recipe.recompute,
+            recipe.dropout,
+            first_stage,
+            p.activation,
+            inputs.lora_rank,
+            inputs.lora_targets,
+        ),
+        logits_bytes=tmem.logits_bytes(arch, tp, inputs.tokens_per_microbatch, where(pp == 1, True, not first_stage)),
+        runtime_overhead_bytes=base_memory.runtime_overhead_bytes(hw.is_accelerator, lay.num_gpus)
+        + inputs.runtime_overhead_correction_bytes,
+    )
+    host = where(
+        recipe.offload_optimizer,
+        tmem.optimizer_states_bytes(s.state_dense_bytes, s.state_expert_bytes, zero, dense_group, expert_group),
+        0.0,
+    ) + where(
+        recipe.offload_parameters,
+        tmem.weights_bytes(s.param_dense_bytes, s.param_expert_bytes, zero, dense_group, expert_group),
+        0.0,
+    )
+    return StageMemory(components=components, host_bytes=host, states=s)
+
+
+def training_memory(
+    arch: ModelArchitecture, counts: ParameterCounts, hw: TrainingHardware, inputs: TrainingInputs
+) -> TrainingMemory:
+    """Memory per GPU on the most loaded pipeline stage."""
+    first = stage_memory(arch, counts, hw, inputs, first_stage=True)
+    last = stage_memory(arch, counts, hw, inputs, first_stage=False)
+    first_total = first.components.total_bytes
+    first_heavier = first_total >= last.components.total_bytes
+    if isinstance(first_heavier, np.ndarray):
+        heavier = MemoryComponents(
+            *(
+                np.where(first_heavier, getattr(first.components, n), getattr(last.components, n))
+                for n in _COMPONENT_NAMES
+            )
+        )
+    else:
+        heavier = first.components if first_heavier else last.components
+    return TrainingMemory(
+        components=heavier,
+        host_bytes=where(first_heavier, first.host_bytes, last.host_bytes),
+        capacity_bytes=hw.memory_capacity_bytes,
+        first_stage_total_bytes=first_total,
+        last_stage=last,
+    )

@@ -1,0 +1,198 @@
+"""What the training formulas read: the scenario's numbers and the cluster's, as small frozen records.
+
+`training_inputs(scenario)` and `training_hardware(scenario, accelerator)` build them from a validated
+`TrainingScenario`. Every numeric field holds a Python number for `plan()` or a numpy array of one shape
+for `planner.search.sweep` (DESIGN rule 4); the sweep replaces fields with `dataclasses.replace`.
+Categorical choices that pick a formula (optimizer, LoRA targets) stay scalars.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from planner.arrays import Flag, Number
+from planner.hardware.catalog import Accelerator
+from planner.training.memory import PRECISIONS, PrecisionBytes
+from planner.training.scenario import TrainingScenario
+
+RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2}
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingHardware:
+    """Accelerator and cluster numbers the formulas use, per GPU (arrays when sweeping several GPU types)."""
+
+    memory_capacity_bytes: Number
+    bandwidth_bytes_per_second: Number
+    peak_flops_per_second: Number  # dense, in the precision recipe's compute dtype
+    intra_node_bytes_per_second: Number
+    intra_node_latency_seconds: Number
+    inter_node_bytes_per_second: Number
+    host_link_bytes_per_second: Number
+    gpus_per_node: Number
+    is_accelerator: Flag
+    usd_per_gpu_hour: Number
+
+    @classmethod
+    def from_accelerator(
+        cls,
+        accel: Accelerator,
+        compute_dtype: str,
+        usd_per_gpu_hour: float,
+        gpus_per_node: int,
+        inter_node_bytes_per_second: float,
+    ) -> TrainingHardware:
+        return cls(
+            memory_capacity_bytes=float(accel.memory_bytes),
+            bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
+            peak_flops_per_second=accel.peak_flops(compute_dtype),
+            intra_node_bytes_per_second=accel.interconnect_bandwidth_bytes_per_second,
+            intra_node_latency_seconds=accel.interconnect_latency_seconds,
+            inter_node_bytes_per_second=inter_node_bytes_per_second,
+            host_link_bytes_per_second=accel.host_link_bandwidth_bytes_per_second,
+            gpus_per_node=gpus_per_node,
+            is_accelerator=accel.vendor != "cpu",
+            usd_per_gpu_hour=usd_per_gpu_hour,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LoraInputs:
+    rank: int
+    target_modules: tuple[str, ...]
+    quantize_base: bool
+    double_quantization: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LayoutInputs:
+    """Parallel degrees (Megatron-core rank order TP x CP x DP x PP; EP carved out of DP)."""
+
+    tensor_parallel: Number
+    pipeline_parallel: Number
+    data_parallel: Number
+    context_parallel: Number
+    expert_parallel: Number
+    virtual_stages: Number
+    sequence_parallel: Flag  # in effect: only with tensor_parallel > 1
+    num_gpus: Number
+    # Derived once here (and again by every dataclasses.replace, which calls __init__), never passed in:
+    dense_group: Number = field(init=False)  # GPUs that share one dense parameter shard and split its ZeRO states
+    expert_group: Number = field(init=False)  # GPUs that share one routed-expert shard: DP x CP / EP
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "dense_group", self.data_parallel * self.context_parallel)
+        object.__setattr__(self, "expert_group", self.data_parallel * self.context_parallel / self.expert_parallel)
+
+
+@dataclass(frozen=True, slots=True)
+class BatchInputs:
+    """Sequences per micro-batch and per optimizer step, their length, and the whole job's tokens."""
+
+    micro_batch_size: Number
+    global_batch_size: Number
+    sequence_length: Number
+    training_tokens: Number
+
+
+@dataclass(frozen=True, slots=True)
+class RecipeInputs:
+    """Memory savers and their timing side: sharding, offload, recomputation, kernels, overlap."""
+
+    optimizer: str
+    zero_stage: Number  # effective: Megatron's distributed optimizer counts as 1
+    offload_optimizer: Flag
+    offload_parameters: Flag
+    recompute: Number  # 0 none, 1 selective, 2 full (RECOMPUTE_LEVEL)
+    flash_attention: Flag
+    dropout: Flag
+    grad_accumulation_fp32: Flag
+    overlap_grad_reduce: Flag
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingInputs:
+    """Everything scenario-side one training plan reads, grouped; `runtime_overhead_correction_bytes` comes
+    from a calibration (0 without one)."""
+
+    layout: LayoutInputs
+    batch: BatchInputs
+    recipe: RecipeInputs
+    precision: PrecisionBytes
+    lora: LoraInputs | None
+    runtime_overhead_correction_bytes: Number = 0.0
+    # Derived in __post_init__ (see LayoutInputs):
+    microbatches: Number = field(init=False)  # per data-parallel replica per step (gradient accumulation steps)
+    tokens_per_microbatch: Number = field(init=False)  # on one GPU: context parallelism splits every sequence
+
+    def __post_init__(self) -> None:
+        batch, layout = self.batch, self.layout
+        microbatches = batch.global_batch_size / (batch.micro_batch_size * layout.data_parallel)
+        object.__setattr__(self, "microbatches", microbatches)
+        tokens = batch.micro_batch_size * batch.sequence_length / layout.context_parallel
+        object.__setattr__(self, "tokens_per_microbatch", tokens)
+
+    @property
+    def lora_rank(self) -> int:
+        return self.lora.rank if self.lora else 0
+
+    @property
+    def lora_targets(self) -> tuple[str, ...]:
+        return self.lora.target_modules if self.lora else ()
+
+
+def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_bytes: float = 0.0) -> TrainingInputs:
+    """The numbers and flags of one validated scenario."""
+    lora = None
+    if scenario.lora is not None:
+        lora = LoraInputs(
+            scenario.lora.rank,
+            tuple(scenario.lora.target_modules),
+            scenario.lora.quantize_base,
+            scenario.lora.double_quantization,
+        )
+    return TrainingInputs(
+        layout=LayoutInputs(
+            tensor_parallel=scenario.tensor_parallel,
+            pipeline_parallel=scenario.pipeline_parallel,
+            data_parallel=scenario.dp,
+            context_parallel=scenario.context_parallel,
+            expert_parallel=scenario.expert_parallel,
+            virtual_stages=scenario.virtual_pipeline_stages,
+            sequence_parallel=scenario.sequence_parallel and scenario.tensor_parallel > 1,
+            num_gpus=scenario.num_gpus,
+        ),
+        batch=BatchInputs(
+            micro_batch_size=scenario.micro_batch_size,
+            global_batch_size=scenario.global_batch_size,
+            sequence_length=scenario.sequence_length,
+            training_tokens=scenario.training_tokens,
+        ),
+        recipe=RecipeInputs(
+            optimizer=scenario.optimizer,
+            zero_stage=scenario.effective_zero_stage,
+            offload_optimizer=scenario.offload_optimizer,
+            offload_parameters=scenario.offload_parameters,
+            recompute=RECOMPUTE_LEVEL[scenario.activation_checkpointing],
+            flash_attention=scenario.flash_attention,
+            dropout=scenario.dropout,
+            grad_accumulation_fp32=scenario.grad_accumulation_fp32,
+            overlap_grad_reduce=scenario.overlap_grad_reduce,
+        ),
+        precision=PRECISIONS[scenario.precision],
+        lora=lora,
+        runtime_overhead_correction_bytes=runtime_overhead_correction_bytes,
+    )
+
+
+def training_hardware(scenario: TrainingScenario, accel: Accelerator) -> TrainingHardware:
+    """The accelerator's numbers in the scenario's compute dtype, its price (or the reference price), and
+    the cluster's node size and network."""
+    price = scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
+    return TrainingHardware.from_accelerator(
+        accel,
+        PRECISIONS[scenario.precision].compute_dtype,
+        price,
+        scenario.gpus_per_node,
+        scenario.inter_node_bandwidth_bytes_per_second,
+    )

@@ -1,0 +1,430 @@
+"""One optimizer step of a training job: the terms of `planner.training.step_time` assembled into the time of
+one micro-batch on the slowest (last) pipeline stage, the pipeline schedule, and the end-of-step
+synchronisation and optimizer update.
+
+The step is a sum of named parts (`TrainingStep`): micro-batch compute (or memory) time, exposed
+communication of each kind, the pipeline bubble, the optimizer step and host transfers. Overlap rules:
+tensor-parallel, expert all-to-all and pipeline sends are exposed; ring-attention K/V exchange, ZeRO-2/3
+per-micro-batch collectives and parameter-offload fetches hide behind the micro-batch's compute; gradient
+synchronisation (ZeRO 0/1) hides behind the last micro-batch's backward when `overlap_grad_reduce`; the
+parameter all-gather after a sharded update and optimizer-offload transfers are exposed.
+Broadcasts over numpy arrays of the numeric inputs (DESIGN rule 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, fields
+
+from planner.arrays import Number, maximum, where
+from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.physics import roofline
+from planner.physics.collectives import link_bandwidth, link_latency
+from planner.physics.efficiency import Efficiency
+from planner.physics.memory import stage_layers, stage_moe_layers
+from planner.training import step_time
+from planner.training.footprint import ModelStateShard, TrainingMemory
+from planner.training.inputs import TrainingHardware, TrainingInputs
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingFlops:
+    """FLOPs per trained token: whole model (model and hardware FLOPs, see step_time), and what one GPU of
+    the last stage executes (before the TP split), with the backward's share of it."""
+
+    model_flops_per_token: Number
+    hardware_flops_per_token: Number
+    stage_hardware_flops_per_token: Number
+    stage_backward_share: Number
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    bytes_per_second: Number
+    latency_seconds: Number
+
+
+@dataclass(frozen=True, slots=True)
+class MicrobatchCommunication:
+    """Seconds of each collective for one micro-batch on one GPU, before overlap."""
+
+    tensor_parallel_seconds: Number
+    expert_parallel_seconds: Number
+    context_parallel_seconds: Number
+    pipeline_p2p_seconds: Number
+    sharded_data_parallel_seconds: Number  # ZeRO-2 reduce-scatter, ZeRO-3 also the parameter all-gathers
+    parameter_offload_seconds: Number  # parameter shard fetched over the host link (ZeRO-Infinity)
+
+    @property
+    def overlapped_seconds(self) -> Number:
+        """The collectives that run alongside the micro-batch's compute."""
+        return self.context_parallel_seconds + self.sharded_data_parallel_seconds + self.parameter_offload_seconds
+
+
+@dataclass(frozen=True, slots=True)
+class MicrobatchTime:
+    """One micro-batch's forward and backward on one GPU of the last stage: its roofline and its slot in the
+    pipeline schedule."""
+
+    tokens: Number
+    flops: Number
+    bytes: Number
+    compute_seconds: Number
+    memory_seconds: Number
+    communication: MicrobatchCommunication
+    overlapped_exposed_seconds: Number  # what the overlapped collectives add beyond the compute
+
+    @property
+    def exposed_communication_seconds(self) -> Number:
+        c = self.communication
+        return (
+            c.tensor_parallel_seconds
+            + c.expert_parallel_seconds
+            + c.pipeline_p2p_seconds
+            + (self.overlapped_exposed_seconds)
+        )
+
+    @property
+    def slot_seconds(self) -> Number:
+        """The micro-batch's slot in the schedule: the slower roofline plus its exposed communication."""
+        c = self.communication
+        return (
+            maximum(self.compute_seconds, self.memory_seconds)
+            + c.tensor_parallel_seconds
+            + c.expert_parallel_seconds
+            + c.pipeline_p2p_seconds
+            + self.overlapped_exposed_seconds
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class DataParallelCollectives:
+    """Seconds of each data-parallel collective over this GPU's dense and expert shards (each over its own
+    group), before overlap; which ones run, and how often, depends on the ZeRO stage."""
+
+    gradient_allreduce_seconds: Number
+    gradient_reduce_scatter_seconds: Number
+    trainable_allgather_seconds: Number  # updated trainable shards after a sharded optimizer step
+    parameter_allgather_seconds: Number  # every parameter (ZeRO-3, twice per micro-batch)
+
+
+@dataclass(frozen=True, slots=True)
+class OptimizerStep:
+    bytes: Number  # HBM traffic of the update on this GPU's shard
+    seconds: Number  # on the GPU; zero when the optimizer runs on the host
+    offload_transfer_seconds: Number  # gradients down and parameters up over the host link
+
+
+@dataclass(frozen=True, slots=True)
+class CommunicationTotals:
+    """Seconds per step of each kind of communication, before overlap (the plan's `communication_totals`)."""
+
+    tensor_parallel_seconds: Number
+    expert_parallel_seconds: Number
+    context_parallel_seconds: Number
+    pipeline_p2p_seconds: Number
+    sharded_data_parallel_seconds: Number
+    parameter_offload_seconds: Number
+    gradient_sync_seconds: Number
+    parameter_gather_seconds: Number
+
+    def as_dict(self) -> dict[str, Number]:
+        return {name: getattr(self, name) for name in _COMMUNICATION_KINDS}
+
+
+_COMMUNICATION_KINDS = tuple(f.name for f in fields(CommunicationTotals))
+
+
+@dataclass(frozen=True, slots=True)
+class TrainingStep:
+    """Seconds of one optimizer step on the slowest GPU, by part; the parts sum to `step_seconds` (the plan's
+    `step_breakdown_seconds`)."""
+
+    forward_backward_seconds: Number  # m micro-batches at the slower of compute and memory
+    pipeline_bubble_seconds: Number
+    tensor_parallel_seconds: Number
+    expert_parallel_seconds: Number
+    pipeline_p2p_seconds: Number
+    overlapped_communication_exposed_seconds: Number
+    data_parallel_seconds: Number  # exposed gradient sync + parameter all-gather after the update
+    optimizer_step_seconds: Number
+    offload_transfer_seconds: Number
+    step_seconds: Number = field(init=False)  # the sum, computed on construction
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "step_seconds", sum(self.as_dict().values()))
+
+    def as_dict(self) -> dict[str, Number]:
+        """The parts by name (the total left out)."""
+        return {name: getattr(self, name) for name in _STEP_PARTS}
+
+
+_STEP_PARTS = tuple(f.name for f in fields(TrainingStep) if f.init)
+
+
+@dataclass(frozen=True, slots=True)
+class StepTime:
+    flops: TrainingFlops
+    microbatch: MicrobatchTime
+    optimizer: OptimizerStep
+    communication: CommunicationTotals
+    step: TrainingStep
+
+
+def training_flops(arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs) -> TrainingFlops:
+    flop_args = (
+        inputs.batch.sequence_length,
+        inputs.recipe.flash_attention,
+        inputs.recipe.recompute,
+        inputs.lora is not None,
+        inputs.lora_rank,
+        inputs.lora_targets,
+    )
+    model, hardware = step_time.model_training_flops_per_token(counts, arch, *flop_args)
+    pp = inputs.layout.pipeline_parallel
+    stage_hardware = step_time.stage_hardware_flops_per_token(counts, arch, pp, *flop_args)
+    stage_forward = step_time.stage_forward_flops_per_token(
+        counts, arch, pp, inputs.batch.sequence_length, inputs.recipe.flash_attention
+    )
+    return TrainingFlops(
+        model_flops_per_token=model,
+        hardware_flops_per_token=hardware,
+        stage_hardware_flops_per_token=stage_hardware,
+        stage_backward_share=1 - stage_forward / stage_hardware,
+    )
+
+
+def group_link(hw: TrainingHardware, group_span_gpus) -> Link:
+    """The link a group of consecutive ranks talks over: NVLink inside a node, the network across nodes."""
+    return Link(
+        link_bandwidth(
+            group_span_gpus, hw.gpus_per_node, hw.intra_node_bytes_per_second, hw.inter_node_bytes_per_second
+        ),
+        link_latency(group_span_gpus, hw.gpus_per_node, hw.intra_node_latency_seconds),
+    )
+
+
+def _over_both_groups(collective: Callable, dense_bytes, expert_bytes, inputs: TrainingInputs, link: Link, eff):
+    """A data-parallel collective of the dense shard over DP x CP plus one of the expert shard over DP x CP / EP."""
+    lay = inputs.layout
+    return collective(dense_bytes, lay.dense_group, link.bytes_per_second, link.latency_seconds, eff) + collective(
+        expert_bytes, lay.expert_group, link.bytes_per_second, link.latency_seconds, eff
+    )
+
+
+def data_parallel_collectives(
+    hw: TrainingHardware, efficiency: Efficiency, inputs: TrainingInputs, states: ModelStateShard
+) -> DataParallelCollectives:
+    lay, p = inputs.layout, inputs.precision
+    link = group_link(hw, lay.tensor_parallel * lay.context_parallel * lay.data_parallel)
+    eff = efficiency.communication
+    # An fp32 accumulation buffer is what gets reduced.
+    reduce_b = where(inputs.recipe.grad_accumulation_fp32, maximum(p.grad, 4.0), p.grad)
+    grads_dense = states.trainable_dense_elements * reduce_b
+    grads_expert = states.trainable_expert_elements * reduce_b
+    return DataParallelCollectives(
+        gradient_allreduce_seconds=_over_both_groups(
+            step_time.gradient_allreduce_seconds, grads_dense, grads_expert, inputs, link, eff
+        ),
+        gradient_reduce_scatter_seconds=_over_both_groups(
+            step_time.gradient_reduce_scatter_seconds, grads_dense, grads_expert, inputs, link, eff
+        ),
+        trainable_allgather_seconds=_over_both_groups(
+            step_time.parameter_allgather_seconds,
+            states.trainable_dense_elements * p.param,
+            states.trainable_expert_elements * p.param,
+            inputs,
+            link,
+            eff,
+        ),
+        parameter_allgather_seconds=_over_both_groups(
+            step_time.parameter_allgather_seconds,
+            states.param_dense_bytes,
+            states.param_expert_bytes,
+            inputs,
+            link,
+            eff,
+        ),
+    )
+
+
+def microbatch_communication(
+    arch: ModelArchitecture,
+    hw: TrainingHardware,
+    efficiency: Efficiency,
+    inputs: TrainingInputs,
+    states: ModelStateShard,
+    data_parallel: DataParallelCollectives,
+) -> MicrobatchCommunication:
+    lay, recipe = inputs.layout, inputs.recipe
+    tp, pp, cp, ep = lay.tensor_parallel, lay.pipeline_parallel, lay.context_parallel, lay.expert_parallel
+    tokens, h, act_b = inputs.tokens_per_microbatch, arch.hidden_size, inputs.precision.activation
+    eff, recompute, zero = efficiency.communication, recipe.recompute, recipe.zero_stage
+    layers = stage_layers(arch, pp)
+    tp_link = group_link(hw, tp)
+    tensor_parallel = step_time.tensor_parallel_comm_seconds(
+        layers, tokens, h, act_b, tp, recompute, tp_link.bytes_per_second, tp_link.latency_seconds, eff
+    )
+    expert_parallel = 0.0
+    if arch.is_moe:
+        ep_link = group_link(hw, tp * cp * ep)
+        expert_parallel = step_time.expert_all_to_all_seconds(
+            stage_moe_layers(arch, pp),
+            tokens,
+            arch.experts_per_token,
+            h,
+            act_b,
+            ep,
+            recompute,
+            ep_link.bytes_per_second,
+            ep_link.latency_seconds,
+            eff,
+        )
+    cp_link = group_link(hw, tp * cp)
+    context_parallel = step_time.context_parallel_comm_seconds(
+        layers,
+        tokens,
+        step_time.kv_elements_per_token_for_cp(arch, tp),
+        act_b,
+        cp,
+        recompute,
+        cp_link.bytes_per_second,
+        cp_link.latency_seconds,
+        eff,
+    )
+    # The next stage sits a whole TP x CP x DP block away.
+    pp_link = group_link(hw, where(pp > 1, tp * cp * lay.data_parallel * 2, 1))
+    p2p = step_time.pipeline_p2p_seconds(
+        tokens,
+        h,
+        act_b,
+        tp,
+        lay.sequence_parallel,
+        pp,
+        lay.virtual_stages,
+        pp_link.bytes_per_second,
+        pp_link.latency_seconds,
+        eff,
+    )
+    reduce_scatter = data_parallel.gradient_reduce_scatter_seconds
+    sharded = where(
+        zero >= 3,
+        2 * data_parallel.parameter_allgather_seconds + reduce_scatter,
+        where(zero == 2, reduce_scatter, 0.0),
+    )
+    # Forward and backward each fetch the GPU's parameter shard.
+    shard_bytes = states.param_dense_bytes / lay.dense_group + states.param_expert_bytes / lay.expert_group
+    offload = where(
+        recipe.offload_parameters,
+        step_time.host_transfer_seconds(2 * shard_bytes, hw.host_link_bytes_per_second, efficiency.host_link),
+        0.0,
+    )
+    return MicrobatchCommunication(
+        tensor_parallel_seconds=tensor_parallel,
+        expert_parallel_seconds=expert_parallel,
+        context_parallel_seconds=context_parallel,
+        pipeline_p2p_seconds=p2p,
+        sharded_data_parallel_seconds=sharded,
+        parameter_offload_seconds=offload,
+    )
+
+
+def microbatch_time(
+    hw: TrainingHardware,
+    efficiency: Efficiency,
+    inputs: TrainingInputs,
+    memory: TrainingMemory,
+    flops: TrainingFlops,
+    communication: MicrobatchCommunication,
+) -> MicrobatchTime:
+    """The last stage's micro-batch: its layers and the head, its stored activations and weights."""
+    tokens = inputs.tokens_per_microbatch
+    states = memory.last_stage.states
+    stage_flops = tokens * flops.stage_hardware_flops_per_token / inputs.layout.tensor_parallel
+    compute = roofline.compute_seconds(stage_flops, hw.peak_flops_per_second, efficiency.training_compute)
+    stage_bytes = step_time.microbatch_memory_bytes(
+        states.param_bytes,
+        memory.last_stage.components.activations_bytes,
+        states.trainable_elements * inputs.precision.grad,
+        inputs.recipe.recompute,
+    )
+    return MicrobatchTime(
+        tokens=tokens,
+        flops=stage_flops,
+        bytes=stage_bytes,
+        compute_seconds=compute,
+        memory_seconds=roofline.memory_seconds(stage_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
+        communication=communication,
+        overlapped_exposed_seconds=maximum(communication.overlapped_seconds - compute, 0.0),
+    )
+
+
+def optimizer_step(
+    hw: TrainingHardware, efficiency: Efficiency, inputs: TrainingInputs, states: ModelStateShard
+) -> OptimizerStep:
+    """The update of this GPU's optimizer shard (ZeRO >= 1 shards it over the data-parallel groups), on the GPU
+    or, offloaded, on the host with gradients and parameters crossing the host link."""
+    lay, p, recipe = inputs.layout, inputs.precision, inputs.recipe
+    sharded = recipe.zero_stage >= 1
+    dense_shards, expert_shards = where(sharded, lay.dense_group, 1), where(sharded, lay.expert_group, 1)
+    trainable = states.trainable_dense_elements / dense_shards + states.trainable_expert_elements / expert_shards
+    state_bytes = states.state_dense_bytes / dense_shards + states.state_expert_bytes / expert_shards
+    traffic = step_time.optimizer_step_bytes(state_bytes, trainable, p.grad, p.param, p.master)
+    on_gpu = roofline.memory_seconds(traffic, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
+    transfer = step_time.host_transfer_seconds(
+        trainable * (p.grad + p.param), hw.host_link_bytes_per_second, efficiency.host_link
+    )
+    return OptimizerStep(
+        bytes=traffic,
+        seconds=where(recipe.offload_optimizer, 0.0, on_gpu),
+        offload_transfer_seconds=where(recipe.offload_optimizer, transfer, 0.0),
+    )
+
+
+def training_step(
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: TrainingHardware,
+    efficiency: Efficiency,
+    inputs: TrainingInputs,
+    memory: TrainingMemory,
+) -> StepTime:
+    """Step time on one GPU of the last stage: m micro-batch slots plus the bubble, then the end of the step."""
+    lay, recipe = inputs.layout, inputs.recipe
+    zero, m = recipe.zero_stage, inputs.microbatches
+    states = memory.last_stage.states
+    flops = training_flops(arch, counts, inputs)
+    dp = data_parallel_collectives(hw, efficiency, inputs, states)
+    per_microbatch = microbatch_communication(arch, hw, efficiency, inputs, states, dp)
+    microbatch = microbatch_time(hw, efficiency, inputs, memory, flops, per_microbatch)
+    optimizer = optimizer_step(hw, efficiency, inputs, states)
+
+    grad_sync = where(
+        zero == 0, dp.gradient_allreduce_seconds, where(zero == 1, dp.gradient_reduce_scatter_seconds, 0.0)
+    )
+    hidden_behind = where(recipe.overlap_grad_reduce, flops.stage_backward_share * microbatch.compute_seconds, 0.0)
+    param_gather = where((zero == 1) | (zero == 2), dp.trainable_allgather_seconds, 0.0)
+    step = TrainingStep(
+        forward_backward_seconds=m * maximum(microbatch.compute_seconds, microbatch.memory_seconds),
+        pipeline_bubble_seconds=step_time.pipeline_bubble_seconds(
+            microbatch.slot_seconds, lay.pipeline_parallel, lay.virtual_stages
+        ),
+        tensor_parallel_seconds=m * per_microbatch.tensor_parallel_seconds,
+        expert_parallel_seconds=m * per_microbatch.expert_parallel_seconds,
+        pipeline_p2p_seconds=m * per_microbatch.pipeline_p2p_seconds,
+        overlapped_communication_exposed_seconds=m * microbatch.overlapped_exposed_seconds,
+        data_parallel_seconds=maximum(grad_sync - hidden_behind, 0.0) + param_gather,
+        optimizer_step_seconds=optimizer.seconds,
+        offload_transfer_seconds=optimizer.offload_transfer_seconds,
+    )
+    communication = CommunicationTotals(
+        tensor_parallel_seconds=m * per_microbatch.tensor_parallel_seconds,
+        expert_parallel_seconds=m * per_microbatch.expert_parallel_seconds,
+        context_parallel_seconds=m * per_microbatch.context_parallel_seconds,
+        pipeline_p2p_seconds=m * per_microbatch.pipeline_p2p_seconds,
+        sharded_data_parallel_seconds=m * per_microbatch.sharded_data_parallel_seconds,
+        parameter_offload_seconds=m * per_microbatch.parameter_offload_seconds,
+        gradient_sync_seconds=grad_sync,
+        parameter_gather_seconds=param_gather,
+    )
+    return StepTime(flops=flops, microbatch=microbatch, optimizer=optimizer, communication=communication, step=step)
