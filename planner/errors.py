@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Iterable
+
 from pydantic import ValidationError
 
 
@@ -20,3 +23,14 @@ def explain(error: Exception) -> str:
             lines.append(f"{where}: {msg}" if where else msg)
         return "; ".join(lines)
     return str(error)
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """ " (did you mean 'x'?)" for the choice a misspelt `word` most likely meant, or "" when none is close;
+    appended to "unknown ..." messages. The shortest choice that extends the word wins ('h100' -> 'h100-sxm',
+    not the one-letter-off 'h200'; 'qwen2.5-7' -> 'qwen2.5-7b', not 'qwen2.5-72b'), else the closest by
+    difflib's ratio (at least 0.6)."""
+    options = list(choices)
+    extensions = [c for c in options if word and c.startswith(word)]
+    close = [min(extensions, key=len)] if extensions else difflib.get_close_matches(word, options, n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""

@@ -1,11 +1,17 @@
-"""Plans <-> CSV: one row per plan, every input and output, units in the column names.
+"""Plans <-> CSV: one row per plan, every input and output, units in the column names; and a summary for people.
 
-Columns: `kind`, `decision`, then `scenario.<field>` for every input (an inline model config or
+The full CSV (`plans_to_csv`) is the machine format. Columns: `kind`, `decision`, then `scenario.<field>` for every input (an inline model config or
 custom GPU as JSON), then every numeric or text output of the plan flattened with dots
 (`memory.total_bytes`, `performance.ttft_seconds`, `cost.usd_per_hour`, `memory.components.kv_cache_bytes`).
 Reading the file back restores the scenarios exactly (outputs are recomputed, not trusted).
 Text cells starting with = + - @ (or tab/CR) get a leading apostrophe so spreadsheets never run them
 as formulas; the reader removes it again.
+
+The summary CSV (`plans_to_summary_csv`) is for people and is never read back: the headline answers first,
+in the units the dashboard shows (GiB = 2^30 bytes, ms, $, tokens/s, %), rounded to 4 significant digits,
+under plain column names that carry the unit ("TTFT (ms)"); then the likely ranges (planner.uncertainty),
+the workload and the decision. When a plan does not fit, its speed and cost are what it would give if it
+fit: the "Note" column says so.
 """
 
 from __future__ import annotations
@@ -13,7 +19,8 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections.abc import Iterable
+import math
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from pydantic import ValidationError
@@ -21,6 +28,8 @@ from pydantic import ValidationError
 from planner.errors import PlanningError, explain
 from planner.safe_json import load_json
 from planner.scenario import parse_scenario
+from planner.units import GIB
+from planner.verdict import memory_verdict
 
 MAX_ROWS = 1000
 MAX_CELL_CHARS = 300_000
@@ -92,6 +101,113 @@ def plans_to_csv(plans: Iterable) -> str:
     for row in rows:
         writer.writerow([_cell(row.get(column)) for column in columns])
     return buffer.getvalue()
+
+
+# ------------------------------------------------------------------------------------------- summary
+
+SUMMARY_DIGITS = 4
+IF_IT_FIT_NOTE = "does not fit: speed and cost are what it would give if it fit"
+MEMORY_VERDICT_WORDS = {"met": "fits", "at_risk": "may not fit", "missed": "does not fit"}
+
+
+def rounded(value: float | None, digits: int = SUMMARY_DIGITS) -> str:
+    """`value` to `digits` significant digits as plain decimal text a spreadsheet reads as a number:
+    no exponent, no thousands separator (58396.2 -> '58400', 0.0341234 -> '0.03412')."""
+    if value is None or not math.isfinite(value):
+        return ""
+    if value == 0:
+        return "0"
+    decimals = digits - 1 - math.floor(math.log10(abs(value)))
+    return f"{round(value, decimals):.{max(decimals, 0)}f}"
+
+
+def _band(plan, path: str, end: str, scale: float) -> float | None:
+    band = (plan.uncertainty or {}).get(path)
+    return getattr(band, end) * scale if band is not None else None
+
+
+def _name(plan) -> str:
+    s = plan.scenario
+    return s.get("label") or f"{plan.model.name} on {s['num_gpus']}× {plan.hardware.name}"
+
+
+_BOTH, _INF, _TRAIN = ("inference", "training"), ("inference",), ("training",)
+_MS, _PCT, _H = 1e3, 100.0, 1 / 3600
+
+# (column, plan kinds it applies to, value); numbers are rounded, text is written as it is.
+SUMMARY_COLUMNS: list[tuple[str, tuple[str, ...], Callable[[Any], Any]]] = [
+    ("Plan", _BOTH, _name),
+    ("Kind", _BOTH, lambda p: p.kind),
+    ("Fits in memory", _BOTH, lambda p: "yes" if p.memory.fits else "no"),
+    ("Memory verdict (likely range)", _BOTH, lambda p: MEMORY_VERDICT_WORDS[memory_verdict(p).status]),
+    ("Memory per GPU (GiB)", _BOTH, lambda p: p.memory.total_bytes / GIB),
+    ("Memory available per GPU (GiB)", _BOTH, lambda p: p.memory.budget_bytes / GIB),
+    ("Headroom (%)", _BOTH, lambda p: p.memory.headroom_fraction * _PCT),
+    ("TTFT (ms)", _INF, lambda p: p.performance.ttft_seconds * _MS),
+    ("TPOT (ms)", _INF, lambda p: p.performance.tpot_seconds * _MS),
+    ("Output tokens/s", _INF, lambda p: p.performance.output_tokens_per_second),
+    ("$ per 1M output tokens", _INF, lambda p: p.cost.usd_per_million_output_tokens),
+    ("$ per month", _INF, lambda p: p.cost.usd_per_month),
+    ("Max sequences in flight", _INF, lambda p: p.memory.max_concurrency),
+    ("Step time (s)", _TRAIN, lambda p: p.performance.step_seconds),
+    ("Tokens/s", _TRAIN, lambda p: p.performance.tokens_per_second),
+    ("MFU (%)", _TRAIN, lambda p: p.performance.mfu * _PCT),
+    ("Time to train (h)", _TRAIN, lambda p: p.performance.time_to_train_seconds * _H),
+    ("Cost to train ($)", _TRAIN, lambda p: p.cost.usd_total),
+    ("Largest micro-batch that fits", _TRAIN, lambda p: p.memory.max_micro_batch_size or 0),
+    ("Note", _BOTH, lambda p: "" if p.memory.fits else IF_IT_FIT_NOTE),
+    ("Binding resource", _BOTH, lambda p: p.bottleneck.replace("_", " ")),
+    ("Memory likely low (GiB)", _BOTH, lambda p: _band(p, "memory.total_bytes", "low", 1 / GIB)),
+    ("Memory likely high (GiB)", _BOTH, lambda p: _band(p, "memory.total_bytes", "high", 1 / GIB)),
+    ("TTFT likely low (ms)", _INF, lambda p: _band(p, "performance.ttft_seconds", "low", _MS)),
+    ("TTFT likely high (ms)", _INF, lambda p: _band(p, "performance.ttft_seconds", "high", _MS)),
+    ("TPOT likely low (ms)", _INF, lambda p: _band(p, "performance.tpot_seconds", "low", _MS)),
+    ("TPOT likely high (ms)", _INF, lambda p: _band(p, "performance.tpot_seconds", "high", _MS)),
+    ("Step time likely low (s)", _TRAIN, lambda p: _band(p, "performance.step_seconds", "low", 1.0)),
+    ("Step time likely high (s)", _TRAIN, lambda p: _band(p, "performance.step_seconds", "high", 1.0)),
+    ("Model", _BOTH, lambda p: p.model.name),
+    ("GPU", _BOTH, lambda p: p.hardware.name),
+    ("GPUs", _BOTH, lambda p: p.scenario["num_gpus"]),
+    ("Prompt tokens", _INF, lambda p: p.scenario["prompt_tokens"]),
+    ("Output tokens", _INF, lambda p: p.scenario["output_tokens"]),
+    ("Sequences in flight", _INF, lambda p: p.scenario["concurrency"]),
+    ("Weights dtype", _INF, lambda p: p.scenario["weight_dtype"]),
+    ("KV cache dtype", _INF, lambda p: p.scenario["kv_cache_dtype"]),
+    ("Global batch (sequences)", _TRAIN, lambda p: p.layout.global_batch_size),
+    ("Sequence length (tokens)", _TRAIN, lambda p: p.layout.sequence_length),
+    ("Training tokens", _TRAIN, lambda p: p.performance.training_tokens),
+    ("Decision", _BOTH, lambda p: p.scenario.get("decision") or ""),
+]
+
+
+def _summary_cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)  # counts (GPUs, tokens, sequences) are exact
+    if isinstance(value, float):
+        return rounded(value)
+    return neutralize(str(value))
+
+
+def plans_to_summary_csv(plans: Iterable) -> str:
+    """One row per plan for people (see the module docstring); columns that apply to none of the plans'
+    kinds are left out."""
+    plans = list(plans)
+    kinds = {p.kind for p in plans}
+    columns = [(name, value) for name, applies, value in SUMMARY_COLUMNS if kinds & set(applies)]
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([name for name, _ in columns])
+    for p in plans:
+        applies = {name: p.kind in kinds_ for name, kinds_, _ in SUMMARY_COLUMNS}
+        writer.writerow([_summary_cell(value(p)) if applies[name] else "" for name, value in columns])
+    return buffer.getvalue()
+
+
+# -------------------------------------------------------------------------------------------- import
 
 
 def _parse_cell(name: str, text: str) -> Any:

@@ -64,8 +64,12 @@ def count(value: float) -> str:
 
 
 def usd(value: float) -> str:
+    """'$0.78', '$12.50', '$715', '$48,200', '$1.62M', '$3.10B': three significant figures from a million up."""
     if value is None or not math.isfinite(value):
         return "n/a"
+    for factor, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if abs(value) >= factor:
+            return f"${_sig(value / factor)}{suffix}"
     if abs(value) >= 100:
         return f"${value:,.0f}"
     if abs(value) >= 1:

@@ -8,8 +8,14 @@ import sys
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
-from planner.cli.main import main
+from planner.cli.main import CliError, _parse, dashboard_script, main
+from planner.errors import PlanningError
+from planner.hardware.catalog import list_accelerators
+from planner.model.catalog import catalog_model_ids
+from planner.plan import plan
+from planner.scenario import parse_scenario
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -108,3 +114,85 @@ def test_schema_and_share(capsys, tmp_path):
     path.write_text('{"concurrency": 8}')
     assert main(["share", str(path), "--base-url", "https://h.example"]) == 0
     assert capsys.readouterr().out.strip() == "https://h.example/inference?inference_concurrency=8"
+
+
+def _sweep_plans() -> list:
+    """The plans of examples/inference-sweep.json computed directly (the reference the CLI output must match)."""
+    scenarios = json.loads((ROOT / "examples" / "inference-sweep.json").read_text())
+    return [plan(parse_scenario(s)) for s in scenarios]
+
+
+def test_json_output_is_strict_json_equal_to_the_plans(capsys):
+    """The pydantic serializer writes what model_dump(mode="json") holds, as strict JSON (no NaN/Infinity)."""
+    expected = [p.model_dump(mode="json") for p in _sweep_plans()]
+    assert main(["plan", str(ROOT / "examples" / "inference-sweep.json")]) == 0
+
+    def refuse(constant: str):
+        raise AssertionError(f"non-standard JSON constant {constant}")
+
+    assert json.loads(capsys.readouterr().out, parse_constant=refuse) == expected
+
+
+def test_jsonl_is_one_plan_per_line(capsys):
+    expected = [p.model_dump(mode="json") for p in _sweep_plans()]
+    assert main(["plan", str(ROOT / "examples" / "inference-sweep.json"), "--format", "jsonl"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [json.loads(line) for line in lines] == expected  # 3 scenarios -> 3 lines, in order
+
+
+def test_single_scenario_jsonl_is_one_line(tmp_path, capsys):
+    path = tmp_path / "s.json"
+    path.write_text('{"concurrency": 8}')
+    assert main(["plan", str(path), "--format", "jsonl"]) == 0
+    (line,) = capsys.readouterr().out.splitlines()
+    assert json.loads(line)["scenario"]["concurrency"] == 8
+
+
+@pytest.mark.parametrize(
+    "payload, suggestion",
+    [
+        ('{"concurency": 8}', "did you mean 'concurrency' for 'concurency'?"),
+        ('{"kind": "training", "micro_batch": 2}', "did you mean 'micro_batch_size' for 'micro_batch'?"),
+        ('{"model": "qwen2.5-7"}', "did you mean 'qwen2.5-7b'?"),
+        ('{"gpu": "a100"}', "did you mean 'a100-40gb'?"),  # the first catalog id that extends 'a100'
+        ('{"gpu": "mi300"}', "did you mean 'mi300x'?"),
+    ],
+)
+def test_did_you_mean(tmp_path, capsys, payload, suggestion):
+    path = tmp_path / "s.json"
+    path.write_text(payload)
+    assert main(["plan", str(path)]) == 2
+    assert suggestion in capsys.readouterr().err
+
+
+def test_suggestions_come_from_the_catalogs():
+    """Every model and GPU id is suggested for itself minus its last character (a typical slip)."""
+    for model_id in catalog_model_ids():
+        message = _error_for({"model": model_id[:-1]})
+        assert f"unknown model '{model_id[:-1]}' (did you mean '" in message
+    for accel in list_accelerators():
+        assert "(did you mean '" in _error_for({"gpu": accel.id[:-1]})
+
+
+def _error_for(payload: dict) -> str:
+    try:
+        parse_scenario(payload)
+    except (ValidationError, PlanningError) as exc:
+        return str(exc)
+    raise AssertionError(f"{payload} was accepted")
+
+
+def test_app_passes_unknown_options_to_streamlit_only():
+    assert _parse(["app", "--server.port", "8600", "--server.headless", "true"]).streamlit_options == [
+        "--server.port",
+        "8600",
+        "--server.headless",
+        "true",
+    ]
+    with pytest.raises(CliError, match="unrecognized arguments: --server.port"):
+        _parse(["gpus", "--server.port", "8600"])
+
+
+def test_dashboard_script_is_the_checkout_app_py():
+    script = dashboard_script()
+    assert script == ROOT / "app.py" and (script.parent / "app_pages" / "inference.py").is_file()

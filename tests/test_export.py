@@ -12,6 +12,8 @@ from planner.export import (
     CsvImportError,
     neutralize,
     plans_to_csv,
+    plans_to_summary_csv,
+    rounded,
     scenarios_from_csv,
     unneutralize,
 )
@@ -114,3 +116,60 @@ def test_output_columns_are_ignored_on_import():
     writer.writeheader()
     writer.writerow(rows[0])
     assert scenarios_from_csv(buffer.getvalue()) == [SCENARIOS[0]]
+
+
+# ------------------------------------------------------------------------------------------- summary
+
+
+@pytest.mark.parametrize(
+    "value, text",
+    [
+        (58396.2, "58400"),  # 4 significant digits, no thousands separator, no exponent
+        (0.0341234, "0.03412"),
+        (87.52349, "87.52"),
+        (9999.6, "10000"),
+        (-87.8765, "-87.88"),
+        (0.0, "0"),
+        (float("nan"), ""),
+    ],
+)
+def test_summary_numbers_have_four_significant_digits(value, text):
+    assert rounded(value) == text
+
+
+def test_summary_csv_leads_with_headline_answers_in_human_units():
+    plans = [plan(SCENARIOS[0]), plan(InferenceScenario(concurrency=512))]
+    rows = _rows(plans_to_summary_csv(plans))
+    header = list(rows[0])
+    assert header[:3] == ["Plan", "Kind", "Fits in memory"]
+    assert all("." not in name.split(" (")[0] for name in header)  # plain names, not dotted paths
+    assert header.index("TTFT (ms)") < header.index("Model") < header.index("Decision")
+    fits, short = rows
+    p = plans[0]
+    # 4 significant digits of the engine's raw values, converted by hand: bytes / 2^30, seconds x 1000
+    assert fits["Memory per GPU (GiB)"] == rounded(p.memory.total_bytes / 2**30)
+    assert float(fits["TPOT (ms)"]) == pytest.approx(p.performance.tpot_seconds * 1000, rel=5e-4)
+    assert float(fits["TTFT (ms)"]) == pytest.approx(p.performance.ttft_seconds * 1000, rel=5e-4)
+    assert float(fits["$ per month"]) == pytest.approx(4 * 3.0 * 730)  # 4 GPUs x $3/h x 730 h
+    assert float(fits["TPOT likely high (ms)"]) == pytest.approx(
+        p.uncertainty["performance.tpot_seconds"].high * 1000, rel=5e-4
+    )
+    assert fits["Sequences in flight"] == "64" and fits["Prompt tokens"] == "2048"
+    assert (fits["Fits in memory"], fits["Note"]) == ("yes", "")
+    assert (short["Fits in memory"], short["Memory verdict (likely range)"]) == ("no", "does not fit")
+    assert "if it fit" in short["Note"]
+    assert "Step time (s)" not in header  # no training plan: no training columns
+
+
+def test_summary_csv_mixes_kinds_and_neutralises_text():
+    from planner.training.scenario import TrainingScenario
+
+    rows = _rows(plans_to_summary_csv([plan(SCENARIOS[1]), plan(TrainingScenario())]))
+    inference, training = rows
+    assert inference["Decision"].startswith("'=")
+    assert inference["Step time (s)"] == "" and training["TTFT (ms)"] == ""
+    expected = plan(TrainingScenario())
+    assert float(training["Cost to train ($)"]) == pytest.approx(expected.cost.usd_total, rel=5e-4)
+    assert float(training["Time to train (h)"]) == pytest.approx(
+        expected.performance.time_to_train_seconds / 3600, rel=5e-4
+    )

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from planner import PlanningError, plan
+from planner.errors import explain
 from planner.inference.scenario import InferenceScenario
 from planner.search.sweep import evaluate_inference, inference_grid, scenario_for_row
 
@@ -57,6 +59,33 @@ def test_invalid_rows_are_flagged_not_planned():
     assert not result.valid.any() and not result.fits.any()
     assert "attention heads" in result.invalid_reason.iloc[0]
     assert np.isnan(result.total_bytes.iloc[0])
+
+
+def test_invalid_reason_is_the_scenarios_own_sentence():
+    base = InferenceScenario()
+    grid = inference_grid(base, gpus=["h100-sxm", "l4"], num_gpus=[3, 6], tensor_parallel=[3], concurrency=[1, 2])
+    result = evaluate_inference(base, grid)
+    with pytest.raises(ValidationError) as rejected:
+        InferenceScenario(num_gpus=3, tensor_parallel=3)
+    # "tensor_parallel=3 does not divide the model's 64 attention heads", for every row of that layout.
+    assert set(result.invalid_reason) == {explain(rejected.value)}
+    assert "64 attention heads" in explain(rejected.value)
+
+
+def test_sweep_rejects_what_the_scenario_rejects_for_a_moe_layout():
+    # Mixtral has 8 experts: EP 3 does not divide them; EP 2 with TP 4 divides the tensor group (valid);
+    # EP 8 with TP 2 needs 8 GPUs per stage.
+    base = InferenceScenario(model="mixtral-8x7b", num_gpus=8, tensor_parallel=2)
+    grid = inference_grid(base, num_gpus=[4, 8], tensor_parallel=[2, 4], expert_parallel=[2, 3, 8])
+    result = evaluate_inference(base, grid)
+    for _, row in result.iterrows():
+        try:
+            scenario_for_row(base, row)
+        except ValidationError as exc:
+            assert row["invalid_reason"] == explain(exc)
+        else:
+            assert row["valid"] and row["invalid_reason"] == ""
+    assert result.valid.any() and not result.valid.all()
 
 
 def test_grid_size_is_bounded():

@@ -3,21 +3,32 @@ never returns a configuration that does not fit or breaks a constraint."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
+from pydantic import ValidationError
 
-from planner import PlanningError, plan
+from planner import PlanningError, plan, units
+from planner.cli.main import main
 from planner.inference.scenario import InferenceScenario
+from planner.search.alternatives import alternatives, catalog_sizes
+from planner.search.checklist import QUESTIONS, checklist
 from planner.search.constraints import (
+    INFERENCE_EQUIVALENCE,
     apply_constraints,
+    collapse_equivalent,
     pareto_front,
     parse_constraint,
     search,
 )
 from planner.search.diagnosis import diagnose
 from planner.search.inference_tradeoffs import inference_techniques
+from planner.search.report import TradeoffReport
 from planner.search.sweep import evaluate_inference, inference_grid
+from planner.search.training_tradeoffs import training_techniques
+from planner.training.scenario import TrainingScenario
 
 BASE = InferenceScenario()
 
@@ -65,8 +76,10 @@ def test_missing_fp8_on_a100_is_flagged():
 
 def test_dropping_the_kv_cache_frees_it_and_costs_decode_time():
     effect = next(e for e in inference_techniques(BASE) if e.technique == "KV cache vs recompute")
-    base = plan(BASE)
-    assert effect.delta_memory_bytes == -base.memory.components["kv_cache_bytes"]
+    # Llama 3.1 70B, TP 4: 80 layers x K and V x (8 KV heads / 4) x 128 head dim x 2 bytes (bf16)
+    # = 81,920 bytes per token per GPU; 64 sequences x (2,048 + 512) tokens = 163,840 tokens
+    # -> 13,421,772,800 bytes freed per GPU.
+    assert effect.delta_memory_bytes == -(80 * 2 * 2 * 128 * 2) * (64 * 2560) == -13_421_772_800
     assert effect.delta_time_seconds > 0 and effect.derived
 
 
@@ -146,3 +159,185 @@ def test_training_technique_deltas_are_differences_of_two_training_plans():
     assert full.delta_memory_bytes < 0 < full.delta_time_seconds  # saves activations, pays recompute
     compression = next(e for e in techniques(scenario) if e.technique == "Lower-precision communication")
     assert compression.changes_numerics and compression.delta_time_seconds <= 0
+
+
+# ---------------------------------------------------------------------------------------------- issue 15
+
+
+def test_relief_puts_a_cheap_move_that_fits_first_and_the_absurd_one_last():
+    scenario = InferenceScenario(concurrency=600)  # 70B on 4 x H100: the KV cache does not fit
+    base = plan(scenario)
+    assert base.bottleneck == "capacity"
+    relief = diagnose(scenario).relief
+    first = relief[0]
+    # The first relief, planned in full, fits and is not slower than this plan.
+    after = plan(InferenceScenario.model_validate(first.scenario))
+    assert after.memory.fits and after.performance.tpot_seconds <= base.performance.tpot_seconds
+    # Dropping the KV cache also fits, at ~350x this plan's TPOT: never first, last if listed at all.
+    drop = next(e for e in inference_techniques(scenario) if e.technique == "KV cache vs recompute")
+    assert drop.fits_after and drop.delta_time_seconds > 100 * base.performance.tpot_seconds
+    assert all(e.technique != "KV cache vs recompute" for e in relief[:-1])
+    # With 2,000 sequences nothing short of dropping the cache fits, and still it is not first.
+    assert diagnose(InferenceScenario(concurrency=2000)).relief[0].technique != "KV cache vs recompute"
+
+
+@pytest.mark.parametrize("concurrency", [64, 1])
+def test_the_pipeline_sentence_says_what_the_two_plans_say(concurrency):
+    scenario = InferenceScenario(concurrency=concurrency)
+    effect = next(e for e in inference_techniques(scenario) if e.technique == "Pipeline parallelism")
+    base, alt = plan(scenario), plan(InferenceScenario.model_validate(effect.scenario))
+    change = alt.performance.tpot_seconds - base.performance.tpot_seconds
+    # 64 in flight: two stages each decode half the sequences, TPOT falls by ~2.6 ms; one sequence: the
+    # stage hand-off adds a few microseconds.
+    assert (change < 0) == (concurrency == 64)
+    word = "improves by" if change < 0 else "rises by"
+    assert f"per-token latency {word} {units.seconds(abs(change))}" in effect.costs
+    assert "does not improve" not in effect.costs
+
+
+def test_collapse_keeps_one_row_per_equivalent_configuration():
+    frame = pd.DataFrame(
+        {
+            "gpu": ["h100", "h100", "h100", "h100", "h200"],
+            "num_gpus": [2, 4, 2, 2, 2],
+            "tensor_parallel": [2, 2, 2, 2, 2],
+            "pipeline_parallel": [1, 1, 1, 1, 1],
+            "expert_parallel": [1, 1, 1, 1, 1],
+            "weight_dtype": ["fp8", "fp8", "int8", "bf16", "fp8"],
+            "concurrency": [128, 256, 128, 128, 128],
+            "ttft_seconds": [0.1, 0.1, 0.1, 0.1, 0.1],
+            # rows 0-2: identical outputs (row 2's TPOT differs in the 12th digit); row 3 is slower, row 4 another GPU
+            "tpot_seconds": [0.05, 0.05, 0.05 * (1 + 1e-12), 0.06, 0.05],
+            "usd_per_million_output_tokens": [0.78, 0.78, 0.78, 0.9, 0.78],
+            "total_bytes": [6.5e10, 6.5e10, 6.5e10, 7e10, 6.5e10],
+        }
+    )
+    out = collapse_equivalent(frame, *INFERENCE_EQUIVALENCE)
+    assert list(out.index) == [0, 3, 4]
+    assert list(out["equivalent_rows"]) == [3, 1, 1]
+
+
+def test_search_is_not_padded_with_replicas_or_formats_that_change_nothing(frame):
+    top = search(frame, [], "usd_per_million_output_tokens", top=10)
+    keys = top[["gpu", "tensor_parallel", "pipeline_parallel", "tpot_seconds", "usd_per_million_output_tokens"]]
+    assert not keys.duplicated().any()
+    # Two full plans: the same TP 2 layout at twice the replicas and concurrency, with int8 instead of fp8
+    # weights, gives the same TPOT and $ per 1M tokens, so only one of them may be listed.
+    a = InferenceScenario(num_gpus=2, tensor_parallel=2, weight_dtype="fp8", kv_cache_dtype="fp8", concurrency=128)
+    b = InferenceScenario(num_gpus=4, tensor_parallel=2, weight_dtype="int8", kv_cache_dtype="fp8", concurrency=256)
+    pa, pb = plan(a), plan(b)
+    assert pa.memory.fits and pa.performance.tpot_seconds == pytest.approx(pb.performance.tpot_seconds, rel=1e-12)
+    assert pa.cost.usd_per_million_output_tokens == pytest.approx(pb.cost.usd_per_million_output_tokens, rel=1e-12)
+    # The grid: 2, 4, 8 GPUs x TP 2 (1, 2, 4 replicas) x 128, 256, 512 in flight x fp8, int8 weights.
+    grid = inference_grid(
+        BASE,
+        gpus=["h100-sxm"],
+        num_gpus=[2, 4, 8],
+        tensor_parallel=[2],
+        pipeline_parallel=[1],
+        weight_dtypes=["fp8", "int8"],
+        kv_cache_dtypes=["fp8"],
+        concurrency=[128, 256, 512],
+    )
+    listed = search(evaluate_inference(BASE, grid), [], "usd_per_million_output_tokens", top=100)
+    same = listed[listed.tpot_seconds.sub(pa.performance.tpot_seconds).abs() < 1e-12]
+    # 128 sequences per replica at 1, 2 and 4 replicas, each with fp8 or int8 weights: six rows, one listed,
+    # on the fewest GPUs.
+    assert len(same) == 1 and same.iloc[0].num_gpus == 2 and same.iloc[0].equivalent_rows == 6
+
+
+def test_costs_read_as_money():
+    assert units.usd(1_619_000) == "$1.62M"
+    assert units.usd(48_200) == "$48,200"
+    assert units.usd(3.1e9) == "$3.10B"
+
+
+def test_training_offers_no_precision_the_engine_cannot_plan():
+    scenario = TrainingScenario()
+    effects = training_techniques(scenario)
+    # fp8 is not a training precision the engine plans (mixed_bf16, mixed_fp16, amp_bf16, bf16, fp32).
+    with pytest.raises(ValidationError):
+        TrainingScenario(precision="fp8")  # type: ignore[arg-type]  # the point: fp8 is rejected
+    assert all("fp8 mixed precision" not in e.variant for e in effects)
+    for e in effects:
+        if e.scenario is not None:
+            assert plan(TrainingScenario.model_validate(e.scenario)).kind == "training"
+
+
+# ----------------------------------------------------------------------------- alternatives, checklist
+
+
+def test_alternatives_are_full_plans_of_their_changed_scenarios():
+    scenario = InferenceScenario(num_gpus=2, tensor_parallel=2)
+    base = plan(scenario)
+    found = alternatives(scenario)
+    assert found and all(a.kind in ("smaller_model", "longest_context") for a in found)
+    for a in found:
+        result = plan(InferenceScenario.model_validate(a.scenario))
+        assert result.memory.fits == a.fits and result.memory.headroom_fraction == a.headroom_fraction
+    smaller = next(a for a in found if a.kind == "smaller_model")
+    # No catalog model between it and the 70B fits: it is the largest that does.
+    for model_id, _, params in catalog_sizes():
+        if smaller.params_total < params < base.model.params_total:
+            try:
+                fits = plan(InferenceScenario(model=model_id, num_gpus=2, tensor_parallel=2)).memory.fits
+            except (ValidationError, PlanningError):
+                continue
+            assert not fits, model_id
+
+
+def test_training_longest_sequence_is_the_last_power_of_two_that_fits():
+    scenario = TrainingScenario()
+    context = next(a for a in alternatives(scenario) if a.kind == "longest_context")
+    assert context.fits and context.context_tokens & (context.context_tokens - 1) == 0
+    longer = TrainingScenario.model_validate({**scenario.model_dump(), "sequence_length": context.context_tokens * 2})
+    assert not plan(longer).memory.fits
+
+
+def test_checklist_answers_with_the_plan_numbers():
+    scenario = InferenceScenario(num_gpus=2, tensor_parallel=2)
+    base = plan(scenario)
+    answers = {i.topic: i for i in checklist(scenario).items}
+    assert list(answers) == list(QUESTIONS)
+    assert answers["bottleneck"].headline == "Memory capacity."
+    assert answers["constraint"].headline == "Maximum problem size."
+    assert units.gib(base.memory.total_bytes) in answers["constraint"].detail
+    assert f"at most {base.memory.max_concurrency:,} sequences" in answers["constraint"].detail
+    assert answers["decision"].level == "warning"
+    decided = checklist(InferenceScenario(decision="fp8 weights")).items[-1]
+    assert decided.headline == "“fp8 weights”" and decided.level == "info"
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def _diagnose(argv: list[str], capsys) -> tuple[int, str]:
+    code = main(argv)
+    return code, capsys.readouterr().out
+
+
+def test_cli_diagnose_prints_the_report_as_json_and_text(tmp_path, capsys):
+    scenario = InferenceScenario(concurrency=600)
+    path = tmp_path / "scenario.json"
+    path.write_text(scenario.model_dump_json())
+    code, out = _diagnose(["diagnose", str(path)], capsys)
+    assert code == 0
+    report = TradeoffReport.model_validate_json(out)
+    assert report.diagnosis.binding == plan(scenario).bottleneck == "capacity"
+    assert [i.topic for i in report.checklist.items] == list(QUESTIONS)
+    effect = next(e for e in report.techniques if e.technique == "Tensor parallelism")
+    alt = plan(InferenceScenario.model_validate(effect.scenario))
+    assert effect.delta_memory_bytes == pytest.approx(alt.memory.total_bytes - plan(scenario).memory.total_bytes)
+    code, text = _diagnose(["diagnose", str(path), "--format", "text"], capsys)
+    assert code == 0 and "Binding resource: memory capacity" in text
+    assert report.diagnosis.relief[0].variant in text
+    for item in report.checklist.items:
+        assert item.question in text
+
+
+def test_cli_diagnose_refuses_an_invalid_scenario(tmp_path, capsys):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps({"kind": "inference", "concurrency": -1}))
+    assert main(["diagnose", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "oncurrency" in err and "Traceback" not in err

@@ -1,9 +1,9 @@
 """The Trade-offs page: diagnosis, the checklist in words, the technique map, where each technique moves the
-plan, and (inference) a constrained search with its Pareto frontier.
+plan, and a constrained search with its Pareto frontier.
 
-Numbers come from planner.tradeoffs (techniques, diagnose), planner.sweep (the search grid) and plan(), all
-through ui.state's caches; ui.tradeoff_data turns them into tables and sentences, ui.tradeoff_charts into
-charts. Widget keys are ``tradeoffs_``-prefixed and bound to the URL.
+Every answer is an engine output (planner.search: techniques, diagnose, checklist, alternatives, grid_search,
+and plan()), through ui.state's caches; ui.tradeoff_data turns them into tables and chart data,
+ui.tradeoff_charts into charts. Widget keys are ``tradeoffs_``-prefixed and bound to the URL.
 """
 
 from __future__ import annotations
@@ -15,17 +15,22 @@ from planner import units
 from planner.dtypes import DTYPES
 from planner.export import plans_to_csv
 from planner.hardware.catalog import list_accelerators
+from planner.search import grid_search
+from planner.search.checklist import checklist
 from planner.search.sweep import scenario_for_row, training_scenario_for_row
+from planner.search.words import ranked_shares
 from planner.units import GIB
 from ui import render, state, tradeoff_charts
 from ui import tradeoff_data as data
 from ui.text import component_label, resource_label
 
 KIND_KEY = "tradeoffs_kind"
+TEXT_ROW_HEIGHT_PX = 84  # four lines of wrapped text
 VIEW_KEY = "tradeoffs_view_position"
 VIEW_MEMORY, VIEW_ROOFLINE = "Memory vs time", "Roofline (decode)"
 SPEC_KEY = "tradeoffs_search_spec"
 GPU_COUNTS = (1, 2, 4, 8, 16, 32, 64, 128)
+TRAINING_GPU_COUNTS = (8, 16, 32, 64, 128, 256, 512, 1024)
 CONCURRENCY_STOPS = tuple(data.powers_of_two(1, 8192))
 
 
@@ -132,21 +137,20 @@ def diagnosis_section(plan, diagnosis, effects, kind: str) -> None:
     with left:
         if kind == "inference":
             phase = "decode" if plan.performance.prefill_share_of_time <= 0.5 else "prefill"
-            rows = [(k, v, units.percent(v)) for k, v in data.share_rows(diagnosis.time_shares)]
+            rows = [(k, v, units.percent(v)) for k, v in ranked_shares(diagnosis.time_shares)]
             title = f"Share of a {phase} step's resource time"
         else:
             breakdown = plan.performance.step_breakdown_seconds
             rows = [
                 (k, v, units.seconds(breakdown.get(k + "_seconds", 0.0)))
-                for k, v in data.share_rows(diagnosis.time_shares)
+                for k, v in ranked_shares(diagnosis.time_shares)
             ]
             title = "Share of an optimizer step"
         st.markdown(f"**Where the time goes** ({title.lower()})")
         render.chart(tradeoff_charts.shares(rows, title), width="stretch")
     with right:
         rows = [
-            (k, v, units.gib(mem.components.get(k + "_bytes", 0.0)))
-            for k, v in data.share_rows(diagnosis.memory_shares)
+            (k, v, units.gib(mem.components.get(k + "_bytes", 0.0))) for k, v in ranked_shares(diagnosis.memory_shares)
         ]
         st.markdown(f"**Where the memory goes** (share of {units.gib(mem.total_bytes)} per GPU)")
         render.chart(tradeoff_charts.shares(rows, "Share of the memory per GPU"), width="stretch")
@@ -158,17 +162,14 @@ def relief_list(plan, diagnosis, kind: str) -> None:
     if not diagnosis.relief:
         st.caption("No proposed technique relieves it without breaking the memory budget.")
         return
-    time_label, factor = data.time_unit(kind)
     lines = []
     for rank, e in enumerate(diagnosis.relief, start=1):
         link = scenario_link(kind, e.scenario)
-        parts = [
-            f"memory {data.signed(e.delta_memory_bytes, units.gib)}",
-            f"{time_label.split(' (')[0]} {data.signed(e.delta_time_seconds, units.seconds)}",
-            f"throughput {data.signed(e.delta_throughput, units.count)} tokens/s",
-            f"cost {data.signed(e.delta_cost, units.usd)}",
-        ]
-        tags = (" · :orange[changes numerics]" if e.changes_numerics else "") + (" · derived" if e.derived else "")
+        parts = data.relief_parts(kind, e)
+        fits = "" if e.fits_after is None else (" · fits after" if e.fits_after else " · :red[still does not fit]")
+        tags = (
+            fits + (" · :orange[changes numerics]" if e.changes_numerics else "") + (" · derived" if e.derived else "")
+        )
         open_link = f" · [open as plan]({link})" if link else ""
         lines.append(
             f"{rank}. **{render.md_escape(e.technique)}**: {render.md_escape(e.variant)} — "
@@ -180,16 +181,33 @@ def relief_list(plan, diagnosis, kind: str) -> None:
 # --------------------------------------------------------------------------------------- checklist
 
 
-def checklist_section(answers) -> None:
+DECISION_HINT = {
+    "inference": "Write it in **Decision** (sidebar, *Notes for the review*) on the Inference page.",
+    "training": "Write it in **Decision** (sidebar, *Notes for the review*) on the Training page.",
+}
+
+
+def checklist_section(kind: str, answers, alternatives) -> None:
+    """The engine's checklist (bold headline, then its numbers) and links to the simpler alternatives."""
     st.subheader("The checklist", anchor=False)
     with st.container(border=True):
-        for item in answers:
+        for item in answers.items:
             st.markdown(f"**{item.question}**")
-            body = item.answer
+            body = f"**{render.md_escape(item.headline)}** {render.md_escape(item.detail)}".strip()
             if item.level == "warning":
-                st.warning(body, icon=":material/edit_note:")
+                hint = f" {DECISION_HINT[kind]}" if item.topic == "decision" else ""
+                st.warning(body + hint, icon=":material/edit_note:")
             else:
                 st.markdown(body)
+            if item.topic == "simpler" and alternatives:
+                st.markdown(
+                    "\n".join(
+                        f"- {render.md_escape(a.model_name)}, {a.context_tokens:,} tokens of context "
+                        f"({'fits' if a.fits else 'does not fit'}, {units.percent(a.headroom_fraction)} headroom)"
+                        f" · [open as plan]({scenario_link(kind, a.scenario)})"
+                        for a in alternatives
+                    )
+                )
 
 
 # ---------------------------------------------------------------------------------- technique map
@@ -211,7 +229,9 @@ def technique_section(kind: str, plan, effects) -> None:
         names["memory"]: st.column_config.NumberColumn(format="%+.2f"),
         names["time"]: st.column_config.NumberColumn(format="%+.3g"),
         names["throughput"]: st.column_config.NumberColumn(format="%+.4g"),
-        names["cost"]: st.column_config.NumberColumn(format="%+.3g"),
+        # Costs read as money ('+$1.62M'), from planner.units; the number stays in the data for sorting.
+        names["cost"]: None,
+        data.COST_TEXT: st.column_config.TextColumn(names["cost"].removesuffix(" ($)")),
         "Changes numerics?": st.column_config.CheckboxColumn(),
         "Open as plan": st.column_config.LinkColumn(
             display_text="open ↗", help="Opens this alternative as a full plan (new tab)."
@@ -228,7 +248,9 @@ def technique_section(kind: str, plan, effects) -> None:
         width="stretch",
         column_config=config,
         key="tradeoffs_table",
-        height=min(38 + 35 * len(frame), 600),
+        # Rows taller than 4 rem let Streamlit wrap the long text columns instead of cutting them off.
+        row_height=TEXT_ROW_HEIGHT_PX,
+        height=min(38 + TEXT_ROW_HEIGHT_PX * len(frame), 760),
     )
     skipped = data.inapplicable(effects)
     if skipped:
@@ -304,9 +326,7 @@ def position_section(kind: str, plan, effects, calibration) -> None:
         )
     else:
         hw = plan.hardware
-        base, moves = data.roofline_moves(
-            effects, plan, lambda s: state.cached_plan(state.scenario_class(kind).model_validate(s), calibration)
-        )
+        base, moves = data.roofline_moves(effects, plan)
         st.caption(
             f"The decode step on one GPU: {hw.compute_dtype} peak {units.rate(hw.peak_flops_per_second, 'FLOP/s')}, "
             f"HBM {units.rate(hw.memory_bandwidth_bytes_per_second, 'B/s')}. Left of the ridge a step is "
@@ -333,7 +353,7 @@ def _seed(key: str, value) -> None:
         st.session_state[key] = value
 
 
-def search_form(scenario) -> data.SearchSpec | None:
+def search_form(scenario) -> grid_search.InferenceSearchSpec | None:
     names = _gpu_names()
     gpu_options = list(names) + (["custom"] if scenario.gpu_id() not in names else [])
     _seed("tradeoffs_gpus", [scenario.gpu_id()])
@@ -342,9 +362,10 @@ def search_form(scenario) -> data.SearchSpec | None:
     _seed("tradeoffs_kv_dtypes", list(dict.fromkeys([scenario.kv_cache_dtype, "fp8"])))
     low = max(1, min(16, scenario.concurrency))
     high = max(256, min(8192, scenario.concurrency))
-    _seed(
-        "tradeoffs_concurrency",
-        (min(CONCURRENCY_STOPS, key=lambda v: abs(v - low)), min(CONCURRENCY_STOPS, key=lambda v: abs(v - high))),
+    # A range slider's mode comes from its value, so the default is passed (not seeded): the link's wins.
+    concurrency_default = (
+        min(CONCURRENCY_STOPS, key=lambda v: abs(v - low)),
+        min(CONCURRENCY_STOPS, key=lambda v: abs(v - high)),
     )
     with st.form("tradeoffs_search_form", border=True, enter_to_submit=False):
         st.markdown("**Search space**")
@@ -368,7 +389,7 @@ def search_form(scenario) -> data.SearchSpec | None:
         concurrency = st.select_slider(
             "Concurrency range (sequences in flight)",
             CONCURRENCY_STOPS,
-            value=(16, 256),
+            value=concurrency_default,
             key="tradeoffs_concurrency",
             bind="query-params",
             help="Powers of two in this range (and this plan's concurrency).",
@@ -427,7 +448,7 @@ def search_form(scenario) -> data.SearchSpec | None:
         )
     if not submitted:
         return None
-    return data.SearchSpec(
+    return grid_search.InferenceSearchSpec(
         gpus=tuple(gpus),
         max_gpus=int(max_gpus),
         weight_dtypes=tuple(weights),
@@ -469,7 +490,7 @@ def search_section(scenario, plan, calibration) -> None:
     st.caption(
         f"Every combination of the GPU types, GPU counts, TP/PP layouts, weight and KV formats and "
         f"concurrencies below, for {plan.model.name} with {scenario.prompt_tokens:,} prompt + "
-        f"{scenario.output_tokens:,} output tokens, planned in one vectorized pass (planner.sweep). Only "
+        f"{scenario.output_tokens:,} output tokens, planned in one vectorized pass. Only "
         "configurations that fit in memory and meet every constraint are kept."
     )
     spec = search_form(scenario)
@@ -532,7 +553,7 @@ def frontier_section(scenario, plan, result, spec, link, table_config, calibrati
         placeholder=f"{current:.3g} (this plan)",
     )
     value = current if value is None else value
-    best = data.best_at(result, fixed, value, spec.objective)
+    best = grid_search.best_at(result, fixed, value * data.FIXED_TO_ENGINE[fixed], spec.objective)
     with c[2]:
         if best is None:
             st.caption("No configuration meets that value; the frontier below shows what is possible.")
@@ -595,66 +616,84 @@ def training_search_section(scenario, plan, calibration) -> None:
         f"Every combination of GPU type, GPU count (powers of two), TP ≤ 8, PP, ZeRO stage, activation "
         f"recomputation and micro-batch for {plan.model.name}, {scenario.global_batch_size} × "
         f"{scenario.sequence_length:,} tokens per step and {units.count(scenario.training_tokens)} tokens to "
-        "train, planned in one vectorized pass (planner.sweep). Only configurations that fit and meet every "
+        "train, planned in one vectorized pass. Only configurations that fit and meet every "
         "constraint are kept."
     )
     gpu_ids = [a.id for a in list_accelerators() if a.vendor != "cpu"]
+    _seed("tradeoffs_tsearch_gpus", [scenario.gpu_id()] if scenario.gpu_id() in gpu_ids else gpu_ids[:1])
+    _seed("tradeoffs_tsearch_max_gpus", min(1024, max(8, 1 << (scenario.num_gpus - 1).bit_length())))
+    _seed("tradeoffs_tsearch_zero", [0, 1, 2, 3])
+    _seed("tradeoffs_tsearch_recompute", ["none", "selective", "full"])
+    _seed("tradeoffs_tsearch_micro", [1, 2, 4])
     with st.form("tradeoffs_training_search_form", border=True, enter_to_submit=False):
         c = st.columns([3, 1])
-        gpus = c[0].multiselect(
-            "GPU types",
-            gpu_ids,
-            default=[scenario.gpu_id()] if scenario.gpu_id() in gpu_ids else gpu_ids[:1],
-            key="tradeoffs_tsearch_gpus",
-        )
+        gpus = c[0].multiselect("GPU types", gpu_ids, key="tradeoffs_tsearch_gpus", bind="query-params")
         max_gpus = c[1].selectbox(
-            "Max GPUs",
-            [8, 16, 32, 64, 128, 256, 512, 1024],
-            index=[8, 16, 32, 64, 128, 256, 512, 1024].index(
-                min(1024, max(8, 1 << (scenario.num_gpus - 1).bit_length()))
-            ),
-            key="tradeoffs_tsearch_max_gpus",
+            "Max GPUs", TRAINING_GPU_COUNTS, key="tradeoffs_tsearch_max_gpus", bind="query-params"
         )
         c = st.columns(3)
-        zero = c[0].multiselect("ZeRO stages", [0, 1, 2, 3], default=[0, 1, 2, 3], key="tradeoffs_tsearch_zero")
+        zero = c[0].multiselect("ZeRO stages", [0, 1, 2, 3], key="tradeoffs_tsearch_zero", bind="query-params")
         recompute = c[1].multiselect(
-            "Recompute",
-            ["none", "selective", "full"],
-            default=["none", "selective", "full"],
-            key="tradeoffs_tsearch_recompute",
+            "Recompute", ["none", "selective", "full"], key="tradeoffs_tsearch_recompute", bind="query-params"
         )
-        micro = c[2].multiselect("Micro-batch", [1, 2, 4, 8, 16], default=[1, 2, 4], key="tradeoffs_tsearch_micro")
+        micro = c[2].multiselect("Micro-batch", [1, 2, 4, 8, 16], key="tradeoffs_tsearch_micro", bind="query-params")
         c = st.columns(4)
         days = c[0].number_input(
-            "Time to train ≤ (days)", min_value=0.0, value=None, format="%g", key="tradeoffs_tsearch_days"
+            "Time to train ≤ (days)",
+            min_value=0.0,
+            value=None,
+            format="%g",
+            key="tradeoffs_tsearch_days",
+            bind="query-params",
+            placeholder="any",
         )
         memory = c[1].number_input(
-            "Memory per GPU ≤ (GiB)", min_value=0.0, value=None, format="%g", key="tradeoffs_tsearch_memory"
+            "Memory per GPU ≤ (GiB)",
+            min_value=0.0,
+            value=None,
+            format="%g",
+            key="tradeoffs_tsearch_memory",
+            bind="query-params",
+            placeholder="any",
         )
         budget = c[2].number_input(
-            "Cost to train ≤ ($)", min_value=0.0, value=None, format="%g", key="tradeoffs_tsearch_budget"
+            "Cost to train ≤ ($)",
+            min_value=0.0,
+            value=None,
+            format="%g",
+            key="tradeoffs_tsearch_budget",
+            bind="query-params",
+            placeholder="any",
         )
         objective = c[3].selectbox(
-            "Objective", list(data.TRAINING_OBJECTIVES.values()), key="tradeoffs_tsearch_objective"
+            "Objective",
+            list(data.TRAINING_OBJECTIVES.values()),
+            key="tradeoffs_tsearch_objective",
+            bind="query-params",
         )
         submitted = st.form_submit_button(
             "Search", icon=":material/search:", type="primary", key="tradeoffs_tsearch_run"
         )
     if submitted:
-        st.session_state["tradeoffs_tsearch_spec"] = data.TrainingSearchSpec(
+        st.session_state["tradeoffs_tsearch_spec"] = grid_search.TrainingSearchSpec(
             gpus=tuple(gpus),
             max_gpus=int(max_gpus),
-            zero_stages=tuple(zero),
+            zero_stages=tuple(int(z) for z in zero),
             checkpointing=tuple(recompute),
-            micro_batch_sizes=tuple(micro),
-            max_days=days,
+            micro_batch_sizes=tuple(int(m) for m in micro),
+            max_time_to_train_seconds=None if days is None else days * 86400,
             max_memory_bytes=None if memory is None else memory * GIB,
             max_usd_total=budget,
             objective={v: k for k, v in data.TRAINING_OBJECTIVES.items()}[objective],
         )
     spec = st.session_state.get("tradeoffs_tsearch_spec")
     result = None if spec is None else state.cached_training_search(scenario, spec, calibration)
-    if not search_summary(result, "", data.TRAINING_OBJECTIVES[spec.objective] if spec else "", "more memory savers"):
+    if not search_summary(
+        result,
+        f" ({render.md_escape(spec.describe())})" if spec else "",
+        data.TRAINING_OBJECTIVES[spec.objective] if spec else "",
+        "more memory savers",
+    ):
         return
     link = _training_row_link(scenario)
     config = {
@@ -662,7 +701,7 @@ def training_search_section(scenario, plan, calibration) -> None:
         "Step (s)": st.column_config.NumberColumn(format="%.3g"),
         "MFU (%)": st.column_config.NumberColumn(format="%.1f"),
         "Time to train (days)": st.column_config.NumberColumn(format="%.3g"),
-        "Cost to train ($)": st.column_config.NumberColumn(format="$%.4g"),
+        "Cost to train ($)": None,  # shown as money text ('$1.62M') in "Cost to train"
         "Open as plan": st.column_config.LinkColumn(display_text="open ↗"),
     }
     st.markdown(f"**Top {len(result.top)}**")
@@ -674,7 +713,7 @@ def training_search_section(scenario, plan, calibration) -> None:
         key="tradeoffs_tsearch_top",
     )
     st.markdown("**Pareto frontier: cost to train vs time to train**")
-    st.altair_chart(tradeoff_charts.training_pareto(result.feasible, result.frontier), width="stretch")
+    render.chart(tradeoff_charts.training_pareto(result.feasible, result.frontier), width="stretch")
     st.dataframe(
         data.training_result_table(result.frontier, link),
         hide_index=True,
@@ -706,7 +745,11 @@ def tradeoffs_page(kind: str, scenario, plan, calibration) -> None:
     if not plan.memory.fits:
         render.verdict(plan) if kind == "inference" else render.training_verdict(plan)
     diagnosis_section(plan, diagnosis, effects, kind)
-    checklist_section(data.checklist(scenario, plan, diagnosis, effects, state.cached_simpler(scenario, calibration)))
+    alternatives = state.cached_simpler(scenario, calibration)
+    answers = checklist(
+        scenario, calibration, base=plan, effects=effects, diagnosis=diagnosis, alternatives=alternatives
+    )
+    checklist_section(kind, answers, alternatives)
     technique_section(kind, plan, effects)
     position_section(kind, plan, effects, calibration)
     if kind == "inference":

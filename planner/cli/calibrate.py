@@ -14,18 +14,21 @@ was measured), 2 invalid input or profiling unavailable (no torch, no CUDA).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
+
+from pydantic import ValidationError
 
 from planner.calibration import store
 from planner.calibration.errors import ProfileAborted, ProfileUnavailable
 from planner.calibration.profile import run_profile
 from planner.calibration.record import ProfileSettings
 from planner.calibration.report import markdown_report, text_table
+from planner.cli.main import CliError
 
 EXIT_STOPPED = 1
-EXIT_INVALID = 2
 
 
 def register(subparsers) -> None:
@@ -46,7 +49,11 @@ def register(subparsers) -> None:
     p.add_argument("--memory-share", type=float, default=0.5, help="most of the free memory to use (default 0.5)")
     p.add_argument("--label", help="name shown in plans and on the dashboard")
     p.add_argument("--no-save", action="store_true", help="do not store the record in the data directory")
-    p.add_argument("--activate", action="store_true", help="make it the dashboard's active calibration")
+    p.add_argument(
+        "--activate",
+        action="store_true",
+        help="no longer does anything: the dashboard's calibration is chosen per browser session (Calibrate page)",
+    )
     p.add_argument("--format", choices=("table", "markdown", "json"), default="table", help="what stdout gets")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
     p.set_defaults(func=cmd_calibrate)
@@ -54,16 +61,22 @@ def register(subparsers) -> None:
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
 
-    settings = ProfileSettings(
-        device=args.device,
-        seconds=args.seconds,
-        model=args.model,
-        layers=args.layers,
-        memory_share=args.memory_share,
-        reference_gpu=args.gpu,
-        dtype=args.dtype,
-        label=args.label,
-    )
+    try:
+        settings = ProfileSettings(
+            device=args.device,
+            seconds=args.seconds,
+            model=args.model,
+            layers=args.layers,
+            memory_share=args.memory_share,
+            reference_gpu=args.gpu,
+            dtype=args.dtype,
+            label=args.label,
+        )
+    except ValidationError as exc:
+        raise CliError(_explain_flags(exc)) from None
+    # Checked before the profile runs, so a typo does not cost the minute of measuring.
+    for flag, target in (("--out", args.out), ("--report", args.report)):
+        _check_writable(flag, target)
     last = {"percent": -1}
 
     def progress(fraction: float, message: str) -> None:
@@ -75,8 +88,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         record = run_profile(settings, progress=progress)
     except ProfileUnavailable as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return EXIT_INVALID
+        raise CliError(str(exc)) from None
     except ProfileAborted as exc:
         print(f"error: {exc}", file=sys.stderr)
         if exc.partial is not None and exc.partial.predicted_vs_measured:
@@ -90,8 +102,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         path = store.save_calibration(record)
         print(f"saved {record.id} to {path}", file=sys.stderr)
         if args.activate:
-            store.set_active_id(record.id)
-            print(f"{record.id} is now the active calibration", file=sys.stderr)
+            print(
+                f"note: --activate no longer exists: choose {record.id} on the dashboard's Calibrate page (it "
+                "applies to that browser session only) or pass `plan --calibration FILE`",
+                file=sys.stderr,
+            )
     if args.out:
         path = store.write_calibration_file(record, args.out)
         print(f"wrote {path}", file=sys.stderr)
@@ -107,6 +122,35 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(record.summary())
         sys.stdout.write(text_table(record))
     return 0
+
+
+# ProfileSettings field -> the flag that sets it, so a validation message names what the user typed.
+_FLAGS = {"reference_gpu": "--gpu", "memory_share": "--memory-share"}
+
+
+def _explain_flags(error: ValidationError) -> str:
+    """The settings' validation errors with flag names ('--seconds: Input should be greater than 0')."""
+    sentences = []
+    for item in error.errors(include_url=False):
+        field = str(item["loc"][0]) if item.get("loc") else ""
+        flag = _FLAGS.get(field, "--" + field.replace("_", "-")) if field else ""
+        message = str(item.get("msg", "invalid value")).removeprefix("Value error, ")
+        sentences.append(f"{flag}: {message}" if flag else message)
+    return "; ".join(sentences)
+
+
+def _check_writable(flag: str, target: str | None) -> None:
+    """CliError unless `target` can become a file: not a folder, and its nearest existing folder writable."""
+    if not target:
+        return
+    path = Path(target)
+    if path.is_dir():
+        raise CliError(f"{flag} {target} is a folder; give a file name")
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK):
+        raise CliError(f"{flag} {target}: cannot write in {folder}")
 
 
 def _command(args: argparse.Namespace) -> str:

@@ -16,9 +16,11 @@ from __future__ import annotations
 import argparse
 import sys
 
+import pandas as pd
+
 from planner.cli.main import CliError, _read_json, _scenarios
-from planner.errors import PlanningError
-from planner.search.constraints import apply_constraints, pareto_front, search
+from planner.errors import PlanningError, did_you_mean
+from planner.search.constraints import apply_constraints, pareto_front, parse_constraint, search
 from planner.search.sweep import (
     TRAINING_GRID_COLUMNS,
     evaluate_inference,
@@ -44,14 +46,28 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _check_columns(sample: pd.DataFrame, constraint_columns: list[str], objectives: list[str]) -> None:
+    """CliError naming the first unknown constraint column or objective, with the closest real one."""
+    # The columns apply_constraints accepts: numeric ones (`fits` included), not the internal `valid` flag.
+    numeric = [c for c in sample.columns if pd.api.types.is_numeric_dtype(sample[c]) and c != "valid"]
+    for what, names in (("constraint column", constraint_columns), ("objective", objectives)):
+        for name in names:
+            if name not in numeric:
+                raise CliError(
+                    f"unknown {what} '{name}'{did_you_mean(name, numeric)}; choose from {', '.join(numeric)}"
+                )
+
+
 def run(args: argparse.Namespace) -> int:
 
-    scenarios, _ = _scenarios(_read_json(args.scenario))
-    base = scenarios[0]
     if not 1 <= args.max_gpus <= 4096:
         raise CliError("--max-gpus must be between 1 and 4096")
     if not 1 <= args.top <= 10_000:
         raise CliError("--top must be between 1 and 10000")
+    scenarios, _ = _scenarios(_read_json(args.scenario))
+    if len(scenarios) > 1:
+        raise CliError(f"search starts from one scenario; {args.scenario} holds {len(scenarios)}")
+    base = scenarios[0]
     arch = base.architecture()
     gpus = [g for g in args.gpus.split(",") if g] or None
     layout = powers_of_two(min(args.max_gpus, 64))
@@ -106,19 +122,22 @@ def run(args: argparse.Namespace) -> int:
             "total_bytes",
         ]
     try:
+        constraints = [parse_constraint(text) for text in args.constraint]
+        objectives = [c for c in args.pareto.split(",") if c] or [objective]
+        # One row tells which columns exist, so a misspelt name fails now rather than after the whole grid.
+        _check_columns(evaluate(base, grid.head(1)), [c for c, _, _ in constraints], objectives)
         frame = evaluate(base, grid)
         if args.pareto:
-            objectives = [c for c in args.pareto.split(",") if c]
-            result = pareto_front(apply_constraints(frame, args.constraint), minimize=objectives)
+            result = pareto_front(apply_constraints(frame, constraints), minimize=objectives)
             result = result.sort_values(objectives[0]).head(args.top)
         else:
-            result = search(frame, args.constraint, objective, args.top)
+            result = search(frame, constraints, objective, args.top)
     except (PlanningError, ValueError, KeyError) as exc:
         raise CliError(str(exc)) from None
     result = result[columns]
     print(
         f"# {len(grid):,} configurations, {int(frame.valid.sum()):,} valid layouts, "
-        f"{len(apply_constraints(frame, args.constraint)):,} fit and meet the constraints",
+        f"{len(apply_constraints(frame, constraints)):,} fit and meet the constraints",
         file=sys.stderr,
     )
     if args.format == "csv":

@@ -119,7 +119,8 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
             calibration,
             changes_numerics=False,
             relieves="capacity per GPU",
-            costs="twice the GPUs; per-token latency does not improve; hand-offs between stages",
+            costs="twice the GPUs; hand-offs between stages",
+            time_words="per-token latency",
             watch="works over slow links (only activations cross), but micro-batches must keep stages busy",
         )
     )
@@ -270,7 +271,3 @@ def _derived(name, variant, base, numbers, *, delta_memory, new_step, sequences,
         fits_after=bool(new_memory <= base.memory.budget_bytes),
         **info,
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# diagnosis

@@ -2,19 +2,22 @@
 
 `inference_grid` builds the cartesian product of the knobs a capacity search turns (GPU type, GPU
 count, TP/PP/EP, weight/KV precision, concurrency) for one model and workload; `evaluate_inference`
-runs `planner.inference.inference_metrics` — the same function `plan()` uses — once over all rows.
-Rows that `InferenceScenario` would reject are flagged (`valid` False, `invalid_reason`), never planned.
+runs `planner.inference.metrics.inference_metrics` — the same function `plan()` uses — once over all rows.
+Rows that `InferenceScenario`'s own validator rejects (run once per distinct layout) are flagged
+(`valid` False, `invalid_reason`), never planned.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
+from dataclasses import fields, replace
 
 import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from planner.calibration.record import CalibrationRecord
 from planner.dtypes import (
     BYTES_PER_ELEMENT,
     DTYPES,
@@ -24,12 +27,13 @@ from planner.dtypes import (
 )
 from planner.errors import PlanningError, explain
 from planner.hardware.catalog import resolve_accelerator
-from planner.inference.plan import HardwareInputs, inference_metrics
+from planner.inference.inputs import HardwareInputs, InferenceInputs, activation_bytes_per_element
+from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import parameter_counts
 from planner.physics.efficiency import DEFAULT_EFFICIENCY
-from planner.training.metrics import TrainingHardware, training_metrics
-from planner.training.plan import hardware_inputs, scenario_inputs
+from planner.training.inputs import RECOMPUTE_LEVEL, TrainingHardware, training_hardware, training_inputs
+from planner.training.metrics import training_metrics
 
 GRID_COLUMNS = (
     "gpu",
@@ -91,108 +95,129 @@ def inference_grid(
     return _product(axes)
 
 
-def _invalid_reasons(arch, tp, pp, ep, num_gpus) -> np.ndarray:
-    """The first rule each row breaks (empty string when valid); mirrors InferenceScenario's validation."""
-    reasons = np.full(tp.shape, "", dtype=object)
-
-    def mark(condition, text):
-        fresh = condition & (reasons == "")
-        reasons[fresh] = text
-
-    mark(arch.num_attention_heads % tp != 0, "tensor_parallel does not divide the attention heads")
-    if not arch.uses_mla:
-        kv = arch.num_kv_heads
-        mark((tp > kv) & (tp % kv != 0), "tensor_parallel exceeds the KV heads and is not a multiple of them")
-        mark((tp < kv) & (kv % tp != 0), "tensor_parallel does not divide the KV heads")
-    mark(pp > arch.num_layers, "more pipeline stages than layers")
-    mark(num_gpus % (tp * pp) != 0, "num_gpus is not a multiple of tensor_parallel x pipeline_parallel")
-    if arch.is_moe:
-        mark((ep > 1) & (arch.num_experts % ep != 0), "expert_parallel does not divide the experts")
-        per_stage = num_gpus // pp
-        ok = (tp % ep == 0) | ((ep % tp == 0) & (per_stage % ep == 0))
-        mark((ep > 1) & ~ok, "expert_parallel does not fit the tensor-parallel group or the stage's GPUs")
-    else:
-        mark(ep > 1, "expert_parallel needs a mixture-of-experts model")
-    return reasons
+# The columns the scenario's validator judges: each distinct combination is validated once.
+LAYOUT_COLUMNS = ("gpu", "num_gpus", "tensor_parallel", "pipeline_parallel", "expert_parallel")
 
 
-def evaluate_inference(base: InferenceScenario, grid: pd.DataFrame, calibration=None) -> pd.DataFrame:
+def _layout_verdicts(base: InferenceScenario, frame: pd.DataFrame) -> np.ndarray:
+    """Per row, the sentence `InferenceScenario` rejects its layout with ('' when valid).
+
+    The scenario's own validator runs once per distinct LAYOUT_COLUMNS combination (the base scenario
+    fills in everything else), so the sweep cannot disagree with plan() about what is possible.
+    """
+    layouts, row_layout = _distinct(*(frame[column] for column in LAYOUT_COLUMNS))
+    data = base.model_dump()
+    verdicts = np.empty(len(layouts), dtype=object)
+    for index, layout in enumerate(layouts):
+        row = {c: v.item() if hasattr(v, "item") else v for c, v in zip(LAYOUT_COLUMNS, layout)}
+        if row["gpu"] == "custom":  # the base's inline spec
+            row["gpu"] = data["gpu"]
+        try:
+            InferenceScenario.model_validate({**data, **row})
+            verdicts[index] = ""
+        except (ValidationError, PlanningError) as exc:
+            verdicts[index] = explain(exc)
+    return verdicts[row_layout]
+
+
+def evaluate_inference(
+    base: InferenceScenario, grid: pd.DataFrame, calibration: CalibrationRecord | None = None
+) -> pd.DataFrame:
     """Plan every row of `grid` (columns as GRID_COLUMNS; missing ones come from `base`) in one pass.
 
     Returns the grid plus `valid`, `invalid_reason` and the OUTPUT_COLUMNS (NaN for invalid rows).
     """
     arch = base.architecture()
-    counts = parameter_counts(arch)
     efficiency = calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY
     correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
     frame = grid.copy()
     for column in GRID_COLUMNS:
         if column not in frame:
             frame[column] = getattr(base, column) if column != "gpu" else base.gpu_id()
-    tp = frame["tensor_parallel"].to_numpy(np.int64)
-    pp = frame["pipeline_parallel"].to_numpy(np.int64)
-    ep = frame["expert_parallel"].to_numpy(np.int64)
-    gpus = frame["num_gpus"].to_numpy(np.int64)
-    concurrency = frame["concurrency"].to_numpy(np.int64)
-    if (tp < 1).any() or (pp < 1).any() or (ep < 1).any() or (gpus < 1).any() or (concurrency < 1).any():
+    layout = {c: frame[c].to_numpy(np.int64) for c in LAYOUT_COLUMNS[1:] + ("concurrency",)}
+    if any((values < 1).any() for values in layout.values()):
         raise ValueError("grid values must be positive integers")
-    weight_dtype = frame["weight_dtype"].to_numpy(object)
-    kv_dtype = frame["kv_cache_dtype"].to_numpy(object)
-    unknown = (set(weight_dtype) | set(kv_dtype)) - set(DTYPES)
+    weight_dtype, kv_dtype = frame["weight_dtype"], frame["kv_cache_dtype"]
+    unknown = (set(weight_dtype.unique()) | set(kv_dtype.unique())) - set(DTYPES)
     if unknown:
         raise ValueError(f"unknown dtype(s) {sorted(unknown)}")
 
-    reasons = _invalid_reasons(arch, tp, pp, ep, gpus)
+    reasons = _layout_verdicts(base, frame)
     valid = reasons == ""
     # Invalid rows get a harmless layout so the arithmetic stays finite; their outputs are blanked below.
-    safe_tp, safe_pp, safe_ep = (np.where(valid, x, 1) for x in (tp, pp, ep))
-    safe_gpus = np.where(valid, gpus, 1)
-
-    hardware = _hardware_arrays(frame["gpu"].to_numpy(object), weight_dtype, base)
-    linear_b = np.array([weight_bytes_per_element(d, base.weight_group_size) for d in weight_dtype])
-    hp_b = np.array([BYTES_PER_ELEMENT[high_precision_dtype(d)] for d in weight_dtype])
-    emb_b = linear_b if base.quantize_embeddings else hp_b
-    kv_b = np.array([kv_bytes_per_element(d) for d in kv_dtype])
-    act_b = np.where(weight_dtype == "fp32", 4.0, 2.0)
-
-    metrics = inference_metrics(
-        arch,
-        counts,
-        hardware,
-        efficiency,
-        tensor_parallel=safe_tp,
-        pipeline_parallel=safe_pp,
-        expert_parallel=safe_ep,
-        num_gpus=safe_gpus,
+    linear_b = _per_value(weight_dtype, lambda d: weight_bytes_per_element(d, base.weight_group_size))
+    high_precision_b = _per_value(weight_dtype, lambda d: BYTES_PER_ELEMENT[high_precision_dtype(d)])
+    x = replace(
+        InferenceInputs.from_scenario(base, correction),
+        tensor_parallel=np.where(valid, layout["tensor_parallel"], 1),
+        pipeline_parallel=np.where(valid, layout["pipeline_parallel"], 1),
+        expert_parallel=np.where(valid, layout["expert_parallel"], 1),
+        num_gpus=np.where(valid, layout["num_gpus"], 1),
         linear_bytes=linear_b,
-        high_precision_bytes=hp_b,
-        embedding_bytes=emb_b,
-        kv_bytes=kv_b,
-        activation_bytes=act_b,
-        prompt_tokens=base.prompt_tokens,
-        output_tokens=base.output_tokens,
-        concurrency=concurrency,
-        block_tokens=base.kv_block_tokens,
-        memory_utilization=base.gpu_memory_utilization,
-        prefill_chunk_tokens=base.prefill_chunk_tokens,
-        prefix_cache_hit_rate=base.prefix_cache_hit_rate,
-        honor_sliding_window=base.honor_sliding_window,
-        runtime_overhead_correction_bytes=correction,
+        high_precision_bytes=high_precision_b,
+        embedding_bytes=linear_b if base.quantize_embeddings else high_precision_b,
+        kv_bytes=_per_value(kv_dtype, kv_bytes_per_element),
+        activation_bytes=_per_value(weight_dtype, activation_bytes_per_element),
+        concurrency=layout["concurrency"],
     )
+    hardware = _hardware_arrays(frame["gpu"], weight_dtype, base)
+    metrics = inference_metrics(arch, parameter_counts(arch), hardware, efficiency, x)
     frame["valid"] = valid
     frame["invalid_reason"] = reasons
-    return _fill_outputs(frame, metrics, OUTPUT_COLUMNS, valid)
+    return _fill_outputs(frame, _inference_outputs(metrics), OUTPUT_COLUMNS, valid)
 
 
-def _hardware_arrays(gpu_ids: np.ndarray, weight_dtype: np.ndarray, base: InferenceScenario) -> HardwareInputs:
+def _inference_outputs(m: InferenceMetrics) -> dict:
+    """OUTPUT_COLUMNS from the typed metrics (the same fields `plan_inference` reads)."""
+    serving = m.serving
+    return {
+        **m.memory.components(),
+        "total_bytes": m.memory.total_bytes,
+        "budget_bytes": m.memory.budget_bytes,
+        "fits": m.memory.fits,
+        "max_concurrency": m.headroom.max_concurrency,
+        "ttft_seconds": m.ttft_seconds,
+        "tpot_seconds": serving.tpot_seconds,
+        "decode_step_seconds": m.decode.seconds,
+        "e2e_latency_seconds": serving.e2e_latency_seconds,
+        "output_tokens_per_second": serving.output_tokens_per_second,
+        "output_tokens_per_second_per_gpu": serving.output_tokens_per_second_per_gpu,
+        "requests_per_second": serving.requests_per_second,
+        "usd_per_hour": m.spend.usd_per_hour,
+        "usd_per_million_output_tokens": m.spend.usd_per_million_output_tokens,
+    }
+
+
+def _distinct(*columns: pd.Series) -> tuple[list[tuple], np.ndarray]:
+    """The distinct combinations of the columns' values (in order of first appearance) and, per row, the
+    index of its combination: lets per-combination work (validation, catalog look-ups) run once each."""
+    factorized = [pd.factorize(column) for column in columns]
+    codes = np.zeros(len(columns[0]), dtype=np.int64)
+    for column_codes, uniques in factorized:
+        # Re-factorizing keeps the combined code below the row count (no overflow for any grid).
+        codes = pd.factorize(codes * len(uniques) + column_codes)[0]
+    _, first_rows = np.unique(codes, return_index=True)
+    combinations = [tuple(uniques[column_codes[row]] for column_codes, uniques in factorized) for row in first_rows]
+    return combinations, codes
+
+
+def _per_value(values: pd.Series, make) -> np.ndarray:
+    """`make(v)` for each row's value, computed once per distinct value."""
+    distinct, rows = _distinct(values)
+    return np.array([float(make(value)) for (value,) in distinct])[rows]
+
+
+def _hardware_arrays(gpu_ids: pd.Series, weight_dtype: pd.Series, base: InferenceScenario) -> HardwareInputs:
     """Per-row accelerator numbers, looked up once per distinct (GPU, dtype) pair."""
-
-    def inputs(gpu_id, dtype):
+    distinct, rows = _distinct(gpu_ids, weight_dtype)
+    built = []
+    for gpu_id, dtype in distinct:
         accel = _accelerator(base, gpu_id)
         price = base.usd_per_gpu_hour if base.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
-        return HardwareInputs.from_accelerator(accel, dtype, price)
-
-    return _per_row(HardwareInputs, list(zip(gpu_ids, weight_dtype)), inputs)
+        built.append(HardwareInputs.from_accelerator(accel, dtype, price))
+    columns = {f.name: np.array([float(getattr(b, f.name)) for b in built])[rows] for f in fields(HardwareInputs)}
+    columns["is_accelerator"] = columns["is_accelerator"].astype(bool)
+    return HardwareInputs(**columns)
 
 
 def scenario_for_row(base: InferenceScenario, row: pd.Series | dict) -> InferenceScenario:
@@ -240,7 +265,6 @@ TRAINING_OUTPUT_COLUMNS = (
     "usd_per_hour",
     "usd_total",
 )
-_RECOMPUTE = {"none": 0, "selective": 1, "full": 2}
 
 
 def training_grid(
@@ -303,30 +327,46 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
     counts = parameter_counts(arch)
     efficiency = calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY
     correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
-    inputs = scenario_inputs(base, correction)
+    inputs = training_inputs(base, correction)
     tp = np.where(valid, frame["tensor_parallel"].to_numpy(np.int64), 1)
     pp = np.where(valid, frame["pipeline_parallel"].to_numpy(np.int64), 1)
-    inputs.update(
-        tensor_parallel=tp,
-        pipeline_parallel=pp,
-        data_parallel=frame["data_parallel"].to_numpy(np.int64),
-        zero_stage=np.where(valid, frame["zero_stage"].to_numpy(np.int64), 0),
-        recompute=np.array([_RECOMPUTE[c] for c in frame["activation_checkpointing"]]),
-        micro_batch_size=np.where(valid, frame["micro_batch_size"].to_numpy(np.int64), 1),
-        sequence_parallel=base.sequence_parallel & (tp > 1),
-        num_gpus=np.where(valid, frame["num_gpus"].to_numpy(np.int64), tp * pp),
+    zero = np.where(valid, frame["zero_stage"].to_numpy(np.int64), 0)
+    inputs = replace(
+        inputs,
+        layout=replace(
+            inputs.layout,
+            tensor_parallel=tp,
+            pipeline_parallel=pp,
+            data_parallel=frame["data_parallel"].to_numpy(np.int64),
+            sequence_parallel=base.sequence_parallel & (tp > 1),
+            num_gpus=np.where(valid, frame["num_gpus"].to_numpy(np.int64), tp * pp),
+        ),
+        recipe=replace(
+            inputs.recipe,
+            zero_stage=np.maximum(zero, 1) if base.distributed_optimizer else zero,
+            recompute=np.array([RECOMPUTE_LEVEL[c] for c in frame["activation_checkpointing"]]),
+        ),
+        batch=replace(inputs.batch, micro_batch_size=np.where(valid, frame["micro_batch_size"].to_numpy(np.int64), 1)),
     )
-    if base.distributed_optimizer:
-        inputs["zero_stage"] = np.maximum(inputs["zero_stage"], 1)
     hardware = _training_hardware_arrays(frame["gpu"].to_numpy(object), base)
-    metrics = training_metrics(arch, counts, hardware, efficiency, training_tokens=base.training_tokens, **inputs)
-    return _fill_outputs(frame, {**metrics["memory"], **metrics}, TRAINING_OUTPUT_COLUMNS, valid)
+    m = training_metrics(arch, counts, hardware, efficiency, inputs)
+    outputs = dict(
+        total_bytes=m.memory.total_bytes,
+        capacity_bytes=m.memory.capacity_bytes,
+        fits=m.memory.fits,
+        step_seconds=m.step_seconds,
+        tokens_per_second=m.throughput.tokens_per_second,
+        mfu=m.throughput.mfu,
+        time_to_train_seconds=m.throughput.time_to_train_seconds,
+        usd_per_hour=m.spend.usd_per_hour,
+        usd_total=m.spend.usd_total,
+    )
+    return _fill_outputs(frame, outputs, TRAINING_OUTPUT_COLUMNS, valid)
 
 
-def _training_hardware_arrays(gpu_ids: np.ndarray, base):
-
+def _training_hardware_arrays(gpu_ids: np.ndarray, base) -> TrainingHardware:
     return _per_row(
-        TrainingHardware, [(g,) for g in gpu_ids], lambda gpu_id: hardware_inputs(base, _accelerator(base, gpu_id))
+        TrainingHardware, [(g,) for g in gpu_ids], lambda gpu_id: training_hardware(base, _accelerator(base, gpu_id))
     )
 
 

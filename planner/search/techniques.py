@@ -9,8 +9,31 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from planner.errors import PlanningError, explain
 from planner.plan import plan as make_plan
+from planner.units import seconds
 
 RESOURCES = ("capacity", "memory_bandwidth", "compute", "communication")
+
+
+class RooflinePoint(BaseModel):
+    """Where one step sits on its GPU's roofline (per GPU)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    arithmetic_intensity_flops_per_byte: float
+    achieved_flops_per_second: float
+    binding: str  # compute | memory_bandwidth | communication
+
+
+def decode_point(p) -> RooflinePoint | None:
+    """An inference plan's decode step on the roofline; None when the step has no work or no time."""
+    d = p.performance.decode
+    if not (d.flops and d.bytes and d.seconds):
+        return None
+    return RooflinePoint(
+        arithmetic_intensity_flops_per_byte=d.flops / d.bytes,
+        achieved_flops_per_second=d.flops / d.seconds,
+        binding=d.binding,
+    )
 
 
 class TechniqueEffect(BaseModel):
@@ -33,7 +56,9 @@ class TechniqueEffect(BaseModel):
     delta_throughput: float = 0.0  # inference: output tokens/s; training: tokens/s
     delta_cost: float = 0.0  # inference: $ per 1M output tokens; training: $ total
     fits_after: bool | None = None
-    scenario: dict[str, Any] | None = None
+    scenario: dict[str, Any] | None = None  # the full alternative scenario (JSON mode) for planned effects
+    # Inference, planned effects: the alternative plan's decode step (where it sits on the roofline).
+    decode_after: RooflinePoint | None = None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -47,8 +72,9 @@ def _variant_of(scenario, **changes):
     return type(scenario).model_validate(data)
 
 
-def _inference_numbers(p) -> dict[str, float]:
+def _inference_numbers(p) -> dict[str, Any]:
     return dict(
+        decode=decode_point(p),
         memory=p.memory.total_bytes,
         time=p.performance.tpot_seconds,
         ttft=p.performance.ttft_seconds,
@@ -58,27 +84,50 @@ def _inference_numbers(p) -> dict[str, float]:
     )
 
 
-def _effect_from_plans(name, variant, base_numbers, alt_plan, alt_scenario, numbers, **info) -> TechniqueEffect:
+def time_change_words(delta_seconds: float, what: str) -> str:
+    """'per-token latency improves by 2.61 ms' / 'rises by ...' / 'does not change': the sentence follows the
+    sign of the delta it describes, so the words and the number shown beside them always agree."""
+    if delta_seconds < 0:
+        return f"{what} improves by {seconds(-delta_seconds)}"
+    if delta_seconds > 0:
+        return f"{what} rises by {seconds(delta_seconds)}"
+    return f"{what} does not change"
+
+
+def _effect_from_plans(
+    name, variant, base_numbers, alt_plan, alt_scenario, numbers, *, costs: str, time_words: str = "", **info
+) -> TechniqueEffect:
+    """`time_words` ('per-token latency'), when given, appends what the two plans say about the time to `costs`."""
     alt = numbers(alt_plan)
+    delta_time = alt["time"] - base_numbers["time"]
     return TechniqueEffect(
         technique=name,
         variant=variant,
         applicable=True,
+        costs=f"{costs}; {time_change_words(delta_time, time_words)}" if time_words else costs,
         delta_memory_bytes=alt["memory"] - base_numbers["memory"],
-        delta_time_seconds=alt["time"] - base_numbers["time"],
+        delta_time_seconds=delta_time,
         delta_ttft_seconds=alt.get("ttft", 0.0) - base_numbers.get("ttft", 0.0),
         delta_throughput=alt["throughput"] - base_numbers["throughput"],
         delta_cost=alt["cost"] - base_numbers["cost"],
         fits_after=alt["fits"],
         scenario=alt_scenario.model_dump(mode="json"),
+        decode_after=alt.get("decode"),
         **info,
     )
 
 
-def _try_variant(name, variant, scenario, base_numbers, numbers, changes, calibration, **info) -> TechniqueEffect:
+def _try_variant(
+    name, variant, scenario, base_numbers, numbers, changes, calibration, *, costs: str, time_words: str = "", **info
+) -> TechniqueEffect:
     try:
         alt_scenario = _variant_of(scenario, **changes)
         alt_plan = make_plan(alt_scenario, calibration)
     except (ValidationError, PlanningError) as exc:
-        return TechniqueEffect(technique=name, variant=variant, applicable=False, reason=explain(exc), **info)
-    return _effect_from_plans(name, variant, base_numbers, alt_plan, alt_scenario, numbers, **info)
+        # No second plan, so no time delta to put into words.
+        return TechniqueEffect(
+            technique=name, variant=variant, applicable=False, reason=explain(exc), costs=costs, **info
+        )
+    return _effect_from_plans(
+        name, variant, base_numbers, alt_plan, alt_scenario, numbers, costs=costs, time_words=time_words, **info
+    )

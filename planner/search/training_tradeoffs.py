@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from planner.search.techniques import TechniqueEffect, _try_variant
-from planner.training.memory import PRECISIONS
 from planner.training.plan import plan_training
 from planner.units import percent
 
@@ -128,23 +127,8 @@ def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
             costs="all-to-all token dispatch per MoE layer",
             watch="router load imbalance",
         )
-    if scenario.precision not in ("fp8",) and "fp8" in _precisions():
-        variant(
-            "Quantization (training)",
-            f"{scenario.precision} → fp8 mixed precision",
-            {"precision": "fp8"},
-            changes_numerics=True,
-            relieves="compute (fp8 tensor cores), activation memory",
-            costs="numerical risk: needs per-tensor scaling (Transformer Engine)",
-            watch="loss spikes; keep master weights and optimizer in fp32",
-        )
     effects.append(_gradient_compression(scenario, base))
     return effects
-
-
-def _precisions() -> tuple[str, ...]:
-
-    return tuple(PRECISIONS)
 
 
 def _gradient_compression(scenario, base) -> TechniqueEffect:

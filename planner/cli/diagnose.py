@@ -1,0 +1,106 @@
+"""`python -m planner diagnose`: what binds a plan, what each technique buys and costs, the checklist and
+the simpler alternatives, headless.
+
+    python -m planner diagnose SCENARIO.json [--format json|text] [--calibration FILE]
+
+SCENARIO.json is one scenario (or a JSON list: each is diagnosed in turn), as for `plan`. JSON output is
+planner.search.report.TradeoffReport (a list of them for a list of scenarios); `--format text` prints the
+same content as readable tables.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from planner.cli.main import CliError, _load_calibration, _read_json, _scenarios
+from planner.errors import PlanningError, explain
+from planner.search.report import TradeoffReport, tradeoff_report
+from planner.search.words import capitalized, resource_words, signed
+from planner.units import count, gib, percent, seconds, usd
+
+
+def register(subparsers) -> None:
+    """Register `diagnose` on the `python -m planner` sub-command parser."""
+    p = subparsers.add_parser(
+        "diagnose", help="diagnosis, technique effects, checklist and simpler alternatives for scenario(s)"
+    )
+    p.add_argument("scenario", help="scenario JSON file ('-' for stdin)")
+    p.add_argument("--format", choices=("json", "text"), default="json")
+    p.add_argument("--calibration", help="calibration record JSON to apply")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    scenarios, many = _scenarios(_read_json(args.scenario))
+    calibration = _load_calibration(args.calibration)
+    reports = []
+    for index, scenario in enumerate(scenarios):
+        try:
+            reports.append(tradeoff_report(scenario, calibration))
+        except PlanningError as exc:
+            raise CliError(("" if not many else f"scenario {index}: ") + explain(exc)) from None
+    if args.format == "text":
+        sys.stdout.write("\n\n".join(report_text(r) for r in reports) + "\n")
+        return 0
+    if many:
+        json.dump([r.model_dump(mode="json") for r in reports], sys.stdout, indent=2, allow_nan=True)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(reports[0].model_dump_json(indent=2) + "\n")
+    return 0
+
+
+def _table(header: list[str], rows: list[list[str]]) -> list[str]:
+    """Left-aligned columns separated by two spaces."""
+    widths = [max(len(r[i]) for r in [header, *rows]) for i in range(len(header))]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return [line(header), line(["-" * w for w in widths]), *(line(r) for r in rows)]
+
+
+def report_text(report: TradeoffReport) -> str:
+    """The report as plain text: diagnosis, relief, technique table, alternatives, checklist."""
+    inference = report.kind == "inference"
+    time_word, cost_word = ("TPOT", "$ per 1M output tokens") if inference else ("step time", "cost to train")
+    d = report.diagnosis
+    out = [f"Binding resource: {resource_words(d.binding)}", *(f"  {e}" for e in d.evidence)]
+    if d.relief:
+        out += ["", f"What relieves {resource_words(d.binding)}, best first:"]
+        for rank, e in enumerate(d.relief, start=1):
+            fits = "" if e.fits_after is None else ("; fits after" if e.fits_after else "; still does not fit")
+            out.append(
+                f"  {rank}. {e.technique}: {e.variant} (memory {signed(e.delta_memory_bytes, gib)}, {time_word} "
+                f"{signed(e.delta_time_seconds, seconds)}, {cost_word} {signed(e.delta_cost, usd)}{fits})"
+            )
+    rows = [
+        [
+            e.technique,
+            e.variant,
+            signed(e.delta_memory_bytes, gib),
+            signed(e.delta_time_seconds, seconds),
+            signed(e.delta_throughput, count),
+            signed(e.delta_cost, usd),
+            "n/a" if e.fits_after is None else ("yes" if e.fits_after else "no"),
+            "yes" if e.changes_numerics else "no",
+            "derived" if e.derived else "full plan",
+        ]
+        for e in report.techniques
+        if e.applicable
+    ]
+    header = ["technique", "variant", "Δ memory/GPU", f"Δ {time_word}", "Δ tokens/s", f"Δ {cost_word}"]
+    out += ["", "Techniques (each minus this plan):", *_table(header + ["fits", "numerics", "estimate"], rows)]
+    skipped = [e for e in report.techniques if not e.applicable]
+    if skipped:
+        out += ["", "Not applicable:", *(f"  {e.technique} ({e.variant}): {e.reason}" for e in skipped)]
+    if report.alternatives:
+        out += ["", "Simpler alternatives:"]
+        for a in report.alternatives:
+            fits = "fits" if a.fits else "does not fit"
+            out.append(
+                f"  {a.model_name}, {a.context_tokens:,} tokens ({fits}, {percent(a.headroom_fraction)} headroom)"
+            )
+    out += ["", "Checklist:"]
+    for item in report.checklist.items:
+        out += [f"  {item.question}", f"    {capitalized(item.headline)} {item.detail}".rstrip()]
+    return "\n".join(out)
