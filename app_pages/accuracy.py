@@ -2,8 +2,10 @@
 
 import streamlit as st
 
-from ui import accuracy_view
+from ui import accuracy_view, render
 from ui.calibration_view import active_calibration
 
 st.title("How accurate is this?", anchor=False)
-accuracy_view.accuracy_section(active_calibration())
+calibration = active_calibration()
+render.calibration_caption(calibration)
+accuracy_view.accuracy_section(calibration)

@@ -1,10 +1,10 @@
-"""A bounded load test on loopback: N browser sessions move sliders on one running dashboard.
+"""A bounded load test on loopback: N browser sessions change concurrency on one running dashboard.
 
     .venv/bin/python benchmarks/load_test.py [--sessions 6] [--seconds 60]
 
 Starts `streamlit run app.py` on a free 127.0.0.1 port, opens N independent headless Chromium contexts
-(Debian's /usr/bin/chromium; nothing is downloaded), and in each one repeatedly moves the concurrency
-slider one step and waits until the page shows the new plan. Reports the rerun latency a user sees
+(Debian's /usr/bin/chromium; nothing is downloaded), and in each one repeatedly types the next concurrency
+into its number box and waits until the page shows the new plan. Reports the rerun latency a user sees
 (keypress -> new numbers on screen, p50/p95/max), errors (exceptions rendered on a page, timeouts: must
 be zero) and the server's resident memory before, after and its growth. Only loopback traffic; stops
 by itself after --seconds; always kills the server.
@@ -108,14 +108,15 @@ async def session(browser, base: str, until: float, latencies: list[float], erro
     try:
         await page.goto(base + "/inference")
         await page.wait_for_selector("[data-testid=stMetric]")
-        thumb = page.locator("[data-testid=stSlider]").filter(has_text="Concurrency").locator("input[type=range]")
-        await thumb.focus()
-        direction = "ArrowRight"
+        box = page.locator("[data-testid=stNumberInput]").filter(has_text="Exact").locator("input")
+        target = 40 + index  # each session walks its own values so no two ask for the same plan at once
+        step = 1
         moves = 0
         while time.monotonic() < until:
             started = time.perf_counter()
-            await thumb.press(direction)
-            target = int(await thumb.input_value())
+            target += step
+            await box.fill(str(target))
+            await box.press("Enter")
             try:
                 # The page's summary line names the concurrency the plan was computed for.
                 await page.wait_for_function(
@@ -130,8 +131,8 @@ async def session(browser, base: str, until: float, latencies: list[float], erro
             if await page.locator("[data-testid=stException]").count():
                 errors.append(f"session {index}: an exception is shown on the page")
             moves += 1
-            if moves % 20 == 0:  # sweep back and forth over part of the slider's range
-                direction = "ArrowLeft" if direction == "ArrowRight" else "ArrowRight"
+            if moves % 20 == 0:  # sweep back and forth over part of the range
+                step = -step
     finally:
         await context.close()
 

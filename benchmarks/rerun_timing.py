@@ -25,7 +25,6 @@ import statistics
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 os.environ["HEADROOM_DATA_DIR"] = tempfile.mkdtemp(prefix="headroom-rerun-timing-")
@@ -38,22 +37,17 @@ APP = str(ROOT / "app.py")
 sys.path.insert(0, str(ROOT))
 
 
-@contextmanager
-def active_calibration(path: Path):
-    """The checked-in CPU calibration, active for the duration of one case."""
+def calibration_query(path: Path) -> dict[str, str]:
+    """The checked-in CPU calibration as a share-link parameter: calibrations are per session now."""
     from planner.calibration import store
+    from planner.share import CALIBRATION_PARAM, encode_calibration
 
-    record = store.load_calibration_file(path)
-    store.save_calibration(record)
-    store.set_active_id(record.id)
-    try:
-        yield record
-    finally:
-        store.set_active_id(None)
+    return {CALIBRATION_PARAM: encode_calibration(store.load_calibration_file(path))}
 
 
-def _open(page: str) -> AppTest:
+def _open(page: str, query: dict[str, str] | None = None) -> AppTest:
     at = AppTest.from_file(APP, default_timeout=60)
+    at.query_params.update(query or {})
     at.run()
     if page != "inference":
         at.switch_page(f"app_pages/{page}.py")
@@ -62,8 +56,8 @@ def _open(page: str) -> AppTest:
     return at
 
 
-def _time_case(name: str, page: str, change, values, setup=None) -> dict:
-    at = _open(page)
+def _time_case(name: str, page: str, change, values, setup=None, query=None) -> dict:
+    at = _open(page, query)
     if setup is not None:
         setup(at)
         at.run()
@@ -95,7 +89,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.reruns + 2
 
     def slider(at, value):
-        at.slider(key="inference_concurrency").set_value(value)
+        at.number_input(key="inference_concurrency").set_value(value)
 
     def heatmap(at):
         at.button_group(key="inference_view_explore").set_value("Concurrency × context")
@@ -127,12 +121,15 @@ def main(argv: list[str] | None = None) -> int:
         _time_case("training: global batch size", "training", batch, [64 + 8 * i for i in range(n)]),
         _time_case("training: sequence length", "training", sequence, [4096 + 256 * i for i in range(n)]),
     ]
-    with active_calibration(ROOT / "benchmarks" / "calibration_cpu.json"):
-        results.append(
-            _time_case(
-                "inference: concurrency slider, calibration active", "inference", slider, [140 + i for i in range(n)]
-            )
+    results.append(
+        _time_case(
+            "inference: concurrency slider, calibration active",
+            "inference",
+            slider,
+            [140 + i for i in range(n)],
+            query=calibration_query(ROOT / "benchmarks" / "calibration_cpu.json"),
         )
+    )
     results += [
         _time_case("trade-offs: switch memory/roofline view (cached plans)", "tradeoffs", view, list(range(n))),
         _time_case(

@@ -1,24 +1,80 @@
-"""The engine's one entry point: a frozen Scenario in, a frozen Plan out. Pure, no I/O."""
+"""The engine's one entry point: a frozen Scenario in, a frozen Plan out. Pure, no I/O.
+
+The calibration rule lives here, so plan(), the CLI, the sweeps' callers and the dashboard all follow it: a
+calibration measured on one accelerator applies to plans for that accelerator only (its efficiencies are
+fractions of that accelerator's catalog peaks, and its runtime memory correction is that device's). A plan
+for another GPU with that calibration is refused with a sentence naming both, unless the caller maps it
+explicitly (`calibration_any_gpu=True`, or a record from `CalibrationRecord.for_any_gpu()`); a mapped
+plan carries a warning naming both devices.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+from planner.calibration.record import CalibrationRecord
+from planner.errors import PlanningError
 from planner.inference.plan import plan_inference
+from planner.inference.results import InferencePlan
 from planner.inference.scenario import InferenceScenario
 from planner.scenario import parse_scenario
 from planner.training.plan import plan_training
+from planner.training.results import TrainingPlan
+
+HOW_TO_MAP = (
+    "plan(..., calibration_any_gpu=True) in Python, --calibration-any-gpu on the command line, "
+    "or the Calibrate page's 'apply to other GPUs' switch"
+)
 
 
-def plan(scenario: Any, calibration=None):
+def calibration_for_gpu(gpu_id: str, calibration: CalibrationRecord | None) -> CalibrationRecord | None:
+    """The calibration a plan for accelerator `gpu_id` may use: the record when it measured that accelerator
+    or was mapped to any GPU explicitly, else None (the documented default efficiencies)."""
+    if calibration is None or not (calibration.applies_to(gpu_id) or calibration.mapped_to_any_gpu):
+        return None
+    return calibration
+
+
+def check_calibration(gpu_id: str, calibration: CalibrationRecord | None) -> str | None:
+    """Whether a plan for accelerator `gpu_id` may use `calibration`: None (no calibration, or the one it
+    measured), a warning sentence (mapped explicitly to another GPU), or PlanningError (not mapped)."""
+    if calibration is None or calibration.applies_to(gpu_id):
+        return None
+    if not calibration.mapped_to_any_gpu:
+        raise PlanningError(
+            f"calibration '{calibration.label}' was measured on '{calibration.measured_on}'; it applies to plans "
+            f"for '{calibration.reference_gpu}', not '{gpu_id}': map it explicitly to use it anyway ({HOW_TO_MAP})"
+        )
+    return (
+        f"Calibration '{calibration.label}' was measured on '{calibration.measured_on}' (efficiencies relative to "
+        f"'{calibration.reference_gpu}') but is applied to this '{gpu_id}' plan because it was mapped explicitly: "
+        f"its efficiencies, memory correction and error bands describe the other device, not '{gpu_id}'."
+    )
+
+
+def plan(
+    scenario: Any, calibration: CalibrationRecord | None = None, *, calibration_any_gpu: bool = False
+) -> InferencePlan | TrainingPlan:
     """Plan an InferenceScenario or TrainingScenario (or a dict of either, validated first).
 
     `calibration` (optional) is a calibration record whose measured efficiencies and memory correction
-    replace the documented defaults; the plan says which calibration it used.
+    replace the documented defaults; the plan says which calibration it used. It must have measured the
+    scenario's accelerator, unless `calibration_any_gpu=True` (or the record came from `for_any_gpu()`):
+    then it is applied anyway and the plan's first warning names both devices.
     """
     if isinstance(scenario, dict):
         scenario = parse_scenario(scenario)
+    if calibration is not None and calibration_any_gpu:
+        calibration = calibration.for_any_gpu()
+    mapping_warning = check_calibration(scenario.gpu_id(), calibration)
     if isinstance(scenario, InferenceScenario):
-        return plan_inference(scenario, calibration)
+        result = plan_inference(scenario, calibration)
+    else:
+        result = plan_training(scenario, calibration)
+    if mapping_warning is None:
+        return result
+    # model_copy skips validation; safe here: only the list of warning sentences changes.
+    return result.model_copy(update={"warnings": [mapping_warning, *result.warnings]})
 
-    return plan_training(scenario, calibration)
+
+__all__ = ["calibration_for_gpu", "check_calibration", "plan"]

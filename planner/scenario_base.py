@@ -30,13 +30,27 @@ class ScenarioBase(BaseModel):
 
     model: ModelRef = "llama-3.1-70b"
     gpu: GpuRef = "h100-sxm"
-    num_gpus: int = Field(default=4, ge=1, le=MAX_GPUS)
-    tensor_parallel: int = Field(default=4, ge=1, le=1024)
-    pipeline_parallel: int = Field(default=1, ge=1, le=1024)
+    num_gpus: int = Field(
+        default=4,
+        ge=1,
+        le=MAX_GPUS,
+        description="GPUs in the deployment, a multiple of tensor x pipeline parallel; every extra group is "
+        "another replica",
+    )
+    tensor_parallel: int = Field(
+        default=4,
+        ge=1,
+        le=1024,
+        description="tensor parallelism: every layer is split over this many GPUs (two all-reduces per layer); "
+        "must divide the attention heads",
+    )
+    pipeline_parallel: int = Field(
+        default=1, ge=1, le=1024, description="pipeline parallelism: the layers are split into this many stages"
+    )
     usd_per_gpu_hour: float | None = Field(
         default=None, ge=0, le=10_000, description="overrides the catalog's reference $/GPU-hour"
     )
-    label: str = Field(default="", max_length=200)
+    label: str = Field(default="", max_length=200, description="a short name for this plan in Compare and Review")
     decision: str = Field(default="", max_length=2000, description="which trade-off was chosen and why")
 
     def architecture(self) -> ModelArchitecture:

@@ -4,20 +4,31 @@ Parameter names are `<prefix><field>` (the dashboard uses its widget keys, e.g. 
 defaults are omitted so links stay short, and an inline model config or custom GPU travels as
 `cfg:` + base64url(zlib(JSON)). Reading is forgiving: every parameter is checked on its own; a bad one
 is reported by name and replaced by the default, never fatal.
+
+A calibration travels in the `calibration` parameter: `<fingerprint>~<record id>~<base64url(zlib(JSON))>`
+(the record itself, a few kB), or `<fingerprint>~<record id>` alone when the record is too large for a link
+(the receiver then looks the id up in its own store and checks the fingerprint). A link never carries the
+sender's mapping to other GPUs: the receiver applies the calibration to plans for the GPU it measured only.
 """
 
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
+import re
 import zlib
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import cache
 from typing import Any
 from urllib.parse import urlencode
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
+from planner.calibration.errors import CalibrationFileError
+from planner.calibration.record import CalibrationRecord
+from planner.calibration.store import NOT_STORED, record_from_data
 from planner.errors import PlanningError, explain
 from planner.hardware.catalog import resolve_accelerator
 from planner.inference.scenario import InferenceScenario
@@ -28,6 +39,14 @@ from planner.training.scenario import TrainingScenario
 INLINE_PREFIX = "cfg:"
 MAX_PARAM_CHARS = 16_384  # a compressed config.json is ~1-2 kB; anything far larger is not ours
 MAX_INLINE_JSON_BYTES = 256 * 1024
+CALIBRATION_PARAM = "calibration"
+# Above this the record is left out of the link (id and fingerprint only). The checked-in CPU record is
+# ~5,100 characters; browsers and Tornado accept URLs far longer, but a link should stay pasteable.
+MAX_CALIBRATION_PARAM_CHARS = 12_000
+FINGERPRINT_CHARS = 12
+_CALIBRATION_VALUE = re.compile(
+    rf"^([0-9a-f]{{{FINGERPRINT_CHARS}}})~([A-Za-z0-9][A-Za-z0-9._-]{{0,119}})(?:~([A-Za-z0-9_-]+))?$"
+)
 LAYOUT_FIELDS = (
     "num_gpus",
     "tensor_parallel",
@@ -91,12 +110,75 @@ def scenario_to_query_params(scenario, prefix: str = "") -> dict[str, str]:
 
 
 def share_url(
-    scenario, base_url: str = "http://localhost:8501", page: str | None = None, prefix: str | None = None
+    scenario,
+    base_url: str = "http://localhost:8501",
+    page: str | None = None,
+    prefix: str | None = None,
+    calibration: CalibrationRecord | None = None,
 ) -> str:
     page = page or scenario.kind
     prefix = f"{page}_" if prefix is None else prefix
-    query = urlencode(scenario_to_query_params(scenario, prefix))
+    params = scenario_to_query_params(scenario, prefix)
+    if calibration is not None:
+        params[CALIBRATION_PARAM] = encode_calibration(calibration)
+    query = urlencode(params)
     return f"{base_url.rstrip('/')}/{page}" + (f"?{query}" if query else "")
+
+
+# ------------------------------------------------------------------------------------- calibration
+
+
+def _calibration_json(record: CalibrationRecord) -> str:
+    """The record as the link carries it: stored fields only (derived values are recomputed on arrival)."""
+    return record.model_dump_json(exclude=set(NOT_STORED), exclude_computed_fields=True)
+
+
+def calibration_fingerprint(record: CalibrationRecord) -> str:
+    """A short hash of the record's stored fields, keys sorted (the link's JSON sorts them, which reorders
+    the record's dicts): the same measurement gives the same fingerprint on every server. The caller's
+    mapping to other GPUs is not part of it."""
+    canonical = json.dumps(json.loads(_calibration_json(record)), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()[:FINGERPRINT_CHARS]
+
+
+def encode_calibration(record: CalibrationRecord, max_chars: int = MAX_CALIBRATION_PARAM_CHARS) -> str:
+    """The `calibration` link value: fingerprint and id, plus the record itself when it fits in `max_chars`."""
+    head = f"{calibration_fingerprint(record)}~{record.id}"
+    body = encode_inline(json.loads(_calibration_json(record)))[len(INLINE_PREFIX) :]
+    full = f"{head}~{body}"
+    return full if len(full) <= max_chars else head
+
+
+@dataclass(frozen=True)
+class CalibrationLink:
+    """What a `calibration` link value says: the record's fingerprint and id, and the record when embedded."""
+
+    fingerprint: str
+    record_id: str
+    record: CalibrationRecord | None
+
+
+def decode_calibration(text: str) -> CalibrationLink:
+    """Read a `calibration` link value; ValueError with a sentence when it is not one or does not check out."""
+    if len(text) > MAX_PARAM_CHARS:
+        raise ValueError(f"the value is {len(text):,} characters long (at most {MAX_PARAM_CHARS:,})")
+    match = _CALIBRATION_VALUE.match(text)
+    if match is None:
+        raise ValueError("not a Headroom calibration (expected '<fingerprint>~<id>' or '<fingerprint>~<id>~<record>')")
+    fingerprint, record_id, body = match.groups()
+    if body is None:
+        return CalibrationLink(fingerprint, record_id, None)
+    data = decode_inline(INLINE_PREFIX + body)
+    try:
+        record = record_from_data(data, "the link's calibration")
+    except CalibrationFileError as exc:
+        raise ValueError(str(exc)) from None
+    if record.id != record_id or calibration_fingerprint(record) != fingerprint:
+        raise ValueError(
+            f"the embedded record ({record.id}, fingerprint {calibration_fingerprint(record)}) does not match the "
+            f"link's id and fingerprint ({record_id}, {fingerprint}): the link was altered or cut short"
+        )
+    return CalibrationLink(fingerprint, record_id, record)
 
 
 def _from_text(cls: type, name: str, text: str) -> Any:

@@ -10,6 +10,7 @@ A calibration on the user's own device replaces the published spread with its ow
 from __future__ import annotations
 
 import json
+import math
 from functools import lru_cache
 from pathlib import Path
 
@@ -30,6 +31,20 @@ class Band(BaseModel):
     family: str
     basis: str  # where the spread comes from
 
+    def proportional(self, point: float, value: float, inverse: bool = False) -> Band:
+        """The band of a quantity exactly proportional to this band's quantity (`inverse`: to its reciprocal),
+        whose value is `value` where this band's quantity is `point`: the same relative spread.
+
+        E.g. at a fixed price, GPU count and token count, time and cost to train move with step time, and
+        tokens/s with 1 / step time.
+        """
+        if not point or not math.isfinite(value):
+            return Band(low=value, high=value, family=self.family, basis=self.basis)
+        low, high = value * self.low / point, value * self.high / point
+        if inverse:
+            low, high = value * point / self.high, value * point / self.low
+        return Band(low=min(low, high), high=max(low, high), family=self.family, basis=self.basis)
+
 
 @lru_cache(maxsize=1)
 def family_errors() -> dict[str, dict]:
@@ -47,10 +62,10 @@ def band(point: float, family: str, calibration=None) -> Band:
         else "no published measurement yet: +-50 %"
     )
     e10, e90 = stats["p10_signed_error"], stats["p90_signed_error"]
-    residual = getattr(calibration, "residual_error", None) if calibration is not None else None
+    residual = getattr(calibration, "residual_error", None)
     if residual is not None:
         e10, e90 = -abs(residual), abs(residual)
-        basis = f"calibration '{calibration.label}' residual error"
+        basis = f"calibration '{getattr(calibration, 'label', '')}' residual error"
     e10, e90 = min(e10, -FLOOR), max(e90, FLOOR)
     low, high = point / (1 + e90), point / (1 + max(e10, -0.95))
     return Band(low=min(low, point), high=max(high, point), family=family, basis=basis)

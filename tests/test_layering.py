@@ -23,6 +23,7 @@ LAYERS: list[tuple[str, ...]] = [
         "planner.calibration.record",
         "planner.calibration.errors",
         "planner.uncertainty",
+        "planner.verdict",
         "planner.results",
     ),
     ("planner.inference", "planner.training"),

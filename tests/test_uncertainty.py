@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from planner import plan
 from planner.inference.scenario import InferenceScenario
 from planner.uncertainty import band, family_errors
@@ -53,3 +55,14 @@ def test_calibration_residual_replaces_the_published_spread():
 def test_committed_summary_has_every_family():
     families = family_errors()
     assert {"memory", "max_throughput", "decode_speed", "ttft"} <= set(families)
+
+
+def test_proportional_band_keeps_the_relative_spread():
+    from planner.uncertainty import Band
+
+    step = Band(low=8.0, high=12.5, family="training_step", basis="x")  # around a 10 s step: -20 %, +25 %
+    cost = step.proportional(10.0, 400.0)  # $400 at 10 s: $320-$500
+    assert (cost.low, cost.high) == (pytest.approx(320.0), pytest.approx(500.0))
+    rate = step.proportional(10.0, 1000.0, inverse=True)  # 1000 tokens/s at 10 s: 10000/12.5 .. 10000/8
+    assert (rate.low, rate.high) == (pytest.approx(800.0), pytest.approx(1250.0))
+    assert rate.family == "training_step" and rate.basis == "x"

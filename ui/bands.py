@@ -11,30 +11,15 @@ step time. Formatting goes through planner.units.
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable
 
 from planner import units
-
-_NUMBER_THEN_UNIT = re.compile(r"^(\$?[-0-9.,]+)(\s*)([^0-9]*)$")
+from planner.verdict import span
 
 
 def band_of(plan, path: str):
     """The Band for a dotted path of the plan ('performance.ttft_seconds'), or None."""
     return (getattr(plan, "uncertainty", None) or {}).get(path)
-
-
-def span(low: float, high: float, formatter: Callable[[float], str]) -> str:
-    """'38.2–44.1 GiB' when both ends share a unit, else '950 ms–1.20 s'."""
-    a, b = formatter(low), formatter(high)
-    if a == b:
-        return a
-    ma, mb = _NUMBER_THEN_UNIT.match(a), _NUMBER_THEN_UNIT.match(b)
-    if ma and mb and ma.group(2, 3) == mb.group(2, 3):
-        dollar = "$" if a.startswith("$") else ""
-        lo, hi = ma.group(1).lstrip("$"), mb.group(1).lstrip("$")
-        return f"{dollar}{lo}–{hi}{ma.group(2)}{ma.group(3)}"
-    return f"{a}–{b}"
 
 
 def likely(plan, path: str, formatter: Callable[[float], str]) -> str | None:
@@ -56,10 +41,8 @@ def scaled(
     band = band_of(plan, path)
     if band is None or not point_of_band_quantity or not math.isfinite(value):
         return None
-    low, high = band.low / point_of_band_quantity, band.high / point_of_band_quantity
-    if inverse:
-        low, high = 1 / high, 1 / low
-    return f"likely {span(value * low, value * high, formatter)}"
+    moved = band.proportional(point_of_band_quantity, value, inverse)
+    return f"likely {span(moved.low, moved.high, formatter)}"
 
 
 def basis(plan, path: str) -> str:

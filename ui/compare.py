@@ -128,6 +128,15 @@ def pinned_list(plans) -> None:
                 st.rerun()
 
 
+def if_it_fit(text):
+    """A speed or cost cell: for a plan that does not fit, what it would give if it fit, and marked so."""
+
+    def cell(p) -> str:
+        return text(p) if p.memory.fits else f"{text(p)} (if it fit)"
+
+    return cell
+
+
 INFERENCE_ROWS = [
     ("Fits", lambda p: "yes" if p.memory.fits else "no"),
     ("Headroom", lambda p: units.percent(p.memory.headroom_fraction)),
@@ -143,11 +152,11 @@ INFERENCE_ROWS = [
     ("Precision (weights / KV)", lambda p: f"{p.scenario['weight_dtype']} / {p.scenario['kv_cache_dtype']}"),
     ("Prompt + output tokens", lambda p: f"{p.scenario['prompt_tokens']:,} + {p.scenario['output_tokens']:,}"),
     ("Concurrency", lambda p: f"{p.scenario['concurrency']:,}"),
-    ("Time to first token", lambda p: units.seconds(p.performance.ttft_seconds)),
-    ("Time per output token", lambda p: units.seconds(p.performance.tpot_seconds)),
-    ("Output tokens/s", lambda p: units.count(p.performance.output_tokens_per_second)),
+    ("Time to first token", if_it_fit(lambda p: units.seconds(p.performance.ttft_seconds))),
+    ("Time per output token", if_it_fit(lambda p: units.seconds(p.performance.tpot_seconds))),
+    ("Output tokens/s", if_it_fit(lambda p: units.count(p.performance.output_tokens_per_second))),
     ("Max concurrency", lambda p: f"{p.memory.max_concurrency:,}"),
-    ("$ per 1M output tokens", lambda p: units.usd(p.cost.usd_per_million_output_tokens)),
+    ("$ per 1M output tokens", if_it_fit(lambda p: units.usd(p.cost.usd_per_million_output_tokens))),
     ("$ per month", lambda p: units.usd(p.cost.usd_per_month)),
     ("Binding resource", lambda p: p.bottleneck.replace("_", " ")),
     ("Decision", lambda p: p.scenario.get("decision") or ""),
@@ -170,11 +179,11 @@ TRAINING_ROWS = [
         lambda p: f"{p.layout.global_batch_size:,} × {p.layout.sequence_length:,} (micro {p.layout.micro_batch_size})",
     ),
     ("Largest micro-batch that fits", lambda p: str(p.memory.max_micro_batch_size or 0)),
-    ("Step time", lambda p: units.seconds(p.performance.step_seconds)),
-    ("Tokens/s", lambda p: units.count(p.performance.tokens_per_second)),
-    ("MFU", lambda p: units.percent(p.performance.mfu, 1)),
-    ("Time to train", lambda p: units.seconds(p.performance.time_to_train_seconds)),
-    ("Cost to train", lambda p: units.usd(p.cost.usd_total)),
+    ("Step time", if_it_fit(lambda p: units.seconds(p.performance.step_seconds))),
+    ("Tokens/s", if_it_fit(lambda p: units.count(p.performance.tokens_per_second))),
+    ("MFU", if_it_fit(lambda p: units.percent(p.performance.mfu, 1))),
+    ("Time to train", if_it_fit(lambda p: units.seconds(p.performance.time_to_train_seconds))),
+    ("Cost to train", if_it_fit(lambda p: units.usd(p.cost.usd_total))),
     ("Binding resource", lambda p: p.bottleneck.replace("_", " ")),
     ("Decision", lambda p: p.scenario.get("decision") or ""),
 ]
@@ -238,6 +247,9 @@ TRAINING_CHARTS = [
 ]
 
 
+MEMORY_FACTS = ("Max concurrency", "Memory per GPU (GiB)")  # charts that hold for a plan that does not fit
+
+
 def comparison(kind: str, numbered) -> None:
     """numbered: [(number, plan)] of one kind."""
     rows = INFERENCE_ROWS if kind == "inference" else TRAINING_ROWS
@@ -261,7 +273,14 @@ def comparison(kind: str, numbered) -> None:
             with col:
                 render.chart(
                     charts.metric_bars(
-                        names, [value(p) for _, p in numbered], [text(p) for _, p in numbered], title, axis_format
+                        names,
+                        [value(p) for _, p in numbered],
+                        [
+                            text(p) if p.memory.fits or title in MEMORY_FACTS else f"{text(p)} (if it fit)"
+                            for _, p in numbered
+                        ],
+                        title,
+                        axis_format,
                     ),
                     width="stretch",
                 )

@@ -1,215 +1,100 @@
 """Scenario widgets, created once here and used by every page that edits a scenario.
 
-How a page's inputs stay in the URL
------------------------------------
-* Every scenario field with a plain widget is bound to the URL (``bind="query-params"``); its key is the
-  URL parameter, page-prefixed (``inference_concurrency``) and its default is the scenario's default, so
-  the URL carries exactly the inputs that differ from the defaults — the same rule as
-  ``planner.share.scenario_to_query_params``.
-* ``model`` and ``gpu`` can be a catalog id, a size id or a whole config.json / accelerator spec, which no
-  single widget can hold; the picker widgets are not bound and this module writes ``<prefix>model`` /
-  ``<prefix>gpu`` to ``st.query_params`` itself, in ``planner.share``'s format.
-* Streamlit drops invalid bound values silently, so before any widget exists the link is validated with
-  ``planner.share.query_params_to_scenario`` (plus the widgets' own ranges) and its warnings are kept to
-  show. If a widget still came up with a value other than the validated one (a value the widget can hold
-  but the scenario cannot, e.g. an impossible layout), the validated value is written to session state and
-  the page reruns once.
+Session-state keys (``<page>`` is ``inference`` or ``training``)
+-------------------------------------------------------------------
+* ``<page>_<field>``: the widget of one scenario field (``inference_concurrency``). Its range, default,
+  choices and help come from the pydantic field (``ui.specs.field_facts``); ``ui.specs.Spec`` adds only
+  what pydantic cannot know (label, section, column, widget kind, unit scale, step, format). A widget that
+  holds the field in the field's own units is bound to the URL (``bind="query-params"``): its key is the
+  URL parameter and its default the field's default, so the URL carries exactly the inputs that differ
+  from the defaults, in ``planner.share.scenario_to_query_params``'s format. A widget in scaled units
+  (billions of tokens, GB/s) is not bound; this module writes its parameter.
+* ``<page>_pick_<thing>``: pickers, widgets that build a value no single widget holds (ui.pickers:
+  ``pick_model_source``, ``pick_model``, ``pick_size_b``, ``pick_moe``, ``pick_config_file``,
+  ``pick_config_text``, ``pick_hub_id``, ``pick_gpu``, ``pick_gpu_<spec>``; ui.training_controls:
+  ``pick_lora*``), and the concurrency's log-scale slider (``pick_concurrency``). None is bound; this
+  module writes ``<page>_model``, ``<page>_gpu`` and ``<page>_lora`` to the URL itself.
+* ``<page>_memo``: one ``FormMemo``, what the form remembers between runs that no widget holds (the
+  link's warnings, the last values, the notes about adjusted inputs, the pickers' uploaded config).
+* ``current_<page>`` (``ui.state``): the scenario the page built last, read by the other pages.
+
+Writing a widget's value (no duplicate-value warning)
+------------------------------------------------------
+Streamlit warns when a widget is created with a default and its value was also set through session state
+in the same run, so this module never does both:
+
+* pickers and scaled widgets are driven by session state only: seeded there, never given a default;
+* a bound widget is given the field's default, except in a run where this module wrote its value before
+  drawing it (a guided adjustment, the concurrency slider moving the box): that run draws it without a
+  default. (Its URL parameter then stays even when it equals the default; harmless.)
+* a bound widget that does not exist yet and must start away from its default (a link's corrected value,
+  a scenario another page chose) is seeded the way Streamlit seeds it from a link: the form writes the
+  value into the URL and reruns before drawing any widget. (A value written to session state before a
+  ``st.rerun()`` still counts as written in the run after it.)
+
+Guiding inputs
+--------------
+Before the widgets are drawn, ``ui.guide`` looks at the values the user just set and adjusts the
+inputs that depend on them (TP/PP to the GPU count, the global batch to micro-batch x DP, ...); each
+adjustment is written into its widget and explained in a note, instead of an error that blanks the page.
+Errors that remain name the inputs by their labels.
+
+Links
+-----
+On the form's first run in a session, a link is read with ``planner.share.query_params_to_scenario``
+(every parameter checked, bad ones replaced by defaults, an impossible layout reset) and its warnings are
+kept to show; where the URL says something else than that scenario, the URL is corrected before the widgets
+are seeded from it (see above).
 """
 
 from __future__ import annotations
 
 import math
-import typing
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from typing import Any
 
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
-from planner import PlanningError, explain
-from planner.dtypes import DTYPES
-from planner.hardware.catalog import list_accelerators, resolve_accelerator
-from planner.model.catalog import catalog_model_ids, model_metadata, resolve_model
-from planner.model.hf_config import architecture_from_config
-from planner.model.synthetic import parse_size_id, size_id
-from planner.safe_json import load_json
-from planner.scenario_base import MAX_TOKENS
 from planner.share import query_params_to_scenario, scenario_to_query_params
-from planner.units import GIB
-from ui import state, training_controls
-from ui.specs import COMMON_LAYOUT, Spec
+from ui import guide, pickers, state, training_controls
+from ui.pickers import PickerMemo
+from ui.specs import COMMON_LAYOUT, NOTES, FieldFacts, Spec, field_facts
 
 MANUAL_FIELDS = ("model", "gpu")
-SOURCE_CATALOG, SOURCE_SIZE, SOURCE_UPLOAD = "Catalog", "Size", "Upload"
-CUSTOM_GPU = "custom"
+# The concurrency slider's stops: powers of two and the halfway 1.5x steps, 1 to 8,192. The number box beside
+# it takes any value the field allows.
+CONCURRENCY_STOPS: tuple[int, ...] = tuple(sorted({2**k for k in range(14)} | {3 * 2**k for k in range(12)}))
 
 
 # ------------------------------------------------------------------------------------------ specs
 
 
-INFERENCE_SPECS: tuple[Spec, ...] = COMMON_LAYOUT + (
-    Spec(
-        "expert_parallel",
-        "EP (experts)",
-        "int",
-        1,
-        65_536,
-        1,
-        section="layout",
-        help="Expert parallelism (mixture-of-experts models only): experts are spread over this many GPUs.",
-    ),
-    Spec(
-        "weight_dtype",
-        "Weights",
-        "select",
-        options=DTYPES,
-        section="precision",
-        column=0,
-        help="Storage format of the linear-layer weights. fp8/int8 run their GEMMs in that format; int4 is "
-        "weight-only (GPTQ/AWQ) and computes in bf16.",
-    ),
-    Spec(
-        "kv_cache_dtype",
-        "KV cache",
-        "select",
-        options=DTYPES,
-        section="precision",
-        column=1,
-        help="Storage format of the cached keys and values.",
-    ),
-    Spec(
-        "prompt_tokens",
-        "Prompt tokens",
-        "int",
-        1,
-        MAX_TOKENS,
-        256,
-        section="workload",
-        column=0,
-        help="Tokens in each request's prompt (input).",
-    ),
-    Spec(
-        "output_tokens",
-        "Output tokens",
-        "int",
-        1,
-        MAX_TOKENS,
-        64,
-        section="workload",
-        column=1,
-        help="Tokens generated per request.",
-    ),
-    Spec(
-        "concurrency",
-        "Concurrency (sequences in flight)",
-        "slider_int",
-        1,
-        8192,
-        1,
-        section="workload",
-        help="Requests being served at once across the whole deployment (continuous batching). "
-        "Use the arrow keys on the slider for single steps.",
-    ),
-    Spec(
-        "gpu_memory_utilization",
-        "GPU memory the engine may use",
-        "float",
-        0.1,
-        1.0,
-        0.01,
-        fmt="%.2f",
-        section="more",
-        help="vLLM-style gpu_memory_utilization: the share of each GPU's memory the serving "
-        "engine pre-allocates (weights, KV cache, activations).",
-    ),
-    Spec(
-        "prefix_cache_hit_rate",
-        "Prefix-cache hit rate",
-        "slider_float",
-        0.0,
-        1.0,
-        0.05,
-        section="more",
-        help="Share of prompt tokens already in the KV cache (shared system prompts); skips their prefill.",
-    ),
-    Spec(
-        "kv_block_tokens",
-        "KV block size (tokens)",
-        "int",
-        1,
-        4096,
-        16,
-        section="more",
-        help="Paged-attention block size; every sequence's KV cache is rounded up to whole blocks.",
-    ),
-    Spec(
-        "prefill_chunk_tokens",
-        "Prefill chunk (tokens)",
-        "int",
-        16,
-        MAX_TOKENS,
-        1024,
-        section="more",
-        help="Most prompt tokens processed in one prefill step (chunked prefill).",
-    ),
-    Spec(
-        "weight_group_size",
-        "int4 group size",
-        "int",
-        16,
-        4096,
-        16,
-        section="more",
-        help="Quantization group of int4 weights: one fp16 scale and a 4-bit zero per group.",
-    ),
-    Spec("quantize_embeddings", "Quantize embeddings and lm_head too", "toggle", section="more"),
-    Spec(
-        "honor_sliding_window",
-        "Honour sliding-window attention",
-        "toggle",
-        section="more",
-        help="Sliding-window layers cache at most their window (as engines that support it do).",
-    ),
-    Spec(
-        "usd_per_gpu_hour",
-        "Price ($ per GPU-hour)",
-        "optional_float",
-        0.0,
-        10_000.0,
-        0.1,
-        fmt="%.2f",
-        section="more",
-        help="Leave empty to use the catalog's reference price for this GPU.",
-    ),
-    Spec(
-        "target_requests_per_second",
-        "Target requests/s",
-        "optional_float",
-        0.001,
-        1e7,
-        1.0,
-        fmt="%.3g",
-        section="more",
-        help="Optional: the request rate to serve; the plan then says how many GPUs it needs.",
-    ),
-    Spec(
-        "label",
-        "Plan label",
-        "text",
-        max_chars=200,
-        section="notes",
-        help="A short name for this plan in Compare and Review.",
-    ),
-    Spec(
-        "decision",
-        "Decision",
-        "textarea",
-        max_chars=2000,
-        section="notes",
-        help="Which trade-off you chose and why. It travels with the plan: in the share link, the CSV and Review.",
-    ),
+INFERENCE_SPECS: tuple[Spec, ...] = (
+    COMMON_LAYOUT
+    + (
+        Spec("expert_parallel", "EP (experts)", "number", section="layout"),
+        Spec("weight_dtype", "Weights", "select", section="precision", column=0),
+        Spec("kv_cache_dtype", "KV cache", "select", section="precision", column=1),
+        Spec("prompt_tokens", "Prompt tokens", "number", section="workload", column=0, step=256),
+        Spec("output_tokens", "Output tokens", "number", section="workload", column=1, step=64),
+        Spec("concurrency", "Concurrency (sequences in flight)", "concurrency", section="workload"),
+        Spec(
+            "gpu_memory_utilization", "GPU memory the engine may use", "number", section="more", step=0.01, fmt="%.2f"
+        ),
+        Spec("prefix_cache_hit_rate", "Prefix-cache hit rate", "slider", section="more", step=0.05),
+        Spec("kv_block_tokens", "KV block size (tokens)", "number", section="more", step=16),
+        Spec("prefill_chunk_tokens", "Prefill chunk (tokens)", "number", section="more", step=1024),
+        Spec("weight_group_size", "int4 group size", "number", section="more", step=16),
+        Spec("quantize_embeddings", "Quantize embeddings and lm_head too", "toggle", section="more"),
+        Spec("honor_sliding_window", "Honour sliding-window attention", "toggle", section="more"),
+        Spec("usd_per_gpu_hour", "Price ($ per GPU-hour)", "number", section="more", step=0.1, fmt="%.2f"),
+        Spec("target_requests_per_second", "Target requests/s", "number", section="more", step=1.0, fmt="%.3g"),
+    )
+    + NOTES
 )
 
 SPECS: dict[str, tuple[Spec, ...]] = {"inference": INFERENCE_SPECS, "training": training_controls.TRAINING_SPECS}
@@ -234,18 +119,69 @@ CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {
     "training": {"lora": training_controls.lora_section},
 }
 
-
-def manual_fields(kind: str) -> tuple[str, ...]:
-    specs_for(kind)
-    return MANUAL_FIELDS + EXTRA_MANUAL[kind] + tuple(s.name for s in SPECS[kind] if not s.bound)
+# Optional number fields: what an empty box means.
+PLACEHOLDERS = {"usd_per_gpu_hour": "catalog price", "target_requests_per_second": "none", "data_parallel": "auto"}
 
 
 def specs_for(kind: str) -> tuple[Spec, ...]:
     return SPECS[kind]
 
 
+def manual_fields(kind: str) -> tuple[str, ...]:
+    """Fields whose URL parameter this module writes (no widget is bound to them)."""
+    return MANUAL_FIELDS + EXTRA_MANUAL[kind] + tuple(s.name for s in SPECS[kind] if not s.bound)
+
+
+@cache
+def facts_for(kind: str, name: str) -> FieldFacts:
+    return field_facts(state.scenario_class(kind), name)
+
+
 def default_of(kind: str, name: str) -> Any:
     return state.scenario_class(kind).model_fields[name].get_default(call_default_factory=True)
+
+
+def labels_for(kind: str) -> dict[str, str]:
+    """Each field's label as the user sees it."""
+    return {spec.name: spec.label for spec in specs_for(kind)}
+
+
+def in_labels(kind: str, text: str) -> str:
+    """An engine sentence with field names (``tensor_parallel=3``) replaced by the labels on screen.
+
+    A one-word name (``decision``, ``precision``) is also an English word, so it is replaced only as
+    ``name=value``.
+    """
+    labels = labels_for(kind)
+    names = "|".join(sorted(map(re.escape, labels), key=len, reverse=True))
+
+    def label(match: re.Match) -> str:
+        name, assigned = match.group(1), match.group(2)
+        if "_" not in name and not assigned:
+            return match.group(0)
+        return labels[name] + (" = " if assigned else "")
+
+    return re.sub(rf"\b({names})\b(=)?", label, text)
+
+
+# ------------------------------------------------------------------------------------ form memory
+
+
+@dataclass
+class FormMemo:
+    """What a page's form remembers between runs that no widget holds (session state ``<page>_memo``)."""
+
+    started: bool = False  # the form ran in this session (a link is read on the first run only)
+    last_values: dict[str, Any] = field(default_factory=dict)  # field values the widgets showed last run
+    written: set[str] = field(default_factory=set)  # widget keys a callback wrote for the coming run
+    exact: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # scaled widgets: (shown, exact value)
+    link: tuple[Any, list[str]] | None = None  # the link's scenario and its warnings
+    notes: tuple[dict[str, Any], list[str]] | None = None  # adjusted inputs: (values after, sentences)
+    pickers: PickerMemo = field(default_factory=PickerMemo)  # the model and GPU pickers' (ui.pickers)
+
+
+def form_memo(kind: str) -> FormMemo:
+    return st.session_state.setdefault(f"{kind}_memo", FormMemo())
 
 
 # ------------------------------------------------------------------------------------ link reading
@@ -255,113 +191,34 @@ def _prefixed_params(prefix: str) -> dict[str, list[str]]:
     return {key: st.query_params.get_all(key) for key in st.query_params if key.startswith(prefix)}
 
 
-def read_link(kind: str, params: dict[str, list[str]] | None = None, check_widgets: bool = True):
+def read_link(kind: str, params: dict[str, list[str]] | None = None):
     """The scenario a link describes and the warnings about it (never raises).
 
-    `params` defaults to the current URL's parameters with this kind's prefix. Besides planner.share's
-    checks, a value the scenario accepts but the dashboard's widget cannot show falls back to the default.
+    `params` defaults to the current URL's parameters with this kind's prefix.
     """
     prefix = f"{kind}_"
     params = _prefixed_params(prefix) if params is None else params
-    params, literal_ints = _split_literal_ints(kind, prefix, params)
-    scenario, warnings = query_params_to_scenario(params, kind, prefix)
-    scenario = _apply_literal_ints(kind, prefix, scenario, literal_ints, warnings)
-    if not check_widgets:
-        return scenario, warnings
-    fixes = {}
-    for spec in specs_for(kind):
-        key = prefix + spec.name
-        if key not in params:
-            continue
-        value = getattr(scenario, spec.name)
-        if not spec.accepts(value):
-            raw = params[key][-1] if isinstance(params[key], list) else params[key]
-            fixes[spec.name] = default_of(kind, spec.name)
-            warnings.append(
-                f"Link parameter '{key}' = '{raw}' is outside what the dashboard can set "
-                f"({spec.describe()}); using the default {fixes[spec.name]!r}."
-            )
-    if fixes:
-        candidate, error = state.build_scenario(kind, {**_fields(scenario), **fixes})
-        scenario = candidate if candidate is not None else state.scenario_class(kind)()
-        if error:
-            warnings.append(
-                f"With those defaults the link's plan is impossible ({error}); the default scenario is shown."
-            )
-    return scenario, warnings
-
-
-def _literal_int_fields(kind: str) -> dict[str, tuple]:
-    """Fields typed Literal[0, 1, 2, 3] (e.g. zero_stage): pydantic will not read them from URL text."""
-
-    out = {}
-    for name, info in state.scenario_class(kind).model_fields.items():
-        if typing.get_origin(info.annotation) is typing.Literal:
-            args = typing.get_args(info.annotation)
-            if args and all(isinstance(a, int) and not isinstance(a, bool) for a in args):
-                out[name] = args
-    return out
-
-
-def _split_literal_ints(kind: str, prefix: str, params: dict) -> tuple[dict, dict]:
-    literal = _literal_int_fields(kind)
-    rest, taken = {}, {}
-    for key, value in params.items():
-        name = key[len(prefix) :]
-        (taken if name in literal else rest)[key] = value
-    return rest, taken
-
-
-def _apply_literal_ints(kind: str, prefix: str, scenario, taken: dict, warnings: list[str]):
-    """planner.share reads Literal-int fields as text and rejects them; read them here instead."""
-    literal = _literal_int_fields(kind)
-    for key, raw in taken.items():
-        name = key[len(prefix) :]
-        text = raw[-1] if isinstance(raw, (list, tuple)) else raw
-        try:
-            value = int(text)
-            if value not in literal[name]:
-                raise ValueError
-        except (TypeError, ValueError):
-            warnings.append(
-                f"Link parameter '{key}' = '{text}' is invalid (use one of "
-                f"{', '.join(map(str, literal[name]))}); using the default {default_of(kind, name)!r}."
-            )
-            continue
-        candidate, error = state.build_scenario(kind, {**_fields(scenario), name: value})
-        if candidate is None:
-            warnings.append(
-                f"Link parameter '{key}' = '{text}' cannot work with the rest of the plan ({error}); "
-                f"using the default {default_of(kind, name)!r}."
-            )
-            continue
-        scenario = candidate
-    return scenario
+    return query_params_to_scenario(params, kind, prefix)
 
 
 def _fields(scenario) -> dict[str, Any]:
     return {name: getattr(scenario, name) for name in type(scenario).model_fields if name != "kind"}
 
 
-def link_warnings_key(kind: str) -> str:
-    return f"link_warnings_{kind}"
-
-
 def _store_link_warnings(kind: str, scenario, warnings: list[str]) -> None:
-    if warnings:
-        st.session_state[link_warnings_key(kind)] = (scenario, list(warnings))
+    form_memo(kind).link = (scenario, list(warnings)) if warnings else None
 
 
 def pending_link_warnings(kind: str, current) -> list[str]:
     """Warnings of the link this session opened, while the plan is still the one the link described."""
-    stored = st.session_state.get(link_warnings_key(kind))
-    if not stored:
+    memo = form_memo(kind)
+    if memo.link is None:
         return []
-    scenario, warnings = stored
+    scenario, warnings = memo.link
     if current is not None and current != scenario:
-        st.session_state.pop(link_warnings_key(kind), None)
+        memo.link = None
         return []
-    return warnings
+    return [in_labels(kind, warning) for warning in warnings]
 
 
 def current_scenario(kind: str):
@@ -376,10 +233,6 @@ def current_scenario(kind: str):
         if params:
             scenario, warnings = read_link(kind, params)
             _store_link_warnings(kind, scenario, warnings)
-            # Hand the values to the input page's widgets (they register later, off-screen now).
-            for spec in specs_for(kind):
-                if spec.bound:
-                    st.session_state.setdefault(prefix + spec.name, getattr(scenario, spec.name))
         else:
             scenario = default_scenario(kind)
         state.remember(kind, scenario)
@@ -391,23 +244,19 @@ def default_scenario(kind: str):
     if kind == "training":
         # A first visit to Training starts from the model and GPU the user chose for inference (if any).
         base = state.remembered("inference")
-        cls = state.scenario_class("training")
-        chosen = base is not None and (base.model, base.gpu) != (
-            default_of("inference", "model"),
-            default_of("inference", "gpu"),
-        )
-        if chosen:
+        defaults = (default_of("inference", "model"), default_of("inference", "gpu"))
+        if base is not None and (base.model, base.gpu) != defaults:
             candidate, _ = state.build_scenario("training", {"model": base.model, "gpu": base.gpu})
             if candidate is not None:
                 return candidate
-        return cls()
     return state.scenario_class(kind)()
 
 
 def write_url(kind: str, scenario, fields: Sequence[str] | None) -> None:
     """Make the URL carry `fields` of the scenario (None: all of them); drop stale params of this prefix.
 
-    Only parameters no widget is bound to are touched (Streamlit owns bound ones).
+    An input page passes the fields no widget is bound to (Streamlit owns the bound ones); a display page
+    passes None.
     """
     prefix = f"{kind}_"
     wanted = scenario_to_query_params(scenario, prefix)
@@ -415,123 +264,164 @@ def write_url(kind: str, scenario, fields: Sequence[str] | None) -> None:
     bound = set() if fields is None else {prefix + s.name for s in specs_for(kind) if s.bound}
     for name in names:
         key = prefix + name
-        if key in bound:
-            continue
         if key in wanted:
             if st.query_params.get_all(key) != [wanted[key]]:
                 _set_param(key, wanted[key])
         elif key in st.query_params:
-            _del_param(key)
+            _set_param(key, None)
     for key in list(st.query_params):
         if key.startswith(prefix) and key not in bound and key[len(prefix) :] not in names:
-            _del_param(key)
+            _set_param(key, None)
 
 
-def _set_param(key: str, value: str) -> None:
+def _set_param(key: str, value: str | None) -> bool:
+    """Set (None: delete) one URL parameter, unless a widget of another page still owns it; True if written.
+
+    Streamlit unbinds the input page's widgets from their parameters at the end of the first run of another
+    page (and at its start only for parameters the browser sent), and refuses writes to a bound parameter
+    until then; the next run writes it.
+    """
     try:
-        st.query_params[key] = value
-    except StreamlitAPIException:  # still bound to a widget of the page we came from
-        pass
-
-
-def _del_param(key: str) -> None:
-    try:
-        del st.query_params[key]
-    except (KeyError, StreamlitAPIException):
-        pass
+        if value is None:
+            del st.query_params[key]
+        else:
+            st.query_params[key] = value
+    except StreamlitAPIException as exc:
+        if not str(exc.error_id or "").startswith("query-param-bound-cannot"):
+            raise
+        return False
+    return True
 
 
 # ------------------------------------------------------------------------------------ the widgets
 
 
-def _bound_widget(spec: Spec, key: str, default: Any, where) -> Any:
-    """The widget of one spec, returning the value in scenario units."""
-    return spec.from_widget(_widget(spec, key, spec.to_widget(default), where))
+def _widget(kind: str, spec: Spec, where, from_state: bool) -> Any:
+    """Draw one field's widget; its value in widget units.
 
-
-def _widget(spec: Spec, key: str, default: Any, where) -> Any:
-    common = dict(key=key, help=spec.help)
-    common.update(bind="query-params") if spec.bound else common.update(persist_state="session")
+    `from_state`: the value is in session state already (written this run, or a state-driven widget), so
+    the widget gets no default. Otherwise it gets the field's default (the URL leaves it out).
+    """
+    facts = facts_for(kind, spec.name)
+    common: dict[str, Any] = {"key": f"{kind}_{spec.name}", "help": facts.help()}
+    if spec.bound:
+        common["bind"] = "query-params"
+    else:
+        common["persist_state"] = "session"
+    default = spec.to_widget(facts.default)
     w = spec.widget
-    if w == "int":
+    if w == "number":
+        lo, hi = facts.widget_range(spec.scale)
+        numeric = int if facts.kind is int and spec.scale == 1.0 else float
+        if facts.optional:
+            value: Any = None
+        elif from_state:
+            # A bound widget drawn without a default must not have one the value could equal (Streamlit would
+            # then drop the URL parameter); an unbound one just starts at its minimum.
+            value = None if spec.bound else "min"
+        else:
+            value = numeric(default)
         return where.number_input(
             spec.label,
-            min_value=int(spec.lo),
-            max_value=int(spec.hi),
-            value=int(default),
-            step=int(spec.step or 1),
-            **common,
-        )
-    if w == "float":
-        return where.number_input(
-            spec.label,
-            min_value=float(spec.lo),
-            max_value=float(spec.hi),
-            value=float(default),
-            step=float(spec.step),
+            min_value=None if lo is None else numeric(lo),
+            max_value=None if hi is None else numeric(hi),
+            value=value,
+            step=numeric(spec.step or 1),
             format=spec.fmt,
+            placeholder=PLACEHOLDERS.get(spec.name),
             **common,
         )
-    if w == "optional_float":
-        return where.number_input(
-            spec.label,
-            min_value=float(spec.lo),
-            max_value=float(spec.hi),
-            value=None,
-            step=float(spec.step),
-            format=spec.fmt,
-            placeholder="default",
-            **common,
-        )
-    if w == "optional_int":
-        return where.number_input(
-            spec.label,
-            min_value=int(spec.lo),
-            max_value=int(spec.hi),
-            value=None,
-            step=int(spec.step or 1),
-            placeholder="auto",
-            **common,
-        )
-    if w == "slider_int":
+    if w == "slider":
+        lo, hi = facts.widget_range(spec.scale)
+        if lo is None or hi is None:
+            raise ValueError(f"{spec.name}: a slider needs a field bounded on both sides")
         return where.slider(
             spec.label,
-            min_value=int(spec.lo),
-            max_value=int(spec.hi),
-            value=int(default),
-            step=int(spec.step or 1),
-            **common,
-        )
-    if w == "slider_float":
-        return where.slider(
-            spec.label,
-            min_value=float(spec.lo),
-            max_value=float(spec.hi),
-            value=float(default),
-            step=float(spec.step),
+            min_value=float(lo),
+            max_value=float(hi),
+            value=None if from_state else float(default),
+            step=float(spec.step or 0.01),
             **common,
         )
     if w == "select":
-        return where.selectbox(spec.label, list(spec.options), index=list(spec.options).index(default), **common)
+        options = list(facts.options())
+        index = None if from_state else options.index(default)
+        return where.selectbox(spec.label, options, index=index, **common)
     if w == "toggle":
-        return where.toggle(spec.label, value=bool(default), **common)
+        return where.toggle(spec.label, value=False if from_state else bool(default), **common)
     if w == "text":
-        return where.text_input(spec.label, value=default, max_chars=spec.max_chars, **common)
+        return where.text_input(spec.label, value="" if from_state else default, max_chars=facts.max_chars, **common)
     if w == "textarea":
-        return where.text_area(spec.label, value=default, max_chars=spec.max_chars, height=110, **common)
-    raise ValueError(f"unknown widget kind {w}")
+        return where.text_area(
+            spec.label, value="" if from_state else default, max_chars=facts.max_chars, height=110, **common
+        )
+    raise ValueError(f"{spec.name}: widget kind {w} is drawn by its own function")
 
 
-def _value(kind: str, spec: Spec, where) -> Any:
-    prefix = f"{kind}_"
-    value = _bound_widget(spec, prefix + spec.name, default_of(kind, spec.name), where)
-    original = st.session_state.get(f"{prefix}original_{spec.name}")
-    if original is not None and spec.to_widget(value) == original[0]:
-        return original[1]  # untouched: the exact value the link or the last plan had, not a rounded product
-    return value
+def _nearest_stop(value: int) -> int:
+    """The concurrency slider's stop closest to `value` on a log scale."""
+    return min(CONCURRENCY_STOPS, key=lambda stop: abs(math.log(stop) - math.log(max(value, 1))))
 
 
-def _render_section(kind: str, section: str, values: dict[str, Any], where) -> None:
+def _slider_moved(kind: str, name: str) -> None:
+    """The concurrency slider moved: its stop goes into the number box (drawn later this run, without default)."""
+    key = f"{kind}_{name}"
+    st.session_state[key] = st.session_state[f"{kind}_pick_{name}"]
+    form_memo(kind).written.add(key)
+
+
+def _concurrency(kind: str, spec: Spec, where, written: set[str], memo: FormMemo) -> int:
+    """A log-scale slider for moving fast and a number box for exact values, both for one field.
+
+    The box is the bound widget (the URL parameter); the slider is a picker that shows the box's value at its
+    nearest stop. When the slider moves, its callback writes the stop into the box (``_slider_moved``).
+    """
+    ss = st.session_state
+    box_key, pick_key = f"{kind}_{spec.name}", f"{kind}_pick_{spec.name}"
+    facts = facts_for(kind, spec.name)
+    lo, hi = facts.widget_range()
+    left, right = where.columns([3, 2], vertical_alignment="bottom")
+    exact = right.number_input(
+        "Exact",
+        min_value=lo,
+        max_value=hi,
+        value=None if box_key in written else int(facts.default),
+        step=1,
+        key=box_key,
+        bind="query-params",
+        help=f"{facts.help()}: any whole number from {lo:,} to {hi:,}.",
+    )
+    if exact is None:  # a box drawn without a default can be emptied: keep the last value
+        exact = memo.last_values.get(spec.name, facts.default)
+    ss[pick_key] = _nearest_stop(exact)
+    left.select_slider(
+        spec.label,
+        options=CONCURRENCY_STOPS,
+        key=pick_key,
+        on_change=_slider_moved,
+        args=(kind, spec.name),
+        format_func=lambda n: f"{n:,}",
+        help=f"Log scale, {CONCURRENCY_STOPS[0]:,} to {CONCURRENCY_STOPS[-1]:,}; the box beside it takes exact values.",
+    )
+    return int(exact)
+
+
+def _value(kind: str, spec: Spec, where, written: set[str], memo: FormMemo) -> Any:
+    """One field's value in scenario units."""
+    if spec.widget == "concurrency":
+        return _concurrency(kind, spec, where, written, memo)
+    key = f"{kind}_{spec.name}"
+    shown = _widget(kind, spec, where, from_state=key in written or not spec.bound)
+    facts = facts_for(kind, spec.name)
+    if shown is None and not facts.optional:  # emptied (only a box drawn without a default can be)
+        return memo.last_values.get(spec.name, facts.default)
+    exact = memo.exact.get(spec.name)
+    if exact is not None and spec.same(shown, exact[0]):
+        return exact[1]  # untouched: the exact value the link or the last plan had, not a rounded product
+    return spec.from_widget(shown)
+
+
+def _render_section(kind: str, section: str, values: dict[str, Any], where, written: set[str], memo: FormMemo):
     specs = [s for s in specs_for(kind) if s.section == section]
     i = 0
     while i < len(specs):
@@ -539,216 +429,11 @@ def _render_section(kind: str, section: str, values: dict[str, Any], where) -> N
         if spec.column == 0 and i + 1 < len(specs) and specs[i + 1].column == 1:
             left, right = where.columns(2)
             for target, item in ((left, spec), (right, specs[i + 1])):
-                values[item.name] = _value(kind, item, target)
+                values[item.name] = _value(kind, item, target, written, memo)
             i += 2
             continue
-        values[spec.name] = _value(kind, spec, where)
+        values[spec.name] = _value(kind, spec, where, written, memo)
         i += 1
-
-
-@lru_cache(maxsize=1)
-def _catalog_names() -> dict[str, str]:
-    return {mid: model_metadata(mid).get("display_name", mid) for mid in catalog_model_ids()}
-
-
-@lru_cache(maxsize=1)
-def _gpu_names() -> dict[str, str]:
-    return {a.id: a.name for a in list_accelerators()}
-
-
-def _seed_model_picker(prefix: str, model: Any) -> None:
-    ss = st.session_state
-    ss[prefix + "pick_model"] = "llama-3.1-70b" if "llama-3.1-70b" in _catalog_names() else catalog_model_ids()[0]
-    ss[prefix + "pick_size_b"] = 70.0
-    ss[prefix + "pick_moe"] = False
-    if isinstance(model, dict):
-        ss[prefix + "pick_model_source"] = SOURCE_UPLOAD
-        ss[prefix + "inline_model"] = model
-        ss[prefix + "inline_model_name"] = "config.json from the link"
-    elif isinstance(model, str) and parse_size_id(model) is not None:
-        moe, params = parse_size_id(model)
-        ss[prefix + "pick_model_source"] = SOURCE_SIZE
-        ss[prefix + "pick_size_b"] = float(params / 1e9)
-        ss[prefix + "pick_moe"] = moe
-    else:
-        ss[prefix + "pick_model_source"] = SOURCE_CATALOG
-        if model in _catalog_names():
-            ss[prefix + "pick_model"] = model
-
-
-def model_picker(prefix: str, seed_model: Any, where) -> tuple[Any, str | None]:
-    """(model reference for the scenario, error sentence or None)."""
-    if prefix + "pick_model_source" not in st.session_state:
-        _seed_model_picker(prefix, seed_model)
-    source = where.radio(
-        "Model",
-        [SOURCE_CATALOG, SOURCE_SIZE, SOURCE_UPLOAD],
-        key=prefix + "pick_model_source",
-        horizontal=True,
-        persist_state="session",
-        help="A built-in model, a size such as 70B (architecture derived from Llama-3 / Qwen3-MoE "
-        "proportions), or your own Hugging Face config.json.",
-    )
-    names = _catalog_names()
-    if source == SOURCE_CATALOG:
-        model = where.selectbox(
-            "Catalog model",
-            list(names),
-            format_func=lambda m: names.get(m, m),
-            key=prefix + "pick_model",
-            persist_state="session",
-            label_visibility="collapsed",
-            help="Type to search the catalog.",
-        )
-        return model, None
-    if source == SOURCE_SIZE:
-        left, right = where.columns([3, 2], vertical_alignment="bottom")
-        billions = left.number_input(
-            "Parameters (billions)",
-            min_value=0.1,
-            max_value=10_000.0,
-            step=1.0,
-            format="%g",
-            key=prefix + "pick_size_b",
-            persist_state="session",
-        )
-        moe = right.toggle(
-            "MoE",
-            key=prefix + "pick_moe",
-            persist_state="session",
-            help="Mixture of experts: 128 experts, 8 routed per token.",
-        )
-        model = size_id(billions * 1e9, moe)
-        try:
-            resolve_model(model)
-        except PlanningError as exc:
-            return None, explain(exc)
-        return model, None
-    upload = where.file_uploader(
-        "Hugging Face config.json",
-        type=["json"],
-        key=prefix + "pick_config_file",
-        help="The model's config.json (architecture only; no weights are read).",
-    )
-    if upload is not None:
-        marker = (upload.file_id, upload.name)
-        if st.session_state.get(prefix + "inline_model_file") != marker:
-            st.session_state[prefix + "inline_model_file"] = marker
-            try:
-                config = load_json(upload.getvalue(), upload.name)
-                if not isinstance(config, dict):
-                    raise PlanningError("config.json must hold a JSON object")
-                architecture_from_config(config)
-            except PlanningError as exc:
-                st.session_state[prefix + "inline_model_error"] = f"{upload.name}: {explain(exc)}"
-            else:
-                st.session_state[prefix + "inline_model_error"] = None
-                st.session_state[prefix + "inline_model"] = config
-                st.session_state[prefix + "inline_model_name"] = upload.name
-    error = st.session_state.get(prefix + "inline_model_error")
-    if error:
-        where.error(error)
-    config = st.session_state.get(prefix + "inline_model")
-    if config is None:
-        return None, "upload a config.json (or pick a catalog model)"
-    try:
-        arch = resolve_model(config)
-    except PlanningError as exc:
-        return None, explain(exc)
-    where.caption(f"Using **{arch.name}** from {st.session_state.get(prefix + 'inline_model_name', 'config.json')}.")
-    return config, None
-
-
-# ---- GPU
-
-_CUSTOM_FIELDS = (  # key suffix, label, unit factor, min, max, step
-    ("mem_gib", "Memory (GiB)", GIB, 1.0, 1e6, 1.0),
-    ("bw_tbps", "HBM bandwidth (TB/s)", 1e12, 0.01, 1000.0, 0.1),
-    ("bf16_tflops", "Dense bf16 TFLOP/s", 1e12, 0.1, 1e6, 10.0),
-    ("fp8_tflops", "Dense fp8 TFLOP/s (0: none)", 1e12, 0.0, 1e6, 10.0),
-    ("link_gbps", "GPU-GPU link (GB/s, 0: PCIe)", 1e9, 0.0, 1e5, 50.0),
-    ("usd_h", "Reference $/GPU-hour", 1.0, 0.0, 10_000.0, 0.1),
-)
-
-
-def _custom_values(spec: dict | None) -> dict[str, float]:
-    accel = resolve_accelerator(spec if spec is not None else "h100-sxm")
-    link = accel.interconnect
-    return {
-        "mem_gib": round(accel.memory_bytes / GIB, 3),
-        "bw_tbps": accel.memory_bandwidth_bytes_per_second / 1e12,
-        "bf16_tflops": (accel.peak_flops_per_second.get("bf16") or accel.peak_flops("bf16")) / 1e12,
-        "fp8_tflops": (accel.peak_flops_per_second.get("fp8") or 0.0) / 1e12,
-        "link_gbps": (link.bandwidth_bytes_per_second / 1e9) if link else 0.0,
-        "usd_h": accel.reference_usd_per_hour,
-    }
-
-
-def _seed_gpu_picker(prefix: str, gpu: Any) -> None:
-    ss = st.session_state
-    original = gpu if isinstance(gpu, dict) else None
-    ss[prefix + "pick_gpu"] = CUSTOM_GPU if original is not None else (gpu if gpu in _gpu_names() else "h100-sxm")
-    ss[prefix + "inline_gpu"] = original
-    try:
-        values = _custom_values(original)
-    except PlanningError:
-        values = _custom_values(None)
-    for suffix, value in values.items():
-        ss[prefix + "pick_gpu_" + suffix] = float(value)
-
-
-def gpu_picker(prefix: str, seed_gpu: Any, where) -> tuple[Any, str | None]:
-    if prefix + "pick_gpu" not in st.session_state:
-        _seed_gpu_picker(prefix, seed_gpu)
-    names = _gpu_names()
-    options = [*names, CUSTOM_GPU]
-    gpu = where.selectbox(
-        "GPU",
-        options,
-        key=prefix + "pick_gpu",
-        persist_state="session",
-        format_func=lambda g: "Custom accelerator…" if g == CUSTOM_GPU else names.get(g, g),
-        help="Catalog figures are dense (no 2:4 sparsity) peak FLOP/s and HBM bandwidth.",
-    )
-    if gpu != CUSTOM_GPU:
-        return gpu, None
-    original = st.session_state.get(prefix + "inline_gpu")
-    values = {}
-    box = where.container(border=True)
-    box.caption("Custom accelerator")
-    cols = box.columns(2)
-    for index, (suffix, label, _, lo, hi, step) in enumerate(_CUSTOM_FIELDS):
-        values[suffix] = cols[index % 2].number_input(
-            label,
-            min_value=lo,
-            max_value=hi,
-            step=step,
-            format="%g",
-            key=prefix + "pick_gpu_" + suffix,
-            persist_state="session",
-        )
-    if original is not None:
-        try:
-            if all(math.isclose(values[k], v, rel_tol=1e-9, abs_tol=1e-9) for k, v in _custom_values(original).items()):
-                return original, None  # untouched: keep the link's spec byte for byte
-        except PlanningError:
-            pass
-    spec: dict[str, Any] = {
-        "name": "Custom accelerator",
-        "memory_bytes": int(round(values["mem_gib"] * GIB)),
-        "memory_bandwidth_bytes_per_second": values["bw_tbps"] * 1e12,
-        "peak_flops_per_second": {"bf16": values["bf16_tflops"] * 1e12},
-        "reference_usd_per_hour": values["usd_h"],
-    }
-    if values["fp8_tflops"] > 0:
-        spec["peak_flops_per_second"]["fp8"] = values["fp8_tflops"] * 1e12
-    if values["link_gbps"] > 0:
-        spec["interconnect"] = {"name": "custom link", "bandwidth_bytes_per_second": values["link_gbps"] * 1e9}
-    try:
-        resolve_accelerator(spec)
-    except PlanningError as exc:
-        return None, explain(exc)
-    return spec, None
 
 
 # ---------------------------------------------------------------------------------- the whole form
@@ -759,6 +444,71 @@ class FormResult:
     scenario: Any
     error: str | None
     link_warnings: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # inputs the form adjusted to keep the plan possible
+
+
+def _seed_new_widgets(kind: str, seed, memo: FormMemo) -> bool:
+    """Give the widgets that do not exist yet the seed's values; True when the page must rerun first.
+
+    Scaled widgets are driven by session state and seeded there. Streamlit seeds a bound widget from the
+    URL when it first exists, so where the URL does not say the seed's value (a link's corrected value, a
+    scenario another page chose) the URL is rewritten and the page reruns before any widget is drawn.
+    """
+    ss = st.session_state
+    wanted = scenario_to_query_params(seed, f"{kind}_")
+    rerun = False
+    for spec in specs_for(kind):
+        key = f"{kind}_{spec.name}"
+        if key in ss:
+            continue
+        value = getattr(seed, spec.name)
+        if not spec.bound:
+            ss[key] = spec.to_widget(value)
+            memo.exact[spec.name] = (ss[key], value)
+        elif st.query_params.get_all(key) != ([wanted[key]] if key in wanted else []):
+            rerun = _set_param(key, wanted.get(key)) or rerun
+    return rerun
+
+
+def _guide_inputs(kind: str, memo: FormMemo, written: set[str]) -> None:
+    """Adjust inputs the user's last change made impossible, before their widgets are drawn (ui.guide)."""
+    ss = st.session_state
+    specs = {spec.name: spec for spec in specs_for(kind)}
+    current = {}
+    for name, spec in specs.items():
+        key = f"{kind}_{name}"
+        if key in ss:
+            exact = memo.exact.get(name)
+            shown = ss[key]
+            current[name] = exact[1] if exact is not None and spec.same(shown, exact[0]) else spec.from_widget(shown)
+    changed = {
+        name
+        for name, value in current.items()
+        if name in memo.last_values and not specs[name].same(value, memo.last_values[name])
+    }
+    after, adjustments = guide.guide(kind, current, changed, labels_for(kind))
+    base = state.remembered(kind)
+    if adjustments and base is not None and state.build_scenario(kind, {**_fields(base), **after})[0] is None:
+        return  # the adjustment alone would not make the plan possible (e.g. TP 3 with 64 heads): the error says why
+    for adjustment in adjustments:
+        key = f"{kind}_{adjustment.name}"
+        ss[key] = specs[adjustment.name].to_widget(adjustment.after)
+        written.add(key)
+    if adjustments:
+        memo.notes = (after, [a.note for a in adjustments])
+
+
+def _show_notes(kind: str, memo: FormMemo, values: dict[str, Any]) -> list[str]:
+    """The adjustment notes, while the inputs are still the ones the adjustment produced."""
+    if memo.notes is None:
+        return []
+    after, notes = memo.notes
+    specs = {spec.name: spec for spec in specs_for(kind)}
+    if any(not specs[name].same(values.get(name), value) for name, value in after.items() if name in specs):
+        memo.notes = None
+        return []
+    st.info(" ".join(["**Adjusted to keep the plan possible:**", *notes]), icon=":material/tune:")
+    return notes
 
 
 def scenario_form(kind: str, extra: Callable[[Any], None] | None = None) -> FormResult:
@@ -767,33 +517,28 @@ def scenario_form(kind: str, extra: Callable[[Any], None] | None = None) -> Form
     Pages call this once, before anything that reads the plan.
     """
     prefix = f"{kind}_"
-    specs = specs_for(kind)
-    ss = st.session_state
-    fix = ss.pop(f"link_fix_{kind}", None)
-    if fix:
-        for key, value in fix.items():
-            ss[key] = value
+    memo = form_memo(kind)
     params = _prefixed_params(prefix)
-    link_load = state.remembered(kind) is None and bool(params) and not fix
-    if link_load:
+    if not memo.started and state.remembered(kind) is None and params:
+        # A link opens the page: its scenario (corrected where it was wrong) and its warnings.
         seed, warnings = read_link(kind, params)
         _store_link_warnings(kind, seed, warnings)
-    else:
-        seed = state.remembered(kind) or default_scenario(kind)
-    for spec in specs:
-        if prefix + spec.name not in ss:
-            ss[prefix + spec.name] = spec.to_widget(getattr(seed, spec.name))
-            if spec.scale != 1.0:
-                ss[f"{prefix}original_{spec.name}"] = (ss[prefix + spec.name], getattr(seed, spec.name))
+        state.remember(kind, seed)
+    memo.started = True
+    seed = state.remembered(kind) or default_scenario(kind)
+    if _seed_new_widgets(kind, seed, memo):
+        st.rerun()
+    written, memo.written = set(memo.written), set()
+    _guide_inputs(kind, memo, written)
 
     values: dict[str, Any] = {}
     errors: list[str] = []
     side = st.sidebar
     side.markdown("#### Model")
-    model, error = model_picker(prefix, seed.model, side)
+    model, error = pickers.model_picker(prefix, seed.model, side, memo.pickers)
     errors += [error] if error else []
     side.markdown("#### Hardware")
-    gpu, error = gpu_picker(prefix, seed.gpu, side)
+    gpu, error = pickers.gpu_picker(prefix, seed.gpu, side, memo.pickers)
     errors += [error] if error else []
     custom = CUSTOM_SECTIONS.get(kind, {})
     for section, title in SECTIONS[kind]:
@@ -807,26 +552,18 @@ def scenario_form(kind: str, extra: Callable[[Any], None] | None = None) -> Form
             values.update(fields)
             errors += [error] if error else []
         else:
-            _render_section(kind, section, values, target)
+            _render_section(kind, section, values, target, written, memo)
     if extra is not None:
         extra(side)
 
-    if link_load:
-        mismatched = {
-            prefix + s.name: s.to_widget(getattr(seed, s.name))
-            for s in specs
-            if not s.same(values.get(s.name), getattr(seed, s.name))
-        }
-        if mismatched:
-            ss[f"link_fix_{kind}"] = mismatched
-            state.remember(kind, seed)
-            st.rerun()
+    memo.last_values = {s.name: values[s.name] for s in specs_for(kind) if s.name in values}
+    notes = _show_notes(kind, memo, values)
 
     if errors:
-        return FormResult(None, "; ".join(errors), pending_link_warnings(kind, None))
+        return FormResult(None, in_labels(kind, "; ".join(errors)), pending_link_warnings(kind, None), notes)
     scenario, error = state.build_scenario(kind, {"model": model, "gpu": gpu, **values})
     if scenario is None:
-        return FormResult(None, error, pending_link_warnings(kind, None))
+        return FormResult(None, in_labels(kind, error or ""), pending_link_warnings(kind, None), notes)
     state.remember(kind, scenario)
     write_url(kind, scenario, manual_fields(kind))
-    return FormResult(scenario, None, pending_link_warnings(kind, scenario))
+    return FormResult(scenario, None, pending_link_warnings(kind, scenario), notes)

@@ -11,7 +11,6 @@ from urllib.parse import parse_qs, urlsplit
 
 import streamlit as st
 from pydantic import ValidationError
-from streamlit.errors import StreamlitAPIException
 
 from planner import PlanningError, explain
 from planner.export import CsvImportError, scenarios_from_csv
@@ -63,14 +62,11 @@ def load_pins_from_url() -> list[str]:
 
 def write_pins_url() -> None:
     wanted = [encode_pin(p.scenario) for p in state.pins()]
-    try:
-        if wanted:
-            if st.query_params.get_all(PIN_PARAM) != wanted:
-                st.query_params[PIN_PARAM] = wanted
-        elif PIN_PARAM in st.query_params:
-            del st.query_params[PIN_PARAM]
-    except StreamlitAPIException:
-        pass
+    if wanted:
+        if st.query_params.get_all(PIN_PARAM) != wanted:
+            st.query_params[PIN_PARAM] = wanted
+    elif PIN_PARAM in st.query_params:
+        del st.query_params[PIN_PARAM]
 
 
 def pin_params() -> dict[str, Any]:
@@ -95,9 +91,7 @@ def scenarios_from_link(url: str) -> tuple[list, list[str]]:
         if kind == "training" and not state.training_available():
             continue
         prefix = f"{kind}_"
-        scenario, link_warnings = controls.read_link(
-            kind, {k: v for k, v in params.items() if k.startswith(prefix)}, check_widgets=False
-        )
+        scenario, link_warnings = controls.read_link(kind, {k: v for k, v in params.items() if k.startswith(prefix)})
         scenarios.append(scenario)
         warnings += link_warnings
     if not scenarios:

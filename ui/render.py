@@ -14,9 +14,11 @@ import pandas as pd
 import streamlit as st
 
 from planner import units
-from planner.export import plans_to_csv
+from planner.export import plans_to_csv, plans_to_summary_csv
+from planner.search.alternatives import alternatives
 from planner.share import scenario_to_query_params
-from ui import bands, charts, state
+from planner.verdict import Verdict, memory_verdict
+from ui import bands, calibration_view, charts, state
 from ui.text import component_label, fmt, gpu_short_name, resource_label
 
 HEADROOM_RISK = 0.10
@@ -42,7 +44,7 @@ def equation(plan, name: str):
     return None
 
 
-def equation_help(plan, *names: str, note: str = "") -> str:
+def equation_help(plan, *names: str, note: str = "") -> str | None:
     """Markdown for a metric's help tooltip: each named equation with the numbers filled in."""
     parts = []
     for name in names:
@@ -74,25 +76,10 @@ def link_warnings(warnings: Sequence[str]) -> None:
         )
 
 
-def calibration_caption(calibration, scenario=None) -> None:
-    """Which calibration every number on this page uses (the active one from the Calibrate page)."""
-    if calibration is None:
-        st.caption(
-            ":material/straighten: Calibration: **none**: documented default efficiencies "
-            "(choose one on the Calibrate page)."
-        )
-        return
-    elsewhere = ""
-    if scenario is not None and not calibration.applies_to(scenario.gpu_id()):
-        elsewhere = (
-            f" It was measured relative to '{md_escape(calibration.reference_gpu)}', not this plan's "
-            f"'{md_escape(scenario.gpu_id())}'."
-        )
-    st.caption(
-        f":material/straighten: Calibration: **{md_escape(calibration.label)}** "
-        f"({md_escape(calibration.device.name)}, record {md_escape(calibration.id)}): its measured "
-        f"efficiencies and memory correction replace the defaults on every page.{elsewhere}"
-    )
+def calibration_caption(calibration, scenario=None, gpus: Sequence[str] = ()) -> None:
+    """This session's calibration as a loud banner (label, device, and per plan GPU whether it applies);
+    `gpus` are the plans' GPU ids when there is no single scenario (Review)."""
+    calibration_view.calibration_banner(calibration, [scenario.gpu_id()] if scenario is not None else gpus, md_escape)
 
 
 def metric_with_band(
@@ -106,8 +93,10 @@ def metric_with_band(
 
 
 def plan_warnings(plan) -> None:
-    if plan.warnings:
-        st.warning("\n".join(f"- {md_escape(w)}" for w in plan.warnings), icon=":material/warning:")
+    # The verdict above already says that (and by how much) the plan does not fit.
+    shown = [w for w in plan.warnings if not w.startswith("Does not fit")]
+    if shown:
+        st.warning("\n".join(f"- {md_escape(w)}" for w in shown), icon=":material/warning:")
 
 
 def assumptions(plan, expanded: bool = False) -> None:
@@ -137,7 +126,7 @@ def share_link(page: str, params: dict[str, Any]) -> str:
     if not base.endswith("/" + page):
         base = re.sub(r"/[^/]*$", "", base) if base.count("/") > 2 else base
         base = f"{base}/{page}"
-    query = urlencode(params, doseq=True)
+    query = urlencode({**params, **calibration_view.link_params()}, doseq=True)  # this session's calibration
     return base + (f"?{query}" if query else "")
 
 
@@ -146,7 +135,7 @@ def share_bar(
 ) -> None:
     """Copy share link · Download CSV · Pin for Compare (when a scenario is given)."""
     key = key or page
-    cols = st.columns([1, 1, 1, 2] if scenario is not None else [1, 1, 3])
+    cols = st.columns([1, 1, 1, 1, 1] if scenario is not None else [1, 1, 1, 2])
     with cols[0].popover("Copy share link", icon=":material/link:", width="stretch"):
         st.caption("Anyone who opens this link sees exactly this plan. Click the copy icon of the box.")
         st.code(share_link(page, params), language=None, wrap_lines=True)
@@ -160,11 +149,23 @@ def share_bar(
             on_click="ignore",
             icon=":material/download:",
             width="stretch",
-            help="One row per plan: every input, every output (units in the column names) and the decision text. "
-            "Import it on Compare to restore the plans exactly.",
+            help="One row per plan: every input, every output (raw values, units in the column names) and the "
+            "decision text. Import it on Compare to restore the plans exactly.",
+        )
+        cols[2].download_button(
+            "Summary CSV",
+            data=plans_to_summary_csv(plans),
+            file_name=f"{file_stem}-summary.csv",
+            mime="text/csv",
+            key=f"{key}_action_summary_csv",
+            on_click="ignore",
+            icon=":material/table_view:",
+            width="stretch",
+            help="The headline answers for people: one row per plan, GiB, ms, $ and tokens/s rounded to 4 "
+            "significant digits, plain column names. For re-import use the full CSV.",
         )
     if scenario is not None:
-        if cols[2].button(
+        if cols[3].button(
             "Pin for Compare",
             key=f"{key}_action_pin",
             icon=":material/push_pin:",
@@ -177,7 +178,7 @@ def share_bar(
             )
 
 
-def _scenario_of(plan):
+def scenario_of(plan):
     return state.scenario_class(plan.kind).model_validate(plan.scenario)
 
 
@@ -188,37 +189,115 @@ def scenario_params(scenario) -> dict[str, str]:
 # ------------------------------------------------------------------------------------- inference
 
 
-def band_margin(plan) -> str:
-    """' The likely range reaches …' when a plan fits but the top of its memory band would not."""
-    band = bands.band_of(plan, "memory.total_bytes")
-    mem = plan.memory
-    if band is None or not mem.fits or band.high <= mem.budget_bytes:
-        return ""
-    return (
-        f" The likely range reaches {units.gib(band.high)}, past the {units.gib(mem.budget_bytes)}: keep a margin "
-        "or check it on the hardware."
-    )
+VERDICT_BOX = {"met": st.success, "at_risk": st.warning, "missed": st.error}
+VERDICT_ICON = {"met": ":material/check_circle:", "at_risk": ":material/error:", "missed": ":material/cancel:"}
 
 
-def verdict_sentence(plan) -> tuple[bool, str]:
+def verdict_markdown(v: Verdict) -> str:
+    """The engine's sentence with its headline in bold: '**Fits in GPU memory:** each GPU needs …'."""
+    head, _, rest = v.sentence.partition(": ")
+    return f"**{md_escape(head)}:** {md_escape(rest)}" if rest else md_escape(v.sentence)
+
+
+def memory_detail(plan) -> str:
+    """Headroom when the plan fits, the shortfall when it does not (at the point estimate)."""
     mem = plan.memory
-    likely = bands.memory(plan)
-    need = units.gib(mem.total_bytes) + (f" ({likely})" if likely else "")
     if mem.fits:
-        return True, (
-            f"**Fits.** Each GPU needs {need} of the {units.gib(mem.budget_bytes)} "
-            f"the engine may use — **{units.percent(mem.headroom_fraction)} headroom** "
-            f"({units.gib(mem.headroom_bytes)} free per GPU)." + band_margin(plan)
-        )
-    return False, (
-        f"**Does not fit.** Each GPU needs {need} but the engine may use "
-        f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short per GPU."
-    )
+        return f" Headroom at the estimate: **{units.percent(mem.headroom_fraction)}** ({units.gib(mem.headroom_bytes)} free per GPU)."
+    return f" **{units.gib(-mem.headroom_bytes)} short per GPU** at the estimate."
+
+
+def verdict_box(v: Verdict, text: str) -> None:
+    VERDICT_BOX[v.status](text, icon=VERDICT_ICON[v.status])
 
 
 def verdict(plan) -> None:
-    ok, text = verdict_sentence(plan)
-    (st.success if ok else st.error)(text, icon=":material/check_circle:" if ok else ":material/cancel:")
+    """Fits / may not fit / does not fit: the engine's memory verdict over the whole likely range."""
+    v = memory_verdict(plan)
+    verdict_box(v, verdict_markdown(v) + memory_detail(plan))
+
+
+IF_IT_FIT_CSS = """
+<style>
+[class*="st-key-if_it_fit_"] [data-testid="stMetricValue"] { opacity: 0.45; }
+[class*="st-key-if_it_fit_"] [data-testid="stMetricDelta"] { opacity: 0.6; }
+</style>
+"""
+
+
+def if_it_fit(plan, key: str):
+    """A container for the speed and cost metrics. When the plan does not fit they are hypothetical: the
+    container says so above them and greys their values (CSS on its key)."""
+    box = st.container(key=f"if_it_fit_{key}" if not plan.memory.fits else f"speed_{key}")
+    if not plan.memory.fits:
+        st.html(IF_IT_FIT_CSS)
+        box.markdown(
+            f"#### :gray[If it fit]\n:gray[It does not: each GPU is {units.gib(-plan.memory.headroom_bytes)} short. "
+            "The speed and cost below are what this layout would give with enough memory; they are not on offer.]"
+        )
+    return box
+
+
+NEAREST_MAX = 4
+
+
+def nearest_fitting(scenario, calibration=None) -> list[tuple[str, str, str]]:
+    """(label, what it changes, share link) of the nearest plans that fit: the engine's single techniques
+    that make it fit (full plans, least extra cost first), then its simpler alternatives (a smaller model,
+    the longest context that fits: planner.search.alternatives)."""
+    cls = state.scenario_class(scenario.kind)
+
+    def link(data: dict) -> str:
+        return share_link(scenario.kind, scenario_params(cls.model_validate(data)))
+
+    simpler = []
+    for a in alternatives(scenario, calibration, base=state.cached_plan(scenario, calibration)):
+        if not a.fits:
+            continue
+        if a.kind == "smaller_model":
+            label = f"{a.model_name} instead"
+        elif scenario.kind == "inference":
+            label = f"{a.context_tokens:,}-token context"
+        else:
+            label = f"sequence length {a.context_tokens:,}"
+        simpler.append((label, a.summary, link(a.scenario)))
+    effects = [
+        e
+        for e in state.cached_techniques(scenario, calibration)
+        if e.applicable and e.fits_after and e.scenario and not e.derived
+    ]
+    effects.sort(key=lambda e: (e.delta_cost, e.delta_time_seconds))
+    techniques = [(e.variant, e.technique, link(e.scenario)) for e in effects if e.scenario]
+    base = state.cached_plan(scenario, calibration)
+    # Training: the largest micro-batch the plan itself found to fit, with the same global batch.
+    fitting = [o for o in getattr(base, "micro_batch_options", []) if o.fits]
+    if fitting:
+        best = max(fitting, key=lambda o: o.micro_batch_size)
+        techniques.insert(
+            0,
+            (
+                f"micro-batch {best.micro_batch_size}",
+                f"Gradient accumulation: {best.gradient_accumulation_steps} steps of {best.micro_batch_size} for the "
+                "same global batch",
+                link({**scenario.model_dump(mode="json"), "micro_batch_size": best.micro_batch_size}),
+            ),
+        )
+    return techniques[: NEAREST_MAX - len(simpler)] + simpler
+
+
+def nearest_fitting_links(scenario, calibration=None) -> None:
+    """One-click links to the nearest plans that fit, under a plan that does not."""
+    options = nearest_fitting(scenario, calibration)
+    if not options:
+        st.markdown(
+            "**Nearest plans that fit:** no single change fits; the Trade-offs page combines techniques "
+            "and searches layouts."
+        )
+        return
+    st.markdown(
+        "**Nearest plans that fit** (each opens as its own plan): "
+        + " · ".join(f'[{md_escape(label)}]({url} "{md_escape(what)}")' for label, what, url in options)
+    )
 
 
 def binding(plan) -> None:
@@ -253,7 +332,10 @@ def inference_metrics(plan) -> None:
     perf, cost, mem = plan.performance, plan.cost, plan.memory
     s = plan.scenario
     likely = bands.inference_texts(plan)
-    row1 = st.columns(3)
+    # Max concurrency and context are memory facts: above the greyed "if it fit" group when it does not fit.
+    facts = st.columns(3) if not mem.fits else None
+    group = if_it_fit(plan, "inference")
+    row1 = group.columns(3)
     metric_with_band(
         row1[0],
         "Time to first token",
@@ -283,7 +365,7 @@ def inference_metrics(plan) -> None:
         likely["Output tokens/s"],
         bands.basis(plan, "performance.output_tokens_per_second"),
     )
-    row2 = st.columns(3)
+    row2 = group.columns(3)
     metric_with_band(
         row2[0],
         "$ per 1M output tokens",
@@ -300,21 +382,22 @@ def inference_metrics(plan) -> None:
         + bands.basis(plan, "performance.output_tokens_per_second"),
     )
     context = s["prompt_tokens"] + s["output_tokens"]
-    row2[1].metric(
+    memory_cols = facts if facts is not None else row2[1:]
+    memory_cols[0].metric(
         "Max concurrency",
         f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a",
         help=f"Most sequences of {context:,} tokens whose KV cache fits in the memory left per GPU after "
         f"weights, activations and overhead, over all replicas ({mem.kv_blocks or 0:,} KV blocks "
         f"of {s['kv_block_tokens']} tokens per GPU).",
     )
-    row2[2].metric(
+    memory_cols[1].metric(
         "Max context",
         units.count(mem.max_context_tokens) + " tokens" if mem.max_context_tokens is not None else "n/a",
         help=f"Longest context each of the {s['concurrency']:,} sequences could hold with the same memory "
         f"(capped at the model's {plan.model.max_context_tokens:,} tokens).",
     )
     if plan.cost.gpus_needed is not None:
-        st.caption(
+        group.caption(
             f"To serve {s['target_requests_per_second']:g} requests/s: **{plan.cost.gpus_needed} GPUs** "
             f"({plan.cost.replicas_needed} replicas of {s['tensor_parallel'] * s['pipeline_parallel']})."
         )
@@ -397,6 +480,8 @@ def inference_page(scenario, plan, calibration=None) -> None:
     inference_header(plan)
     calibration_caption(calibration, scenario)
     verdict(plan)
+    if not plan.memory.fits:
+        nearest_fitting_links(scenario, calibration)
     share_bar("inference", scenario_params(scenario), [plan], "headroom-inference-plan", scenario=scenario)
     inference_metrics(plan)
     binding(plan)
@@ -437,28 +522,17 @@ def training_header(plan) -> None:
 
 
 def training_verdict(plan) -> None:
+    """The engine's memory verdict, the largest micro-batch that fits, and what to do when none does."""
     mem = plan.memory
-    likely = bands.memory(plan)
-    need = units.gib(mem.total_bytes) + (f" ({likely})" if likely else "")
+    v = memory_verdict(plan)
+    largest = mem.max_micro_batch_size or 0
     if mem.fits:
-        st.success(
-            f"**Fits.** Each GPU needs {need} of its {units.gib(mem.budget_bytes)} — "
-            f"**{units.percent(mem.headroom_fraction)} headroom** ({units.gib(mem.headroom_bytes)} free). "
-            f"Largest micro-batch that fits: **{mem.max_micro_batch_size or 0}**." + band_margin(plan),
-            icon=":material/check_circle:",
-        )
+        extra = f" Largest micro-batch that fits: **{largest}**."
+    elif largest:
+        extra = f" A micro-batch of {largest} would fit."
     else:
-        fits = mem.max_micro_batch_size
-        hint = (
-            f" A micro-batch of {fits} would fit."
-            if fits
-            else " Not even a micro-batch of 1 fits: shard more (ZeRO, TP/PP), recompute activations or offload."
-        )
-        st.error(
-            f"**Does not fit.** Each GPU needs {need} but has "
-            f"{units.gib(mem.budget_bytes)} — {units.gib(-mem.headroom_bytes)} short.{hint}",
-            icon=":material/cancel:",
-        )
+        extra = " Not even a micro-batch of 1 fits: shard more (ZeRO, TP/PP), recompute activations or offload."
+    verdict_box(v, verdict_markdown(v) + memory_detail(plan) + extra)
 
 
 def training_metrics(plan) -> None:
@@ -466,7 +540,14 @@ def training_metrics(plan) -> None:
     likely = bands.training_texts(plan)
     step_basis = bands.basis(plan, "performance.step_seconds")
     scaled = "Moves with the step-time band (same tokens, GPUs and price). " + step_basis
-    row1 = st.columns(3)
+    micro_batch_help = "Largest micro-batch whose memory fits on every GPU with this layout and these savers."
+    if not mem.fits:
+        # A fact about memory, not a hypothetical speed: it stays out of the greyed "if it fit" group.
+        st.columns(3)[0].metric(
+            "Largest micro-batch that fits", f"{mem.max_micro_batch_size or 0}", help=micro_batch_help
+        )
+    group = if_it_fit(plan, "training")
+    row1 = group.columns(3)
     metric_with_band(
         row1[0],
         "Step time",
@@ -491,7 +572,7 @@ def training_metrics(plan) -> None:
         likely["MFU"],
         scaled,
     )
-    row2 = st.columns(3)
+    row2 = group.columns(3)
     metric_with_band(
         row2[0],
         "Time to train",
@@ -515,11 +596,8 @@ def training_metrics(plan) -> None:
         likely["Cost to train"],
         scaled,
     )
-    row2[2].metric(
-        "Largest micro-batch that fits",
-        f"{mem.max_micro_batch_size or 0}",
-        help="Largest micro-batch whose memory fits on every GPU with this layout and these savers.",
-    )
+    if mem.fits:
+        row2[2].metric("Largest micro-batch that fits", f"{mem.max_micro_batch_size or 0}", help=micro_batch_help)
 
 
 def step_chart(plan) -> None:
@@ -559,6 +637,8 @@ def training_page(scenario, plan, calibration=None) -> None:
     training_header(plan)
     calibration_caption(calibration, scenario)
     training_verdict(plan)
+    if not plan.memory.fits:
+        nearest_fitting_links(scenario, calibration)
     share_bar("training", scenario_params(scenario), [plan], "headroom-training-plan", scenario=scenario)
     training_metrics(plan)
     binding(plan)

@@ -1,6 +1,8 @@
-"""What a deployment review needs from a plan: verdicts in plain words, risks, and the key numbers.
+"""What a deployment review needs from a plan: the workload and verdicts in plain words, risks, key numbers.
 
-Pure functions over a Plan (no Streamlit): the Review page renders them, tests check them.
+Pure functions over a Plan (no Streamlit): the Review page renders them, tests check them. Verdicts come
+from the engine (planner.verdict: met only when the whole likely range meets the target); this module only
+adds the "no target set" lines and the plain-language wording around them.
 """
 
 from __future__ import annotations
@@ -10,34 +12,41 @@ from dataclasses import dataclass
 
 from planner import units
 from planner.hardware.catalog import resolve_accelerator
+from planner.verdict import Targets, Verdict, memory_verdict, target_verdicts
 from ui import bands
 from ui.text import component_label, gpu_short_name, resource_label
 
 HEADROOM_RISK = 0.10
+IF_IT_FIT = "if it fit"
+STATUS_OF_VERDICT = {"met": "ok", "at_risk": "risk", "missed": "fail"}
 
-
-@dataclass(frozen=True)
-class Targets:
-    """What the reviewer asks for; None = not set."""
-
-    max_ttft_s: float | None = None
-    max_tpot_ms: float | None = None
-    max_usd_per_month: float | None = None
-    max_training_usd: float | None = None
-    max_training_days: float | None = None
+# What each binding resource means, for a reader who does not plan GPUs (the engine's reason, with its
+# numbers and terms, goes behind the "Technical details" expander).
+PLAIN_BINDING = {
+    "capacity": "The plan does not fit in GPU memory; nothing else matters until it does.",
+    "memory_bandwidth": "Each step has to read the model and the cached conversation from GPU memory, and "
+    "that reading takes longer than the arithmetic: faster memory, fewer bytes per token (quantization) "
+    "or more GPUs help; faster compute does not.",
+    "compute": "The GPUs' arithmetic is the slowest part: more or faster GPUs, or less work per token, speed it up.",
+    "communication": "The GPUs spend most of the time waiting on each other's data: fewer GPUs per copy of "
+    "the model or faster links help more than faster GPUs.",
+}
 
 
 @dataclass(frozen=True)
 class Check:
-    status: str  # "ok", "fail" or "unset"
+    status: str  # "ok", "risk", "fail" or "unset"
     text: str
+    verdict: Verdict | None = None
 
     @property
     def icon(self) -> str:
         """Streamlit markdown icon (Material Symbols ship with Streamlit; emoji fonts may be missing)."""
-        return {"ok": ":green[:material/check_circle:]", "fail": ":red[:material/cancel:]"}.get(
-            self.status, ":gray[:material/remove_circle_outline:]"
-        )
+        return {
+            "ok": ":green[:material/check_circle:]",
+            "risk": ":orange[:material/error:]",
+            "fail": ":red[:material/cancel:]",
+        }.get(self.status, ":gray[:material/remove_circle_outline:]")
 
 
 def _scenario(plan) -> dict:
@@ -51,106 +60,100 @@ def title(plan, number: int | None = None) -> str:
     return (f"Plan {number}: " if number is not None else "") + f"{name} ({kind.lower()})"
 
 
-def memory_check(plan) -> Check:
-    mem = plan.memory
-    if mem.fits:
-        return Check(
-            "ok",
-            f"Fits in GPU memory with {units.percent(mem.headroom_fraction)} headroom "
-            f"({units.gib(mem.total_bytes)} of {units.gib(mem.budget_bytes)} per GPU).",
-        )
-    return Check(
-        "fail",
-        f"Does not fit in GPU memory: each GPU needs {units.gib(mem.total_bytes)} but has "
-        f"{units.gib(mem.budget_bytes)} to use.",
-    )
-
-
-def latency_check(plan, targets: Targets) -> Check | None:
-    if plan.kind != "inference":
-        return None
-    perf = plan.performance
-    ttft, tpot_ms = perf.ttft_seconds, perf.tpot_seconds * 1e3
-    measured = f"first token in {units.seconds(ttft)}, then {units.seconds(perf.tpot_seconds)} per token"
-    if targets.max_ttft_s is None and targets.max_tpot_ms is None:
-        return Check("unset", f"No latency target set ({measured}).")
-    misses = []
-    if targets.max_ttft_s is not None and ttft > targets.max_ttft_s:
-        misses.append(f"first token takes {units.seconds(ttft)} (target {units.seconds(targets.max_ttft_s)})")
-    if targets.max_tpot_ms is not None and tpot_ms > targets.max_tpot_ms:
-        misses.append(
-            f"each token takes {units.seconds(perf.tpot_seconds)} (target {units.seconds(targets.max_tpot_ms / 1e3)})"
-        )
-    if misses:
-        return Check("fail", "Misses the latency target: " + "; ".join(misses) + ".")
-    wanted = []
-    if targets.max_ttft_s is not None:
-        wanted.append(f"first token ≤ {units.seconds(targets.max_ttft_s)}")
-    if targets.max_tpot_ms is not None:
-        wanted.append(f"≤ {units.seconds(targets.max_tpot_ms / 1e3)} per token")
-    return Check("ok", f"Meets the latency target ({', '.join(wanted)}): {measured}.")
-
-
-def budget_check(plan, targets: Targets) -> Check:
+def workload_sentence(plan) -> str:
+    """What the plan is asked to do, in plain words: the requests (inference) or the job (training)."""
+    s = _scenario(plan)
+    gpus = f"{s['num_gpus']} × {gpu_short_name(plan.hardware.name)}"
     if plan.kind == "inference":
-        monthly = plan.cost.usd_per_month
-        if targets.max_usd_per_month is None:
-            return Check("unset", f"No monthly budget set ({units.usd(monthly)} per month).")
-        if monthly <= targets.max_usd_per_month:
-            return Check(
-                "ok", f"Within budget: {units.usd(monthly)} per month (budget {units.usd(targets.max_usd_per_month)})."
-            )
-        return Check(
-            "fail", f"Over budget: {units.usd(monthly)} per month (budget {units.usd(targets.max_usd_per_month)})."
+        return (
+            f"Serves {plan.model.name} on {gpus} to {s['concurrency']:,} conversations at once "
+            f"(sequences in flight), each with a {s['prompt_tokens']:,}-token prompt and a "
+            f"{s['output_tokens']:,}-token answer; weights in {s['weight_dtype']}, cached conversation in "
+            f"{s['kv_cache_dtype']}."
         )
-    total = plan.cost.usd_total
-    if targets.max_training_usd is None:
-        return Check("unset", f"No training budget set ({units.usd(total)} to train).")
-    if total <= targets.max_training_usd:
-        return Check(
-            "ok", f"Within budget: {units.usd(total)} to train (budget {units.usd(targets.max_training_usd)})."
-        )
-    return Check("fail", f"Over budget: {units.usd(total)} to train (budget {units.usd(targets.max_training_usd)}).")
-
-
-def deadline_check(plan, targets: Targets) -> Check | None:
-    if plan.kind != "training":
-        return None
-    seconds = plan.performance.time_to_train_seconds
-    if targets.max_training_days is None:
-        return Check("unset", f"No deadline set (training takes {units.seconds(seconds)}).")
-    if seconds <= targets.max_training_days * 86400:
-        return Check(
-            "ok",
-            f"Meets the deadline: training takes {units.seconds(seconds)} "
-            f"(deadline {targets.max_training_days:g} days).",
-        )
-    return Check(
-        "fail",
-        f"Misses the deadline: training takes {units.seconds(seconds)} (deadline {targets.max_training_days:g} days).",
+    lay, perf = plan.layout, plan.performance
+    lora = s.get("lora")
+    job = (
+        ("QLoRA" if lora.get("quantize_base") else "LoRA") + f" fine-tuning (rank {lora['rank']})"
+        if lora
+        else "full training"
     )
+    return (
+        f"Trains {plan.model.name} on {gpus} ({job}): {units.count(perf.training_tokens)} tokens in batches of "
+        f"{lay.global_batch_size:,} sequences × {lay.sequence_length:,} tokens "
+        f"({units.count(lay.tokens_per_step)} tokens per step, {perf.steps_to_train:,.0f} steps)."
+    )
+
+
+def verdict_check(v: Verdict) -> Check:
+    return Check(STATUS_OF_VERDICT[v.status], v.sentence, v)
+
+
+def memory_check(plan) -> Check:
+    return verdict_check(memory_verdict(plan))
+
+
+def _unset(plan, targets: Targets) -> list[Check]:
+    """The targets of this plan's kind that are not set: the number, without a verdict."""
+    out = []
+    if plan.kind == "inference":
+        perf = plan.performance
+        if targets.max_ttft_seconds is None and targets.max_tpot_seconds is None:
+            out.append(
+                Check(
+                    "unset",
+                    f"No latency target set (first token in {units.seconds(perf.ttft_seconds)}, then "
+                    f"{units.seconds(perf.tpot_seconds)} per token).",
+                )
+            )
+        if targets.max_usd_per_month is None:
+            out.append(Check("unset", f"No monthly budget set ({units.usd(plan.cost.usd_per_month)} per month)."))
+        return out
+    if targets.max_training_usd is None:
+        out.append(Check("unset", f"No training budget set ({units.usd(plan.cost.usd_total)} to train)."))
+    if targets.max_training_seconds is None:
+        out.append(
+            Check("unset", f"No deadline set (training takes {units.seconds(plan.performance.time_to_train_seconds)}).")
+        )
+    return out
+
+
+# Verdicts that hold whether or not the plan fits (renting the GPUs costs the same either way).
+FIT_INDEPENDENT = ("cost.usd_per_month",)
 
 
 def checks(plan, targets: Targets) -> list[Check]:
-    items = [
-        memory_check(plan),
-        latency_check(plan, targets),
-        deadline_check(plan, targets),
-        budget_check(plan, targets),
-    ]
-    return [c for c in items if c is not None]
+    """Memory first, then every target of this plan's kind: a verdict when set, the bare number when not.
+
+    When the plan does not fit, its speed (and a training job's time and cost) are hypothetical: those
+    verdicts are marked 'if it fit' and count as no verdict, so nothing shows green next to a plan that
+    cannot run."""
+    out = [memory_check(plan)]
+    for v in target_verdicts(plan, targets):
+        if plan.memory.fits or v.path in FIT_INDEPENDENT:
+            out.append(verdict_check(v))
+        else:
+            out.append(Check("unset", f"({IF_IT_FIT}) {v.sentence}", v))
+    return out + _unset(plan, targets)
 
 
 def resources_sentence(plan) -> str:
     s = _scenario(plan)
     gpus = f"{s['num_gpus']} × {plan.hardware.name}"
+    fits = plan.memory.fits
     if plan.kind == "inference":
-        line = f"Needs {gpus}: {units.usd(plan.cost.usd_per_month)} per month ({units.usd(plan.cost.usd_per_hour)} per hour)"
-        if plan.cost.gpus_needed is not None:
+        money = f"{units.usd(plan.cost.usd_per_month)} per month ({units.usd(plan.cost.usd_per_hour)} per hour)"
+        line = f"Needs {gpus}: {money}" if fits else f"{gpus} cost {money}, but the plan does not fit on them"
+        if plan.cost.gpus_needed is not None and fits:
             line += (
                 f"; {plan.cost.gpus_needed} GPUs to serve the target of {s['target_requests_per_second']:g} requests/s"
             )
         return line + "."
+    if not fits:
+        return (
+            f"Does not fit on {gpus}: if it fit, training would take "
+            f"{units.seconds(plan.performance.time_to_train_seconds)} and cost {units.usd(plan.cost.usd_total)}."
+        )
     return (
         f"Needs {gpus} for {units.seconds(plan.performance.time_to_train_seconds)}: "
         f"{units.usd(plan.cost.usd_total)} in total ({plan.cost.gpu_hours:,.0f} GPU-hours)."
@@ -158,7 +161,12 @@ def resources_sentence(plan) -> str:
 
 
 def binding_sentence(plan) -> str:
-    return f"Limited by {resource_label(plan.bottleneck)}. {plan.bottleneck_reason}"
+    """The binding resource in plain words (the engine's technical reason: `binding_details`)."""
+    return f"Limited by {resource_label(plan.bottleneck)}. " + PLAIN_BINDING.get(plan.bottleneck, "")
+
+
+def binding_details(plan) -> str:
+    return plan.bottleneck_reason
 
 
 def _untested_dtypes(plan) -> list[str]:
@@ -217,9 +225,12 @@ def risks(plan) -> list[str]:
 
 
 def key_numbers(plan) -> list[tuple[str, str, str]]:
-    """(label, value, likely range or '') for the review's table; ranges from plan.uncertainty (ui.bands)."""
+    """(label, value, likely range or '') for the review's table; ranges from plan.uncertainty (ui.bands).
+
+    A plan that does not fit has no speed or cost: those values are marked 'if it fit'."""
     mem = plan.memory
     likely = bands.texts(plan)
+    caveat = "" if mem.fits else f" ({IF_IT_FIT})"
 
     def band(label: str) -> str:
         text = likely.get(label)
@@ -236,30 +247,37 @@ def key_numbers(plan) -> list[tuple[str, str, str]]:
     if plan.kind == "inference":
         perf, cost = plan.performance, plan.cost
         rows += [
-            ("Time to first token", units.seconds(perf.ttft_seconds), band("Time to first token")),
-            ("Time per output token", units.seconds(perf.tpot_seconds), band("Time per output token")),
-            ("Output tokens/s", units.count(perf.output_tokens_per_second), band("Output tokens/s")),
-            ("Requests/s", f"{perf.requests_per_second:,.2f}", ""),
             ("Max concurrency", f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a", ""),
-            ("$ per 1M output tokens", units.usd(cost.usd_per_million_output_tokens), band("$ per 1M output tokens")),
+            ("Time to first token", units.seconds(perf.ttft_seconds) + caveat, band("Time to first token")),
+            ("Time per output token", units.seconds(perf.tpot_seconds) + caveat, band("Time per output token")),
+            ("Output tokens/s", units.count(perf.output_tokens_per_second) + caveat, band("Output tokens/s")),
+            ("Requests/s", f"{perf.requests_per_second:,.2f}" + caveat, ""),
+            (
+                "$ per 1M output tokens",
+                units.usd(cost.usd_per_million_output_tokens) + caveat,
+                band("$ per 1M output tokens"),
+            ),
             ("$ per month", units.usd(cost.usd_per_month), ""),
         ]
     else:
         perf, cost = plan.performance, plan.cost
         rows += [
-            ("Step time", units.seconds(perf.step_seconds), band("Step time")),
-            ("Tokens/s", units.count(perf.tokens_per_second), band("Tokens/s")),
-            ("MFU", units.percent(perf.mfu, 1), band("MFU")),
             ("Largest micro-batch that fits", str(mem.max_micro_batch_size or 0), ""),
-            ("Time to train", units.seconds(perf.time_to_train_seconds), band("Time to train")),
-            ("Cost to train", units.usd(cost.usd_total), band("Cost to train")),
+            ("Step time", units.seconds(perf.step_seconds) + caveat, band("Step time")),
+            ("Tokens/s", units.count(perf.tokens_per_second) + caveat, band("Tokens/s")),
+            ("MFU", units.percent(perf.mfu, 1) + caveat, band("MFU")),
+            ("Time to train", units.seconds(perf.time_to_train_seconds) + caveat, band("Time to train")),
+            ("Cost to train", units.usd(cost.usd_total) + caveat, band("Cost to train")),
         ]
     return rows
 
 
 def overall(checks_: list[Check]) -> str:
+    """The worst of the checks: any fail fails; any risk is a risk; all ok is ok; otherwise partial."""
     if any(c.status == "fail" for c in checks_):
         return "fail"
+    if any(c.status == "risk" for c in checks_):
+        return "risk"
     if all(c.status == "ok" for c in checks_):
         return "ok"
     return "partial"

@@ -1,8 +1,10 @@
 """Session state shared by the pages: the cached ``plan()``, each page's current scenario, pinned plans.
 
-Every cached function takes the active calibration (``ui.calibration_view.active_calibration()``, or None)
-as an ordinary, hashed argument: it changes the result. A calibration record hashes by its JSON, a
-scenario by its JSON, so two sessions with the same inputs share cache entries.
+Every cached function takes this session's calibration (``ui.calibration_view.active_calibration()``, or None)
+as an ordinary, hashed argument: it changes the result. A calibration record hashes by its JSON (its mapping
+to other GPUs included), a scenario by its JSON, so two sessions with the same inputs share cache entries.
+Each one first keeps the calibration only for plans it may apply to (``planner.plan.calibration_for_gpu``):
+a CPU calibration leaves an H100 plan on the documented defaults unless the session mapped it.
 
 Keys written here (not widgets):
 - ``current_inference`` / ``current_training``: the last scenario each input page built.
@@ -21,9 +23,10 @@ from pydantic import ValidationError
 
 from planner import PlanningError, explain, plan
 from planner.inference.scenario import InferenceScenario
-from planner.search import diagnosis
+from planner.plan import calibration_for_gpu
+from planner.search import alternatives, diagnosis, grid_search
 from planner.training.scenario import TrainingScenario
-from ui import sweeps, tradeoff_data
+from ui import sweeps
 
 KINDS = ("inference", "training")
 TRAINING_SCENARIO_FQN = "planner.training.scenario.TrainingScenario"
@@ -47,17 +50,23 @@ HASH_FUNCS = {
     TRAINING_SCENARIO_FQN: _scenario_hash,
     CALIBRATION_FQN: _calibration_hash,
 }
-_HASH_FUNCS = HASH_FUNCS  # old name
+
+
+def applicable(scenario, calibration):
+    """The session's calibration as `scenario`'s plans may use it: None when it measured another GPU and
+    the session did not map it (plan() would refuse it)."""
+    return calibration_for_gpu(scenario.gpu_id(), calibration)
 
 
 @st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
 def cached_plan(scenario, calibration=None):
     """plan(scenario, calibration), cached per (scenario, calibration) for every session of this server."""
-    return plan(scenario, calibration)
+    return plan(scenario, applicable(scenario, calibration))
 
 
 @st.cache_data(max_entries=32, show_spinner="Sweeping concurrency…", hash_funcs=HASH_FUNCS)
 def concurrency_sweep(scenario, max_concurrency: int | None, calibration=None) -> pd.DataFrame:
+    calibration = applicable(scenario, calibration)
     return sweeps.concurrency_sweep(scenario, sweeps.concurrency_axis(scenario, max_concurrency), calibration)
 
 
@@ -67,7 +76,7 @@ def context_grid(scenario, max_concurrency: int | None, model_max_context: int, 
         scenario,
         sweeps.concurrency_axis(scenario, max_concurrency),
         sweeps.context_axis(scenario, model_max_context),
-        calibration,
+        applicable(scenario, calibration),
     )
 
 
@@ -78,45 +87,45 @@ def context_grid(scenario, max_concurrency: int | None, model_max_context: int, 
 def cached_techniques(scenario, calibration=None) -> list:
     """planner.search.diagnosis.techniques: one full plan per technique (training: ~10 ms each)."""
 
-    return diagnosis.techniques(scenario, calibration)
+    return diagnosis.techniques(scenario, applicable(scenario, calibration))
 
 
 @st.cache_data(max_entries=64, show_spinner=False, hash_funcs=HASH_FUNCS)
 def cached_diagnosis(scenario, calibration=None):
 
+    calibration = applicable(scenario, calibration)
     return diagnosis.diagnose(scenario, calibration, effects=cached_techniques(scenario, calibration))
 
 
 @st.cache_data(max_entries=64, show_spinner="Trying smaller models and contexts…", hash_funcs=HASH_FUNCS)
-def cached_simpler(scenario, calibration=None):
-
-    return tradeoff_data.simpler_alternatives(scenario, calibration, base=cached_plan(scenario, calibration))
+def cached_simpler(scenario, calibration=None) -> list:
+    """planner.search.alternatives: a smaller catalog model and the longest context that fit (a few plans)."""
+    calibration = applicable(scenario, calibration)
+    return alternatives.alternatives(scenario, calibration, base=cached_plan(scenario, calibration))
 
 
 def _spec_hash(spec) -> str:
-    return repr(spec)
+    return f"{type(spec).__name__}:{spec.model_dump_json()}"
 
 
 @st.cache_data(
     max_entries=16,
     show_spinner="Searching configurations…",
-    hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.SearchSpec": _spec_hash},
+    hash_funcs={**HASH_FUNCS, grid_search.InferenceSearchSpec: _spec_hash},
 )
 def cached_search(scenario, spec, calibration=None):
-    """planner.sweep over the search grid, filtered, ranked and reduced to its Pareto frontier."""
-
-    return tradeoff_data.run_search(scenario, spec, calibration)
+    """planner.search.grid_search over the spec's grid: feasible set, top rows, Pareto frontier."""
+    return grid_search.run_inference_search(scenario, spec, applicable(scenario, calibration))
 
 
 @st.cache_data(
     max_entries=16,
     show_spinner="Searching training configurations…",
-    hash_funcs={**HASH_FUNCS, "ui.tradeoff_data.TrainingSearchSpec": _spec_hash},
+    hash_funcs={**HASH_FUNCS, grid_search.TrainingSearchSpec: _spec_hash},
 )
 def cached_training_search(scenario, spec, calibration=None):
-    """planner.search.sweep's training grid for this search, filtered, ranked, with its Pareto frontier."""
-
-    return tradeoff_data.run_training_search(scenario, spec, calibration)
+    """planner.search.grid_search's training search: feasible set, top rows, cost-vs-time frontier."""
+    return grid_search.run_training_search(scenario, spec, applicable(scenario, calibration))
 
 
 def scenario_class(kind: str) -> type:

@@ -10,13 +10,9 @@ import pandas as pd
 from pydantic import ValidationError
 
 from planner import PlanningError, plan, units
+from planner.search.techniques import _variant_of as variant  # the one what-if builder (model_validate)
 
 MAX_SWEEP_CONCURRENCY = 1 << 15
-
-
-def variant(scenario, **changes):
-    """A validated what-if copy of a scenario (model_validate, never model_copy: it would skip validation)."""
-    return type(scenario).model_validate({**scenario.model_dump(), **changes})
 
 
 def _powers_of_two(limit: int) -> list[int]:

@@ -17,6 +17,15 @@ from ui.charts import _finish, _records, _spec
 from ui.text import component_label
 
 NUMERICS = ["resource use only", "changes numerics"]
+# At most about this many labelled ticks per axis; overlapping labels are dropped rather than drawn on top of
+# each other (log axes otherwise label every 1-2-5 step).
+TICKS = 6
+
+
+def _axis(**kwargs) -> alt.Axis:
+    return alt.Axis(tickCount=TICKS, labelOverlap="greedy", **kwargs)
+
+
 NUMERICS_COLOURS = [palette.BLUE, palette.VERMILLION]
 ESTIMATES = ["full plan", "derived"]
 
@@ -84,12 +93,16 @@ PERCENT_TICKS = (
 @lru_cache(maxsize=4)
 def _technique_map_chart(time_title: str) -> dict:
     x_title, y_title = "Δ memory per GPU (GiB, 2^30 bytes)", f"Δ {time_title} (% of this plan's, symlog)"
-    x = alt.X("d_memory_gib:Q", title=x_title, scale=alt.Scale(zero=True, nice=True))
+    x = alt.X("d_memory_gib:Q", title=x_title, scale=alt.Scale(zero=True, nice=True), axis=_axis())
     y = alt.Y(
         "d_time_pct:Q",
         title=y_title,
         scale=alt.Scale(type="symlog", constant=1),
-        axis=alt.Axis(values=list(PERCENT_TICKS), labelExpr="(datum.value > 0 ? '+' : '') + datum.label + '%'"),
+        axis=alt.Axis(
+            values=list(PERCENT_TICKS),
+            labelExpr="(datum.value > 0 ? '+' : '') + datum.label + '%'",
+            labelOverlap="greedy",
+        ),
     )
     zero_x = (
         alt.Chart(_records("zero"))
@@ -144,10 +157,15 @@ def _set_domain(spec: dict, channel: str, domain: list) -> None:
 @lru_cache(maxsize=4)
 def _position_chart(time_title: str, time_unit: str) -> dict:
     def xs(field: str) -> alt.X:
-        return alt.X(f"{field}:Q", title="Memory per GPU (GiB, 2^30 bytes)", scale=alt.Scale(zero=True))
+        return alt.X(f"{field}:Q", title="Memory per GPU (GiB, 2^30 bytes)", scale=alt.Scale(zero=True), axis=_axis())
 
     def ys(field: str) -> alt.Y:
-        return alt.Y(f"{field}:Q", title=f"{time_title} ({time_unit}, log)", scale=alt.Scale(type="log", nice=False))
+        return alt.Y(
+            f"{field}:Q",
+            title=f"{time_title} ({time_unit}, log)",
+            scale=alt.Scale(type="log", nice=False),
+            axis=_axis(format="~g"),
+        )
 
     x, y = xs("memory_gib"), ys("time_plot")
     limits = alt.Chart(_records("limits"))
@@ -261,11 +279,15 @@ def _roofline_moves_chart() -> dict:
             f"{field}:Q",
             title="Arithmetic intensity of a decode step (FLOP per byte, log)",
             scale=alt.Scale(type="log", nice=False),
+            axis=_axis(format="~g"),
         )
 
     def ys(field: str) -> alt.Y:
         return alt.Y(
-            f"{field}:Q", title="Achieved TFLOP/s per GPU (1e12, log)", scale=alt.Scale(type="log", nice=False)
+            f"{field}:Q",
+            title="Achieved TFLOP/s per GPU (1e12, log)",
+            scale=alt.Scale(type="log", nice=False),
+            axis=_axis(format="~g"),
         )
 
     x, y = xs("intensity"), ys("tflops")
@@ -383,8 +405,18 @@ def shares(rows: list[tuple[str, float, str]], title: str) -> dict:
 
 @lru_cache(maxsize=1)
 def _pareto_chart() -> dict:
-    x = alt.X("tpot_ms:Q", title="Time per output token (ms, log)", scale=alt.Scale(type="log", nice=False))
-    y = alt.Y("usd_per_million:Q", title="$ per 1M output tokens (log)", scale=alt.Scale(type="log", nice=False))
+    x = alt.X(
+        "tpot_ms:Q",
+        title="Time per output token (ms, log)",
+        scale=alt.Scale(type="log", nice=False),
+        axis=_axis(format="~g"),
+    )
+    y = alt.Y(
+        "usd_per_million:Q",
+        title="$ per 1M output tokens (log)",
+        scale=alt.Scale(type="log", nice=False),
+        axis=_axis(format="$~g"),
+    )
     tooltip = [
         alt.Tooltip("config:N", title="Configuration"),
         alt.Tooltip("tpot_ms:Q", title="TPOT (ms)", format=",.1f"),
@@ -427,8 +459,40 @@ def pareto(points: dict[str, pd.DataFrame]) -> dict:
     return _spec(_pareto_chart(), points)
 
 
-def training_pareto(feasible: pd.DataFrame, frontier: pd.DataFrame, sample: int = 1500) -> alt.Chart:
-    """Cost to train vs time to train: every feasible configuration (grey) and the Pareto frontier."""
+@lru_cache(maxsize=1)
+def _training_pareto_chart() -> dict:
+    x = alt.X("days:Q", title="Time to train (days, log)", scale=alt.Scale(type="log"), axis=_axis(format="~g"))
+    y = alt.Y("usd:Q", title="Cost to train ($, log)", scale=alt.Scale(type="log"), axis=_axis(format="$~s"))
+    tooltip = [
+        alt.Tooltip("config:N", title="Configuration"),
+        alt.Tooltip("days_text:N", title="Time to train"),
+        alt.Tooltip("usd_text:N", title="Cost to train"),
+    ]
+    cloud = (
+        alt.Chart(_records("cloud"))
+        .mark_circle(size=18, color=palette.GREY, opacity=0.35)
+        .encode(x=x, y=y, tooltip=tooltip)
+    )
+    frontier = alt.Chart(_records("frontier"))
+    line = frontier.mark_line(color=palette.BLACK, strokeWidth=1.5, interpolate="step-after").encode(
+        x=x, y=y, order="days:Q"
+    )
+    dots = frontier.mark_circle(size=70, opacity=1).encode(
+        x=x,
+        y=y,
+        tooltip=tooltip,
+        color=alt.Color(
+            "gpu:N",
+            title="GPU (frontier)",
+            scale=alt.Scale(range=palette.CATEGORICAL),
+            legend=alt.Legend(orient="top", direction="horizontal"),
+        ),
+    )
+    return _finish(alt.layer(cloud, line, dots), height=340).to_dict()
+
+
+def training_pareto(feasible: pd.DataFrame, frontier: pd.DataFrame, sample: int = 1500) -> dict:
+    """Cost to train vs time to train: every feasible configuration (grey, sampled) and the Pareto frontier."""
 
     def points(frame: pd.DataFrame) -> pd.DataFrame:
         return pd.DataFrame(
@@ -436,6 +500,8 @@ def training_pareto(feasible: pd.DataFrame, frontier: pd.DataFrame, sample: int 
                 "days": frame["time_to_train_seconds"] / 86400,
                 "usd": frame["usd_total"],
                 "gpu": frame["gpu"],
+                "days_text": [units.seconds(v) for v in frame["time_to_train_seconds"]],
+                "usd_text": [units.usd(v) for v in frame["usd_total"]],
                 "config": [
                     f"{g}×{int(n)} TP{int(t)} PP{int(p)} ZeRO-{int(z)} {r} mb{int(m)}"
                     for g, n, t, p, z, r, m in zip(
@@ -451,22 +517,5 @@ def training_pareto(feasible: pd.DataFrame, frontier: pd.DataFrame, sample: int 
             }
         )
 
-    cloud = points(feasible.sample(min(sample, len(feasible)), random_state=0) if len(feasible) > sample else feasible)
-    tooltip = [
-        alt.Tooltip("config:N", title="configuration"),
-        alt.Tooltip("days:Q", title="days", format=".3g"),
-        alt.Tooltip("usd:Q", title="cost ($)", format="$,.0f"),
-    ]
-    x = alt.X("days:Q", title="Time to train (days, log)", scale=alt.Scale(type="log"))
-    y = alt.Y("usd:Q", title="Cost to train ($, log)", scale=alt.Scale(type="log"))
-    background = alt.Chart(cloud).mark_circle(size=18, color="#BBBBBB", opacity=0.5).encode(x, y, tooltip=tooltip)
-    front = points(frontier)
-    line = alt.Chart(front).mark_line(color="#555555", interpolate="step-after").encode(x, y)
-    dots = (
-        alt.Chart(front)
-        .mark_circle(size=70)
-        .encode(
-            x, y, color=alt.Color("gpu:N", title="GPU", scale=alt.Scale(range=palette.CATEGORICAL)), tooltip=tooltip
-        )
-    )
-    return (background + line + dots).properties(height=320)
+    cloud = feasible.sample(sample, random_state=0) if len(feasible) > sample else feasible
+    return _spec(_training_pareto_chart(), {"cloud": points(cloud), "frontier": points(frontier)})

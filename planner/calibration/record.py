@@ -266,6 +266,11 @@ class CalibrationRecord(_Frozen):
     predicted_vs_measured: list[ComparisonRow] = []
     notes: list[str] = []
     elapsed_seconds: float = Field(default=0.0, ge=0)
+    mapped_to_any_gpu: bool = Field(
+        default=False,
+        description="the caller's explicit choice to apply this record to plans for other accelerators too "
+        "(plan() then warns); never stored in a file or a link: see for_any_gpu()",
+    )
 
     @classmethod
     def from_json_data(cls, data: dict) -> CalibrationRecord:
@@ -276,6 +281,22 @@ class CalibrationRecord(_Frozen):
     def applies_to(self, gpu_id) -> bool:
         """Whether a scenario on catalog accelerator `gpu_id` is the hardware this record measured."""
         return isinstance(gpu_id, str) and gpu_id == self.reference_gpu
+
+    def for_any_gpu(self) -> CalibrationRecord:
+        """This record, mapped explicitly to plans for every accelerator (the measurement is unchanged)."""
+        if self.mapped_to_any_gpu:
+            return self
+        # model_copy skips validation; safe here: one bool field, nothing derived from it.
+        return self.model_copy(update={"mapped_to_any_gpu": True})
+
+    def as_measured(self) -> CalibrationRecord:
+        """This record without the caller's mapping: what files and links carry."""
+        return self.model_copy(update={"mapped_to_any_gpu": False}) if self.mapped_to_any_gpu else self
+
+    @property
+    def measured_on(self) -> str:
+        """The device in words, e.g. 'NVIDIA H100 80GB HBM3 (cuda)' or 'AMD EPYC (cpu)'."""
+        return f"{self.device.name} ({self.device.kind})"
 
     @property
     def residual_error(self) -> float | None:

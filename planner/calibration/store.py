@@ -1,9 +1,11 @@
 """Calibration records on disk: one JSON file per record in the user's data directory.
 
-Directory: $HEADROOM_DATA_DIR if set, else $XDG_DATA_HOME/headroom, else ~/.local/share/headroom; records live in its `calibrations/` folder,
-the active choice in `calibrations/active.json`. Writes are atomic (a temporary file in the same folder,
-fsync, os.replace), so a crash never leaves half a record. Every loading error names the file.
-No torch here.
+Directory: $HEADROOM_DATA_DIR if set, else $XDG_DATA_HOME/headroom, else ~/.local/share/headroom; records live
+in its `calibrations/` folder. The store is a shelf of records, nothing more: which calibration a plan uses is
+the caller's choice (`plan(scenario, calibration)`, the dashboard's per-session state, a share link), never a
+server-wide "active" file (one server serves many people; a choice there changed everyone's numbers).
+Writes are atomic (a temporary file in the same folder, fsync, os.replace), so a crash never leaves half a
+record. Every loading error names the file. No torch here.
 """
 
 from __future__ import annotations
@@ -26,7 +28,10 @@ from planner.errors import explain
 
 DATA_DIR_ENV = "HEADROOM_DATA_DIR"
 MAX_FILE_BYTES = 4 << 20
-ACTIVE_FILE = "active.json"
+# Older versions kept a server-wide active choice here; it is ignored (and left alone) when scanning.
+LEGACY_ACTIVE_FILE = "active.json"
+# The caller's mapping (CalibrationRecord.for_any_gpu) is a choice of the plan's caller, never stored.
+NOT_STORED = frozenset({"mapped_to_any_gpu"})
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,119}$")
 
 
@@ -75,7 +80,7 @@ def _file_mode() -> int:
 
 def export_calibration(record: CalibrationRecord) -> str:
     """The record as pretty JSON (what is stored, downloaded and imported)."""
-    return record.model_dump_json(indent=2) + "\n"
+    return record.model_dump_json(indent=2, exclude=set(NOT_STORED)) + "\n"
 
 
 def parse_calibration(text: str | bytes, source: str) -> CalibrationRecord:
@@ -95,6 +100,11 @@ def parse_calibration(text: str | bytes, source: str) -> CalibrationRecord:
         ) from None
     except RecursionError:
         raise CalibrationFileError(f"{source} is corrupt: nested too deeply") from None
+    return record_from_data(data, source)
+
+
+def record_from_data(data: object, source: str) -> CalibrationRecord:
+    """A record from parsed JSON (a file, an upload, a share link); `source` names it in every error."""
     if not isinstance(data, dict) or data.get("format") != CALIBRATION_FORMAT:
         raise CalibrationFileError(
             f'{source} is not a Headroom calibration record (no "format": "{CALIBRATION_FORMAT}")'
@@ -104,6 +114,12 @@ def parse_calibration(text: str | bytes, source: str) -> CalibrationRecord:
         raise CalibrationFileError(
             f"{source} is a calibration record of format version {version!r}; this Headroom reads version "
             f"{CALIBRATION_VERSION}. Run `python -m planner calibrate` again to make a current one."
+        )
+    chosen = sorted(NOT_STORED & data.keys())
+    if chosen:
+        raise CalibrationFileError(
+            f"{source} sets {', '.join(chosen)}: applying a calibration to other GPUs is the caller's explicit "
+            "choice (plan(..., calibration_any_gpu=True), --calibration-any-gpu), never part of a record"
         )
     try:
         return CalibrationRecord.from_json_data(data)
@@ -171,7 +187,7 @@ def scan_calibrations(directory: Path | None = None) -> tuple[list[CalibrationRe
     if not folder.is_dir():
         return records, problems
     for path in sorted(folder.glob("*.json")):
-        if path.name == ACTIVE_FILE:
+        if path.name == LEGACY_ACTIVE_FILE:
             continue
         try:
             records.append(load_calibration_file(path))
@@ -186,40 +202,14 @@ def list_calibrations(directory: Path | None = None) -> list[CalibrationRecord]:
 
 
 def delete_calibration(record_id: str, directory: Path | None = None) -> bool:
+    """Remove a stored record file (False if it was not there). Sessions that chose it keep their copy: a
+    dashboard session holds the record itself, not its id, so nobody's numbers change under them."""
     path = record_path(record_id, directory)
     try:
         path.unlink()
     except FileNotFoundError:
         return False
-    if get_active_id(directory) == record_id:
-        set_active_id(None, directory)
     return True
-
-
-def get_active_id(directory: Path | None = None) -> str | None:
-    path = calibrations_dir(directory) / ACTIVE_FILE
-    try:
-        value = json.loads(path.read_text()).get("active")
-    except (OSError, ValueError, AttributeError, RecursionError):
-        return None
-    return value if isinstance(value, str) and _ID.match(value) else None
-
-
-def set_active_id(record_id: str | None, directory: Path | None = None) -> None:
-    if record_id is not None:
-        _check_id(record_id)
-    atomic_write_text(calibrations_dir(directory) / ACTIVE_FILE, json.dumps({"active": record_id}) + "\n")
-
-
-def load_active(directory: Path | None = None) -> CalibrationRecord | None:
-    """The active record, or None (none chosen, or its file is gone)."""
-    record_id = get_active_id(directory)
-    if record_id is None:
-        return None
-    try:
-        return load_calibration(record_id, directory)
-    except CalibrationFileError:
-        return None
 
 
 __all__ = [
@@ -229,16 +219,14 @@ __all__ = [
     "data_dir",
     "delete_calibration",
     "export_calibration",
-    "get_active_id",
     "import_calibration",
     "list_calibrations",
-    "load_active",
     "load_calibration",
     "load_calibration_file",
     "parse_calibration",
+    "record_from_data",
     "record_path",
     "save_calibration",
     "scan_calibrations",
-    "set_active_id",
     "write_calibration_file",
 ]

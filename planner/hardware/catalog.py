@@ -9,7 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from planner.errors import PlanningError, explain
+from planner.errors import PlanningError, did_you_mean, explain
 
 HARDWARE_FILE = Path(__file__).with_name("accelerators.json")
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
@@ -154,7 +154,10 @@ def get_accelerator(accelerator_id: str) -> Accelerator:
     catalog = _catalog()
     if accelerator_id not in catalog:
         raise PlanningError(
-            f"unknown GPU '{accelerator_id}'; choose one of {', '.join(catalog)} or define a custom one"
+            f"unknown GPU '{accelerator_id}'{did_you_mean(accelerator_id, catalog)}; choose one of "
+            f"{', '.join(catalog)}, or describe a custom one as a JSON object "
+            '("gpu": {"memory_bytes": ..., "memory_bandwidth_bytes_per_second": ..., '
+            '"peak_flops_per_second": {"bf16": ...}})'
         )
     return catalog[accelerator_id]
 

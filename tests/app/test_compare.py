@@ -71,7 +71,7 @@ def test_share_link_is_added_and_pins_can_be_removed():
 
 def test_session_plan_can_be_pinned_from_compare():
     at = open_page()
-    at.slider(key="inference_concurrency").set_value(16).run()
+    at.number_input(key="inference_concurrency").set_value(16).run()
     at.switch_page("app_pages/compare.py").run()
     at.button(key="compare_action_pin_inference").click().run()
     assert pinned(at) == [InferenceScenario(concurrency=16)]

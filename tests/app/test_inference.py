@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+import re
+from urllib.parse import parse_qs, urlsplit
 
 from conftest import assert_clean, metric, open_page, warnings_text
 
 from planner import InferenceScenario, plan, units
 from planner.model.catalog import load_catalog_config
-from planner.share import scenario_to_query_params
+from planner.share import query_params_to_scenario, scenario_to_query_params
+from planner.verdict import memory_verdict
 
 
 def assert_metrics_match(at, scenario: InferenceScenario) -> None:
@@ -20,7 +23,10 @@ def assert_metrics_match(at, scenario: InferenceScenario) -> None:
     assert metric(at, "$ per 1M output tokens") == units.usd(cost.usd_per_million_output_tokens)
     assert metric(at, "Max concurrency") == f"{mem.max_concurrency:,}"
     assert metric(at, "Max context") == units.count(mem.max_context_tokens) + " tokens"
-    verdict = (at.success if mem.fits else at.error)[0].value
+    # The verdict box follows the engine's memory verdict over the whole likely range, not the point alone.
+    status = memory_verdict(expected).status
+    box = {"met": at.success, "at_risk": at.warning, "missed": at.error}[status]
+    verdict = next(b.value for b in box if "GPU memory" in b.value)
     assert units.gib(mem.total_bytes) in verdict and units.gib(mem.budget_bytes) in verdict
     assert any(expected.bottleneck_reason.split(";")[0][:40] in i.value for i in at.info)
 
@@ -35,8 +41,9 @@ def test_default_page_is_the_engine_default():
 
 def test_moving_the_concurrency_slider_replans():
     at = open_page()
-    at.slider(key="inference_concurrency").set_value(128).run()
+    at.select_slider(key="inference_pick_concurrency").set_value(128).run()
     assert_clean(at)
+    assert at.number_input(key="inference_concurrency").value == 128
     assert_metrics_match(at, InferenceScenario(concurrency=128))
 
 
@@ -71,7 +78,8 @@ def test_query_params_seed_every_widget_and_round_trip():
     assert_clean(at)
     assert "link had problems" not in warnings_text(at), warnings_text(at)
     assert at.session_state["current_inference"] == scenario
-    assert at.slider(key="inference_concurrency").value == 48
+    assert at.number_input(key="inference_concurrency").value == 48
+    assert at.select_slider(key="inference_pick_concurrency").value == 48
     assert at.text_area(key="inference_decision").value == scenario.decision
     assert_metrics_match(at, scenario)
 
@@ -153,10 +161,17 @@ def test_impossible_layout_falls_back_to_the_default_layout():
 
 
 def test_value_outside_the_slider_range_warns_and_uses_the_default():
+    # 100,000 is beyond the slider's last stop (8,192) but within the field (at most 10,000,000): the exact
+    # box keeps it and the slider sits at its end. Above the field's bound the link warns and uses the default.
     at = open_page(params={"inference_concurrency": "100000"})
+    assert not at.exception and "link had problems" not in warnings_text(at)
+    assert at.number_input(key="inference_concurrency").value == 100_000
+    assert at.select_slider(key="inference_pick_concurrency").value == 8192
+    assert_metrics_match(at, InferenceScenario(concurrency=100_000))
+    at = open_page(params={"inference_concurrency": "10000001"})
     assert not at.exception
     assert "inference_concurrency" in warnings_text(at)
-    assert at.slider(key="inference_concurrency").value == 64
+    assert at.number_input(key="inference_concurrency").value == 64
     assert_metrics_match(at, InferenceScenario())
 
 
@@ -164,7 +179,7 @@ def test_impossible_widget_choice_is_explained():
     at = open_page()
     at.number_input(key="inference_tensor_parallel").set_value(3).run()
     assert not at.exception
-    assert any("tensor_parallel=3" in e.value for e in at.error)
+    assert any("TP (tensor) = 3" in e.value for e in at.error)
 
 
 def test_equations_assumptions_and_pin():
@@ -217,3 +232,39 @@ def test_csv_export_carries_the_uncertainty_bands():
         assert float(columns[f"uncertainty.{path}.low"]) == band.low
         assert float(columns[f"uncertainty.{path}.high"]) == band.high
     assert scenarios_from_csv(text) == [InferenceScenario()]
+
+
+def test_a_plan_at_risk_is_not_shown_green():
+    """128 sequences fit at the estimate (59.5 of 71.7 GiB) but the likely range reaches past the budget."""
+    scenario = InferenceScenario(concurrency=128)
+    expected = plan(scenario)
+    band = expected.uncertainty["memory.total_bytes"]
+    assert expected.memory.fits and band.high > expected.memory.budget_bytes
+    at = open_page(params=scenario_to_query_params(scenario, "inference_"))
+    assert not at.exception
+    assert not at.success
+    box = at.warning[0].value
+    assert "May not fit in GPU memory" in box and "worst end of the likely range does not" in box
+    assert_metrics_match(at, scenario)
+
+
+def test_a_plan_that_does_not_fit_caveats_speed_and_cost_and_links_plans_that_fit():
+    scenario = InferenceScenario(concurrency=512)
+    expected = plan(scenario)
+    assert not expected.memory.fits
+    at = open_page(params=scenario_to_query_params(scenario, "inference_"))
+    assert not at.exception
+    short = units.gib(-expected.memory.headroom_bytes)
+    assert "Does not fit in GPU memory" in at.error[0].value and f"{short} short per GPU" in at.error[0].value
+    markdown = "\n".join(m.value for m in at.markdown)
+    assert "If it fit" in markdown and f"each GPU is {short} short" in markdown
+    assert_metrics_match(at, scenario)  # the numbers are still there, under the caveat
+    nearest = next(m.value for m in at.markdown if m.value.startswith("**Nearest plans that fit**"))
+    urls = re.findall(r"\]\((http[^ )]+)", nearest)
+    assert urls
+    for url in urls:
+        params = parse_qs(urlsplit(url).query)
+        assert urlsplit(url).path.endswith("/inference")
+        alternative, warnings = query_params_to_scenario(params, "inference", "inference_")
+        assert warnings == [] and alternative != scenario
+        assert plan(alternative).memory.fits, url

@@ -84,3 +84,71 @@ def test_a_memory_band_past_the_budget_is_a_risk():
     assert not any(
         r.startswith("The likely memory range") for r in review.risks(plan(InferenceScenario(concurrency=8)))
     )
+
+
+def test_a_target_inside_the_likely_range_is_at_risk_not_met():
+    expected = plan(InferenceScenario())
+    tpot_ms = expected.performance.tpot_seconds * 1e3
+    band = expected.uncertainty["performance.tpot_seconds"]
+    target_ms = 60.0  # the estimate (39.1 ms) is under it, the likely range's top (70.7 ms) is not
+    assert tpot_ms < target_ms < band.high * 1e3
+    at = open_page("review", {"review_max_tpot_ms": f"{target_ms:g}"})
+    assert not at.exception
+    box = "\n".join(w.value for w in at.warning)
+    assert "At risk on the latency target" in box
+    assert "Meets the latency target" not in text_of(at)
+    assert not at.success  # nothing green while a target is at risk
+
+
+def test_review_states_the_workload_and_keeps_jargon_behind_the_expander():
+    at = open_page("review")
+    assert not at.exception
+    details = next(e for e in at.expander if e.label.startswith("Technical details"))
+    inside = "\n".join(m.value for m in details.markdown)
+    outside = "\n".join(m.value for m in at.markdown if m.value not in inside)
+    assert "Serves Llama 3.1 70B on 4 × H100 SXM5 80GB to 64 conversations at once" in outside
+    assert "2,048-token prompt and a 512-token answer" in outside
+    for jargon in ("ridge point", "GEMMs", "memory.total\\_bytes"):
+        assert jargon not in outside, jargon
+    assert "ridge point" in inside and "GEMMs" in inside
+
+
+def test_a_plan_that_does_not_fit_is_reviewed_with_its_speed_caveated():
+    short = InferenceScenario(concurrency=512, label="too many")
+    at = open_page("review", {"pin": [encode_pin(short)], "review_max_tpot_ms": "500"})
+    assert not at.exception
+    body = text_of(at)
+    assert "Does not fit in GPU memory" in body
+    assert "cost $8,760 per month ($12.00 per hour), but the plan does not fit on them" in body.replace("\\", "")
+    # its latency is hypothetical: marked and not green
+    assert "(if it fit) Meets the latency target" in body and ":green[" not in body
+    numbers = at.table[0].value
+    expected = plan(short)
+    assert numbers.loc["Time per output token", "Value"] == units.seconds(expected.performance.tpot_seconds) + (
+        " (if it fit)"
+    )
+    assert numbers.loc["Max concurrency", "Value"] == f"{expected.memory.max_concurrency:,}"  # a fact: no caveat
+    assert "**Nearest plans that fit**" in body
+
+
+def test_training_budget_and_deadline_verdicts():
+    from planner.training.scenario import TrainingScenario
+
+    job = TrainingScenario(label="job")
+    expected = plan(job)
+    days = expected.performance.time_to_train_seconds / 86400
+    at = open_page(
+        "review",
+        {"pin": [encode_pin(job)], "review_max_training_days": f"{days * 2:g}", "review_max_training_usd": "1"},
+    )
+    assert not at.exception
+    body = text_of(at)
+    assert "Meets the deadline: training takes" in body
+    assert "Over budget" in body
+    assert "Trains Llama 3.1 8B on 8 × H100 SXM5 80GB (full training)" in body
+
+
+def test_both_csvs_can_be_downloaded():
+    at = open_page("review")
+    labels = [b.proto.label for b in at.get("download_button")]
+    assert "Download CSV" in labels and "Summary CSV" in labels

@@ -4,17 +4,21 @@ keeps only configurations that fit and meet every constraint, and every alternat
 from __future__ import annotations
 
 import math
+import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from conftest import assert_clean, metric, open_page, warnings_text
 
-from planner import InferenceScenario, plan
+from planner import InferenceScenario, plan, units
+from planner.search.alternatives import alternatives
+from planner.search.checklist import QUESTIONS, checklist
 from planner.search.diagnosis import diagnose, techniques
+from planner.search.grid_search import InferenceSearchSpec, run_inference_search
 from planner.share import query_params_to_scenario, scenario_to_query_params
 from planner.training.scenario import TrainingScenario
 from planner.units import GIB
-from ui import tradeoff_data
+from ui import render, tradeoff_data
 from ui.text import component_label, resource_label
 
 
@@ -74,7 +78,7 @@ def test_default_inference_tradeoffs_match_the_engine():
     text = "\n".join(m.value for m in at.markdown)
     for relief in diagnosis.relief:
         assert relief.variant.replace(">", "\\>") in text or relief.variant in text
-    # The checklist answers every question, and says no decision was recorded.
+    # The checklist answers every question with the engine's words, and says no decision was recorded.
     for question in (
         "Is the bottleneck capacity, bandwidth, compute or communication?",
         "Which proposed techniques change numerics, and which only resource use?",
@@ -83,7 +87,16 @@ def test_default_inference_tradeoffs_match_the_engine():
         "Which trade-off did you choose?",
     ):
         assert f"**{question}**" in text, question
+    answers = checklist(scenario)
+    assert [i.question for i in answers.items] == list(QUESTIONS.values())
+    shown = text + warnings_text(at)
+    for item in answers.items:
+        assert f"**{render.md_escape(item.headline)}**" in shown, item.topic
     assert "No decision recorded yet" in warnings_text(at)
+    # Every simpler alternative opens as exactly its changed scenario.
+    links = re.findall(r"\[open as plan\]\(([^)]+)\)", text)
+    for option in alternatives(scenario):
+        assert any(scenario_of_link(u, "inference") == InferenceScenario.model_validate(option.scenario) for u in links)
     assert len(at.get("vega_lite_chart")) >= 4  # time and memory shares, technique map, where the plan sits
 
 
@@ -145,7 +158,7 @@ def test_frontier_csv_holds_full_plans_with_bands():
     from ui.tradeoffs_view import frontier_csv
 
     scenario = InferenceScenario()
-    spec = tradeoff_data.SearchSpec(
+    spec = InferenceSearchSpec(
         gpus=("h100-sxm",),
         max_gpus=8,
         weight_dtypes=("bf16", "fp8"),
@@ -153,7 +166,7 @@ def test_frontier_csv_holds_full_plans_with_bands():
         concurrency=(16, 128),
         max_tpot_seconds=0.08,
     )
-    result = tradeoff_data.run_search(scenario, spec)
+    result = run_inference_search(scenario, spec)
     assert len(result.frontier) >= 1 and result.feasible["fits"].all()
     assert (result.feasible["tpot_seconds"] <= 0.08).all()
     text = frontier_csv(scenario, result, None)
@@ -184,7 +197,7 @@ def test_link_seeds_the_plan_and_invalid_links_warn():
 
 def test_follows_the_inference_page():
     at = open_page()
-    at.slider(key="inference_concurrency").set_value(150).run()
+    at.number_input(key="inference_concurrency").set_value(150).run()
     at.switch_page("app_pages/tradeoffs.py").run()
     assert_clean(at)
     assert_technique_table(at, InferenceScenario(concurrency=150))
@@ -194,12 +207,21 @@ def test_simpler_alternatives_are_real_plans():
     scenario = InferenceScenario(num_gpus=2, tensor_parallel=2)  # 70B in bf16 on 2 GPUs: does not fit
     base = plan(scenario)
     assert not base.memory.fits
-    simpler = tradeoff_data.simpler_alternatives(scenario)
-    model_id, _, params, _ = simpler.largest_fitting
-    assert params < base.model.params_total
-    assert plan(InferenceScenario(model=model_id, num_gpus=2, tensor_parallel=2)).memory.fits
-    assert simpler.longest_context == base.memory.max_context_tokens
-    assert not math.isnan(simpler.current_params)
+    found = {a.kind: a for a in alternatives(scenario)}
+    smaller = found["smaller_model"]
+    assert smaller.params_total < base.model.params_total
+    assert plan(InferenceScenario(model=smaller.model, num_gpus=2, tensor_parallel=2)).memory.fits
+    assert InferenceScenario.model_validate(smaller.scenario) == InferenceScenario(
+        model=smaller.model, num_gpus=2, tensor_parallel=2
+    )
+    # 400 tokens per sequence fit at 64 in flight: less than the 512 output tokens, so no context alternative.
+    assert base.memory.max_context_tokens < scenario.output_tokens and "longest_context" not in found
+    fitting = InferenceScenario(num_gpus=8, tensor_parallel=8)
+    context = {a.kind: a for a in alternatives(fitting)}["longest_context"]
+    assert context.context_tokens == plan(fitting).memory.max_context_tokens
+    opened = plan(InferenceScenario.model_validate(context.scenario))
+    assert opened.memory.fits and opened.memory.max_context_tokens >= context.context_tokens
+    assert not math.isnan(context.headroom_fraction)
 
 
 def test_training_search_keeps_only_fitting_rows_within_the_deadline():
@@ -224,3 +246,41 @@ def test_training_search_keeps_only_fitting_rows_within_the_deadline():
     assert (
         all(a >= b for a, b in zip(ordered["Cost to train ($)"], ordered["Cost to train ($)"][1:])) or len(ordered) == 1
     )
+
+
+def test_training_search_spec_travels_in_the_link():
+    scenario = TrainingScenario(model="llama-3.1-8b", training_tokens=2e10)
+    params = {
+        **scenario_to_query_params(scenario, "training_"),
+        "tradeoffs_kind": "Training",
+        "tradeoffs_tsearch_max_gpus": "32",
+        "tradeoffs_tsearch_days": "3",
+        "tradeoffs_tsearch_micro": ["1", "2"],
+        "tradeoffs_tsearch_objective": "time to train",
+    }
+    at = open_page("tradeoffs", params)
+    assert_clean(at)
+    assert at.selectbox(key="tradeoffs_tsearch_max_gpus").value == 32
+    assert at.number_input(key="tradeoffs_tsearch_days").value == 3.0
+    assert at.multiselect(key="tradeoffs_tsearch_micro").value == [1, 2]
+    assert at.selectbox(key="tradeoffs_tsearch_objective").value == "time to train"
+    at.button(key="tradeoffs_tsearch_run").click().run()
+    assert_clean(at)
+    top = next(f.value for f in at.dataframe if "Cost to train ($)" in f.value.columns)
+    assert set(top["Micro-batch"]) <= {1, 2} and (top["GPUs"] <= 32).all()
+    assert list(top["Time to train (days)"]) == sorted(top["Time to train (days)"])
+    assert (top["Time to train (days)"] <= 3).all()
+    # Costs read as money: the text column is planner.units' reading of the number beside it.
+    assert list(top["Cost to train"]) == [units.usd(v) for v in top["Cost to train ($)"]]
+
+
+def test_relief_for_a_plan_that_does_not_fit_starts_with_a_move_that_fits():
+    scenario = InferenceScenario(concurrency=600)
+    at = open_page("tradeoffs", scenario_to_query_params(scenario, "inference_"))
+    assert not at.exception  # the page shows the does-not-fit verdict as an error: that is the point here
+    text = "\n".join(m.value for m in at.markdown)
+    first = diagnose(scenario).relief[0]
+    assert f"1. **{render.md_escape(first.technique)}**: {render.md_escape(first.variant)}" in text
+    assert "1. **KV cache vs recompute**" not in text
+    line = next(x for x in text.splitlines() if x.startswith("1. **"))
+    assert "fits after" in line

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import re
+from urllib.parse import parse_qs, urlsplit
+
 from conftest import assert_clean, metric, open_page, warnings_text
 
 from planner import plan, units
-from planner.share import scenario_to_query_params
+from planner.share import query_params_to_scenario, scenario_to_query_params
 from planner.training.scenario import LoraConfig, TrainingScenario
+from planner.verdict import memory_verdict
+
+
+def verdict_text(at, expected) -> str:
+    """The verdict box: its colour follows the engine's memory verdict over the whole likely range."""
+    status = memory_verdict(expected).status
+    box = {"met": at.success, "at_risk": at.warning, "missed": at.error}[status]
+    return next(b.value for b in box if "GPU memory" in b.value)
 
 
 def assert_metrics_match(at, scenario: TrainingScenario) -> None:
@@ -18,8 +29,7 @@ def assert_metrics_match(at, scenario: TrainingScenario) -> None:
     assert metric(at, "Time to train") == units.seconds(perf.time_to_train_seconds)
     assert metric(at, "Cost to train") == units.usd(cost.usd_total)
     assert metric(at, "Largest micro-batch that fits") == str(mem.max_micro_batch_size or 0)
-    verdict = (at.success if mem.fits else at.error)[0].value
-    assert units.gib(mem.total_bytes) in verdict
+    assert units.gib(mem.total_bytes) in verdict_text(at, expected)
 
 
 def test_default_training_page_is_the_engine_default():
@@ -85,10 +95,12 @@ def test_invalid_training_params_warn_by_name():
 
 
 def test_impossible_batch_is_explained():
+    # 60 is not a multiple of micro-batch x DP = 1 x 8: the page rounds it to the nearest multiple, 64, and says so.
     at = open_page("training")
     at.number_input(key="training_global_batch_size").set_value(60).run()
-    assert not at.exception
-    assert any("global_batch_size=60" in e.value for e in at.error)
+    assert_clean(at)
+    assert at.session_state["current_training"].global_batch_size == 64
+    assert any("Global batch rounded from 60 to 64" in i.value for i in at.info)
 
 
 def test_headline_metrics_show_their_likely_range():
@@ -106,6 +118,28 @@ def test_headline_metrics_show_their_likely_range():
         bands.likely(expected, "performance.step_seconds", units.seconds)
         == f"likely {bands.span(band.low, band.high, units.seconds)}"
     )
-    assert bands.memory(expected) in at.success[0].value
+    assert memory_verdict(expected).status == "at_risk"  # 68.6 GiB fits, the likely top (83.8 GiB) does not
+    assert bands.memory(expected) in verdict_text(at, expected)
     header = plans_to_csv([expected]).splitlines()[0].split(",")
     assert "uncertainty.performance.step_seconds.low" in header and "uncertainty.memory.total_bytes.high" in header
+
+
+def test_a_job_that_does_not_fit_keeps_its_cost_out_of_plain_sight():
+    scenario = TrainingScenario(micro_batch_size=8)
+    expected = plan(scenario)
+    assert not expected.memory.fits
+    at = open_page("training", scenario_to_query_params(scenario, "training_"))
+    assert not at.exception
+    assert_metrics_match(at, scenario)
+    assert verdict_text(at, expected).startswith("**Does not fit in GPU memory:**")
+    markdown = "\n".join(m.value for m in at.markdown)
+    assert "If it fit" in markdown
+    nearest = next(m.value for m in at.markdown if m.value.startswith("**Nearest plans that fit"))
+    largest = expected.memory.max_micro_batch_size
+    assert largest and f"[micro-batch {largest}]" in nearest  # the plan's own largest micro-batch that fits
+    urls = re.findall(r"\]\((http[^ )]+)", nearest)
+    assert urls
+    for url in urls:
+        alternative, warnings = query_params_to_scenario(parse_qs(urlsplit(url).query), "training", "training_")
+        assert warnings == [] and alternative != scenario
+        assert plan(alternative).memory.fits, url

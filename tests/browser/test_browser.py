@@ -163,8 +163,21 @@ def open_app(page, url: str) -> dict[str, str]:
 
 
 def concurrency_thumb(page):
-    """The slider's thumb: a keyboard-focusable range input (react-aria)."""
-    return page.locator("[data-testid=stSlider]").filter(has_text="Concurrency").locator("input[type=range]")
+    """The log-scale concurrency slider's thumb: a keyboard-focusable element with role=slider."""
+    return page.locator("[data-testid=stSlider]").filter(has_text="Concurrency").get_by_role("slider")
+
+
+def concurrency_box(page):
+    """The exact-value number box beside the slider (the bound widget: its value is the URL's)."""
+    return page.locator("[data-testid=stNumberInput]").filter(has_text="Exact").locator("input")
+
+
+def wait_for_new_metric(page, before: dict, name: str = "Output tokens/s") -> None:
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => "
+        f"m.innerText.includes({name!r}) && !m.innerText.includes({before[name]!r}))",
+        timeout=STEP_MS,
+    )
 
 
 def screenshot(page, name: str) -> None:
@@ -222,19 +235,24 @@ def test_slider_share_link_and_csv_round_trip(browser, server, tmp_path):
     context, page = new_page(browser, downloads=True)
     try:
         before = open_app(page, server + "/")
+        assert concurrency_box(page).input_value() == "64"
+        # The log slider moves one stop (64 -> 96) and writes it into the exact box and the URL ...
         thumb = concurrency_thumb(page)
-        assert thumb.input_value() == "64"
         thumb.focus()
-        for _ in range(10):
-            thumb.press("ArrowRight")
-        page.wait_for_function(
-            "() => [...document.querySelectorAll('[data-testid=stMetric]')].some(m => "
-            "m.innerText.includes('Output tokens/s') && !m.innerText.includes({!r}))".format(before["Output tokens/s"]),
-            timeout=STEP_MS,
-        )
+        thumb.press("ArrowRight")
+        page.wait_for_url(re.compile(r"inference_concurrency=96"))
+        wait_for_new_metric(page, before)
+        settle(page)
+        moved = metric_values(page)
+        assert concurrency_box(page).input_value() == "96"
+        # ... and the box takes an exact value the slider has no stop for.
+        box = concurrency_box(page)
+        box.fill("74")
+        box.press("Enter")
+        wait_for_new_metric(page, moved)
         settle(page)
         after = metric_values(page)
-        assert concurrency_thumb(page).input_value() == "74"
+        assert concurrency_box(page).input_value() == "74"
         assert after["Output tokens/s"] != before["Output tokens/s"]
         assert after["Time per output token"] != before["Time per output token"]
 
@@ -253,7 +271,7 @@ def test_slider_share_link_and_csv_round_trip(browser, server, tmp_path):
         try:
             reopened = open_app(other, url)
             assert reopened == after
-            assert concurrency_thumb(other).input_value() == "74"
+            assert concurrency_box(other).input_value() == "74"
         finally:
             other_context.close()
 

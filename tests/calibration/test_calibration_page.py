@@ -65,10 +65,13 @@ def _page():
 def test_the_page_with_an_active_calibration():
     record = synthetic_record()
     store.save_calibration(record)
-    store.set_active_id(record.id)
     at = AppTest.from_function(_page, default_timeout=30).run()
     assert not at.exception
+    assert at.selectbox(key="calibrate_active").value == ""  # stored is not chosen: a fresh session plans bare
+    at.selectbox(key="calibrate_active").set_value(record.id).run()
+    assert not at.exception
     assert at.selectbox(key="calibrate_active").value == record.id
+    assert at.session_state[view.RECORD_KEY] == record
     metrics = {m.label: m for m in at.metric}
     assert metrics["Relative to"].value == "h100-sxm"
     assert "vs defaults" in metrics["Decode step (current scenario)"].delta
@@ -76,7 +79,7 @@ def test_the_page_with_an_active_calibration():
     at.segmented_control(key="calibrate_view").set_value("Times").run()
     assert not at.exception
     at.selectbox(key="calibrate_active").select_index(0).run()  # back to the documented defaults
-    assert not at.exception and store.get_active_id() is None
+    assert not at.exception and at.session_state[view.RECORD_KEY] is None
 
 
 def test_the_page_without_torch_says_how_to_enable_profiling(monkeypatch):

@@ -1,5 +1,5 @@
 """`python -m planner calibrate`: registered on the CLI, clear failures, a full CPU run that stores the
-record, writes --out, activates it, and feeds `plan --calibration`."""
+record, writes --out, and feeds `plan --calibration`; --activate chooses nothing server-wide."""
 
 from __future__ import annotations
 
@@ -34,7 +34,7 @@ def test_invalid_settings_exit_2(capsys):
     assert "latent attention" in capsys.readouterr().err
 
 
-def test_a_cpu_run_stores_writes_and_activates_the_record(tmp_path, capsys, data_dir):
+def test_a_cpu_run_stores_and_writes_the_record_and_activates_nothing(tmp_path, capsys, data_dir):
     out = tmp_path / "cal.json"
     report = tmp_path / "report.md"
     code = main(
@@ -62,7 +62,9 @@ def test_a_cpu_run_stores_writes_and_activates_the_record(tmp_path, capsys, data
     assert "[100%] done" in captured.err and "saved" in captured.err
     record = store.parse_calibration(captured.out, "stdout")
     assert record.label == "ci cpu" and store.load_calibration_file(out) == record
-    assert store.get_active_id() == record.id and (data_dir / "calibrations" / f"{record.id}.json").exists()
+    assert (data_dir / "calibrations" / f"{record.id}.json").exists()
+    # --activate no longer chooses for the whole server: it says where the choice is made instead.
+    assert "--activate no longer exists" in captured.err and not (data_dir / "calibrations" / "active.json").exists()
     text = report.read_text()
     assert text.startswith("# Calibration: ci cpu") and "| saved activations, train" in text
     command = f"python -m planner calibrate --device cpu --seconds 2 --model qwen2.5-0.5b --label 'ci cpu' --out {out}"

@@ -1,5 +1,5 @@
 """The calibration record and its store: JSON round trip, atomic writes, clear errors naming the file,
-the data directory, the active choice, and plan() taking a record. No torch needed."""
+the data directory, and plan() taking a record. No torch needed."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_json_round_trip_is_exact():
     assert store.parse_calibration(text, "x.json") == record
 
 
-def test_save_list_load_activate_delete(data_dir):
+def test_save_list_load_delete(data_dir):
     old = synthetic_record("older", datetime(2024, 1, 1, tzinfo=UTC))
     new = synthetic_record("newer", datetime(2025, 6, 1, tzinfo=UTC))
     path = store.save_calibration(old)
@@ -43,11 +43,7 @@ def test_save_list_load_activate_delete(data_dir):
     store.save_calibration(new)
     assert [r.label for r in store.list_calibrations()] == ["newer", "older"]
     assert store.load_calibration(old.id) == old
-    assert store.get_active_id() is None and store.load_active() is None
-    store.set_active_id(new.id)
-    assert store.get_active_id() == new.id and store.load_active() == new
     assert store.delete_calibration(new.id)
-    assert store.get_active_id() is None
     assert not store.delete_calibration(new.id)
     assert [r.label for r in store.list_calibrations()] == ["older"]
 
