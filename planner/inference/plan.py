@@ -7,6 +7,8 @@ sweep runs over arrays) and wraps its numbers into the plan's records, with the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planner.calibration.record import CalibrationRecord
 from planner.dtypes import compute_dtype
 from planner.hardware.catalog import Accelerator
@@ -19,20 +21,52 @@ from planner.inference.steps import PhaseStep
 from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token, parameter_counts
 from planner.physics import roofline
 from planner.physics.cost import HOURS_PER_MONTH, replicas_for_request_rate
-from planner.physics.efficiency import DEFAULT_EFFICIENCY
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
 from planner.uncertainty import inference_bands
 
 
-def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord | None = None) -> InferencePlan:
-    """Plan one validated scenario; `calibration` replaces the default efficiencies and runtime memory."""
+@dataclass(frozen=True, slots=True)
+class ScenarioInputs:
+    """What the formulas read for one scenario: the plan and the traffic simulation start from the same."""
+
+    arch: ModelArchitecture
+    counts: ParameterCounts
+    accel: Accelerator
+    efficiency: Efficiency
+    hw: HardwareInputs
+    x: InferenceInputs
+    usd_per_gpu_hour: float
+
+
+def scenario_inputs(scenario: InferenceScenario, calibration: CalibrationRecord | None = None) -> ScenarioInputs:
+    """The formulas' inputs; `calibration` replaces the default efficiencies and runtime memory."""
     arch, accel = scenario.architecture(), scenario.accelerator()
-    counts = parameter_counts(arch)
-    efficiency = calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY
     correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
     price = scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
-    hw = HardwareInputs.from_accelerator(accel, scenario.weight_dtype, price)
-    x = InferenceInputs.from_scenario(scenario, correction)
+    return ScenarioInputs(
+        arch=arch,
+        counts=parameter_counts(arch),
+        accel=accel,
+        efficiency=calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY,
+        hw=HardwareInputs.from_accelerator(accel, scenario.weight_dtype, price),
+        x=InferenceInputs.from_scenario(scenario, correction),
+        usd_per_gpu_hour=price,
+    )
+
+
+def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord | None = None) -> InferencePlan:
+    """Plan one validated scenario; `calibration` replaces the default efficiencies and runtime memory."""
+    i = scenario_inputs(scenario, calibration)
+    arch, counts, accel, efficiency, hw, x, price = (
+        i.arch,
+        i.counts,
+        i.accel,
+        i.efficiency,
+        i.hw,
+        i.x,
+        i.usd_per_gpu_hour,
+    )
     m = inference_metrics(arch, counts, hw, efficiency, x)
 
     memory = _memory(m, accel)

@@ -8,6 +8,7 @@ from pydantic import Field, model_validator
 
 from planner.dtypes import DType
 from planner.errors import PlanningError
+from planner.inference.workload import Traffic
 from planner.scenario_base import MAX_TOKENS, ScenarioBase
 
 
@@ -52,6 +53,11 @@ class InferenceScenario(ScenarioBase):
     )
     target_requests_per_second: float | None = Field(
         default=None, gt=0, le=1e7, description="request rate to serve; the plan then says how many GPUs it needs"
+    )
+    traffic: Traffic | None = Field(
+        default=None,
+        description="a request stream to simulate (rate, lengths, SLO targets); absent: the static plan only. "
+        "With traffic, concurrency is the engine's batch cap (max_num_seqs over all replicas)",
     )
 
     @model_validator(mode="after")

@@ -1,0 +1,226 @@
+"""What one engine step of any mix costs on a replica: decode tokens for the running sequences plus prompt
+chunks, as the traffic simulation (`serving_sim`) schedules them.
+
+No second physics: every term is the static plan's own term function (`planner.inference.steps`,
+`planner.physics.roofline`), evaluated once over the values a simulation can ask for and looked up per
+step, because a simulation asks for tens of thousands of steps and each must cost microseconds:
+
+- terms of the step's token count T (weights streamed, tensor-parallel all-reduces, MoE all-to-alls,
+  pipeline hand-offs): exact, tabulated for every integer T up to the engine's token budget;
+- the decode part, linear in the decoding sequences: per-sequence FLOPs and KV read over a grid of
+  contexts that holds every sliding-window kink, so linear interpolation is exact;
+- the prompt part: per-position cumulative FLOPs and KV written, exact for every integer position, so a
+  chunk's [start, end) piece costs F(end) - F(start), as `physics.flops.prefill_flops` counts it.
+
+A step with no prompt chunk equals `steps.decode_step` at the same micro-batch and mean context, and a
+step with one whole prompt and no decodes equals `steps.prefill_step` (the tests hold both to 1e-9
+relative for a lone prompt, 1e-5 for decode: the context grid is interpolated; the plan's prefill reads the weights once per chunk, the simulation once per step — the same).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
+from planner.inference.steps import (
+    activation_message_bytes,
+    decode_kv_read_bytes,
+    decode_step_flops,
+    expert_dispatch_seconds,
+    launch_overhead_seconds,
+    pipeline_handoff_seconds,
+    prefill_kv_write_bytes,
+    prefill_step_flops,
+    stage_routed_expert_bytes,
+    tensor_parallel_seconds,
+)
+from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.physics import roofline
+from planner.physics.efficiency import Efficiency
+
+CONTEXT_GRID_POINTS = 96  # log-spaced decode contexts; kinks (windows) are added exactly
+
+
+@dataclass(frozen=True, slots=True)
+class StepTerms:
+    """One step's per-stage terms (seconds) before `roofline.pipeline_step_seconds` combines them."""
+
+    compute_seconds: float
+    memory_seconds: float
+    collective_seconds: float
+    overhead_seconds: float
+    handoff_seconds: float
+
+
+class RooflineStepCost:
+    """`serving_sim.StepCost` from the plan's term functions for one scenario (see the module docstring).
+
+    `max_step_tokens` bounds T (micro-batch plus prompt tokens in one step); `max_position_tokens` bounds a
+    prompt position (a recomputed sequence prefills its prompt and what it had generated).
+    """
+
+    def __init__(
+        self,
+        arch: ModelArchitecture,
+        counts: ParameterCounts,
+        hw: HardwareInputs,
+        efficiency: Efficiency,
+        x: InferenceInputs,
+        shape: ReplicaShape,
+        stage_weight_bytes: float,
+        max_step_tokens: int,
+        max_position_tokens: int,
+    ) -> None:
+        tp, pp, ep = int(x.tensor_parallel), int(x.pipeline_parallel), int(x.expert_parallel)
+        self.pipeline_parallel = pp
+        self._peak = hw.peak_flops_per_second
+        self._bandwidth = hw.bandwidth_bytes_per_second
+        self._efficiency = efficiency
+        self._rows: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
+
+        tokens = np.arange(max_step_tokens + 1, dtype=float)
+        weight_bytes = roofline.decode_weight_read_bytes(
+            stage_weight_bytes,
+            stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes),
+            arch.num_experts,
+            arch.experts_per_token,
+            tokens,
+        )
+        self._weight_bytes = np.broadcast_to(np.asarray(weight_bytes, dtype=float), tokens.shape).copy()
+        message = activation_message_bytes(arch, tokens, x.activation_bytes)
+        collectives = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
+        if arch.is_moe:
+            collectives = collectives + expert_dispatch_seconds(
+                arch, pp, tokens, tp, ep, shape.expert_link, x.activation_bytes, efficiency
+            )
+        self._collective_seconds = np.broadcast_to(np.asarray(collectives, dtype=float), tokens.shape).copy()
+        self._handoff_seconds = np.broadcast_to(
+            np.asarray(pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency), dtype=float),
+            tokens.shape,
+        ).copy()
+        self._overhead_seconds = float(launch_overhead_seconds(shape.stage_layers, efficiency))
+
+        self._context_grid = context_grid(arch, max_position_tokens)
+        self._decode_flops_per_sequence = np.asarray(
+            decode_step_flops(counts, arch, 1, self._context_grid, tp, pp), dtype=float
+        )
+        self._kv_read_bytes_per_sequence = np.asarray(
+            decode_kv_read_bytes(arch, tp, pp, 1, self._context_grid, x.kv_bytes, x.honor_sliding_window),
+            dtype=float,
+        )
+
+        positions = np.arange(max_position_tokens + 1, dtype=float)
+        # prefill_step_flops(L, L, 1) = whole prompt of L tokens; a piece [s, e) is F(e) - F(s) + F(0)
+        # (the lm_head of its last position, which the difference cancels).
+        self._prefill_flops_to = np.asarray(prefill_step_flops(counts, arch, positions, positions, 1, tp, pp), float)
+        self._kv_written_to = np.asarray(
+            prefill_kv_write_bytes(arch, tp, pp, 1, positions, x.kv_bytes, 1, x.honor_sliding_window), dtype=float
+        )
+
+    @property
+    def max_step_tokens(self) -> int:
+        return len(self._weight_bytes) - 1
+
+    @property
+    def max_position_tokens(self) -> int:
+        return len(self._prefill_flops_to) - 1
+
+    # ------------------------------------------------------------------------------------------ terms
+
+    def terms(self, decode_batch: int, decode_context_tokens: float, prefill_spans=()) -> StepTerms:
+        """A step's per-stage terms: `decode_batch` sequences with `decode_context_tokens` tokens of context
+        in all, and prompt pieces [start, end) (positions in their prompts)."""
+        micro = -(-decode_batch // self.pipeline_parallel)
+        prefill_tokens = sum(end - start for start, end in prefill_spans)
+        step_tokens = micro + prefill_tokens
+        if step_tokens > self.max_step_tokens:
+            raise ValueError(f"a step of {step_tokens} tokens exceeds the table's {self.max_step_tokens}")
+        decode_flops = decode_kv_bytes = 0.0
+        if decode_batch:
+            mean_context = decode_context_tokens / decode_batch
+            decode_flops = micro * float(np.interp(mean_context, self._context_grid, self._decode_flops_per_sequence))
+            decode_kv_bytes = micro * float(
+                np.interp(mean_context, self._context_grid, self._kv_read_bytes_per_sequence)
+            )
+        prefill_flops = kv_written = 0.0
+        flops_to, kv_to = self._prefill_flops_to, self._kv_written_to
+        for start, end in prefill_spans:
+            prefill_flops += flops_to[end] - flops_to[start] + flops_to[0]
+            kv_written += kv_to[end] - kv_to[start]
+        e = self._efficiency
+        compute = roofline.compute_seconds(prefill_flops, self._peak, e.prefill_compute) + roofline.compute_seconds(
+            decode_flops, self._peak, e.decode_compute
+        )
+        bytes_moved = self._weight_bytes[step_tokens] + decode_kv_bytes + kv_written
+        return StepTerms(
+            compute_seconds=float(compute),
+            memory_seconds=float(roofline.memory_seconds(bytes_moved, self._bandwidth, e.memory_bandwidth)),
+            collective_seconds=float(self._collective_seconds[step_tokens]),
+            overhead_seconds=self._overhead_seconds,
+            handoff_seconds=float(self._handoff_seconds[step_tokens]),
+        )
+
+    # ------------------------------------------------------------------------------ StepCost protocol
+
+    def mixed_seconds(self, decode_batch: int, decode_context_tokens: float, prefill_spans) -> float:
+        t = self.terms(decode_batch, decode_context_tokens, prefill_spans)
+        return float(
+            roofline.pipeline_step_seconds(
+                t.compute_seconds,
+                t.memory_seconds,
+                t.collective_seconds,
+                t.overhead_seconds,
+                t.handoff_seconds,
+                self.pipeline_parallel,
+            )
+        )
+
+    def decode_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
+        """Pure decode steps of the same batch at each of the given context sums (a run, vectorised)."""
+        compute_row, memory_row, fixed = self._decode_rows(decode_batch)
+        mean_context = np.asarray(decode_context_tokens, dtype=float) / decode_batch
+        compute = np.interp(mean_context, self._context_grid, compute_row)
+        memory = np.interp(mean_context, self._context_grid, memory_row)
+        return self.pipeline_parallel * np.maximum(compute, memory) + fixed
+
+    def _decode_rows(self, decode_batch: int) -> tuple[np.ndarray, np.ndarray, float]:
+        """Compute and memory seconds of a decode step of this batch over the context grid, and the rest of
+        `roofline.pipeline_step_seconds` (pp x (collectives + overhead) + hand-offs), cached per batch:
+        a run then costs two interpolations."""
+        rows = self._rows.get(decode_batch)
+        if rows is None:
+            pp = self.pipeline_parallel
+            micro = -(-decode_batch // pp)
+            e = self._efficiency
+            compute_row = roofline.compute_seconds(
+                micro * self._decode_flops_per_sequence, self._peak, e.decode_compute
+            )
+            memory_row = roofline.memory_seconds(
+                self._weight_bytes[micro] + micro * self._kv_read_bytes_per_sequence,
+                self._bandwidth,
+                e.memory_bandwidth,
+            )
+            # pipeline_step_seconds with compute = memory = 0 is exactly its terms beyond max(compute, memory).
+            fixed = float(
+                roofline.pipeline_step_seconds(
+                    0.0,
+                    0.0,
+                    self._collective_seconds[micro],
+                    self._overhead_seconds,
+                    self._handoff_seconds[micro],
+                    pp,
+                )
+            )
+            rows = self._rows[decode_batch] = (compute_row, memory_row, fixed)
+        return rows
+
+
+def context_grid(arch: ModelArchitecture, max_tokens: int) -> np.ndarray:
+    """Decode contexts to tabulate: log-spaced from 1 to `max_tokens`, plus every window edge of the model
+    (per-sequence FLOPs and KV are piecewise linear in context with kinks only there)."""
+    # Whole tokens: the KV terms round a context up to whole tokens, so they are linear between integers.
+    grid = np.round(np.geomspace(1, max(max_tokens, 2), CONTEXT_GRID_POINTS))
+    kinks = [float(arch.sliding_window)] if arch.sliding_window and 1 < arch.sliding_window < max_tokens else []
+    return np.unique(np.concatenate([[0.0], grid, kinks]))

@@ -1,0 +1,231 @@
+"""What a traffic simulation answers: latency percentiles, throughput, SLO attainment, goodput.
+
+The key names of `TrafficResult` are a contract (the CLI's JSON is used for automation):
+`ttft_seconds`, `tpot_seconds`, `itl_seconds`, `e2e_latency_seconds`, `queue_seconds` (each a
+`{mean, p50, p90, p95, p99}`), `request_throughput_per_second`, `output_tokens_per_second`,
+`duration_seconds`, `slo_attainment`, `goodput_requests_per_second`.
+
+Definitions follow `vllm bench serve`: TTFT from the moment the client sends a request to its first
+token; TPOT = (end-to-end latency - TTFT) / (output tokens - 1) per request; ITL = the gap between
+consecutive tokens of a request, pooled over all tokens.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from planner.inference.serving_sim import ReplicaTimeline
+from planner.inference.workload import Slo
+
+
+class Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Distribution(Frozen):
+    """Mean and percentiles of one latency, in seconds."""
+
+    mean: float
+    p50: float
+    p90: float
+    p95: float
+    p99: float
+
+    def at(self, percentile: int) -> float:
+        return float(getattr(self, f"p{percentile}"))
+
+    @classmethod
+    def of(cls, values: np.ndarray, weights: np.ndarray | None = None) -> Distribution:
+        """Sample (or weighted-sample) statistics; zeros for an empty sample."""
+        values = np.asarray(values, dtype=float)
+        if values.size == 0:
+            return cls(mean=0.0, p50=0.0, p90=0.0, p95=0.0, p99=0.0)
+        if weights is None:
+            p50, p90, p95, p99 = np.percentile(values, [50, 90, 95, 99])
+            return cls(mean=float(values.mean()), p50=p50, p90=p90, p95=p95, p99=p99)
+        order = np.argsort(values)
+        sorted_values, sorted_weights = values[order], np.asarray(weights, dtype=float)[order]
+        cumulative = np.cumsum(sorted_weights)
+        total = cumulative[-1]
+        # Inverse of the weighted empirical distribution (the "lower" percentile definition).
+        quantiles = [
+            float(sorted_values[min(np.searchsorted(cumulative, q * total), len(values) - 1)])
+            for q in (0.5, 0.9, 0.95, 0.99)
+        ]
+        mean = float(np.dot(sorted_values, sorted_weights) / total)
+        return cls(mean=mean, p50=quantiles[0], p90=quantiles[1], p95=quantiles[2], p99=quantiles[3])
+
+
+class SloCheck(Frozen):
+    """One SLO target against the simulated percentile."""
+
+    metric: str
+    percentile: int
+    target_seconds: float
+    simulated_seconds: float
+    met: bool
+
+
+class LoadPoint(Frozen):
+    """One point of the load-latency curve: one replica offered `requests_per_second`."""
+
+    requests_per_second: float
+    achieved_requests_per_second: float
+    ttft_p50_seconds: float
+    ttft_p99_seconds: float
+    tpot_p50_seconds: float
+    tpot_p99_seconds: float
+    output_tokens_per_second: float
+    slo_attainment: float | None = None
+
+    @classmethod
+    def of(cls, offered_requests_per_second: float, result: TrafficResult) -> LoadPoint:
+        return cls(
+            requests_per_second=offered_requests_per_second,
+            achieved_requests_per_second=result.request_throughput_per_second,
+            ttft_p50_seconds=result.ttft_seconds.p50,
+            ttft_p99_seconds=result.ttft_seconds.p99,
+            tpot_p50_seconds=result.tpot_seconds.p50,
+            tpot_p99_seconds=result.tpot_seconds.p99,
+            output_tokens_per_second=result.output_tokens_per_second,
+            slo_attainment=result.slo_attainment,
+        )
+
+
+class LoadCurve(Frozen):
+    """Latency against offered load on one replica, with the knee where queueing takes over."""
+
+    points: list[LoadPoint]
+    knee_requests_per_second: float | None  # None: no knee within the curve's range
+    knee_rule: str
+
+
+class CapacityAnswer(Frozen):
+    """The largest rate one replica serves within the SLO, and what a target rate needs."""
+
+    slo: Slo | None
+    max_requests_per_second_per_replica: float  # 0: even light load misses the SLO
+    target_requests_per_second: float | None
+    replicas_needed: int | None
+    gpus_needed: int | None
+    usd_per_month: float | None
+    usd_per_replica_month: float
+
+
+class TrafficResult(Frozen):
+    """A simulated request stream on the whole deployment."""
+
+    num_requests: int
+    replicas: int
+    routing: str
+    ttft_seconds: Distribution
+    tpot_seconds: Distribution
+    itl_seconds: Distribution
+    e2e_latency_seconds: Distribution
+    queue_seconds: Distribution
+    request_throughput_per_second: float
+    output_tokens_per_second: float
+    duration_seconds: float
+    peak_batch: int
+    mean_batch: float
+    mean_requests_in_system: float
+    preemptions: int
+    kv_utilization_mean: float
+    kv_utilization_peak: float
+    kv_utilization_over_time: list[tuple[float, float]]  # (seconds, share of KV blocks in use), downsampled
+    slo: list[SloCheck] = []
+    slo_attainment: float | None = None  # share of requests meeting every target
+    goodput_requests_per_second: float | None = None
+    simulated_steps: int
+
+
+def _per_request_metrics(timelines: list[ReplicaTimeline]) -> dict[str, np.ndarray]:
+    sent = np.concatenate([t.sent_seconds for t in timelines])
+    first = np.concatenate([t.first_token_seconds for t in timelines])
+    finish = np.concatenate([t.finish_seconds for t in timelines])
+    scheduled = np.concatenate([t.scheduled_seconds for t in timelines])
+    outputs = np.concatenate([t.output_tokens for t in timelines]).astype(float)
+    ttft = first - sent
+    e2e = finish - sent
+    tpot = np.where(outputs > 1, (e2e - ttft) / np.maximum(outputs - 1, 1), 0.0)
+    return {
+        "sent": sent,
+        "finish": finish,
+        "ttft": ttft,
+        "e2e": e2e,
+        "tpot": tpot,
+        "queue": scheduled - sent,
+        "outputs": outputs,
+    }
+
+
+def _kv_series(timelines: list[ReplicaTimeline], kv_blocks: int, points: int = 200) -> list[tuple[float, float]]:
+    """KV blocks in use over time (replica 0, the one every other replica mirrors), downsampled."""
+    t = timelines[0]
+    if t.step_seconds.size == 0 or kv_blocks <= 0:
+        return []
+    ends = np.cumsum(t.step_seconds)
+    picks = np.unique(np.linspace(0, len(ends) - 1, min(points, len(ends))).astype(int))
+    return [(float(ends[i]), float(min(t.step_kv_blocks[i] / kv_blocks, 1.0))) for i in picks]
+
+
+def summarize(timelines: list[ReplicaTimeline], slo: Slo | None, kv_blocks: int, routing: str) -> TrafficResult:
+    """Aggregate the replicas' timelines into the contract's percentiles and rates."""
+    m = _per_request_metrics(timelines)
+    n = len(m["sent"])
+    start = float(np.nanmin(m["sent"])) if n else 0.0
+    duration = max(float(np.nanmax(m["finish"])) - start, 1e-12) if n else 0.0
+    # ITL: every step's duration is the gap each token sampled in it waited (pooled over tokens).
+    step_seconds = np.concatenate([t.step_seconds for t in timelines])
+    step_batch = np.concatenate([t.step_batch for t in timelines])
+    itl = Distribution.of(step_seconds, step_batch) if step_seconds.size else Distribution.of(np.zeros(0))
+    busy_time = float(step_seconds.sum())
+    batch_time = float(np.dot(step_batch, step_seconds))
+    checks: list[SloCheck] = []
+    attainment = goodput = None
+    if slo is not None and slo.targets:
+        per_request_ok = np.ones(n, dtype=bool)
+        names = {"ttft_seconds": "ttft", "tpot_seconds": "tpot", "e2e_latency_seconds": "e2e"}
+        for metric, target in slo.targets.items():
+            values = m[names[metric]]
+            simulated = Distribution.of(values).at(slo.percentile)
+            checks.append(
+                SloCheck(
+                    metric=metric,
+                    percentile=slo.percentile,
+                    target_seconds=target,
+                    simulated_seconds=simulated,
+                    met=bool(simulated <= target),
+                )
+            )
+            per_request_ok &= values <= target
+        attainment = float(per_request_ok.mean()) if n else 0.0
+        goodput = float(per_request_ok.sum() / duration) if n else 0.0
+    kv = np.concatenate([t.step_kv_blocks for t in timelines]) / max(kv_blocks, 1)
+    kv_time = float(np.dot(np.minimum(kv, 1.0), step_seconds) / busy_time) if busy_time else 0.0
+    in_system = float(np.nansum(m["e2e"]) / duration) if n else 0.0  # Little's law over the run
+    return TrafficResult(
+        num_requests=n,
+        replicas=len(timelines),
+        routing=routing,
+        ttft_seconds=Distribution.of(m["ttft"]),
+        tpot_seconds=Distribution.of(m["tpot"][m["outputs"] > 1]),
+        itl_seconds=itl,
+        e2e_latency_seconds=Distribution.of(m["e2e"]),
+        queue_seconds=Distribution.of(m["queue"]),
+        request_throughput_per_second=n / duration if n else 0.0,
+        output_tokens_per_second=float(m["outputs"].sum()) / duration if n else 0.0,
+        duration_seconds=duration,
+        peak_batch=int(step_batch.max()) if step_batch.size else 0,
+        mean_batch=batch_time / busy_time if busy_time else 0.0,
+        mean_requests_in_system=in_system,
+        preemptions=sum(t.preemptions for t in timelines),
+        kv_utilization_mean=kv_time,
+        kv_utilization_peak=float(min(kv.max(), 1.0)) if kv.size else 0.0,
+        kv_utilization_over_time=_kv_series(timelines, kv_blocks),
+        slo=checks,
+        slo_attainment=attainment,
+        goodput_requests_per_second=goodput,
+        simulated_steps=int(step_seconds.size),
+    )

@@ -1,0 +1,242 @@
+"""The request stream a traffic plan serves: arrivals, prompt/output lengths, shared prefixes, SLO targets.
+
+A `Traffic` record is an optional part of an inference scenario (absent: the static plan only). It
+turns into concrete `Requests` (numpy arrays, one entry per request) with a seeded generator, so the
+same scenario always gives the same stream. Conventions follow the serving benchmarks users compare
+against: `vllm bench serve` (`--request-rate`, `--burstiness`, `--max-concurrency`,
+`--random-range-ratio`) and SGLang `bench_serving`.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from planner.errors import PlanningError
+
+MAX_REQUESTS = 100_000
+MAX_TRACE_BYTES = 8 * 1024 * 1024
+MAX_LENGTH_TOKENS = 10_000_000
+Percentile = Literal[50, 90, 95, 99]
+TRACE_COLUMNS = ("arrival_seconds", "prompt_tokens", "output_tokens")
+
+
+class TraceRow(BaseModel):
+    """One recorded request."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    arrival_seconds: float = Field(ge=0, le=1e7)
+    prompt_tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS)
+    output_tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS)
+    prefix_id: str | None = Field(default=None, max_length=200)
+
+
+class Slo(BaseModel):
+    """Latency targets, each met when the given percentile of requests is at or below it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    ttft_seconds: float | None = Field(default=None, gt=0, le=3600)
+    tpot_seconds: float | None = Field(default=None, gt=0, le=60)
+    e2e_latency_seconds: float | None = Field(default=None, gt=0, le=86_400)
+    percentile: Percentile = 99
+
+    @property
+    def targets(self) -> dict[str, float]:
+        """Metric name -> target seconds, for the targets that are set."""
+        named = {
+            "ttft_seconds": self.ttft_seconds,
+            "tpot_seconds": self.tpot_seconds,
+            "e2e_latency_seconds": self.e2e_latency_seconds,
+        }
+        return {name: value for name, value in named.items() if value is not None}
+
+
+class Traffic(BaseModel):
+    """A stream of requests against the deployment.
+
+    `requests_per_second` None sends every request at time 0 (`--request-rate inf`). Arrivals are a
+    Poisson process (exponential gaps), evenly spaced (`uniform`), or gamma-distributed gaps with
+    shape `burstiness` (vLLM's `--burstiness`: 1 is Poisson, below 1 burstier, above 1 more regular).
+    Lengths are the scenario's prompt/output tokens (`fixed`), uniform within ±`range_ratio` of them
+    (vLLM's random dataset), lognormal with the scenario's value as the mean and the given p90, or a
+    recorded trace.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    requests_per_second: float | None = Field(default=1.0, gt=0, le=1e6)
+    arrival: Literal["poisson", "uniform", "gamma"] = "poisson"
+    burstiness: float = Field(default=1.0, gt=0.01, le=100, description="gamma shape of the inter-arrival gaps")
+    num_requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS)
+    max_concurrency: int | None = Field(default=None, ge=1, le=MAX_REQUESTS, description="client-side cap")
+    seed: int = Field(default=0, ge=0, le=2**31 - 1)
+    lengths: Literal["fixed", "uniform", "lognormal", "trace"] = "fixed"
+    range_ratio: float = Field(default=0.0, ge=0.0, lt=1.0, description="uniform lengths: ± share of the mean")
+    prompt_tokens_p90: int | None = Field(default=None, ge=1, le=MAX_LENGTH_TOKENS)
+    output_tokens_p90: int | None = Field(default=None, ge=1, le=MAX_LENGTH_TOKENS)
+    trace: tuple[TraceRow, ...] | None = Field(default=None, max_length=MAX_REQUESTS)
+    shared_prefix_fraction: float = Field(
+        default=0.0, ge=0.0, le=1.0, description="share of each prompt that is a prefix common to all requests"
+    )
+    chunked_prefill: bool = Field(
+        default=True, description="prompt chunks share steps with decodes (vLLM V1 default); off: whole-prompt steps"
+    )
+    slo: Slo | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Traffic:
+        if self.lengths == "trace" and not self.trace:
+            raise PlanningError("lengths='trace' needs a trace (arrival_seconds, prompt_tokens, output_tokens rows)")
+        if self.lengths == "lognormal" and (self.prompt_tokens_p90 is None or self.output_tokens_p90 is None):
+            raise PlanningError("lognormal lengths need prompt_tokens_p90 and output_tokens_p90")
+        return self
+
+
+@dataclass(frozen=True, slots=True)
+class Requests:
+    """A concrete request stream, sorted by arrival. Arrays of equal length."""
+
+    arrival_seconds: np.ndarray
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+    cached_prompt_tokens: np.ndarray  # prompt tokens a prefix cache can serve (0 for the first of each prefix)
+
+    def __len__(self) -> int:
+        return len(self.arrival_seconds)
+
+
+def _arrivals(traffic: Traffic, n: int, rng: np.random.Generator) -> np.ndarray:
+    if traffic.requests_per_second is None:
+        return np.zeros(n)
+    rate = traffic.requests_per_second
+    if traffic.arrival == "uniform":
+        gaps = np.full(n, 1.0 / rate)
+    elif traffic.arrival == "gamma":
+        shape = traffic.burstiness
+        gaps = rng.gamma(shape, 1.0 / (rate * shape), n)
+    else:
+        gaps = rng.exponential(1.0 / rate, n)
+    # The first request arrives at time 0, as a benchmark client starts.
+    return np.concatenate(([0.0], np.cumsum(gaps[1:])))
+
+
+def _lognormal(mean: float, p90: float, n: int, rng: np.random.Generator) -> np.ndarray:
+    """Lognormal lengths with the given mean and 90th percentile (p90 > mean solves for sigma)."""
+    # mean = exp(mu + s^2/2), p90 = exp(mu + 1.2816 s)  =>  s^2/2 - 1.2816 s + ln(p90/mean) = 0
+    z90 = 1.2815515655446004
+    ratio = math.log(max(p90, 1.0) / max(mean, 1.0))
+    disc = z90 * z90 - 2 * ratio
+    sigma = z90 - math.sqrt(disc) if disc > 0 else z90
+    sigma = max(sigma, 1e-6) if ratio > 0 else 1e-6
+    mu = math.log(max(mean, 1.0)) - sigma * sigma / 2
+    return rng.lognormal(mu, sigma, n)
+
+
+def _lengths(kind: str, mean: int, ratio: float, p90: int | None, n: int, rng: np.random.Generator) -> np.ndarray:
+    if kind == "uniform" and ratio > 0:
+        low, high = max(1, math.floor(mean * (1 - ratio))), max(1, math.ceil(mean * (1 + ratio)))
+        return rng.integers(low, high + 1, n)
+    if kind == "lognormal" and p90 is not None:
+        return np.clip(np.rint(_lognormal(mean, p90, n, rng)), 1, MAX_LENGTH_TOKENS).astype(np.int64)
+    return np.full(n, mean, dtype=np.int64)
+
+
+def generate_requests(traffic: Traffic, prompt_tokens: int, output_tokens: int) -> Requests:
+    """The request stream `traffic` describes, with the scenario's lengths as defaults. Deterministic per seed."""
+    rng = np.random.default_rng(traffic.seed)
+    if traffic.lengths == "trace" and traffic.trace:
+        rows = sorted(traffic.trace, key=lambda r: r.arrival_seconds)
+        arrival = np.array([r.arrival_seconds for r in rows], dtype=float)
+        prompt = np.array([r.prompt_tokens for r in rows], dtype=np.int64)
+        output = np.array([r.output_tokens for r in rows], dtype=np.int64)
+        cached = _trace_prefix_hits(rows, prompt, traffic.shared_prefix_fraction)
+        return Requests(arrival - arrival[0], prompt, output, cached)
+    n = traffic.num_requests
+    arrival = _arrivals(traffic, n, rng)
+    prompt = _lengths(traffic.lengths, prompt_tokens, traffic.range_ratio, traffic.prompt_tokens_p90, n, rng)
+    output = _lengths(traffic.lengths, output_tokens, traffic.range_ratio, traffic.output_tokens_p90, n, rng)
+    shared = np.floor(prompt * traffic.shared_prefix_fraction).astype(np.int64)
+    # One common prefix: every request after the first finds it cached (it never leaves a warm cache).
+    cached = shared.copy()
+    if n:
+        cached[0] = 0
+    return Requests(arrival, prompt.astype(np.int64), output.astype(np.int64), np.minimum(cached, prompt - 1))
+
+
+def _trace_prefix_hits(rows: list[TraceRow], prompt: np.ndarray, fraction: float) -> np.ndarray:
+    """Requests that share a `prefix_id` with an earlier request reuse `fraction` of the prompt from cache."""
+    seen: set[str] = set()
+    cached = np.zeros(len(rows), dtype=np.int64)
+    for i, row in enumerate(rows):
+        if row.prefix_id is None:
+            continue
+        if row.prefix_id in seen:
+            cached[i] = min(int(prompt[i] * fraction), int(prompt[i]) - 1)
+        seen.add(row.prefix_id)
+    return cached
+
+
+def parse_trace_csv(text: str) -> tuple[TraceRow, ...]:
+    """Rows of a trace CSV (`arrival_seconds,prompt_tokens,output_tokens[,prefix_id]`), validated.
+
+    Raises PlanningError with one sentence naming the first bad row; never a traceback.
+    """
+    if len(text.encode("utf-8", "replace")) > MAX_TRACE_BYTES:
+        raise PlanningError(f"the trace is larger than {MAX_TRACE_BYTES // (1024 * 1024)} MiB; sample it first")
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = [h.strip().lower() for h in next(reader)]
+    except StopIteration:
+        raise PlanningError("the trace is empty; expected a header row and one row per request") from None
+    missing = [c for c in TRACE_COLUMNS if c not in header]
+    if missing:
+        raise PlanningError(
+            f"the trace has no column {', '.join(missing)}; expected {','.join(TRACE_COLUMNS)}[,prefix_id]"
+        )
+    index = {name: header.index(name) for name in (*TRACE_COLUMNS, "prefix_id") if name in header}
+    rows: list[TraceRow] = []
+    for line_number, cells in enumerate(reader, start=2):
+        if not cells or all(not c.strip() for c in cells):
+            continue
+        if len(rows) >= MAX_REQUESTS:
+            raise PlanningError(f"the trace has more than {MAX_REQUESTS:,} requests; sample it first")
+        try:
+            rows.append(
+                TraceRow(
+                    arrival_seconds=float(cells[index["arrival_seconds"]]),
+                    prompt_tokens=int(cells[index["prompt_tokens"]]),
+                    output_tokens=int(cells[index["output_tokens"]]),
+                    prefix_id=(cells[index["prefix_id"]].strip() or None) if "prefix_id" in index else None,
+                )
+            )
+        except (ValueError, IndexError) as exc:
+            reason = str(exc).splitlines()[0] if str(exc) else "missing cells"
+            if hasattr(exc, "errors"):
+                first = exc.errors()[0]  # type: ignore[attr-defined]
+                reason = f"{first['loc'][0]} {first['msg'].lower()}"
+            raise PlanningError(f"trace row {line_number} is not a valid request ({reason})") from None
+    if not rows:
+        raise PlanningError("the trace has a header but no requests")
+    return tuple(rows)
+
+
+def trace_to_csv(rows: tuple[TraceRow, ...]) -> str:
+    """The inverse of `parse_trace_csv` (round trip)."""
+    out = io.StringIO()
+    with_prefix = any(r.prefix_id is not None for r in rows)
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow((*TRACE_COLUMNS, "prefix_id") if with_prefix else TRACE_COLUMNS)
+    for r in rows:
+        cells: list[object] = [repr(r.arrival_seconds), r.prompt_tokens, r.output_tokens]
+        if with_prefix:
+            cells.append(r.prefix_id or "")
+        writer.writerow(cells)
+    return out.getvalue()

@@ -1,0 +1,221 @@
+"""The traffic simulation against the static plan, queueing theory and hostile input."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from planner import plan
+from planner.errors import PlanningError
+from planner.inference.inputs import ReplicaShape
+from planner.inference.memory import inference_memory
+from planner.inference.plan import scenario_inputs
+from planner.inference.scenario import InferenceScenario
+from planner.inference.serving_sim import simulate_replica
+from planner.inference.steps import decode_step, prefill_step
+from planner.inference.traffic import TrafficEngine
+from planner.inference.workload import (
+    MAX_TRACE_BYTES,
+    Slo,
+    TraceRow,
+    Traffic,
+    generate_requests,
+    parse_trace_csv,
+    trace_to_csv,
+)
+from planner.share import query_params_to_scenario, scenario_to_query_params
+
+BASE = InferenceScenario()  # Llama 3.1 70B, 4x H100, TP4, 2048 in / 512 out, batch cap 64
+
+
+def _engine(scenario: InferenceScenario = BASE, **traffic) -> TrafficEngine:
+    return TrafficEngine.of(scenario, traffic=Traffic(**traffic))
+
+
+# ------------------------------------------------------------------------------------ step costs
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [BASE, InferenceScenario(tensor_parallel=2, pipeline_parallel=2), InferenceScenario(model="mixtral-8x7b")],
+    ids=["tp4", "tp2pp2", "moe"],
+)
+def test_a_step_costs_what_the_plan_s_step_functions_say(scenario):
+    """No second physics: a pure decode step is steps.decode_step, a lone prompt is steps.prefill_step."""
+    engine = TrafficEngine.of(scenario, traffic=Traffic(num_requests=10))
+    cost = engine.step_cost(engine.requests())
+    i = scenario_inputs(scenario)
+    shape = ReplicaShape.of(i.arch, i.x, i.hw)
+    weights = inference_memory(i.arch, i.counts, i.hw, i.x, shape).weights_bytes
+    pp = scenario.pipeline_parallel
+    for batch, context in [(1, 100), (7, 3000), (64, 2300), (33, 129)]:
+        micro_shape = replace(shape, micro_batch=-(-batch // pp))
+        x = replace(i.x, prompt_tokens=context, output_tokens=0)
+        expected = decode_step(i.arch, i.counts, i.hw, i.efficiency, x, micro_shape, weights).seconds
+        assert cost.decode_seconds(batch, np.array([batch * context]))[0] == pytest.approx(expected, rel=1e-5)
+        assert cost.mixed_seconds(batch, batch * context, []) == pytest.approx(expected, rel=1e-5)
+    prompt = scenario.prompt_tokens  # fits one chunk, whole blocks: the plan's TTFT step exactly
+    expected = prefill_step(i.arch, i.counts, i.hw, i.efficiency, i.x, shape, weights, prompt, 1).seconds
+    assert cost.mixed_seconds(0, 0, [(0, prompt)]) == pytest.approx(expected, rel=1e-9 if not i.arch.is_moe else 1e-3)
+
+
+# --------------------------------------------------------------------------- against the static plan
+
+
+def test_at_a_vanishing_rate_every_request_sees_the_idle_plan():
+    static = plan(BASE.model_copy(update={"concurrency": 1})).performance
+    result = _engine(requests_per_second=0.01, arrival="uniform", num_requests=40).simulate()  # 100 s apart
+    assert result.queue_seconds.p99 == pytest.approx(0.0, abs=1e-9)
+    assert result.ttft_seconds.p50 == pytest.approx(plan(BASE).performance.ttft_seconds, rel=1e-6)
+    assert result.ttft_seconds.p99 == pytest.approx(result.ttft_seconds.p50, rel=1e-6)
+    # A lone sequence decodes at batch 1; the plan's step is at the request's mean context, the
+    # simulation's steps walk from prompt+1 to prompt+output-1 (same mean): equal to interpolation error.
+    assert result.tpot_seconds.mean == pytest.approx(static.decode_step_seconds, rel=2e-3)
+    assert result.peak_batch == 1 and result.preemptions == 0
+
+
+def test_saturated_throughput_is_the_static_plan_s_maximum():
+    """Every request at t=0 keeps the batch cap full: the static plan's steady state."""
+    result = _engine(requests_per_second=None, num_requests=3000).simulate()
+    static = plan(BASE).performance
+    assert result.mean_batch == pytest.approx(BASE.concurrency, rel=0.02)
+    assert result.output_tokens_per_second == pytest.approx(static.output_tokens_per_second, rel=0.05)
+
+
+def test_little_s_law_links_the_step_log_to_the_request_times():
+    """Time-average of sequences held (from the step log) = throughput x mean time held (from the
+    requests' own times): two independent bookkeepings of one simulation."""
+    engine = _engine(requests_per_second=2.5, num_requests=3000, lengths="uniform", range_ratio=0.5, seed=3)
+    reqs = engine.requests()
+    timeline = simulate_replica(
+        reqs.arrival_seconds,
+        reqs.prompt_tokens,
+        reqs.output_tokens,
+        reqs.cached_prompt_tokens,
+        np.arange(len(reqs)),
+        engine.limits,
+        engine.step_cost(reqs),
+    )
+    busy = timeline.step_seconds.sum()
+    held_time_average = np.dot(timeline.step_running, timeline.step_seconds) / busy
+    throughput = len(reqs) / busy
+    mean_held = np.mean(timeline.finish_seconds - timeline.scheduled_seconds)
+    assert held_time_average == pytest.approx(throughput * mean_held, rel=0.02)
+
+
+def test_latency_grows_with_load_and_the_knee_sits_before_saturation():
+    curve = _engine(num_requests=400).load_curve(num_requests=400)
+    p99 = [p.ttft_p99_seconds for p in curve.points]
+    assert p99[-1] > 5 * p99[0]
+    assert all(b >= 0.9 * a for a, b in zip(p99, p99[1:]))  # noisy but rising
+    assert curve.knee_requests_per_second is not None
+    assert curve.knee_requests_per_second <= 1.1 * plan(BASE).performance.requests_per_second
+
+
+def test_the_same_seed_gives_the_same_answer_and_another_seed_another():
+    a = _engine(requests_per_second=3, num_requests=500, seed=7).simulate()
+    b = _engine(requests_per_second=3, num_requests=500, seed=7).simulate()
+    c = _engine(requests_per_second=3, num_requests=500, seed=8).simulate()
+    assert a == b
+    assert a.ttft_seconds != c.ttft_seconds
+
+
+def test_replicas_split_the_stream_round_robin():
+    scenario = BASE.model_copy(update={"num_gpus": 8, "concurrency": 128})
+    result = TrafficEngine.of(scenario, traffic=Traffic(requests_per_second=None, num_requests=2000)).simulate()
+    one = _engine(requests_per_second=None, num_requests=1000).simulate()
+    assert result.replicas == 2
+    assert result.request_throughput_per_second == pytest.approx(2 * one.request_throughput_per_second, rel=0.02)
+
+
+def test_kv_blocks_run_out_before_the_batch_cap_and_sequences_wait_or_are_preempted():
+    """64 x 32k-token sequences need ~640 GiB of KV on 4x H100: the blocks, not max_num_seqs, bind."""
+    scenario = BASE.model_copy(update={"prompt_tokens": 24_000, "output_tokens": 8_000})
+    result = TrafficEngine.of(scenario, traffic=Traffic(requests_per_second=None, num_requests=200)).simulate()
+    assert result.peak_batch < 64
+    assert result.kv_utilization_peak > 0.9
+
+
+# ----------------------------------------------------------------------------------------- the SLO
+
+
+def test_capacity_is_the_largest_rate_that_meets_the_slo():
+    slo = Slo(ttft_seconds=1.0, percentile=99)
+    engine = _engine(num_requests=400, slo=slo)
+    answer = engine.capacity(target_requests_per_second=20)
+    rate = answer.max_requests_per_second_per_replica
+    assert 0 < rate < 1.5 * engine.static_requests_per_second_per_replica
+    assert engine._one_replica(rate, 400).ttft_seconds.p99 <= 1.0
+    assert engine._one_replica(rate * 1.15, 400).ttft_seconds.p99 > 1.0
+    assert answer.replicas_needed == math.ceil(20 / rate)
+    assert answer.gpus_needed == answer.replicas_needed * 4
+    assert answer.usd_per_month == pytest.approx(answer.replicas_needed * answer.usd_per_replica_month)
+
+
+def test_slo_attainment_and_goodput():
+    result = _engine(requests_per_second=3, num_requests=600, slo=Slo(ttft_seconds=0.3, percentile=90)).simulate()
+    assert 0 < result.slo_attainment < 1
+    assert result.goodput_requests_per_second == pytest.approx(
+        result.slo_attainment * result.request_throughput_per_second, rel=1e-9
+    )
+    (check,) = result.slo
+    assert check.metric == "ttft_seconds" and check.met == (result.ttft_seconds.p90 <= 0.3)
+
+
+def test_capacity_without_a_target_is_a_sentence():
+    with pytest.raises(PlanningError, match="SLO target"):
+        _engine().capacity()
+
+
+# --------------------------------------------------------------------------------- traces and links
+
+
+def test_a_trace_round_trips_and_drives_the_simulation():
+    rows = (
+        TraceRow(arrival_seconds=0.0, prompt_tokens=100, output_tokens=20, prefix_id="sys"),
+        TraceRow(arrival_seconds=0.5, prompt_tokens=3000, output_tokens=7, prefix_id=None),
+        TraceRow(arrival_seconds=1.25, prompt_tokens=120, output_tokens=200, prefix_id="sys"),
+    )
+    assert parse_trace_csv(trace_to_csv(rows)) == rows
+    traffic = Traffic(lengths="trace", trace=rows, shared_prefix_fraction=0.5)
+    reqs = generate_requests(traffic, 2048, 512)
+    assert reqs.prompt_tokens.tolist() == [100, 3000, 120]
+    assert reqs.cached_prompt_tokens.tolist() == [0, 0, 60]
+    result = TrafficEngine.of(BASE, traffic=traffic).simulate()
+    assert result.num_requests == 3
+
+
+@pytest.mark.parametrize(
+    ("text", "words"),
+    [
+        ("", "empty"),
+        ("a,b,c\n1,2,3\n", "no column"),
+        ("arrival_seconds,prompt_tokens,output_tokens\n", "no requests"),
+        ("arrival_seconds,prompt_tokens,output_tokens\n0,-5,10\n", "row 2"),
+        ("arrival_seconds,prompt_tokens,output_tokens\n0,12,ten\n", "row 2"),
+        ("arrival_seconds,prompt_tokens,output_tokens\n0,12\n", "row 2"),
+        ("arrival_seconds,prompt_tokens,output_tokens\nnan,12,5\n", "row 2"),
+    ],
+)
+def test_hostile_traces_get_a_sentence(text, words):
+    with pytest.raises(PlanningError, match=words):
+        parse_trace_csv(text)
+
+
+def test_a_trace_too_large_is_refused_before_it_is_parsed():
+    huge = "arrival_seconds,prompt_tokens,output_tokens\n" + "0,1,1\n" * (MAX_TRACE_BYTES // 6 + 10)
+    with pytest.raises(PlanningError, match="MiB"):
+        parse_trace_csv(huge)
+
+
+def test_traffic_travels_in_the_share_link_and_its_absence_changes_nothing():
+    assert "traffic" not in scenario_to_query_params(BASE)
+    scenario = BASE.model_copy(
+        update={"traffic": Traffic(requests_per_second=4, lengths="uniform", range_ratio=0.3, slo=Slo(ttft_seconds=2))}
+    )
+    params = scenario_to_query_params(scenario)
+    back, warnings = query_params_to_scenario(params)
+    assert warnings == [] and back == scenario
