@@ -34,6 +34,8 @@ from planner.verdict import memory_verdict
 MAX_ROWS = 1000
 MAX_CELL_CHARS = 300_000
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
+# A series of 200 (time, share) points is a chart, not a cell (the dashboard draws it).
+SKIPPED_PATHS = {"traffic.kv_utilization_over_time"}
 SKIPPED_OUTPUTS = ("scenario", "equations")
 
 
@@ -54,6 +56,8 @@ def _flatten(prefix: str, value: Any, out: dict[str, Any]) -> None:
     if isinstance(value, dict):
         for key, inner in value.items():
             _flatten(f"{prefix}.{key}" if prefix else str(key), inner, out)
+    elif prefix in SKIPPED_PATHS:
+        return
     elif isinstance(value, list):
         out[prefix] = " | ".join(str(v) for v in value)
     else:
@@ -149,6 +153,16 @@ SUMMARY_COLUMNS: list[tuple[str, tuple[str, ...], Callable[[Any], Any]]] = [
     ("$ per 1M output tokens", _INF, lambda p: p.cost.usd_per_million_output_tokens),
     ("$ per month", _INF, lambda p: p.cost.usd_per_month),
     ("Max sequences in flight", _INF, lambda p: p.memory.max_concurrency),
+    (
+        "Traffic: requests/s offered",
+        _INF,
+        lambda p: _traffic(p, lambda t: p.scenario["traffic"]["requests_per_second"]),
+    ),
+    ("Traffic: p50 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p50 * _MS)),
+    ("Traffic: p99 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p99 * _MS)),
+    ("Traffic: p99 TPOT (ms)", _INF, lambda p: _traffic(p, lambda t: t.tpot_seconds.p99 * _MS)),
+    ("Traffic: SLO attainment (%)", _INF, lambda p: _traffic(p, lambda t: _pct(t.slo_attainment))),
+    ("Traffic: goodput (requests/s)", _INF, lambda p: _traffic(p, lambda t: t.goodput_requests_per_second)),
     ("Step time (s)", _TRAIN, lambda p: p.performance.step_seconds),
     ("Tokens/s", _TRAIN, lambda p: p.performance.tokens_per_second),
     ("MFU (%)", _TRAIN, lambda p: p.performance.mfu * _PCT),
@@ -178,6 +192,16 @@ SUMMARY_COLUMNS: list[tuple[str, tuple[str, ...], Callable[[Any], Any]]] = [
     ("Training tokens", _TRAIN, lambda p: p.performance.training_tokens),
     ("Decision", _BOTH, lambda p: p.scenario.get("decision") or ""),
 ]
+
+
+def _traffic(plan, read: Callable[[Any], Any]) -> Any:
+    """A traffic answer, blank for a plan without a simulated request stream."""
+    traffic = getattr(plan, "traffic", None)
+    return None if traffic is None else read(traffic)
+
+
+def _pct(share: float | None) -> float | None:
+    return None if share is None else share * _PCT
 
 
 def _summary_cell(value: Any) -> str:

@@ -7,52 +7,22 @@ sweep runs over arrays) and wraps its numbers into the plan's records, with the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from planner.calibration.record import CalibrationRecord
 from planner.dtypes import compute_dtype
 from planner.hardware.catalog import Accelerator
 from planner.inference import explain
-from planner.inference.inputs import HardwareInputs, InferenceInputs
+from planner.inference.inputs import HardwareInputs
 from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan
 from planner.inference.scenario import InferenceScenario
+from planner.inference.scenario_inputs import scenario_inputs
 from planner.inference.steps import PhaseStep
-from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token, parameter_counts
+from planner.inference.traffic import TrafficEngine
+from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token
 from planner.physics import roofline
 from planner.physics.cost import HOURS_PER_MONTH, replicas_for_request_rate
-from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
 from planner.uncertainty import inference_bands
-
-
-@dataclass(frozen=True, slots=True)
-class ScenarioInputs:
-    """What the formulas read for one scenario: the plan and the traffic simulation start from the same."""
-
-    arch: ModelArchitecture
-    counts: ParameterCounts
-    accel: Accelerator
-    efficiency: Efficiency
-    hw: HardwareInputs
-    x: InferenceInputs
-    usd_per_gpu_hour: float
-
-
-def scenario_inputs(scenario: InferenceScenario, calibration: CalibrationRecord | None = None) -> ScenarioInputs:
-    """The formulas' inputs; `calibration` replaces the default efficiencies and runtime memory."""
-    arch, accel = scenario.architecture(), scenario.accelerator()
-    correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
-    price = scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
-    return ScenarioInputs(
-        arch=arch,
-        counts=parameter_counts(arch),
-        accel=accel,
-        efficiency=calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY,
-        hw=HardwareInputs.from_accelerator(accel, scenario.weight_dtype, price),
-        x=InferenceInputs.from_scenario(scenario, correction),
-        usd_per_gpu_hour=price,
-    )
 
 
 def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord | None = None) -> InferencePlan:
@@ -68,6 +38,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         i.usd_per_gpu_hour,
     )
     m = inference_metrics(arch, counts, hw, efficiency, x)
+    traffic = TrafficEngine.from_metrics(scenario, i, m) if scenario.traffic is not None else None
 
     memory = _memory(m, accel)
     performance = _performance(m, hw)
@@ -84,7 +55,8 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         bottleneck=bottleneck,
         bottleneck_reason=reason,
         warnings=explain.warnings(scenario, arch, accel, memory),
-        assumptions=explain.assumptions(scenario, arch, efficiency, calibration),
+        assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
+        + (traffic.assumptions() if traffic is not None else []),
         equations=explain.equations(scenario, arch, model, hw, efficiency, x, m),
         uncertainty=inference_bands(
             memory.total_bytes,
@@ -94,6 +66,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
             calibration,
         ),
         calibration=calibration.label if calibration is not None else None,
+        traffic=traffic.simulate() if traffic is not None else None,
     )
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from planner.inference.traffic_results import TrafficResult
 from planner.results import (
     Bottleneck,
     Equation,
@@ -57,3 +58,4 @@ class InferencePlan(Frozen):
     equations: list[Equation]
     uncertainty: dict[str, Band] = {}  # headline field (dotted path) -> range the measured value likely falls in
     calibration: str | None = None
+    traffic: TrafficResult | None = None  # the scenario's request stream, simulated (absent without `traffic`)

@@ -25,10 +25,9 @@ import numpy as np
 
 from planner.calibration.record import CalibrationRecord
 from planner.errors import PlanningError
-from planner.inference.inputs import ReplicaShape
-from planner.inference.memory import headroom, inference_memory
-from planner.inference.plan import ScenarioInputs, plan_inference, scenario_inputs
+from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.scenario import InferenceScenario
+from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
 from planner.inference.serving_sim import EngineLimits, ReplicaTimeline, simulate_replica
 from planner.inference.step_cost import RooflineStepCost
 from planner.inference.traffic_results import CapacityAnswer, LoadCurve, LoadPoint, TrafficResult, summarize
@@ -62,35 +61,39 @@ class TrafficEngine:
         calibration: CalibrationRecord | None = None,
         traffic: Traffic | None = None,
     ) -> TrafficEngine:
-        traffic = traffic if traffic is not None else scenario.traffic if scenario.traffic is not None else Traffic()
         i = scenario_inputs(scenario, calibration)
-        shape = ReplicaShape.of(i.arch, i.x, i.hw)
-        memory = inference_memory(i.arch, i.counts, i.hw, i.x, shape)
-        room = headroom(i.arch, memory, i.x, shape)
-        kv_blocks = int(room.kv_blocks)
+        return cls.from_metrics(scenario, i, inference_metrics(i.arch, i.counts, i.hw, i.efficiency, i.x), traffic)
+
+    @classmethod
+    def from_metrics(
+        cls, scenario: InferenceScenario, i: ScenarioInputs, m: InferenceMetrics, traffic: Traffic | None = None
+    ) -> TrafficEngine:
+        """From the static plan's own numbers (its memory gives the KV blocks; its saturated rate the curve's
+        scale)."""
+        traffic = traffic if traffic is not None else scenario.traffic if scenario.traffic is not None else Traffic()
+        kv_blocks = int(m.headroom.kv_blocks)
         if kv_blocks <= 0:
             raise PlanningError(
                 "the model does not leave room for any KV cache on this layout, so it cannot serve traffic; "
                 "use more GPUs per replica, a smaller weight format or a smaller model"
             )
         limits = EngineLimits(
-            max_num_seqs=int(shape.sequences),
+            max_num_seqs=int(m.shape.sequences),
             max_num_batched_tokens=scenario.prefill_chunk_tokens,
             chunked_prefill=traffic.chunked_prefill,
             kv_blocks=kv_blocks,
             block_tokens=scenario.kv_block_tokens,
         )
-        # The static plan's own numbers give the curve its scale and the light-load check its reference.
-        from_plan = _static_numbers(scenario, calibration)
+        replicas = int(m.shape.replicas)
         return cls(
             scenario=scenario,
             traffic=traffic,
             inputs=i,
             limits=limits,
-            replicas=int(shape.replicas),
-            static_requests_per_second_per_replica=from_plan[0],
-            static_ttft_seconds=from_plan[1],
-            _costs={"shape": shape, "weights": float(memory.weights_bytes)},
+            replicas=replicas,
+            static_requests_per_second_per_replica=float(m.serving.requests_per_second) / replicas,
+            static_ttft_seconds=float(m.ttft_seconds),
+            _costs={"shape": m.shape, "weights": float(m.memory.weights_bytes)},
         )
 
     # ---------------------------------------------------------------------------------------- pieces
@@ -211,12 +214,6 @@ class TrafficEngine:
             "Step times: the static plan's roofline terms per step (no second physics); per-request costs "
             "outside the engine (tokenisation, network, HTTP) are not modelled.",
         ]
-
-
-def _static_numbers(scenario: InferenceScenario, calibration: CalibrationRecord | None) -> tuple[float, float]:
-    """The static plan's saturated request rate per replica and its idle TTFT."""
-    p = plan_inference(scenario, calibration)
-    return p.performance.requests_per_second / scenario.replicas, p.performance.ttft_seconds
 
 
 def _meets(result: TrafficResult, slo: Slo) -> bool:

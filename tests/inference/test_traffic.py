@@ -12,8 +12,8 @@ from planner import plan
 from planner.errors import PlanningError
 from planner.inference.inputs import ReplicaShape
 from planner.inference.memory import inference_memory
-from planner.inference.plan import scenario_inputs
 from planner.inference.scenario import InferenceScenario
+from planner.inference.scenario_inputs import scenario_inputs
 from planner.inference.serving_sim import simulate_replica
 from planner.inference.steps import decode_step, prefill_step
 from planner.inference.traffic import TrafficEngine
