@@ -6,6 +6,7 @@
   share SCENARIO.json [--base-url URL]               print the dashboard link for a scenario
   search SCENARIO.json --constraint ...              best configurations under constraints (cli/search.py)
   diagnose SCENARIO.json [--format json|text]       what binds, what each technique buys, checklist (cli/diagnose.py)
+  traffic SCENARIO.json [--rate R] [--slo ...]       a request stream simulated: percentiles, SLO, GPUs (cli/traffic.py)
   calibrate [...]                                    profile this machine (cli/calibrate.py)
   models | gpus                                      list the catalogs
   app [STREAMLIT OPTIONS]                            start the dashboard (`streamlit run` on the installed app.py)
@@ -317,7 +318,7 @@ def _extra_commands():
     """Commands that live with their feature (search, diagnose, calibrate) register themselves here."""
 
     registrars = []
-    for module_name in ("planner.cli.search", "planner.cli.diagnose", "planner.cli.calibrate"):
+    for module_name in ("planner.cli.search", "planner.cli.diagnose", "planner.cli.traffic", "planner.cli.calibrate"):
         if importlib.util.find_spec(module_name) is not None:
             registrars.append(importlib.import_module(module_name).register)
     return registrars

@@ -39,6 +39,7 @@ KNEE_TTFT_GROWTH = 3.0  # the knee: the first rate whose p99 TTFT is this many t
 CURVE_LOAD_FRACTIONS = (0.1, 0.3, 0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25)
 CURVE_REQUESTS = 600  # per curve point and per capacity probe: enough for a stable p99 (6 requests above it)
 CAPACITY_PROBES = 10
+CAPACITY_MAX_REQUESTS = 2000
 
 
 @dataclass(frozen=True)
@@ -176,9 +177,12 @@ class TrafficEngine:
             knee_rule=f"first rate whose p99 TTFT exceeds {KNEE_TTFT_GROWTH:g}x its light-load value",
         )
 
-    def capacity(self, target_requests_per_second: float | None = None, num_requests: int = CURVE_REQUESTS):
+    def capacity(self, target_requests_per_second: float | None = None, num_requests: int | None = None):
         """The largest per-replica rate meeting every SLO target (bisection over simulated rates), and what
-        a target rate then needs."""
+        a target rate then needs. Each probe simulates as many requests as the traffic (at most
+        CAPACITY_MAX_REQUESTS): near saturation the tail grows with the length of the run, so the answer
+        holds for runs of that length."""
+        num_requests = num_requests or min(self.traffic.num_requests, CAPACITY_MAX_REQUESTS)
         slo = self.traffic.slo
         if slo is None or not slo.targets:
             raise PlanningError("set at least one SLO target (TTFT, TPOT or end-to-end latency) to size for it")

@@ -1,0 +1,223 @@
+"""`python -m planner traffic`: a request stream on the scenario's deployment, simulated, headless.
+
+    python -m planner traffic SCENARIO.json [--rate 12 | --rate inf] [--requests 2000] [--trace FILE.csv]
+        [--slo 'p99_ttft_seconds<=2' --slo 'p99_tpot_seconds<=0.05'] [--curve] [--capacity TARGET_RPS]
+        [--calibration FILE [--calibration-any-gpu]] [--format json|text]
+
+The scenario may hold a `traffic` object already; the options override its fields. JSON output is an object
+with `traffic` (the contract: `ttft_seconds`, `tpot_seconds`, `itl_seconds`, `e2e_latency_seconds`,
+`queue_seconds` as {mean, p50, p90, p95, p99}, `request_throughput_per_second`,
+`output_tokens_per_second`, `duration_seconds`, `slo_attainment`, `goodput_requests_per_second`, ...),
+and, when asked, `load_curve` and `capacity`; plus the `assumptions` the simulation rests on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from planner.cli.main import CliError, _load_calibration, _read_json, _scenarios
+from planner.errors import PlanningError, explain
+from planner.inference.scenario import InferenceScenario
+from planner.inference.traffic import TrafficEngine
+from planner.inference.workload import MAX_TRACE_BYTES, Slo, Traffic, parse_trace_csv
+from planner.plan import check_calibration
+from planner.units import count, seconds, usd
+
+SLO_PATTERN = re.compile(r"^\s*p(50|90|95|99)_(ttft|tpot|e2e_latency)_seconds\s*<=\s*([0-9.eE+-]+)\s*$")
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("traffic", help="simulate a request stream: latency percentiles, SLO, GPUs for a rate")
+    p.add_argument("scenario", help="inference scenario JSON file ('-' for stdin)")
+    p.add_argument("--rate", help="requests per second for the whole deployment, or 'inf' (all at time 0)")
+    p.add_argument("--requests", type=int, help="number of requests to simulate (default 1000)")
+    p.add_argument("--arrival", choices=("poisson", "uniform", "gamma"))
+    p.add_argument("--burstiness", type=float, help="gamma arrivals: shape of the gaps (1 = Poisson)")
+    p.add_argument("--max-concurrency", type=int, help="client-side cap on requests in flight")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--trace", help="CSV of arrival_seconds,prompt_tokens,output_tokens[,prefix_id]")
+    p.add_argument("--slo", action="append", default=[], help="e.g. 'p99_ttft_seconds<=2' (repeatable)")
+    p.add_argument("--curve", action="store_true", help="also the load-latency curve per replica, with the knee")
+    p.add_argument("--capacity", type=float, metavar="TARGET_RPS", help="replicas, GPUs and $/month for this rate")
+    p.add_argument("--calibration", help="calibration record JSON to apply")
+    p.add_argument("--calibration-any-gpu", action="store_true", help="apply a calibration measured on another GPU")
+    p.add_argument("--format", choices=("json", "text"), default="json")
+    p.set_defaults(func=run)
+
+
+def parse_slo(specs: list[str]) -> Slo | None:
+    """`p99_ttft_seconds<=2`-style targets into one Slo (one percentile for all of them)."""
+    if not specs:
+        return None
+    targets: dict[str, float] = {}
+    percentiles = set()
+    for spec in specs:
+        match = SLO_PATTERN.match(spec)
+        if match is None:
+            raise CliError(
+                f"--slo '{spec}' is not a target; write p<50|90|95|99>_<ttft|tpot|e2e_latency>_seconds<=VALUE, "
+                "e.g. 'p99_ttft_seconds<=2'"
+            )
+        percentile, metric, value = match.groups()
+        percentiles.add(int(percentile))
+        try:
+            targets[f"{metric}_seconds"] = float(value)
+        except ValueError:
+            raise CliError(f"--slo '{spec}': '{value}' is not a number") from None
+    if len(percentiles) > 1:
+        raise CliError(f"--slo targets must share one percentile; got p{', p'.join(map(str, sorted(percentiles)))}")
+    try:
+        return Slo(percentile=percentiles.pop(), **targets)
+    except ValidationError as exc:
+        raise CliError(f"--slo: {explain(exc)}") from None
+
+
+def _traffic(args: argparse.Namespace, scenario: InferenceScenario) -> Traffic:
+    base = scenario.traffic.model_dump() if scenario.traffic is not None else {}
+    update: dict = {}
+    if args.rate is not None:
+        if args.rate.strip().lower() in ("inf", "infinity"):
+            update["requests_per_second"] = None
+        else:
+            try:
+                update["requests_per_second"] = float(args.rate)
+            except ValueError:
+                raise CliError(f"--rate '{args.rate}' is not a number of requests per second or 'inf'") from None
+    for option, field in (
+        ("requests", "num_requests"),
+        ("arrival", "arrival"),
+        ("burstiness", "burstiness"),
+        ("max_concurrency", "max_concurrency"),
+        ("seed", "seed"),
+    ):
+        if getattr(args, option) is not None:
+            update[field] = getattr(args, option)
+    if args.trace:
+        path = Path(args.trace)
+        try:
+            if path.stat().st_size > MAX_TRACE_BYTES:
+                raise CliError(f"{args.trace} is larger than {MAX_TRACE_BYTES // (1 << 20)} MiB; sample it first")
+            text = path.read_text(encoding="utf-8-sig")
+        except OSError as exc:
+            raise CliError(f"cannot read {args.trace}: {exc.strerror or exc}") from None
+        except UnicodeDecodeError:
+            raise CliError(f"{args.trace} is not UTF-8 text (a CSV is expected)") from None
+        try:
+            update.update(lengths="trace", trace=parse_trace_csv(text))
+        except PlanningError as exc:
+            raise CliError(f"{args.trace}: {exc}") from None
+    slo = parse_slo(args.slo)
+    if slo is not None:
+        update["slo"] = slo
+    try:
+        return Traffic.model_validate({**base, **update})
+    except (ValidationError, PlanningError) as exc:
+        raise CliError(f"traffic: {explain(exc)}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    scenarios, many = _scenarios(_read_json(args.scenario))
+    if many:
+        raise CliError(f"traffic simulates one scenario; {args.scenario} holds {len(scenarios)}")
+    scenario = scenarios[0]
+    if not isinstance(scenario, InferenceScenario):
+        raise CliError("traffic needs an inference scenario (a training run serves no requests)")
+    if args.capacity is not None and not (0 < args.capacity <= 1e7 and math.isfinite(args.capacity)):
+        raise CliError("--capacity must be a request rate between 0 and 10,000,000 requests per second")
+    traffic = _traffic(args, scenario)
+    calibration = _load_calibration(args.calibration)
+    if args.calibration_any_gpu and calibration is None:
+        raise CliError("--calibration-any-gpu needs a calibration: add --calibration FILE")
+    if calibration is not None and args.calibration_any_gpu:
+        calibration = calibration.for_any_gpu()
+    try:
+        warning = check_calibration(scenario.gpu_id(), calibration)
+        engine = TrafficEngine.of(scenario, calibration, traffic)
+        out: dict = {"traffic": engine.simulate().model_dump(mode="json")}
+        if args.curve:
+            out["load_curve"] = engine.load_curve().model_dump(mode="json")
+        if args.capacity is not None:
+            out["capacity"] = engine.capacity(args.capacity).model_dump(mode="json")
+    except PlanningError as exc:
+        raise CliError(explain(exc)) from None
+    out["assumptions"] = engine.assumptions()
+    out["warnings"] = [warning] if warning else []
+    if args.format == "text":
+        sys.stdout.write(report_text(out) + "\n")
+    else:
+        json.dump(out, sys.stdout, indent=2, allow_nan=False)
+        sys.stdout.write("\n")
+    return 0
+
+
+def report_text(out: dict) -> str:
+    t = out["traffic"]
+    lines = [
+        f"{t['num_requests']:,} requests on {t['replicas']} replica(s), routed {t['routing']}",
+        f"throughput: {t['request_throughput_per_second']:.3g} requests/s, "
+        f"{count(t['output_tokens_per_second'])} output tokens/s over {seconds(t['duration_seconds'])}",
+        "",
+        f"{'':<14}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}",
+    ]
+    for key, name in (
+        ("ttft_seconds", "TTFT"),
+        ("tpot_seconds", "TPOT"),
+        ("itl_seconds", "ITL"),
+        ("e2e_latency_seconds", "end-to-end"),
+        ("queue_seconds", "queue"),
+    ):
+        d = t[key]
+        lines.append(f"{name:<14}" + "".join(f"{seconds(d[q]):>10}" for q in ("mean", "p50", "p90", "p99")))
+    lines.append("")
+    lines.append(
+        f"batch: mean {t['mean_batch']:.3g}, peak {t['peak_batch']}; KV blocks in use: mean "
+        f"{100 * t['kv_utilization_mean']:.0f}%, peak {100 * t['kv_utilization_peak']:.0f}%; "
+        f"preemptions: {t['preemptions']}"
+    )
+    for check in t["slo"]:
+        verdict = "met" if check["met"] else "MISSED"
+        lines.append(
+            f"SLO p{check['percentile']} {check['metric'].removesuffix('_seconds')} <= "
+            f"{seconds(check['target_seconds'])}: {seconds(check['simulated_seconds'])} ({verdict})"
+        )
+    if t["slo_attainment"] is not None:
+        lines.append(
+            f"{100 * t['slo_attainment']:.1f}% of requests meet every target; goodput "
+            f"{t['goodput_requests_per_second']:.3g} requests/s"
+        )
+    if "load_curve" in out:
+        curve = out["load_curve"]
+        lines += ["", "load per replica (requests/s)  p50 TTFT   p99 TTFT   p50 TPOT   p99 TPOT"]
+        for p in curve["points"]:
+            lines.append(
+                f"{p['requests_per_second']:>29.3g}  {seconds(p['ttft_p50_seconds']):>9}  "
+                f"{seconds(p['ttft_p99_seconds']):>9}  {seconds(p['tpot_p50_seconds']):>9}  "
+                f"{seconds(p['tpot_p99_seconds']):>9}"
+            )
+        knee = curve["knee_requests_per_second"]
+        lines.append(
+            f"knee: {knee:.3g} requests/s per replica ({curve['knee_rule']})"
+            if knee is not None
+            else f"no knee within the curve ({curve['knee_rule']})"
+        )
+    if "capacity" in out:
+        c = out["capacity"]
+        rate = c["max_requests_per_second_per_replica"]
+        if rate <= 0:
+            lines.append("capacity: even light load misses the SLO on one replica of this layout")
+        else:
+            lines.append(
+                f"capacity: {rate:.3g} requests/s per replica within the SLO; {c['target_requests_per_second']:g} "
+                f"requests/s need {c['replicas_needed']} replicas ({c['gpus_needed']} GPUs), "
+                f"{usd(c['usd_per_month'])}/month"
+            )
+    lines += ["", "assumptions:", *(f"- {a}" for a in out["assumptions"])]
+    lines += [f"warning: {w}" for w in out["warnings"]]
+    return "\n".join(lines)

@@ -1,0 +1,135 @@
+"""`python -m planner traffic`: the JSON contract, the text report and one-sentence errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from planner.cli.main import main
+from planner.cli.traffic import parse_slo
+
+CONTRACT = {
+    "ttft_seconds",
+    "tpot_seconds",
+    "itl_seconds",
+    "e2e_latency_seconds",
+    "queue_seconds",
+    "request_throughput_per_second",
+    "output_tokens_per_second",
+    "duration_seconds",
+    "slo_attainment",
+    "goodput_requests_per_second",
+}
+
+
+@pytest.fixture
+def scenario(tmp_path):
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps({"kind": "inference", "concurrency": 64}))
+    return path
+
+
+def _run(argv, capsys):
+    code = main(argv)
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def test_json_holds_the_contract_keys_with_percentiles(scenario, capsys):
+    code, out, _ = _run(
+        ["traffic", str(scenario), "--rate", "2", "--requests", "300", "--slo", "p90_ttft_seconds<=1"], capsys
+    )
+    assert code == 0
+    result = json.loads(out)
+    traffic = result["traffic"]
+    assert CONTRACT <= set(traffic)
+    for key in ("ttft_seconds", "tpot_seconds", "itl_seconds", "e2e_latency_seconds", "queue_seconds"):
+        assert set(traffic[key]) == {"mean", "p50", "p90", "p95", "p99"}
+        assert traffic[key]["p50"] <= traffic[key]["p90"] <= traffic[key]["p99"]
+    assert traffic["num_requests"] == 300
+    assert traffic["slo"][0]["metric"] == "ttft_seconds" and traffic["slo"][0]["percentile"] == 90
+    assert any("round robin" in a for a in result["assumptions"])
+
+
+def test_the_scenario_s_own_traffic_is_used_and_options_override_it(tmp_path, capsys):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"traffic": {"requests_per_second": 1.5, "num_requests": 120, "seed": 4}}))
+    _, out, _ = _run(["traffic", str(path)], capsys)
+    assert json.loads(out)["traffic"]["num_requests"] == 120
+    _, out, _ = _run(["traffic", str(path), "--requests", "80", "--rate", "inf"], capsys)
+    assert json.loads(out)["traffic"]["num_requests"] == 80
+
+
+def test_text_report_with_curve_and_capacity(scenario, capsys):
+    code, out, _ = _run(
+        [
+            "traffic",
+            str(scenario),
+            "--requests",
+            "300",
+            "--slo",
+            "p99_ttft_seconds<=2",
+            "--curve",
+            "--capacity",
+            "20",
+            "--format",
+            "text",
+        ],
+        capsys,
+    )
+    assert code == 0
+    assert "knee" in out and "capacity:" in out and "replicas" in out and "$" in out
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--rate", "fast"], "is not a number"),
+        (["--rate", "-3"], "requests_per_second"),
+        (["--slo", "ttft<2"], "is not a target"),
+        (["--slo", "p99_ttft_seconds<=1", "--slo", "p50_tpot_seconds<=0.1"], "one percentile"),
+        (["--capacity", "5"], "SLO target"),
+        (["--capacity", "-1"], "--capacity"),
+        (["--requests", "0"], "num_requests"),
+        (["--trace", "/nonexistent/trace.csv"], "cannot read"),
+        (["--calibration-any-gpu"], "needs a calibration"),
+    ],
+)
+def test_bad_input_is_one_sentence_and_status_2(scenario, capsys, options, words):
+    code, out, err = _run(["traffic", str(scenario), "--requests", "50", *options], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("error: ") and words in err and "Traceback" not in err
+
+
+def test_a_training_scenario_is_refused(tmp_path, capsys):
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"kind": "training"}))
+    code, _, err = _run(["traffic", str(path)], capsys)
+    assert code == 2 and "inference scenario" in err
+
+
+def test_a_hostile_trace_file_is_one_sentence(scenario, tmp_path, capsys):
+    trace = tmp_path / "trace.csv"
+    trace.write_bytes(b"arrival_seconds,prompt_tokens,output_tokens\n0,12,\xff\xfe\n")
+    code, _, err = _run(["traffic", str(scenario), "--trace", str(trace)], capsys)
+    assert code == 2 and "UTF-8" in err
+
+
+def test_slo_parsing():
+    slo = parse_slo(["p95_tpot_seconds<=0.05", "p95_e2e_latency_seconds<=30"])
+    assert slo.percentile == 95 and slo.targets == {"tpot_seconds": 0.05, "e2e_latency_seconds": 30.0}
+    assert parse_slo([]) is None
+
+
+def test_as_a_subprocess(scenario):
+    done = subprocess.run(
+        [sys.executable, "-m", "planner", "traffic", str(scenario), "--requests", "100", "--format", "text"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "TTFT" in done.stdout and "assumptions:" in done.stdout
