@@ -3,6 +3,7 @@
 
     python3 dev.py app    # create .venv, install Headroom, start the dashboard on the default scenario
     python3 dev.py test   # create .venv, install Headroom + test tools, run the whole test suite
+    python3 dev.py lint   # the same install; ruff check, ruff format --check and pyright on planner/
 
 Extra arguments after `app` go to `streamlit run` (e.g. `--server.port 8600`); after `test` to pytest
 (e.g. `python3 dev.py test -k share`). Tests run in parallel (`-n auto`) unless you pass `-n`.
@@ -157,8 +158,42 @@ def run_tests(pytest_args: list[str]) -> int:
     return result.returncode
 
 
+def lint_commands() -> list[tuple[str, list[str]]]:
+    """(name, command) of each check CI runs before the tests. The tools are the versions pinned in the
+    `test` extra; pyright reads [tool.pyright] in pyproject.toml (planner/, standard mode) and resolves
+    imports with the venv's Python."""
+    python = str(PYTHON)
+    return [
+        ("ruff check", [python, "-m", "ruff", "check", "."]),
+        ("ruff format", [python, "-m", "ruff", "format", "--check", "."]),
+        ("pyright", [python, "-m", "pyright", "--pythonpath", python]),
+    ]
+
+
+def run_lint() -> int:
+    """Run every check (all of them, even after a failure); one line per tool, the tool's own output
+    after the line of one that failed. Non-zero when any failed."""
+    # pyright-python would ask PyPI for a newer pyright on every run; the version is pinned on purpose.
+    env = {**os.environ, "PYRIGHT_PYTHON_IGNORE_WARNINGS": "1"}
+    failed = []
+    for name, command in lint_commands():
+        start = time.perf_counter()
+        result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True)
+        output = (result.stdout + result.stderr).strip()
+        summary = output.splitlines()[-1].strip() if output else ""
+        verdict = "ok" if result.returncode == 0 else f"FAILED (exit {result.returncode})"
+        print(f"dev.py lint: {name}: {verdict}: {summary} ({time.perf_counter() - start:.1f} s)", flush=True)
+        if result.returncode != 0:
+            failed.append(name)
+            print(output, flush=True)
+    if failed:
+        print(f"dev.py lint: failed: {', '.join(failed)}", flush=True)
+        return 1
+    return 0
+
+
 def main(argv: list[str]) -> int:
-    if not argv or argv[0] not in ("app", "test"):
+    if not argv or argv[0] not in ("app", "test", "lint"):
         print(__doc__)
         return 2
     ensure_venv()
@@ -166,6 +201,8 @@ def main(argv: list[str]) -> int:
         install(None)
         return serve([str(PYTHON), "-m", "streamlit", "run", "app.py", *argv[1:]])
     install("test")
+    if argv[0] == "lint":
+        return run_lint()
     return run_tests(argv[1:])
 
 

@@ -212,11 +212,12 @@ def query_params_to_scenario(
             continue
         name = key[len(prefix) :]
         if isinstance(raw, (list, tuple)):
-            if not raw:
+            values = list(raw)
+            if not values:
                 continue
-            if len(raw) > 1:
-                warnings.append(f"'{key}' was given {len(raw)} times; the last value is used.")
-            raw = raw[-1]
+            if len(values) > 1:
+                warnings.append(f"'{key}' was given {len(values)} times; the last value is used.")
+            raw = values[-1]
         text = str(raw)
         if name not in cls.model_fields or name == "kind":
             warnings.append(f"Unknown link parameter '{key}' was ignored.")
@@ -257,7 +258,8 @@ def query_params_to_scenario(
 @cache
 def _field_validator(cls: type) -> type[BaseModel]:
     """The scenario's fields without its cross-field validation: checks one parameter at a time."""
-    fields = {name: (field.annotation, field) for name, field in cls.model_fields.items()}
+    # Any: create_model takes each field as a keyword (annotation, FieldInfo) beside its own dunder options.
+    fields: dict[str, Any] = {name: (field.annotation, field) for name, field in cls.model_fields.items()}
     return create_model(f"{cls.__name__}Fields", __config__=ConfigDict(extra="forbid"), **fields)
 
 

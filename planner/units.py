@@ -44,8 +44,8 @@ def seconds(value: float) -> str:
     return f"{_sig(value / 86400, 3)} days"
 
 
-def rate(value: float, unit: str) -> str:
-    """SI-prefixed rate: rate(3.35e12, 'B/s') -> '3.35 TB/s'."""
+def rate(value: float | None, unit: str) -> str:
+    """SI-prefixed rate: rate(3.35e12, 'B/s') -> '3.35 TB/s'; None (not measured) -> 'n/a'."""
     if value is None or not math.isfinite(value):
         return "n/a"
     for factor, prefix in ((1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):

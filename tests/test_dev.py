@@ -79,6 +79,33 @@ def test_install_runs_pip_when_the_install_is_gone(project):
     assert len(runs) == 2
 
 
+def test_lint_runs_every_check_and_fails_on_any(monkeypatch, capsys):
+    """ruff check, ruff format --check and pyright all run, even after one fails; one line per tool."""
+    names = [name for name, _ in dev.lint_commands()]
+    assert names == ["ruff check", "ruff format", "pyright"]
+    assert all(command[:2] == [str(dev.PYTHON), "-m"] for _, command in dev.lint_commands())
+    calls: list[list[str]] = []
+
+    def fake_run(command, **kwargs):
+        calls.append(command)
+        failing = command[2] == "ruff" and command[3] == "format"
+        out = "1 file would be reformatted\n" if failing else "All checks passed!\n"
+        return subprocess.CompletedProcess(command, 1 if failing else 0, stdout=out, stderr="")
+
+    monkeypatch.setattr(dev.subprocess, "run", fake_run)
+    assert dev.run_lint() == 1
+    assert len(calls) == 3
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("dev.py lint: ")]
+    assert [line.split(": ")[1] for line in lines[:3]] == names
+    assert "ruff format: FAILED (exit 1): 1 file would be reformatted" in lines[1]
+    assert lines[-1] == "dev.py lint: failed: ruff format"
+
+    monkeypatch.setattr(
+        dev.subprocess, "run", lambda command, **kwargs: subprocess.CompletedProcess(command, 0, "ok\n", "")
+    )
+    assert dev.run_lint() == 0
+
+
 DRIVER = """
 import sys
 import dev

@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from planner.calibration.device import Backend
 from planner.calibration.errors import ProfileCancelled
 
 ProgressFn = Callable[[float, str], None]
@@ -25,7 +26,7 @@ class Timing:
 
 @dataclass
 class ProfileContext:
-    backend: object
+    backend: Backend
     budget_seconds: float
     memory_cap_bytes: int
     cancel: Callable[[], bool] | threading.Event | None = None

@@ -15,9 +15,10 @@ import platform
 import re
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 from planner.calibration.errors import ProfileUnavailable
-from planner.calibration.record import DeviceInfo
+from planner.calibration.record import DeviceInfo, ProxyComputeDType
 
 TORCH_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
 BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
@@ -62,6 +63,14 @@ def catalog_id_for_device(name: str) -> str | None:
         if re.search(pattern, lowered):
             return accel_id
     return None
+
+
+class Marks(Protocol):
+    """Timestamps taken between pieces of work; `intervals()` gives the seconds between consecutive marks."""
+
+    def mark(self) -> None: ...
+
+    def intervals(self) -> list[float]: ...
 
 
 class _CpuMarks:
@@ -112,14 +121,14 @@ class Backend:
     def supported_dtypes(self) -> tuple[str, ...]:
         raise NotImplementedError
 
-    def default_dtype(self) -> str:
+    def default_dtype(self) -> ProxyComputeDType:
         raise NotImplementedError
 
     # ---- timing
     def synchronize(self) -> None:
         """Wait for queued work (no-op on the CPU)."""
 
-    def marks(self):
+    def marks(self) -> Marks:
         return _CpuMarks()
 
     def time_call(self, fn: Callable[[], object], inner: int = 1) -> float:
@@ -185,7 +194,7 @@ class CpuBackend(Backend):
         # fp8 GEMMs on a CPU are emulated; they say nothing about a serving deployment.
         return ("fp32", "bf16", "fp16")
 
-    def default_dtype(self) -> str:
+    def default_dtype(self) -> ProxyComputeDType:
         return "fp32"
 
     def memory_info(self) -> tuple[int, int]:
@@ -245,13 +254,13 @@ class CudaBackend(Backend):
             return f"no fp8 tensor cores on compute capability {major}.{minor} (needs 8.9 or newer)"
         return f"torch {self.torch.__version__} has no torch._scaled_mm / float8_e4m3fn"
 
-    def default_dtype(self) -> str:
+    def default_dtype(self) -> ProxyComputeDType:
         return "bf16" if self.cuda.is_bf16_supported() else "fp16"
 
     def synchronize(self) -> None:
         self.cuda.synchronize()
 
-    def marks(self):
+    def marks(self) -> Marks:
         return _CudaMarks(self.cuda)
 
     def memory_info(self) -> tuple[int, int]:
@@ -383,6 +392,7 @@ __all__ = [
     "Backend",
     "CpuBackend",
     "CudaBackend",
+    "Marks",
     "catalog_id_for_device",
     "cpu_name",
     "host_memory_info",

@@ -181,14 +181,12 @@ class ProxyGeometry:
     def training_memory(self, micro_batch: int, tokens: int) -> dict[str, float]:
         p = self.precision
         n = self.trainable_elements()
+        moments = tmem.optimizer_state_bytes_per_element("adamw", p.state)
+        assert moments is not None  # only a factored optimizer (Adafactor) has no per-element figure
         return {
             "weights": float(tmem.weights_bytes(n * p.param, 0.0, 0, 1, 1)),
             "gradients": float(tmem.gradients_bytes(n * p.grad, 0.0, 0, 1, 1)),
-            "optimizer_states": float(
-                tmem.optimizer_states_bytes(
-                    n * (p.master + tmem.optimizer_state_bytes_per_element("adamw", p.state)), 0.0, 0, 1, 1
-                )
-            ),
+            "optimizer_states": float(tmem.optimizer_states_bytes(n * (p.master + moments), 0.0, 0, 1, 1)),
             "saved_activations": self.saved_activation_bytes(micro_batch, tokens),
         }
 
@@ -354,18 +352,18 @@ def _fit_rooflines(
     notes["memory_bandwidth"] = "copy benchmark" if copy else "default (not measured)"
     notes["decode_compute"] = f"skinny {dtype} GEMM ceiling" if skinny else "default (not measured)"
     decode, holdout = by_name.get("decode"), by_name.get("decode_holdout")
-    if decode is not None and busy(decode) is not None:
-        t, f, b = busy(decode), decode.flops, decode.bytes
+    if decode is not None and (t := busy(decode)) is not None:
+        f, b = decode.flops, decode.bytes
         # Two explanations of the decode time; each keeps the other resource at its ceiling (or just fast
         # enough not to bind).
         bandwidth_bound = (clamp(b / (bw * t)), clamp(max(e_skinny, f / (peak * t))))
         compute_bound = (clamp(max(e_copy, b / (bw * t))), clamp(f / (peak * t)))
-        if holdout is not None and busy(holdout) is not None:
+        if holdout is not None and (holdout_busy := busy(holdout)) is not None:
             # The second decode point (other batch and context) picks the explanation that predicts it.
-            def miss(candidate):
+            def miss(candidate: tuple[float, float]) -> float:
                 em, ec = candidate
                 predicted = max(holdout.flops / (peak * ec), holdout.bytes / (bw * em))
-                return abs(math.log(predicted / busy(holdout)))
+                return abs(math.log(predicted / holdout_busy))
 
             use_compute = miss(compute_bound) < miss(bandwidth_bound)
             how = "chosen by which explanation predicts the second decode point"
@@ -384,10 +382,10 @@ def _fit_rooflines(
     e_prefill = e_square
     notes["prefill_compute"] = f"square {dtype} GEMM ceiling" if square else "default (not measured)"
     prefill = by_name.get("prefill")
-    if prefill is not None and busy(prefill) is not None:
+    if prefill is not None and (prefill_busy := busy(prefill)) is not None:
         memory_time = prefill.bytes / (bw * e_mem)
-        if memory_time < busy(prefill):
-            e_prefill = clamp(prefill.flops / (peak * busy(prefill)))
+        if memory_time < prefill_busy:
+            e_prefill = clamp(prefill.flops / (peak * prefill_busy))
             notes["prefill_compute"] = f"fitted to the prefill step ({prefill.tokens} tokens, {dtype})"
         else:
             notes["prefill_compute"] += " (the prefill step was bandwidth-bound at the fitted bandwidth)"
@@ -559,13 +557,13 @@ def comparison_rows(
             rows += _memory_rows(ph, predicted, f"prefill {ph.tokens} tokens")
             if ph.peak_memory_bytes is not None:
                 total = sum(predicted.values()) + geometry.inference_activation_bytes(ph.tokens)
-                rows.append(_peak_row(ph, total, "weights + KV + inference_activation_bytes"))
+                rows.append(_peak_row(ph, ph.peak_memory_bytes, total, "weights + KV + inference_activation_bytes"))
         elif ph.phase == "decode" and ph.name == "decode":
             predicted = {"kv_cache": geometry.kv_bytes(ph.batch, ph.context_tokens + 1)}
             rows += _memory_rows(ph, predicted, f"decode batch {ph.batch}, {ph.context_tokens + 1} tokens")
             if ph.peak_memory_bytes is not None:
                 total = geometry.weight_bytes() + predicted["kv_cache"] + geometry.inference_activation_bytes(ph.batch)
-                rows.append(_peak_row(ph, total, "weights + KV + inference_activation_bytes"))
+                rows.append(_peak_row(ph, ph.peak_memory_bytes, total, "weights + KV + inference_activation_bytes"))
         elif ph.phase == "train":
             predicted = geometry.training_memory(ph.batch, ph.context_tokens)
             rows += _memory_rows(
@@ -575,7 +573,12 @@ def comparison_rows(
             )
             if ph.peak_memory_bytes is not None:
                 rows.append(
-                    _peak_row(ph, sum(predicted.values()), "weights + gradients + optimizer states + saved activations")
+                    _peak_row(
+                        ph,
+                        ph.peak_memory_bytes,
+                        sum(predicted.values()),
+                        "weights + gradients + optimizer states + saved activations",
+                    )
                 )
     if runtime is not None:
         measured, correction = runtime
@@ -623,13 +626,14 @@ def _memory_rows(ph: PhaseMeasurement, predicted: dict[str, float], where: str) 
     return rows
 
 
-def _peak_row(ph: PhaseMeasurement, predicted: float, formula: str) -> ComparisonRow:
+def _peak_row(ph: PhaseMeasurement, peak_bytes: float, predicted: float, formula: str) -> ComparisonRow:
+    """`peak_bytes` is the phase's measured peak (`ph.peak_memory_bytes`, which callers have checked is known)."""
     return ComparisonRow(
         quantity=f"{ph.phase} peak allocated",
         phase=ph.phase,
         unit="B",
         role="memory",
-        measured=float(ph.peak_memory_bytes),
+        measured=float(peak_bytes),
         predicted=predicted,
         predicted_calibrated=predicted,
         note=f"torch max_memory_allocated vs {formula}",

@@ -24,6 +24,7 @@ from planner.calibration.record import (
     AllReduceMeasurement,
     BandwidthMeasurement,
     MatmulMeasurement,
+    MatmulShape,
 )
 
 SQUARE_SIZES = (256, 512, 1024, 2048, 4096, 8192, 16384)
@@ -34,7 +35,10 @@ MIN_CREDIBLE_BUFFER = 64 << 20  # smaller copies may run from the last-level cac
 ALLREDUCE_MESSAGES = (1 << 20, 16 << 20, 128 << 20, 512 << 20)
 
 
-def _shapes(kind: str):
+MATMUL_SHAPES: tuple[MatmulShape, ...] = ("square", "skinny")
+
+
+def _shapes(kind: MatmulShape) -> list[tuple[int, int, int]]:
     if kind == "square":
         return [(n, n, n) for n in SQUARE_SIZES]
     return [(SKINNY_ROWS, n, n) for n in SKINNY_WIDTHS]
@@ -69,7 +73,7 @@ def matmul_ceilings(
 ) -> list[MatmulMeasurement]:
     """Measure each dtype at square and skinny shapes, largest size that fits its slice of the budget."""
     results: list[MatmulMeasurement] = []
-    jobs = [(dtype, kind) for dtype in dtypes for kind in ("square", "skinny")]
+    jobs: list[tuple[str, MatmulShape]] = [(dtype, kind) for dtype in dtypes for kind in MATMUL_SHAPES]
     for index, (dtype, kind) in enumerate(jobs):
         ctx.progress(index / max(len(jobs), 1), f"matmul {dtype} {kind}")
         slice_end = time.perf_counter() + budget_seconds / len(jobs)

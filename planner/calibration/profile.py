@@ -10,6 +10,7 @@ between repetitions. Out-of-memory and backend errors end in ProfileAborted with
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import threading
@@ -21,7 +22,7 @@ from pydantic import ValidationError
 
 from planner.calibration import microbench, proxy, store
 from planner.calibration.context import ProfileContext
-from planner.calibration.device import Backend, make_backend
+from planner.calibration.device import Backend, CudaBackend, make_backend
 from planner.calibration.errors import (
     ProfileAborted,
     ProfileCancelled,
@@ -36,8 +37,11 @@ from planner.calibration.fit import (
 from planner.calibration.record import (
     CalibrationRecord,
     Ceilings,
+    DeviceInfo,
     PhaseMeasurement,
     ProfileSettings,
+    ProxyComputeDType,
+    ProxyDType,
     ProxySpec,
     make_record_id,
 )
@@ -218,12 +222,12 @@ def _run(ctx, state, supported, backend, settings) -> CalibrationRecord:
 @dataclass
 class _State:
     settings: ProfileSettings
-    info: object
+    info: DeviceInfo
     created: datetime
     arch: ModelArchitecture
     reference_id: str | None
     phase: str = "setup"
-    dtype: str | None = None
+    dtype: ProxyComputeDType | None = None
     ceilings: Ceilings | None = None
     spec: ProxySpec | None = None
     phases: list | None = None
@@ -235,14 +239,14 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
     total = settings.seconds
     multi_gpu = backend.kind == "cuda" and backend.device_count() >= 2 and settings.allreduce
     skipped: dict[str, str] = {}
-    if backend.kind == "cuda" and "fp8" not in supported:
+    if isinstance(backend, CudaBackend) and "fp8" not in supported:
         skipped["matmul_fp8"] = backend.fp8_unsupported_reason()
     state.ceilings = Ceilings(skipped=skipped)
 
     # ---- matmul ceilings
     state.phase = "matmul benchmark"
     ctx.progress(0.0, "matmul ceilings")
-    matmuls = microbench.matmul_ceilings(_Sub(ctx, 0.0, 0.25), list(supported), 0.25 * total, skipped)
+    matmuls = microbench.matmul_ceilings(_sub(ctx, 0.0, 0.25), list(supported), 0.25 * total, skipped)
     state.ceilings = Ceilings(matmul=matmuls, skipped=skipped)
     state.dtype = _choose_dtype(settings.dtype, backend, state.ceilings, ctx.notes)
 
@@ -347,17 +351,17 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
     state.runtime_bytes = backend.runtime_overhead_bytes()
 
 
-class _Sub:
-    """A ProfileContext whose progress covers [start, start + width] of the whole run."""
+def _sub(ctx: ProfileContext, start: float, width: float) -> ProfileContext:
+    """`ctx` (same backend, clock, budget, cancellation and notes list) with its progress mapped onto
+    [start, start + width] of the whole run."""
+    outer = ctx.progress_fn
+    if outer is None:
+        return ctx
 
-    def __init__(self, ctx: ProfileContext, start: float, width: float):
-        self._ctx, self._start, self._width = ctx, start, width
+    def progress_fn(fraction: float, message: str) -> None:
+        outer(min(max(start + width * fraction, 0.0), 1.0), message)
 
-    def progress(self, fraction: float, message: str) -> None:
-        self._ctx.progress(self._start + self._width * fraction, message)
-
-    def __getattr__(self, name):
-        return getattr(self._ctx, name)
+    return dataclasses.replace(ctx, progress_fn=progress_fn)
 
 
 def _phase(name, phase, layers, batch, tokens, context, flops, moved, result) -> PhaseMeasurement:
@@ -380,7 +384,7 @@ def _phase(name, phase, layers, batch, tokens, context, flops, moved, result) ->
     )
 
 
-def _choose_dtype(requested: str, backend: Backend, ceilings: Ceilings, notes: list[str]) -> str:
+def _choose_dtype(requested: ProxyDType, backend: Backend, ceilings: Ceilings, notes: list[str]) -> ProxyComputeDType:
     """The proxy's dtype: as requested, else the device default; on a CPU, bf16 only when its matmuls run
     at least as fast as fp32 at the same shape (AMX/AVX512-BF16 CPUs run them 2-10x faster; CPUs without
     bf16 units emulate them a hundred times slower, so noise cannot flip the choice)."""
@@ -453,7 +457,7 @@ def size_proxy(
     arch: ModelArchitecture,
     settings: ProfileSettings,
     device_kind: str,
-    dtype: str,
+    dtype: ProxyComputeDType,
     rates: _Rates,
     budget_seconds: float,
     memory_cap_bytes: int,

@@ -19,10 +19,16 @@ import math
 import statistics
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from planner.calibration.context import ProfileContext
+from planner.calibration.device import Backend
 from planner.calibration.errors import ProfileUnavailable
 from planner.model.architecture import ModelArchitecture
+
+if TYPE_CHECKING:  # for annotations only; torch is imported where a profile runs
+    from torch import Tensor
+    from torch.autograd import Function
 
 ROPE_THETA = 10_000.0
 NORM_EPS = 1e-6
@@ -107,10 +113,10 @@ def proxy_architecture(arch: ModelArchitecture, layers: int, width_divisor: int 
 # ---------------------------------------------------------------------------------------------
 # torch pieces (built on first use)
 
-_FUNCTIONS: dict[str, object] = {}
+_FUNCTIONS: dict[str, type[Function]] = {}
 
 
-def _norm_functions(torch):
+def _norm_functions(torch) -> tuple[type[Function], type[Function]]:
     """Fused-style RMSNorm and LayerNorm: save the input and the fp32 statistics only."""
     if "rms" in _FUNCTIONS:
         return _FUNCTIONS["rms"], _FUNCTIONS["ln"]
@@ -162,13 +168,15 @@ class ProxyModel:
 
     arch: ModelArchitecture
     dtype: str
-    backend: object
-    layers: list[dict] = field(default_factory=list)
-    cos: object = None
-    sin: object = None
+    backend: Backend
+    cos: Tensor  # [positions, head_dim] RoPE tables
+    sin: Tensor
+    layers: list[dict[str, Tensor]] = field(default_factory=list)
 
     @classmethod
-    def build(cls, backend, arch: ModelArchitecture, dtype: str, max_positions: int, seed: int = 0) -> ProxyModel:
+    def build(
+        cls, backend: Backend, arch: ModelArchitecture, dtype: str, max_positions: int, seed: int = 0
+    ) -> ProxyModel:
         torch = backend.torch
         dev, dt = backend.tensor_device, backend.dtype(dtype)
         torch.manual_seed(seed)
@@ -212,7 +220,7 @@ class ProxyModel:
         return cls(arch=arch, dtype=dtype, backend=backend, layers=layers, cos=cos, sin=sin)
 
     # ---- bookkeeping
-    def parameters(self) -> list:
+    def parameters(self) -> list[Tensor]:
         return [t for layer in self.layers for t in layer.values()]
 
     def parameter_bytes(self) -> int:

@@ -23,6 +23,8 @@ CALIBRATION_VERSION = 1
 
 DeviceKind = Literal["cpu", "cuda"]
 ProxyDType = Literal["auto", "fp32", "bf16", "fp16"]
+ProxyComputeDType = Literal["fp32", "bf16", "fp16"]  # what a proxy runs in: ProxyDType once "auto" is resolved
+MatmulShape = Literal["square", "skinny"]
 
 
 class _Frozen(BaseModel):
@@ -61,7 +63,7 @@ class MatmulMeasurement(_Frozen):
     """C[m,n] = A[m,k] B[k,n] in `dtype`; `square` is prefill-like, `skinny` (small m) is decode-like."""
 
     dtype: str
-    shape: Literal["square", "skinny"]
+    shape: MatmulShape
     m: int
     n: int
     k: int
@@ -158,7 +160,7 @@ class ProxySpec(_Frozen):
     source_num_layers: int
     source_hidden_size: int
     width_divisor: int = Field(default=1, ge=1, description="1 = the model's real width")
-    dtype: Literal["fp32", "bf16", "fp16"]
+    dtype: ProxyComputeDType
     prefill_tokens: int = Field(ge=1)
     holdout_prefill_tokens: int = Field(ge=1)
     decode_batch: int = Field(ge=1)

@@ -221,7 +221,9 @@ def trainable_parameters(scenario: TrainingScenario, arch: ModelArchitecture, co
     """Whole-model trainable parameters: all of them, or the LoRA adapters (TP = PP = EP = 1)."""
     if scenario.lora is None:
         return counts.total
-    return int(round(tmem.lora_adapter_elements(arch, scenario.lora.rank, scenario.lora.target_modules, 1, 1, 1)))
+    # float(): the term broadcasts (arrays on the sweep path); with scalar inputs it is one number.
+    adapters = tmem.lora_adapter_elements(arch, scenario.lora.rank, scenario.lora.target_modules, 1, 1, 1)
+    return int(round(float(adapters)))
 
 
 def _layout(
