@@ -20,13 +20,15 @@ import pandas as pd
 
 from planner.cli.main import CliError, _read_json, _scenarios
 from planner.errors import PlanningError, did_you_mean
-from planner.search.constraints import apply_constraints, pareto_front, parse_constraint, search
+from planner.search.constraints import apply_constraints, pareto_front, search
+from planner.search.slo_search import slo_search, split_constraints
 from planner.search.sweep import (
     TRAINING_GRID_COLUMNS,
     evaluate_inference,
     evaluate_training,
     inference_grid,
     powers_of_two,
+    tensor_parallel_limit,
     training_grid,
 )
 
@@ -34,7 +36,13 @@ from planner.search.sweep import (
 def register(subparsers) -> None:
     p = subparsers.add_parser("search", help="best configurations under constraints")
     p.add_argument("scenario")
-    p.add_argument("--constraint", action="append", default=[], help="e.g. ttft_seconds<=0.5 (repeatable)")
+    p.add_argument(
+        "--constraint",
+        action="append",
+        default=[],
+        help="e.g. ttft_seconds<=0.5, or a traffic percentile p99_ttft_seconds<=2 (needs the scenario's traffic; "
+        "repeatable)",
+    )
     p.add_argument(
         "--minimize", default=None, help="default: usd_per_million_output_tokens (inference), usd_total (training)"
     )
@@ -58,6 +66,19 @@ def _check_columns(sample: pd.DataFrame, constraint_columns: list[str], objectiv
                 )
 
 
+def _check_slo_search(base, args: argparse.Namespace) -> None:
+    """Percentile constraints need an inference scenario with a request rate, and no Pareto mode."""
+    if base.kind != "inference":
+        raise CliError("percentile constraints (p99_ttft_seconds<=...) apply to inference scenarios")
+    if base.traffic is None or base.traffic.requests_per_second is None:
+        raise CliError(
+            'percentile constraints need the traffic to serve: add "traffic": {"requests_per_second": R} '
+            "to the scenario"
+        )
+    if args.pareto:
+        raise CliError("--pareto does not combine with percentile constraints; use --minimize")
+
+
 def run(args: argparse.Namespace) -> int:
 
     if not 1 <= args.max_gpus <= 4096:
@@ -76,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
             base,
             gpus=gpus,
             num_gpus=powers_of_two(args.max_gpus),
-            tensor_parallel=[t for t in layout if t <= 8],
+            tensor_parallel=[t for t in layout if t <= tensor_parallel_limit(base, gpus)],
             pipeline_parallel=[p for p in layout if p <= min(arch.num_layers, 16)],
             zero_stages=[0, 1, 2, 3],
             checkpointing=["none", "selective", "full"],
@@ -122,12 +143,26 @@ def run(args: argparse.Namespace) -> int:
             "total_bytes",
         ]
     try:
-        constraints = [parse_constraint(text) for text in args.constraint]
+        constraints, slo_constraints = split_constraints(args.constraint)
         objectives = [c for c in args.pareto.split(",") if c] or [objective]
         # One row tells which columns exist, so a misspelt name fails now rather than after the whole grid.
         _check_columns(evaluate(base, grid.head(1)), [c for c, _, _ in constraints], objectives)
+        if slo_constraints:
+            _check_slo_search(base, args)
+            # Serving a fixed rate, a deployment costs its hourly price; $ per token at saturation misleads.
+            objective = args.minimize or "usd_per_hour"
         frame = evaluate(base, grid)
-        if args.pareto:
+        if slo_constraints:
+            result, simulations = slo_search(
+                base, frame, constraints, slo_constraints, objective, args.top, base.traffic
+            )
+            columns = [*columns, *(c for c, _, _ in slo_constraints)]
+            print(
+                f"# {simulations} traffic simulations of {base.traffic.num_requests:,} requests at "
+                f"{base.traffic.requests_per_second:g} requests/s, best candidates first",
+                file=sys.stderr,
+            )
+        elif args.pareto:
             result = pareto_front(apply_constraints(frame, constraints), minimize=objectives)
             result = result.sort_values(objectives[0]).head(args.top)
         else:

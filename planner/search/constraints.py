@@ -11,14 +11,14 @@ import pandas as pd
 
 from planner.errors import PlanningError
 
-_OPERATORS: dict[str, Callable] = {
+OPERATORS: dict[str, Callable] = {
     "<=": operator.le,
     ">=": operator.ge,
     "<": operator.lt,
     ">": operator.gt,
     "==": operator.eq,
 }
-_CONSTRAINT = re.compile(r"^\s*([a-z_]+)\s*(<=|>=|==|<|>)\s*([-+0-9.eE]+)\s*$")
+_CONSTRAINT = re.compile(r"^\s*([a-z_][a-z0-9_]*)\s*(<=|>=|==|<|>)\s*([-+0-9.eE]+)\s*$")
 
 
 def parse_constraint(text: str) -> tuple[str, str, float]:
@@ -40,7 +40,7 @@ def apply_constraints(frame: pd.DataFrame, constraints: Iterable[str | tuple[str
         column, op, value = parse_constraint(constraint) if isinstance(constraint, str) else constraint
         if column not in frame:
             raise PlanningError(f"unknown constraint column '{column}'; choose from {', '.join(_numeric(frame))}")
-        mask &= _OPERATORS[op](frame[column].to_numpy(float), value)
+        mask &= OPERATORS[op](frame[column].to_numpy(float), value)
     return frame[mask]
 
 
