@@ -111,8 +111,12 @@ class _Decoders:
         self.residue_sum -= residue
         return a + self.tick
 
-    def context_tokens(self, ticks_ahead=0):
-        """Sum of the decoders' contexts `ticks_ahead` ticks from now (broadcasts over arrays)."""
+    def context_tokens(self) -> int:
+        """Sum of the decoders' contexts now."""
+        return self.sum_offset + len(self.offset) * self.tick
+
+    def context_tokens_ahead(self, ticks_ahead: np.ndarray) -> np.ndarray:
+        """Sum of the decoders' contexts at each of `ticks_ahead` ticks from now."""
         return self.sum_offset + len(self.offset) * (self.tick + ticks_ahead)
 
     def blocks(self, ticks_ahead: int = 0) -> int:
@@ -349,7 +353,7 @@ def _decode_run(
             else:
                 hi = mid - 1
         k_max = lo
-    durations = cost.decode_seconds(b, decoders.context_tokens(np.arange(k_max)))
+    durations = cost.decode_seconds(b, decoders.context_tokens_ahead(np.arange(k_max)))
     ends = np.cumsum(durations)
     if next_arrival < np.inf:
         # Stop after the step during which the next request arrives: the scheduler admits it next step.
