@@ -104,6 +104,18 @@ def test_bad_input_is_one_sentence_and_status_2(scenario, capsys, options, words
     assert err.startswith("error: ") and words in err and "Traceback" not in err
 
 
+def test_disaggregated_splits_in_json(tmp_path, capsys):
+    path = tmp_path / "s.json"
+    path.write_text(json.dumps({"model": "llama-3.1-8b", "num_gpus": 2, "tensor_parallel": 1, "concurrency": 64}))
+    code, out, _ = _run(["traffic", str(path), "--requests", "100", "--rate", "5", "--disaggregate", "best"], capsys)
+    assert code == 0
+    split = json.loads(out)["disaggregated"]
+    assert {"splits", "best", "colocated", "disaggregation_wins", "reason"} <= set(split)
+    assert split["splits"][0]["layout"] == {"prefill_gpus": 1, "prefill_tensor_parallel": 1}
+    code, _, err = _run(["traffic", str(path), "--requests", "10", "--disaggregate", "2"], capsys)
+    assert code == 2 and "must be less than" in err
+
+
 def test_a_training_scenario_is_refused(tmp_path, capsys):
     path = tmp_path / "t.json"
     path.write_text(json.dumps({"kind": "training"}))

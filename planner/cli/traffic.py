@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from planner.cli.main import CliError, _load_calibration, _read_json, _scenarios
 from planner.errors import PlanningError, explain
+from planner.inference.disaggregation import DisaggregatedLayout, best_split, simulate_disaggregated
 from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import TrafficEngine
 from planner.inference.workload import MAX_TRACE_BYTES, Slo, Traffic, parse_trace_csv
@@ -46,6 +47,13 @@ def register(subparsers) -> None:
     p.add_argument("--slo", action="append", default=[], help="e.g. 'p99_ttft_seconds<=2' (repeatable)")
     p.add_argument("--curve", action="store_true", help="also the load-latency curve per replica, with the knee")
     p.add_argument("--capacity", type=float, metavar="TARGET_RPS", help="replicas, GPUs and $/month for this rate")
+    p.add_argument(
+        "--disaggregate",
+        metavar="PREFILL_GPUS|best",
+        help="separate prefill and decode pools: this many of the GPUs prefill (the rest decode), or 'best' to "
+        "try every split against the colocated deployment",
+    )
+    p.add_argument("--prefill-tp", type=int, help="tensor parallelism of a prefill replica (default: the scenario's)")
     p.add_argument("--calibration", help="calibration record JSON to apply")
     p.add_argument("--calibration-any-gpu", action="store_true", help="apply a calibration measured on another GPU")
     p.add_argument("--format", choices=("json", "text"), default="json")
@@ -145,6 +153,8 @@ def run(args: argparse.Namespace) -> int:
             out["load_curve"] = engine.load_curve().model_dump(mode="json")
         if args.capacity is not None:
             out["capacity"] = engine.capacity(args.capacity).model_dump(mode="json")
+        if args.disaggregate is not None:
+            out["disaggregated"] = _disaggregated(args, scenario, calibration, traffic)
     except PlanningError as exc:
         raise CliError(explain(exc)) from None
     out["assumptions"] = engine.assumptions()
@@ -155,6 +165,21 @@ def run(args: argparse.Namespace) -> int:
         json.dump(out, sys.stdout, indent=2, allow_nan=False)
         sys.stdout.write("\n")
     return 0
+
+
+def _disaggregated(args: argparse.Namespace, scenario: InferenceScenario, calibration, traffic: Traffic) -> dict:
+    if args.disaggregate.strip().lower() == "best":
+        return best_split(scenario, calibration, traffic).model_dump(mode="json")
+    try:
+        prefill_gpus = int(args.disaggregate)
+        layout = DisaggregatedLayout(
+            prefill_gpus=prefill_gpus, prefill_tensor_parallel=args.prefill_tp or scenario.tensor_parallel
+        )
+    except (ValueError, ValidationError):
+        raise CliError(
+            f"--disaggregate '{args.disaggregate}' must be a number of prefill GPUs (>= 1) or 'best'"
+        ) from None
+    return simulate_disaggregated(scenario, layout, calibration, traffic).model_dump(mode="json")
 
 
 def report_text(out: dict) -> str:
@@ -218,6 +243,28 @@ def report_text(out: dict) -> str:
                 f"requests/s need {c['replicas_needed']} replicas ({c['gpus_needed']} GPUs), "
                 f"{usd(c['usd_per_month'])}/month"
             )
+    if "disaggregated" in out:
+        lines += ["", *_disaggregated_lines(out["disaggregated"])]
     lines += ["", "assumptions:", *(f"- {a}" for a in out["assumptions"])]
     lines += [f"warning: {w}" for w in out["warnings"]]
     return "\n".join(lines)
+
+
+def _disaggregated_lines(d: dict) -> list[str]:
+    def one(split: dict) -> str:
+        t = split["traffic"]
+        good = t["goodput_requests_per_second"]
+        return (
+            f"{split['layout']['prefill_gpus']:>4} prefill GPUs ({split['prefill_replicas']} replicas) / "
+            f"{split['decode_replicas']} decode replicas: p90 TTFT {seconds(t['ttft_seconds']['p90'])}, p90 TPOT "
+            f"{seconds(t['tpot_seconds']['p90'])}, KV transfer {seconds(split['kv_transfer_seconds_mean'])}"
+            + (f", goodput {good:.3g} requests/s" if good is not None else "")
+        )
+
+    if "splits" not in d:
+        return ["disaggregated:", one(d)]
+    lines = ["disaggregated splits:", *(one(s) for s in d["splits"])]
+    lines.append(
+        ("disaggregation wins: " if d["disaggregation_wins"] else "colocated is as good or better: ") + d["reason"]
+    )
+    return lines

@@ -1,0 +1,233 @@
+"""Disaggregated serving: a prefill pool and a decode pool (DistServe, Splitwise, Mooncake, Dynamo).
+
+The scenario's `num_gpus` is split: `prefill_gpus` GPUs form prefill replicas of `prefill_tensor_parallel`
+GPUs each; the rest form decode replicas with the scenario's own TP x PP. A request is prefilled on a
+prefill replica (which samples its first token: TTFT ends there), its KV cache then crosses to a decode
+replica — every prefill GPU sends its tensor-parallel shard at once over the link that spans both
+replicas (`inputs.Link.spanning`; the network once they do not share a node), priced by
+`physics.collectives.p2p_seconds` — and the decode replica generates the remaining tokens without ever
+stopping for another prompt. Both pools are the same simulated engine (`serving_sim`) with the same
+step costs as `plan()`; requests are routed round robin in each pool.
+
+`best_split` tries every split of the GPUs (whole replicas on both sides) and keeps the one with the
+largest goodput under the SLO, next to the colocated deployment on the same GPUs, so the answer says
+when disaggregation wins and when it does not (short prompts, small models: the transfer and the idle
+halves cost more than the interference they remove).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field
+
+from planner.calibration.record import CalibrationRecord
+from planner.errors import PlanningError
+from planner.inference.inputs import Link
+from planner.inference.scenario import InferenceScenario
+from planner.inference.serving_sim import ReplicaTimeline, simulate_replica
+from planner.inference.traffic import ROUTING, TrafficEngine
+from planner.inference.traffic_results import TrafficResult, summarize
+from planner.inference.workload import Traffic
+from planner.model.architecture import kv_cache_bytes_per_token
+from planner.physics import collectives
+
+
+class DisaggregatedLayout(BaseModel):
+    """How the scenario's GPUs split into a prefill pool and a decode pool."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    prefill_gpus: int = Field(ge=1, le=65_536, description="GPUs of the prefill pool (the rest decode)")
+    prefill_tensor_parallel: int = Field(default=1, ge=1, le=512, description="tensor parallelism of a prefill replica")
+
+
+class DisaggregatedResult(BaseModel):
+    """One split, simulated: the whole stream's answer and what the split costs in transfers."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    layout: DisaggregatedLayout
+    prefill_replicas: int
+    decode_replicas: int
+    kv_transfer_seconds_mean: float  # per request, prompt's KV from its prefill to its decode replica
+    traffic: TrafficResult
+
+
+class SplitComparison(BaseModel):
+    """Every split tried, the best by goodput under the SLO, and the colocated deployment beside it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    splits: list[DisaggregatedResult]
+    best: DisaggregatedResult | None
+    colocated: TrafficResult
+    disaggregation_wins: bool
+    reason: str
+
+
+def simulate_disaggregated(
+    scenario: InferenceScenario,
+    layout: DisaggregatedLayout,
+    calibration: CalibrationRecord | None = None,
+    traffic: Traffic | None = None,
+) -> DisaggregatedResult:
+    """The scenario's traffic on a prefill pool and a decode pool (see the module docstring)."""
+    prefill_engine, decode_engine = _pools(scenario, layout, calibration, traffic)
+    traffic = prefill_engine.traffic
+    reqs = prefill_engine.requests(traffic)
+    n = len(reqs)
+    # Prefill pool: each request needs its prompt and one sampled token.
+    prefill_cost = prefill_engine.step_cost(reqs)
+    first = np.full(n, np.nan)
+    sent = np.full(n, np.nan)
+    scheduled = np.full(n, np.nan)
+    prefill_timelines: list[ReplicaTimeline] = []
+    for r in range(min(prefill_engine.replicas, n)):
+        mine = np.arange(r, n, prefill_engine.replicas)
+        t = simulate_replica(
+            reqs.arrival_seconds[mine],
+            reqs.prompt_tokens[mine],
+            np.ones(len(mine), dtype=np.int64),
+            reqs.cached_prompt_tokens[mine],
+            mine,
+            prefill_engine.limits,
+            prefill_cost,
+        )
+        first[mine], sent[mine], scheduled[mine] = t.first_token_seconds, t.sent_seconds, t.scheduled_seconds
+        prefill_timelines.append(t)
+    transfer = kv_transfer_seconds(prefill_engine, decode_engine, reqs.prompt_tokens)
+    # Decode pool: the request arrives with its prompt's KV (cached) and one token generated.
+    ready = first + transfer
+    order = np.argsort(ready, kind="stable")
+    decode_cost = decode_engine.step_cost(reqs)
+    timelines: list[ReplicaTimeline] = []
+    for r in range(min(decode_engine.replicas, n)):
+        mine = order[r :: decode_engine.replicas]
+        t = simulate_replica(
+            ready[mine],
+            reqs.prompt_tokens[mine] + 1,
+            np.maximum(reqs.output_tokens[mine] - 1, 0),
+            reqs.prompt_tokens[mine],
+            mine,
+            decode_engine.limits,
+            decode_cost,
+        )
+        timelines.append(
+            replace(
+                t,
+                sent_seconds=sent[mine],
+                scheduled_seconds=scheduled[mine],
+                first_token_seconds=first[mine],
+                output_tokens=reqs.output_tokens[mine],
+            )
+        )
+    result = summarize(timelines, traffic.slo, decode_engine.limits.kv_blocks, f"{ROUTING}, in each pool")
+    return DisaggregatedResult(
+        layout=layout,
+        prefill_replicas=prefill_engine.replicas,
+        decode_replicas=decode_engine.replicas,
+        kv_transfer_seconds_mean=float(np.mean(transfer)) if n else 0.0,
+        traffic=result,
+    )
+
+
+def kv_transfer_seconds(prefill: TrafficEngine, decode: TrafficEngine, prompt_tokens: np.ndarray) -> np.ndarray:
+    """Seconds to move each prompt's KV cache from a prefill replica to a decode replica: every prefill GPU
+    sends its shard in parallel over the link spanning both replicas."""
+    p, d = prefill.inputs, decode.inputs
+    kv_bytes = kv_cache_bytes_per_token(p.arch, float(p.x.kv_bytes)) * prompt_tokens
+    senders = int(p.x.tensor_parallel)
+    span = senders * int(p.x.pipeline_parallel) + int(d.x.tensor_parallel) * int(d.x.pipeline_parallel)
+    link = Link.spanning(span, p.hw)
+    return np.asarray(
+        collectives.p2p_seconds(
+            kv_bytes / senders, link.bytes_per_second, link.latency_seconds, p.efficiency.communication
+        ),
+        dtype=float,
+    )
+
+
+def best_split(
+    scenario: InferenceScenario, calibration: CalibrationRecord | None = None, traffic: Traffic | None = None
+) -> SplitComparison:
+    """Every split of the scenario's GPUs into whole prefill and decode replicas (prefill replicas with
+    the scenario's TP), the one with the most goodput under the SLO (throughput without one), and the
+    colocated deployment on the same GPUs."""
+    colocated_engine = TrafficEngine.of(scenario, calibration, traffic)
+    colocated = colocated_engine.simulate()
+    per_replica = scenario.tensor_parallel * scenario.pipeline_parallel
+    splits = []
+    for prefill_gpus in range(per_replica, scenario.num_gpus, per_replica):
+        layout = DisaggregatedLayout(prefill_gpus=prefill_gpus, prefill_tensor_parallel=scenario.tensor_parallel)
+        try:
+            splits.append(simulate_disaggregated(scenario, layout, calibration, traffic))
+        except PlanningError:
+            continue  # a pool that cannot hold the model on its GPUs: not a split
+    best = max(splits, key=lambda s: _score(s.traffic), default=None)
+    wins = best is not None and _score(best.traffic) > _score(colocated)
+    if best is None:
+        reason = f"{scenario.num_gpus} GPU(s) hold one replica only: nothing to split"
+    else:
+        measure = "goodput under the SLO" if colocated.goodput_requests_per_second is not None else "throughput"
+        reason = (
+            f"best split {best.layout.prefill_gpus} prefill / {scenario.num_gpus - best.layout.prefill_gpus} decode "
+            f"GPUs: {measure} {_score(best.traffic):.3g} vs {_score(colocated):.3g} requests/s colocated"
+        )
+    return SplitComparison(splits=splits, best=best, colocated=colocated, disaggregation_wins=wins, reason=reason)
+
+
+def _score(result: TrafficResult) -> float:
+    goodput = result.goodput_requests_per_second
+    return goodput if goodput is not None else result.request_throughput_per_second
+
+
+def _pools(
+    scenario: InferenceScenario,
+    layout: DisaggregatedLayout,
+    calibration: CalibrationRecord | None,
+    traffic: Traffic | None,
+) -> tuple[TrafficEngine, TrafficEngine]:
+    decode_gpus = scenario.num_gpus - layout.prefill_gpus
+    per_decode_replica = scenario.tensor_parallel * scenario.pipeline_parallel
+    if decode_gpus <= 0:
+        raise PlanningError(
+            f"prefill_gpus={layout.prefill_gpus} must be less than the scenario's {scenario.num_gpus} GPUs "
+            "(the rest decode), so that at least one decode replica remains"
+        )
+    if decode_gpus < per_decode_replica:
+        raise PlanningError(
+            f"{layout.prefill_gpus} prefill GPUs leave {decode_gpus} of {scenario.num_gpus} for decoding, less than "
+            f"one decode replica ({per_decode_replica} GPUs)"
+        )
+    decode_replicas = decode_gpus // per_decode_replica
+    prefill_replicas = layout.prefill_gpus // layout.prefill_tensor_parallel
+    if prefill_replicas < 1 or layout.prefill_gpus % layout.prefill_tensor_parallel:
+        raise PlanningError(
+            f"prefill_gpus={layout.prefill_gpus} is not a whole number of prefill replicas of "
+            f"{layout.prefill_tensor_parallel} GPUs"
+        )
+    # The batch cap per replica stays the scenario's (concurrency over its replicas) in both pools.
+    cap = max(1, scenario.concurrency // scenario.replicas)
+    try:
+        prefill_scenario = scenario.model_copy(
+            update={
+                "num_gpus": layout.prefill_gpus,
+                "tensor_parallel": layout.prefill_tensor_parallel,
+                "pipeline_parallel": 1,
+                "expert_parallel": 1,
+                "concurrency": cap * prefill_replicas,
+            }
+        )
+        decode_scenario = scenario.model_copy(
+            update={"num_gpus": decode_replicas * per_decode_replica, "concurrency": cap * decode_replicas}
+        )
+        prefill_scenario = InferenceScenario.model_validate(prefill_scenario.model_dump())
+        decode_scenario = InferenceScenario.model_validate(decode_scenario.model_dump())
+    except ValueError as exc:  # pydantic's ValidationError and PlanningError
+        raise PlanningError(f"this split is not a valid layout: {exc}") from None
+    return (
+        TrafficEngine.of(prefill_scenario, calibration, traffic),
+        TrafficEngine.of(decode_scenario, calibration, traffic),
+    )
