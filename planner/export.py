@@ -110,6 +110,7 @@ def plans_to_csv(plans: Iterable) -> str:
 # ------------------------------------------------------------------------------------------- summary
 
 SUMMARY_DIGITS = 4
+TRAFFIC_PREFIX = "Traffic: "
 IF_IT_FIT_NOTE = "does not fit: speed and cost are what it would give if it fit"
 MEMORY_VERDICT_WORDS = {"met": "fits", "at_risk": "may not fit", "missed": "does not fit"}
 
@@ -158,11 +159,11 @@ SUMMARY_COLUMNS: list[tuple[str, tuple[str, ...], Callable[[Any], Any]]] = [
         _INF,
         lambda p: _traffic(p, lambda t: p.scenario["traffic"]["requests_per_second"]),
     ),
-    ("Traffic: p50 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p50 * _MS)),
-    ("Traffic: p99 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p99 * _MS)),
-    ("Traffic: p99 TPOT (ms)", _INF, lambda p: _traffic(p, lambda t: t.tpot_seconds.p99 * _MS)),
-    ("Traffic: SLO attainment (%)", _INF, lambda p: _traffic(p, lambda t: _pct(t.slo_attainment))),
-    ("Traffic: goodput (requests/s)", _INF, lambda p: _traffic(p, lambda t: t.goodput_requests_per_second)),
+    (TRAFFIC_PREFIX + "p50 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p50 * _MS)),
+    (TRAFFIC_PREFIX + "p99 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p99 * _MS)),
+    (TRAFFIC_PREFIX + "p99 TPOT (ms)", _INF, lambda p: _traffic(p, lambda t: t.tpot_seconds.p99 * _MS)),
+    (TRAFFIC_PREFIX + "SLO attainment (%)", _INF, lambda p: _traffic(p, lambda t: _pct(t.slo_attainment))),
+    (TRAFFIC_PREFIX + "goodput (requests/s)", _INF, lambda p: _traffic(p, lambda t: t.goodput_requests_per_second)),
     ("Step time (s)", _TRAIN, lambda p: p.performance.step_seconds),
     ("Tokens/s", _TRAIN, lambda p: p.performance.tokens_per_second),
     ("MFU (%)", _TRAIN, lambda p: p.performance.mfu * _PCT),
@@ -218,10 +219,15 @@ def _summary_cell(value: Any) -> str:
 
 def plans_to_summary_csv(plans: Iterable) -> str:
     """One row per plan for people (see the module docstring); columns that apply to none of the plans'
-    kinds are left out."""
+    kinds are left out, and the traffic columns unless a plan simulated a request stream."""
     plans = list(plans)
     kinds = {p.kind for p in plans}
-    columns = [(name, value) for name, applies, value in SUMMARY_COLUMNS if kinds & set(applies)]
+    any_traffic = any(getattr(p, "traffic", None) is not None for p in plans)
+    columns = [
+        (name, value)
+        for name, applies, value in SUMMARY_COLUMNS
+        if kinds & set(applies) and (any_traffic or not name.startswith(TRAFFIC_PREFIX))
+    ]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([name for name, _ in columns])

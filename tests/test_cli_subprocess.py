@@ -74,9 +74,9 @@ CASES: dict[str, tuple[list[str], dict[str, str], str]] = {
     "search: top 0": (["search", "{s}", "--top", "0"], {"s": "{}"}, "--top must be between 1 and 10000"),
     "search: top not a number": (["search", "{s}", "--top", "ten"], {"s": "{}"}, "invalid int value: 'ten'"),
     "search: unknown gpu": (
-        ["search", "{s}", "--gpus", "h20O"],
+        ["search", "{s}", "--gpus", "h1OO-sxm"],
         {"s": "{}"},
-        "unknown GPU 'h20O' (did you mean 'h200'?)",
+        "unknown GPU 'h1OO-sxm' (did you mean 'h100-sxm'?)",
     ),
     "search: misspelt objective": (
         ["search", "{s}", "--minimize", "usd_per_milion_output_tokens"],

@@ -1,6 +1,6 @@
 """Headless Headroom: `python -m planner <command>`, or `headroom <command>` once installed.
 
-  plan SCENARIO.json [--format json|jsonl|csv] [--calibration FILE [--calibration-any-gpu]]
+  plan SCENARIO.json [--format json|jsonl|csv|summary] [--calibration FILE [--calibration-any-gpu]]
                                                      plan one scenario or a JSON list of them
   schema [--kind inference|training]                 print the scenario JSON schema
   share SCENARIO.json [--base-url URL]               print the dashboard link for a scenario
@@ -34,7 +34,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from planner.calibration.store import load_calibration_file
 from planner.errors import PlanningError, explain
-from planner.export import plans_to_csv
+from planner.export import plans_to_csv, plans_to_summary_csv
 from planner.hardware.catalog import list_accelerators
 from planner.inference.results import InferencePlan
 from planner.model.architecture import parameter_counts
@@ -178,6 +178,8 @@ def _write_plans(plans: list[InferencePlan | TrainingPlan], many: bool, output_f
     """The plans on stdout: CSV, JSON (one object, or a list for a list of scenarios), or JSON Lines."""
     if output_format == "csv":
         sys.stdout.write(plans_to_csv(plans))
+    elif output_format == "summary":
+        sys.stdout.write(plans_to_summary_csv(plans))
     elif output_format == "jsonl":
         sys.stdout.writelines(p.model_dump_json() + "\n" for p in plans)
     elif many:
@@ -234,7 +236,7 @@ def cmd_gpus(args: argparse.Namespace) -> int:
 
     for accel in list_accelerators():
         print(
-            f"{accel.id:12s} {accel.memory_bytes / 2**30:7.1f} GiB  {accel.memory_bandwidth_bytes_per_second / 1e12:5.2f} TB/s"
+            f"{accel.id:15s} {accel.memory_bytes / 2**30:7.1f} GiB  {accel.memory_bandwidth_bytes_per_second / 1e12:5.2f} TB/s"
             f"  bf16 {accel.peak_flops('bf16') / 1e12:7.1f} TFLOP/s  ${accel.reference_usd_per_hour:.2f}/h (reference)"
             f"  {accel.name}"
         )
@@ -279,9 +281,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("scenario")
     p.add_argument(
         "--format",
-        choices=("json", "jsonl", "csv"),
+        choices=("json", "jsonl", "csv", "summary"),
         default="json",
-        help="json: one plan, or a list for a list of scenarios; jsonl: one plan per line (for streams)",
+        help="json: one plan, or a list for a list of scenarios; jsonl: one plan per line (for streams); csv: every "
+        "number, machine columns; summary: the headline answers, verdicts and likely ranges, rounded (a spreadsheet)",
     )
     p.add_argument("--calibration", help="calibration record JSON to apply (to plans for the GPU it measured)")
     p.add_argument(
