@@ -83,21 +83,28 @@ def _json_kind(value: Any) -> str:
     return "a list" if isinstance(value, list) else "an object"
 
 
-def _read_json(path: str) -> Any:
-    """The JSON document at `path` ('-' for stdin), or CliError naming the file and the problem."""
+def read_text(path: str, max_bytes: int = MAX_INPUT_BYTES, hint: str = "") -> str:
+    """The UTF-8 text at `path` ('-' for stdin), at most `max_bytes`, or CliError naming the file and the
+    problem (`hint` is added to the size and encoding sentences)."""
     try:
         if path == "-":
-            text = sys.stdin.read(MAX_INPUT_BYTES + 1)
-        else:
-            file = Path(path)
-            if file.stat().st_size > MAX_INPUT_BYTES:
-                raise CliError(f"{path} is larger than {MAX_INPUT_BYTES // (1 << 20)} MiB")
-            text = file.read_text(encoding="utf-8-sig")
+            text = sys.stdin.read(max_bytes + 1)
+            if len(text) > max_bytes:
+                raise CliError(f"stdin is larger than {max_bytes // (1 << 20)} MiB{hint}")
+            return text
+        file = Path(path)
+        if file.stat().st_size > max_bytes:
+            raise CliError(f"{path} is larger than {max_bytes // (1 << 20)} MiB{hint}")
+        return file.read_text(encoding="utf-8-sig")
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise CliError(f"{path} is not UTF-8 text") from None
+        raise CliError(f"{path} is not UTF-8 text{hint}") from None
 
+
+def _read_json(path: str) -> Any:
+    """The JSON document at `path` ('-' for stdin), or CliError naming the file and the problem."""
+    text = read_text(path)
     try:
         return load_json(text, path, MAX_INPUT_BYTES)
     except PlanningError as exc:

@@ -18,11 +18,10 @@ import json
 import math
 import re
 import sys
-from pathlib import Path
 
 from pydantic import ValidationError
 
-from planner.cli.main import CliError, _load_calibration, _read_json, _scenarios
+from planner.cli.main import CliError, _load_calibration, _read_json, _scenarios, read_text
 from planner.errors import PlanningError, explain
 from planner.inference.disaggregation import DisaggregatedLayout, best_split, simulate_disaggregated
 from planner.inference.scenario import InferenceScenario
@@ -108,15 +107,7 @@ def _traffic(args: argparse.Namespace, scenario: InferenceScenario) -> Traffic:
         if getattr(args, option) is not None:
             update[field] = getattr(args, option)
     if args.trace:
-        path = Path(args.trace)
-        try:
-            if path.stat().st_size > MAX_TRACE_BYTES:
-                raise CliError(f"{args.trace} is larger than {MAX_TRACE_BYTES // (1 << 20)} MiB; sample it first")
-            text = path.read_text(encoding="utf-8-sig")
-        except OSError as exc:
-            raise CliError(f"cannot read {args.trace}: {exc.strerror or exc}") from None
-        except UnicodeDecodeError:
-            raise CliError(f"{args.trace} is not UTF-8 text (a CSV is expected)") from None
+        text = read_text(args.trace, MAX_TRACE_BYTES, hint=" (a trace CSV is expected; sample a larger one first)")
         try:
             update.update(lengths="trace", trace=parse_trace_csv(text))
         except PlanningError as exc:
