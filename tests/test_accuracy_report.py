@@ -37,7 +37,7 @@ def results(accuracy):
 def test_every_family_is_measured_and_unmapped_rows_have_reasons(results):
     evaluated, unmapped = results
     families = {r.case.family for r in evaluated}
-    assert families == {"memory", "decode_speed", "ttft", "max_throughput", "training_step"}
+    assert families == {"memory", "decode_speed", "ttft", "max_throughput", "training_step", "serving"}
     assert all(u.reason for u in unmapped)
     mapped = {r.case.source for r in evaluated}
     assert not mapped & {u.row_id for u in unmapped}
