@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from planner import PlanningError, plan
-from planner.dtypes import DTYPES
+from planner.dtypes import DTYPES, KV_DTYPES
 from planner.model.catalog import catalog_model_ids
 from planner.scenario import parse_scenario
 
@@ -51,7 +51,7 @@ inference = st.fixed_dictionaries(
         "pipeline_parallel": SMALL,
         "expert_parallel": st.sampled_from([1, 2, 4, 8, 16]),
         "weight_dtype": st.sampled_from(DTYPES),
-        "kv_cache_dtype": st.sampled_from(DTYPES),
+        "kv_cache_dtype": st.sampled_from(KV_DTYPES),
         "weight_group_size": st.sampled_from([16, 32, 128, 4096]),
         "quantize_embeddings": st.booleans(),
         "prompt_tokens": TOKENS,

@@ -18,6 +18,7 @@ from planner import InferenceScenario, PlanningError, plan
 from planner.dtypes import (
     BYTES_PER_ELEMENT,
     DTYPES,
+    KV_DTYPES,
     kv_bytes_per_element,
     weight_bytes_per_element,
 )
@@ -69,7 +70,7 @@ def layouts(draw, model=None):
 def workloads(draw):
     return dict(
         weight_dtype=draw(st.sampled_from(DTYPES)),
-        kv_cache_dtype=draw(st.sampled_from(DTYPES)),
+        kv_cache_dtype=draw(st.sampled_from(KV_DTYPES)),
         prompt_tokens=draw(st.integers(1, 200_000)),
         output_tokens=draw(st.integers(1, 20_000)),
         concurrency=draw(st.integers(1, 4096)),
@@ -183,7 +184,7 @@ def test_more_pipeline_stages_never_raise_per_gpu_weights_and_kv(layout, workloa
     st.integers(1, 64),
     st.integers(1, 50_000),
     st.integers(1, 50_000),
-    st.sampled_from(DTYPES),
+    st.sampled_from(KV_DTYPES),
 )
 def test_kv_bytes_linear_in_sequences_and_tokens(model, tp, pp, s1, s2, t1, t2, dtype):
     arch = resolve_model(model)

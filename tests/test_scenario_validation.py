@@ -313,7 +313,16 @@ def test_config_must_be_an_object():
         ("gpu_memory_utilization", 0.0, "gpu_memory_utilization: Input should be greater than 0.05"),
         ("prefix_cache_hit_rate", -0.1, "prefix_cache_hit_rate: Input should be greater than or equal to 0"),
         ("kv_block_tokens", 0, "kv_block_tokens: Input should be greater than or equal to 1"),
-        ("weight_dtype", "fp3", "weight_dtype: Input should be 'fp32', 'bf16', 'fp16', 'fp8', 'int8' or 'int4'"),
+        (
+            "weight_dtype",
+            "fp3",
+            "weight_dtype: Input should be 'fp32', 'bf16', 'fp16', 'fp8', 'int8', 'nvfp4', 'mxfp4' or 'int4'",
+        ),
+        (
+            "kv_cache_dtype",
+            "mxfp4",
+            "kv_cache_dtype: Input should be 'fp32', 'bf16', 'fp16', 'fp8', 'int8', 'nvfp4' or",
+        ),
         ("usd_per_gpu_hour", -1.0, "usd_per_gpu_hour: Input should be greater than or equal to 0"),
         ("unknown_knob", 1, "unknown_knob: Extra inputs are not permitted"),
     ],

@@ -120,7 +120,12 @@ CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {
 }
 
 # Optional number fields: what an empty box means.
-PLACEHOLDERS = {"usd_per_gpu_hour": "catalog price", "target_requests_per_second": "none", "data_parallel": "auto"}
+PLACEHOLDERS = {
+    "usd_per_gpu_hour": "catalog price",
+    "target_requests_per_second": "none",
+    "data_parallel": "auto",
+    "gpus_per_node": "the GPU's NVLink domain",
+}
 
 
 def specs_for(kind: str) -> tuple[Spec, ...]:

@@ -225,6 +225,7 @@ _CUSTOM_FIELDS = (  # key suffix, label, unit factor, min, max, step
     ("bw_tbps", "HBM bandwidth (TB/s)", 1e12, 0.01, 1000.0, 0.1),
     ("bf16_tflops", "Dense bf16 TFLOP/s", 1e12, 0.1, 1e6, 10.0),
     ("fp8_tflops", "Dense fp8 TFLOP/s (0: none)", 1e12, 0.0, 1e6, 10.0),
+    ("fp4_tflops", "Dense fp4 TFLOP/s (0: none)", 1e12, 0.0, 1e6, 10.0),
     ("link_gbps", "GPU-GPU link (GB/s, 0: PCIe)", 1e9, 0.0, 1e5, 50.0),
     ("usd_h", "Reference $/GPU-hour", 1.0, 0.0, 10_000.0, 0.1),
 )
@@ -243,6 +244,7 @@ def _custom_values(spec: dict | None) -> dict[str, float]:
         "bw_tbps": accel.memory_bandwidth_bytes_per_second / 1e12,
         "bf16_tflops": (accel.peak_flops_per_second.get("bf16") or accel.peak_flops("bf16")) / 1e12,
         "fp8_tflops": (accel.peak_flops_per_second.get("fp8") or 0.0) / 1e12,
+        "fp4_tflops": (accel.peak_flops_per_second.get("fp4") or 0.0) / 1e12,
         "link_gbps": (link.bandwidth_bytes_per_second / 1e9) if link else 0.0,
         "usd_h": accel.reference_usd_per_hour,
     }
@@ -305,8 +307,9 @@ def gpu_picker(prefix: str, seed_gpu: Any, where, memo: PickerMemo) -> tuple[Any
         "peak_flops_per_second": {"bf16": values["bf16_tflops"] * 1e12},
         "reference_usd_per_hour": values["usd_h"],
     }
-    if values["fp8_tflops"] > 0:
-        spec["peak_flops_per_second"]["fp8"] = values["fp8_tflops"] * 1e12
+    for dtype in ("fp8", "fp4"):  # optional tensor-core formats: 0 means the GPU dequantizes them
+        if values[f"{dtype}_tflops"] > 0:
+            spec["peak_flops_per_second"][dtype] = values[f"{dtype}_tflops"] * 1e12
     if values["link_gbps"] > 0:
         spec["interconnect"] = {"name": "custom link", "bandwidth_bytes_per_second": values["link_gbps"] * 1e9}
     try:

@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass
 
 from planner import units
+from planner.dtypes import FORMATS
 from planner.hardware.catalog import resolve_accelerator
 from planner.verdict import Targets, Verdict, memory_verdict, target_verdicts
 from ui import bands
@@ -178,11 +179,7 @@ def _untested_dtypes(plan) -> list[str]:
     out = []
     if plan.kind == "inference":
         for what, dtype in (("weights", s.get("weight_dtype")), ("KV cache", s.get("kv_cache_dtype"))):
-            if (
-                dtype in ("fp8", "int8", "int4")
-                and not accel.supports(dtype)
-                and not (dtype == "int4" and what == "weights")
-            ):
+            if dtype in FORMATS and accel.dequantizes(dtype):  # the plan's own rule (its precision warning)
                 out.append(f"{what} in {dtype}")
     else:
         precision = s.get("precision", "")

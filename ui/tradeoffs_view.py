@@ -12,7 +12,7 @@ import streamlit as st
 
 from planner import plan as make_plan
 from planner import units
-from planner.dtypes import DTYPES
+from planner.dtypes import DTYPES, KV_DTYPES
 from planner.export import plans_to_csv
 from planner.hardware.catalog import list_accelerators
 from planner.search import grid_search
@@ -385,7 +385,7 @@ def search_form(scenario) -> grid_search.InferenceSearchSpec | None:
             help="Counts tried: powers of two up to this (and this plan's count).",
         )
         weights = c[2].multiselect("Weight formats", list(DTYPES), key="tradeoffs_weight_dtypes", bind="query-params")
-        kv = c[3].multiselect("KV cache formats", list(DTYPES), key="tradeoffs_kv_dtypes", bind="query-params")
+        kv = c[3].multiselect("KV cache formats", list(KV_DTYPES), key="tradeoffs_kv_dtypes", bind="query-params")
         concurrency = st.select_slider(
             "Concurrency range (sequences in flight)",
             CONCURRENCY_STOPS,

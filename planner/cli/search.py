@@ -19,6 +19,7 @@ import sys
 import pandas as pd
 
 from planner.cli.main import CliError, _read_json, _scenarios
+from planner.dtypes import QUANTIZED_DTYPES
 from planner.errors import PlanningError, did_you_mean
 from planner.search.constraints import apply_constraints, pareto_front, search
 from planner.search.slo_search import slo_search, split_constraints
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
             tensor_parallel=layout,
             pipeline_parallel=[p for p in layout if p <= arch.num_layers],
             expert_parallel=layout if arch.is_moe else [1],
-            weight_dtypes=["bf16", "fp8", "int8", "int4"],
+            weight_dtypes=["bf16", *QUANTIZED_DTYPES],
             kv_cache_dtypes=["bf16", "fp8"],
             concurrency=sorted({base.concurrency, *powers_of_two(4096)}),
         )

@@ -7,12 +7,16 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from planner.dtypes import FORMATS, high_precision_dtype
 from planner.errors import PlanningError, did_you_mean, explain
 
 HARDWARE_FILE = Path(__file__).with_name("accelerators.json")
+# Tensor-core formats a peak can be given for: tf32 plus every number format's compute format.
 PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8", "int8", "int4", "fp4")
+# Without an interconnect domain in the data: GPUs that share a fast link in a typical server (HGX baseboard).
+DEFAULT_GPUS_PER_NODE = 8
 
 
 class Link(BaseModel):
@@ -21,7 +25,8 @@ class Link(BaseModel):
     name: str = "link"
     bandwidth_bytes_per_second: float = Field(gt=0, le=1e15)
     latency_seconds: float = Field(default=5e-6, ge=0, le=1.0)
-    domain_size_gpus: int | None = Field(default=None, ge=1, le=100_000)  # GPUs this link joins (a node)
+    # GPUs this link joins: the scale-up domain (8 on an HGX baseboard, 72 in a GB200/GB300 NVL72 rack).
+    domain_size_gpus: int | None = Field(default=None, ge=1, le=100_000)
 
 
 class Accelerator(BaseModel):
@@ -35,6 +40,8 @@ class Accelerator(BaseModel):
     memory_bytes: int = Field(gt=0, le=1 << 50)
     memory_bandwidth_bytes_per_second: float = Field(gt=0, le=1e15)
     peak_flops_per_second: dict[str, float]
+    # The vendor's 2:4-sparse headline figures, kept only to check the dense ones against (never planned with).
+    sparse_peak_flops_per_second: dict[str, float] = Field(default_factory=dict)
     interconnect: Link | None = None
     host_link: Link | None = None
     scale_out: Link | None = None  # the network between nodes, per GPU
@@ -45,29 +52,63 @@ class Accelerator(BaseModel):
     @field_validator("peak_flops_per_second")
     @classmethod
     def _known_dtypes(cls, peaks: dict[str, float]) -> dict[str, float]:
-        unknown = set(peaks) - set(PEAK_DTYPES)
-        if unknown:
-            raise ValueError(f"unknown dtype(s) {sorted(unknown)}; use {', '.join(PEAK_DTYPES)}")
+        _check_peaks(peaks)
         if not peaks.get("bf16") and not peaks.get("fp16") and not peaks.get("fp32"):
             raise ValueError("give at least one of the bf16, fp16 or fp32 peak FLOP/s")
-        for dtype, value in peaks.items():
-            if not 0 < value <= 1e18:
-                raise ValueError(f"peak FLOP/s for {dtype} must be positive and below 1e18, got {value}")
         return peaks
 
+    @field_validator("sparse_peak_flops_per_second")
+    @classmethod
+    def _known_sparse_dtypes(cls, peaks: dict[str, float]) -> dict[str, float]:
+        _check_peaks(peaks)
+        return peaks
+
+    @model_validator(mode="after")
+    def _dense_within_sparse(self) -> Accelerator:
+        """A dense peak above the sparse one means a sparse figure was entered as dense (the usual slip:
+        datasheet headlines are 2:4-sparse)."""
+        for dtype, sparse in self.sparse_peak_flops_per_second.items():
+            dense = self.peak_flops_per_second.get(dtype)
+            if dense is not None and dense > sparse:
+                raise ValueError(
+                    f"dense {dtype} peak {dense:.4g} FLOP/s exceeds the sparse one {sparse:.4g}: "
+                    "peak_flops_per_second takes dense (no 2:4 sparsity) figures"
+                )
+        return self
+
     def supports(self, dtype: str) -> bool:
-        """Whether the device has native tensor-core support for `dtype` matmuls."""
+        """Whether the device has native tensor-core support for `dtype` matmuls (a catalog peak key)."""
         return bool(self.peak_flops_per_second.get(dtype))
+
+    def computes_in(self, dtype: str) -> bool:
+        """Whether kernels over the number format `dtype` run on this device's tensor cores for it (fp8 on
+        Hopper, nvfp4/mxfp4 on Blackwell), rather than dequantizing it to 16 bits first."""
+        core = FORMATS[dtype].tensor_core
+        return core is not None and self.supports(core)
+
+    def dequantizes(self, dtype: str) -> bool:
+        """Whether `dtype` has tensor cores on some GPUs but not on this one, so its kernels dequantize it to
+        16 bits here: a memory and bandwidth saving only (fp8 on Ampere, nvfp4/mxfp4 before Blackwell).
+        Weight-only formats (int4) dequantize everywhere by design and are not counted."""
+        return FORMATS[dtype].tensor_core is not None and not self.computes_in(dtype)
+
+    def gemm_dtype(self, weight_dtype: str) -> str:
+        """Tensor-core format the GEMMs over `weight_dtype` weights run in on this device: the format's own
+        where the device has it, else the 16-bit format the kernels dequantize to (vLLM's Marlin W4A16 / W8A16
+        kernels). The one rule every precision follows; the peak FLOP/s of a plan is `peak_flops` of this."""
+        core = FORMATS[weight_dtype].tensor_core
+        return core if core is not None and self.supports(core) else high_precision_dtype(weight_dtype)
 
     def peak_flops(self, dtype: str) -> float:
         """Dense peak for a compute dtype, falling back to the closest format the device has.
 
-        fp8 on a device without fp8 runs as bf16 (weight-only fp8 kernels upcast); int4 runs as int8 or bf16.
+        fp8 or fp4 on a device without them runs as bf16 (weight-only kernels upcast); int4 runs as int8 or bf16.
         """
         fallbacks = {
             "fp8": ("fp8", "bf16", "fp16", "fp32"),
             "int8": ("int8", "bf16", "fp16", "fp32"),
             "int4": ("int4", "int8", "bf16", "fp16", "fp32"),
+            "fp4": ("fp4", "bf16", "fp16", "fp32"),
             "bf16": ("bf16", "fp16", "fp32"),
             "fp16": ("fp16", "bf16", "fp32"),
             "fp32": ("fp32",),
@@ -90,10 +131,11 @@ class Accelerator(BaseModel):
 
     @property
     def gpus_per_node(self) -> int:
-        """GPUs that share the fast interconnect; collectives spanning more use the scale-out network."""
+        """GPUs that share the fast interconnect (the scale-up domain: 8 on HGX, 72 in an NVL72 rack);
+        collectives spanning more use the scale-out network."""
         if self.interconnect is not None and self.interconnect.domain_size_gpus:
             return self.interconnect.domain_size_gpus
-        return 8
+        return DEFAULT_GPUS_PER_NODE
 
     @property
     def scale_out_bandwidth_bytes_per_second(self) -> float:
@@ -106,6 +148,15 @@ class Accelerator(BaseModel):
     @property
     def host_link_bandwidth_bytes_per_second(self) -> float:
         return self.host_link.bandwidth_bytes_per_second if self.host_link else 16e9
+
+
+def _check_peaks(peaks: dict[str, float]) -> None:
+    unknown = set(peaks) - set(PEAK_DTYPES)
+    if unknown:
+        raise ValueError(f"unknown dtype(s) {sorted(unknown)}; use {', '.join(PEAK_DTYPES)}")
+    for dtype, value in peaks.items():
+        if not 0 < value <= 1e18:
+            raise ValueError(f"peak FLOP/s for {dtype} must be positive and below 1e18, got {value}")
 
 
 @lru_cache(maxsize=1)

@@ -7,6 +7,14 @@ Reads the plan's typed results only; computes nothing the equations do not show.
 from __future__ import annotations
 
 from planner.calibration.record import CalibrationRecord
+from planner.dtypes import (
+    BYTES_PER_ELEMENT,
+    FORMATS,
+    high_precision_dtype,
+    kv_bytes_per_element,
+    uses_weight_group_size,
+    weight_bytes_per_element,
+)
 from planner.hardware.catalog import Accelerator
 from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.metrics import InferenceMetrics
@@ -90,13 +98,16 @@ def _context_and_memory_warnings(s: InferenceScenario, arch: ModelArchitecture, 
 
 
 def _precision_warnings(s: InferenceScenario, accel: Accelerator) -> list[str]:
+    """One rule for every format (Accelerator.dequantizes): a format with tensor cores elsewhere but not here."""
     out = []
     for label, dtype in (("weights", s.weight_dtype), ("KV cache", s.kv_cache_dtype)):
-        native = accel.supports(dtype) or (dtype == "int4" and label == "weights")
-        if dtype in ("fp8", "int8", "int4") and not native:
+        if accel.dequantizes(dtype):
+            core = FORMATS[dtype].tensor_core
+            engines = f" Engines that cache K/V in {dtype}: {FORMATS[dtype].kv_engines}." if label == "KV cache" else ""
             out.append(
-                f"{accel.name} has no native {dtype} tensor cores: {label} in {dtype} only save memory; "
-                "kernels upcast and compute at the 16-bit rate (untested dtype on this GPU)."
+                f"{accel.name} has no native {core} tensor cores: {label} in {dtype} only save memory and bandwidth; "
+                f"kernels dequantize to {high_precision_dtype(dtype)} and compute at that rate (less tested on this "
+                f"GPU).{engines}"
             )
     return out
 
@@ -127,10 +138,12 @@ def _workload_warnings(s: InferenceScenario) -> list[str]:
             f"A {percent(s.prefix_cache_hit_rate)} prefix-cache hit rate is assumed; TTFT and prefill "
             "throughput depend on it holding in production."
         )
-    if s.weight_dtype == "int4" and s.weight_group_size < 64:
+    if uses_weight_group_size(s.weight_dtype) and s.weight_group_size < 64:
+        packed = BYTES_PER_ELEMENT[s.weight_dtype]
+        metadata = weight_bytes_per_element(s.weight_dtype, s.weight_group_size) - packed
         out.append(
-            f"int4 group size {s.weight_group_size} adds {percent(2.5 / s.weight_group_size / 0.5)} "
-            "metadata over the packed weights."
+            f"{s.weight_dtype} group size {s.weight_group_size} adds {percent(metadata / packed)} metadata over the "
+            "packed weights."
         )
     return out
 
@@ -160,7 +173,7 @@ def assumptions(
         "Runtime overhead: CUDA context and workspaces 0.5 GiB, CUDA graphs 0.25 GiB, NCCL buffers 0.25 GiB when "
         "GPUs communicate.",
     ]
-    return out + _model_assumptions(s, arch) + _precision_assumptions(s, calibration)
+    return out + _model_assumptions(s, arch) + _precision_assumptions(s, s.accelerator(), calibration)
 
 
 def _model_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[str]:
@@ -184,18 +197,47 @@ def _model_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[st
     return out
 
 
-def _precision_assumptions(s: InferenceScenario, calibration: CalibrationRecord | None) -> list[str]:
+def _precision_assumptions(
+    s: InferenceScenario, accel: Accelerator, calibration: CalibrationRecord | None
+) -> list[str]:
     out = []
-    if s.weight_dtype == "int4":
-        out.append(
-            f"int4 weights: group-wise (group {s.weight_group_size}) with an fp16 scale and 4-bit zero per "
-            "group (GPTQ/AWQ layout); matmuls dequantize to bf16."
-        )
-    if not s.quantize_embeddings and s.weight_dtype not in ("bf16", "fp16", "fp32"):
+    weights = FORMATS[s.weight_dtype]
+    if weights.quantized:
+        group = f" (group {s.weight_group_size})" if uses_weight_group_size(s.weight_dtype) else ""
+        bits = 8 * weight_bytes_per_element(s.weight_dtype, s.weight_group_size)
+        out.append(f"{s.weight_dtype} weights{group}: {weights.layout}; {bits:.4g} bits per weight with its metadata.")
+        out.append(_weight_compute_assumption(s.weight_dtype, accel))
+    kv = FORMATS[s.kv_cache_dtype]
+    if kv.quantized:
+        bits = 8 * kv_bytes_per_element(s.kv_cache_dtype)
+        out.append(f"{s.kv_cache_dtype} KV cache: {bits:.4g} bits per cached value with its scales; {kv.kv_engines}.")
+    if not s.quantize_embeddings and weights.quantized:
         out.append("Embedding, lm_head, norms and routers stay in 16-bit; only linear layers are quantized.")
     if calibration is not None:
         out.append(f"Calibrated with '{calibration.label}': efficiencies and runtime overhead from a measured profile.")
     return out
+
+
+def _weight_compute_assumption(weight_dtype: str, accel: Accelerator) -> str:
+    """Where the GEMMs over quantized weights run: the format's tensor cores, or 16 bits after dequantizing
+    (Accelerator.gemm_dtype, the rule the plan's peak FLOP/s follows)."""
+    gemm = accel.gemm_dtype(weight_dtype)
+    peak = rate(accel.peak_flops(gemm), "FLOP/s")
+    if accel.computes_in(weight_dtype):
+        return (
+            f"{weight_dtype} GEMMs run on {accel.name}'s {gemm} tensor cores at its dense {gemm} peak ({peak}); "
+            "activations are quantized on the fly to match."
+        )
+    why = (
+        "weight-only kernels (GPTQ/AWQ, Marlin) dequantize it on the fly"
+        if FORMATS[weight_dtype].tensor_core is None
+        else f"{accel.name} has no {FORMATS[weight_dtype].tensor_core} tensor cores, so the kernels (e.g. vLLM's "
+        "Marlin) dequantize it on the fly"
+    )
+    return (
+        f"{weight_dtype} weights are dequantized to {gemm}: {why}. They save memory and bandwidth (decode); the "
+        f"GEMMs compute at the dense {gemm} peak ({peak}), so prefill is not faster than in {gemm}."
+    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -10,13 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.arrays import Flag, Number, ceil_div
-from planner.dtypes import (
-    BYTES_PER_ELEMENT,
-    compute_dtype,
-    high_precision_dtype,
-    kv_bytes_per_element,
-    weight_bytes_per_element,
-)
+from planner.dtypes import BYTES_PER_ELEMENT, high_precision_dtype, kv_bytes_per_element, weight_bytes_per_element
 from planner.hardware.catalog import Accelerator
 from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import ModelArchitecture
@@ -30,7 +24,7 @@ class HardwareInputs:
 
     memory_capacity_bytes: Number
     bandwidth_bytes_per_second: Number
-    peak_flops_per_second: Number  # dense, at the weights' compute dtype (prefill and decode alike)
+    peak_flops_per_second: Number  # dense, at Accelerator.gemm_dtype of the weights (prefill and decode alike)
     link_bytes_per_second: Number  # the fast interconnect inside a node
     link_latency_seconds: Number
     inter_node_bytes_per_second: Number  # the network between nodes, per GPU
@@ -43,7 +37,7 @@ class HardwareInputs:
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
             bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
-            peak_flops_per_second=accel.peak_flops(compute_dtype(weight_dtype)),
+            peak_flops_per_second=accel.peak_flops(accel.gemm_dtype(weight_dtype)),
             link_bytes_per_second=accel.interconnect_bandwidth_bytes_per_second,
             link_latency_seconds=accel.interconnect_latency_seconds,
             inter_node_bytes_per_second=accel.scale_out_bandwidth_bytes_per_second,
@@ -61,7 +55,7 @@ class InferenceInputs:
     pipeline_parallel: Number
     expert_parallel: Number
     num_gpus: Number
-    linear_bytes: Number  # per weight of a linear layer (int4: packed, with its group metadata)
+    linear_bytes: Number  # per weight of a linear layer (int4, nvfp4, mxfp4: packed, with block metadata)
     high_precision_bytes: Number  # norms, biases, routers: the 16-bit (or fp32) copy
     embedding_bytes: Number
     kv_bytes: Number  # per cached key/value element

@@ -8,7 +8,6 @@ sweep runs over arrays) and wraps its numbers into the plan's records, with the 
 from __future__ import annotations
 
 from planner.calibration.record import CalibrationRecord
-from planner.dtypes import compute_dtype
 from planner.hardware.catalog import Accelerator
 from planner.inference import explain
 from planner.inference.inputs import HardwareInputs
@@ -161,7 +160,7 @@ def _hardware_summary(s: InferenceScenario, accel: Accelerator, hw: HardwareInpu
         memory_bytes=accel.memory_bytes,
         memory_bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
         peak_flops_per_second=float(hw.peak_flops_per_second),
-        compute_dtype=compute_dtype(s.weight_dtype),
+        compute_dtype=accel.gemm_dtype(s.weight_dtype),
         usd_per_gpu_hour=price,
         usd_per_gpu_hour_is_reference=s.usd_per_gpu_hour is None,
     )

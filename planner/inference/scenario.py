@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from planner.dtypes import DType
+from planner.dtypes import DType, KVDType
 from planner.errors import PlanningError
 from planner.inference.workload import Traffic
 from planner.scenario_base import MAX_TOKENS, ScenarioBase
@@ -24,10 +24,15 @@ class InferenceScenario(ScenarioBase):
     )
     weight_dtype: DType = Field(
         default="bf16",
-        description="storage format of the linear-layer weights; fp8 and int8 run their GEMMs in that format, "
+        description="storage format of the linear-layer weights; fp8, int8 and nvfp4/mxfp4 run their GEMMs in "
+        "that format where the GPU has tensor cores for it (fp4: Blackwell) and are dequantized to bf16 elsewhere; "
         "int4 is weight-only (GPTQ/AWQ) and computes in bf16",
     )
-    kv_cache_dtype: DType = Field(default="bf16", description="storage format of the cached keys and values")
+    kv_cache_dtype: KVDType = Field(
+        default="bf16",
+        description="storage format of the cached keys and values (formats serving engines cache in; nvfp4: "
+        "TensorRT-LLM on Blackwell)",
+    )
     weight_group_size: int = Field(
         default=128, ge=16, le=4096, description="int4 quantization group: one fp16 scale and a 4-bit zero per group"
     )

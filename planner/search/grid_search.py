@@ -127,13 +127,14 @@ def _refused(rows: int, error: str) -> SearchResult:
 
 
 def inference_axes(scenario, spec: InferenceSearchSpec) -> dict[str, list]:
-    """The knobs of sweep.inference_grid: GPU counts and TP/PP (EP for MoE) in powers of two, the
+    """The knobs of sweep.inference_grid: GPU counts and TP/PP (EP for MoE) in powers of two (TP up to 16, or
+    the widest NVLink domain searched), the
     concurrency range in powers of two plus its ends, each with this scenario's own value where in range."""
     arch = scenario.architecture()
     num_gpus = unique(
         powers_of_two(spec.max_gpus) + ([scenario.num_gpus] if scenario.num_gpus <= spec.max_gpus else [])
     )
-    tp = powers_of_two(min(spec.max_gpus, 16))
+    tp = powers_of_two(min(spec.max_gpus, sweep.tensor_parallel_limit(scenario, spec.gpus, floor=16)))
     pp = powers_of_two(min(spec.max_gpus, 8, arch.num_layers))
     ep = unique([1] + tp) if arch.is_moe else [1]
     lo, hi = spec.concurrency
@@ -186,8 +187,9 @@ def run_inference_search(scenario, spec: InferenceSearchSpec, calibration=None) 
 
 
 def run_training_search(scenario, spec: TrainingSearchSpec, calibration=None) -> SearchResult:
-    """GPU type and count (powers of two), TP ≤ 8, PP ≤ 16 (and the layer count), ZeRO, recomputation and
-    micro-batch for this training job, planned in one vectorized pass; frontier: cost vs time to train."""
+    """GPU type and count (powers of two), TP up to the widest NVLink domain searched (8 on HGX, 72 on NVL72),
+    PP ≤ 16 (and the layer count), ZeRO, recomputation and micro-batch for this training job, planned in one
+    vectorized pass; frontier: cost vs time to train."""
     if not (spec.gpus and spec.zero_stages and spec.checkpointing and spec.micro_batch_sizes):
         return _refused(0, "pick at least one GPU type, ZeRO stage, recompute level and micro-batch size")
     arch = scenario.architecture()
@@ -195,7 +197,7 @@ def run_training_search(scenario, spec: TrainingSearchSpec, calibration=None) ->
         scenario,
         gpus=list(spec.gpus),
         num_gpus=powers_of_two(spec.max_gpus),
-        tensor_parallel=powers_of_two(min(8, spec.max_gpus)),
+        tensor_parallel=powers_of_two(min(sweep.tensor_parallel_limit(scenario, spec.gpus), spec.max_gpus)),
         pipeline_parallel=[p for p in powers_of_two(min(16, spec.max_gpus)) if p <= arch.num_layers],
         zero_stages=list(spec.zero_stages),
         checkpointing=list(spec.checkpointing),

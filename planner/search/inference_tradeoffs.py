@@ -9,7 +9,7 @@ terms and say so.
 
 from __future__ import annotations
 
-from planner.dtypes import kv_bytes_per_element
+from planner.dtypes import BYTES_PER_ELEMENT, FORMATS, QUANTIZED_DTYPES, QUANTIZED_KV_DTYPES, kv_bytes_per_element
 from planner.inference.plan import plan_inference
 from planner.model.architecture import parameter_counts
 from planner.physics import memory as mem
@@ -23,8 +23,6 @@ from planner.search.techniques import (
 )
 from planner.units import gib
 
-_PRECISION_ORDER = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1, "int4": 0.5}
-
 
 def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
 
@@ -34,10 +32,13 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
     accel = scenario.accelerator()
     effects: list[TechniqueEffect] = []
 
-    for dtype in ("fp8", "int8", "int4"):
-        if _PRECISION_ORDER[dtype] >= _PRECISION_ORDER[scenario.weight_dtype]:
+    # Every narrower format in the dtype table; what it relieves follows Accelerator.gemm_dtype, the rule the
+    # plan itself uses (compute only where the GPU's tensor cores run the narrower format faster).
+    current_peak = accel.peak_flops(accel.gemm_dtype(scenario.weight_dtype))
+    for dtype in QUANTIZED_DTYPES:
+        if BYTES_PER_ELEMENT[dtype] >= BYTES_PER_ELEMENT[scenario.weight_dtype]:
             continue
-        native = accel.supports(dtype) or dtype == "int4"
+        faster = accel.peak_flops(accel.gemm_dtype(dtype)) > current_peak
         effects.append(
             _try_variant(
                 "Weight quantization",
@@ -48,18 +49,19 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
                 {"weight_dtype": dtype},
                 calibration,
                 changes_numerics=True,
-                relieves="capacity, memory bandwidth" + (", compute" if dtype != "int4" else ""),
+                relieves="capacity, memory bandwidth" + (", compute" if faster else ""),
                 costs="accuracy risk; needs a calibrated checkpoint"
-                + ("" if native else f"; {accel.name} has no native {dtype}"),
+                + (f"; {accel.name} has no native {dtype}" if accel.dequantizes(dtype) else ""),
                 watch=(
-                    "int4 weight-only kernels dequantize on the fly: prefill does not get faster"
-                    if dtype == "int4"
-                    else f"{dtype} GEMMs need per-channel/block scales; check eval quality"
+                    f"{dtype} GEMMs need their block scales; check eval quality"
+                    if accel.computes_in(dtype)
+                    else f"{dtype} weights are dequantized to {accel.gemm_dtype(dtype)} on the fly: prefill does not "
+                    "get faster"
                 ),
             )
         )
-    for dtype in ("fp8", "int8", "int4"):
-        if _PRECISION_ORDER[dtype] >= _PRECISION_ORDER[scenario.kv_cache_dtype]:
+    for dtype in QUANTIZED_KV_DTYPES:
+        if BYTES_PER_ELEMENT[dtype] >= BYTES_PER_ELEMENT[scenario.kv_cache_dtype]:
             continue
         effects.append(
             _try_variant(
@@ -73,7 +75,7 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
                 changes_numerics=True,
                 relieves="capacity, memory bandwidth (long contexts)",
                 costs="accuracy risk on long contexts",
-                watch="attention kernels must support the cache format (fp8 KV is widely supported; int4 KV is not)",
+                watch=f"attention kernels must support the cache format; {dtype} KV: {FORMATS[dtype].kv_engines}",
             )
         )
     if scenario.prefix_cache_hit_rate < 0.5:
@@ -105,7 +107,7 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
             changes_numerics=False,
             relieves="capacity and bandwidth per GPU, latency",
             costs="twice the GPUs; two all-reduces per layer per step",
-            watch="needs a fast interconnect (NVLink); beyond 8 GPUs it crosses nodes",
+            watch=f"needs a fast interconnect (NVLink); beyond {accel.gpus_per_node} GPUs it crosses nodes",
         )
     )
     effects.append(

@@ -21,12 +21,13 @@ from planner.calibration.record import CalibrationRecord
 from planner.dtypes import (
     BYTES_PER_ELEMENT,
     DTYPES,
+    KV_DTYPES,
     high_precision_dtype,
     kv_bytes_per_element,
     weight_bytes_per_element,
 )
 from planner.errors import PlanningError, explain
-from planner.hardware.catalog import resolve_accelerator
+from planner.hardware.catalog import DEFAULT_GPUS_PER_NODE, resolve_accelerator
 from planner.inference.inputs import HardwareInputs, InferenceInputs, activation_bytes_per_element
 from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.scenario import InferenceScenario
@@ -138,9 +139,11 @@ def evaluate_inference(
     if any((values < 1).any() for values in layout.values()):
         raise ValueError("grid values must be positive integers")
     weight_dtype, kv_dtype = frame["weight_dtype"], frame["kv_cache_dtype"]
-    unknown = (set(weight_dtype.unique()) | set(kv_dtype.unique())) - set(DTYPES)
+    unknown = (set(weight_dtype.unique()) - set(DTYPES)) | (set(kv_dtype.unique()) - set(KV_DTYPES))
     if unknown:
-        raise ValueError(f"unknown dtype(s) {sorted(unknown)}")
+        raise ValueError(
+            f"unknown dtype(s) {sorted(unknown)} (weights: {', '.join(DTYPES)}; KV: {', '.join(KV_DTYPES)})"
+        )
 
     reasons = _layout_verdicts(base, frame)
     valid = reasons == ""
@@ -383,6 +386,18 @@ def _product(axes: dict[str, list]) -> pd.DataFrame:
 
 def _accelerator(base, gpu_id: str):
     return resolve_accelerator(base.gpu if gpu_id == "custom" else gpu_id)
+
+
+def tensor_parallel_limit(base, gpu_ids: Sequence[str] | None, floor: int = DEFAULT_GPUS_PER_NODE) -> int:
+    """The largest tensor-parallel degree a search tries: the widest NVLink (scale-up) domain among the GPU
+    types searched (8 on HGX, 72 in an NVL72 rack), and at least `floor` (TP over PCIe stays searchable)."""
+    domains = [floor]
+    for gpu_id in gpu_ids or [base.gpu_id()]:
+        try:
+            domains.append(_accelerator(base, gpu_id).gpus_per_node)
+        except PlanningError:  # an unknown GPU: the sweep marks its rows invalid with the reason
+            continue
+    return max(domains)
 
 
 def _per_row(cls, keys: list[tuple], make):

@@ -93,7 +93,7 @@ def warnings_for(
             f"The pipeline bubble is {percent(perf.pipeline_bubble_fraction)} of the ideal time: raise the "
             "number of micro-batches (global batch / (micro-batch x DP)) or use virtual_pipeline_stages."
         )
-    if s.tensor_parallel * s.context_parallel > s.gpus_per_node:
+    if s.tensor_parallel * s.context_parallel > s.gpus_per_node_on(accel):
         out.append(
             "tensor_parallel x context_parallel spans more than one node: their per-layer collectives run over "
             "the inter-node network."
@@ -169,7 +169,8 @@ def assumptions_for(
         f"{p.compute_dtype} peak ({efficiency.source}); backward = 2 x forward; recomputation adds a forward; the "
         "pipeline adds (p - 1)/(v m) of bubble.",
         f"Communication at {percent(efficiency.communication)} of link bandwidth, NVLink inside a node of "
-        f"{s.gpus_per_node} GPUs, {rate(s.inter_node_bandwidth_bytes_per_second, 'B/s')} per GPU between nodes. "
+        f"{s.gpus_per_node_on(s.accelerator())} GPUs, {rate(s.inter_node_bandwidth_bytes_per_second, 'B/s')} per GPU "
+        "between nodes. "
         "Overlap: tensor-parallel, expert all-to-all and pipeline sends are exposed; data-parallel gradient "
         "reduction hides behind the last micro-batch's backward; ZeRO-2/3 per-micro-batch collectives, ring-attention "
         "K/V exchange and parameter-offload fetches hide behind each micro-batch's compute; the parameter all-gather "

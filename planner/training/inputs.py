@@ -193,6 +193,6 @@ def training_hardware(scenario: TrainingScenario, accel: Accelerator) -> Trainin
         accel,
         PRECISIONS[scenario.precision].compute_dtype,
         price,
-        scenario.gpus_per_node,
+        scenario.gpus_per_node_on(accel),
         scenario.inter_node_bandwidth_bytes_per_second,
     )

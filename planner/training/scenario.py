@@ -14,6 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from planner.errors import PlanningError
+from planner.hardware.catalog import Accelerator
 from planner.scenario_base import MAX_TOKENS, ModelRef, ScenarioBase
 
 Precision = Literal["mixed_bf16", "mixed_fp16", "amp_bf16", "bf16", "fp32"]
@@ -126,7 +127,13 @@ class TrainingScenario(ScenarioBase):
     overlap_grad_reduce: bool = Field(
         default=True, description="reduce gradients during the last backward (DDP buckets, --overlap-grad-reduce)"
     )
-    gpus_per_node: int = Field(default=8, ge=1, le=1024, description="GPUs that share the NVLink domain")
+    gpus_per_node: int | None = Field(
+        default=None,
+        ge=1,
+        le=1024,
+        description="GPUs that share the NVLink domain; empty: the GPU's own scale-up domain (8 on an HGX "
+        "baseboard, 72 in a GB200/GB300 NVL72 rack)",
+    )
     inter_node_bandwidth_bytes_per_second: float = Field(
         default=50e9, gt=0, le=1e13, description="network bandwidth per GPU between nodes, one direction"
     )
@@ -204,6 +211,10 @@ class TrainingScenario(ScenarioBase):
         if self.lora is not None and self.lora.quantize_base and self.precision == "fp32":
             raise PlanningError("QLoRA computes in 16 bits; use precision mixed_bf16, amp_bf16 or bf16 with it")
         return self
+
+    def gpus_per_node_on(self, accel: Accelerator) -> int:
+        """GPUs per node the collectives see: the scenario's figure, else `accel`'s scale-up domain."""
+        return self.gpus_per_node if self.gpus_per_node is not None else accel.gpus_per_node
 
     @property
     def dp(self) -> int:
