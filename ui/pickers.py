@@ -9,7 +9,6 @@ memo, see ui.controls).
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -18,8 +17,11 @@ import streamlit as st
 
 from planner import PlanningError, explain
 from planner.hardware.catalog import list_accelerators, resolve_accelerator
+from planner.model.architecture import ModelArchitecture
 from planner.model.catalog import catalog_model_ids, model_metadata, resolve_model
+from planner.model.checkpoint_check import parameter_check, stored_counts
 from planner.model.hf_config import architecture_from_config
+from planner.model.hub import HubImport, catalog_model_for, hub_available, import_from_hub, parse_hub_ref
 from planner.model.synthetic import parse_size_id, size_id
 from planner.safe_json import load_json
 from planner.units import GIB
@@ -32,9 +34,10 @@ CUSTOM_GPU = "custom"
 class PickerMemo:
     """What the pickers remember between runs."""
 
-    model: Any = None  # an uploaded / pasted config.json, or the catalog id a Hub id resolved to
+    model: Any = None  # an uploaded / pasted / Hub-imported config.json, or the catalog id a Hub id resolved to
     model_name: str = ""  # where it came from, for the caption
     model_error: str | None = None
+    model_notes: tuple[str, ...] = ()  # what the Hub import said beyond the checkpoint check (offline, no check)
     upload_marker: tuple | None = None  # (file id, name) of the upload already read
     pasted: str = ""  # the paste box's text already read
     hub_id: str = ""  # the Hub id box's text already read
@@ -49,39 +52,32 @@ def _catalog_names() -> dict[str, str]:
     return {mid: model_metadata(mid).get("display_name", mid) for mid in catalog_model_ids()}
 
 
-_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$")
-_SOURCE_REPO = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*)\s+(?:\([^)]*\)\s+)?config\.json")
+HUB_CACHE_SECONDS = 3600  # a Hub import is fetched again after an hour (a branch may have moved)
 
 
-@lru_cache(maxsize=1)
-def _catalog_by_hub_id() -> dict[str, str]:
-    """Hugging Face repo id (lower case) -> catalog id, from each catalog entry's recorded source."""
-    out = {}
-    for model_id in catalog_model_ids():
-        match = _SOURCE_REPO.match(str(model_metadata(model_id).get("source", "")))
-        if match:
-            out[match.group(1).lower()] = model_id
-    return out
+@st.cache_data(ttl=HUB_CACHE_SECONDS, max_entries=32, show_spinner=False)
+def _hub_import(ref_text: str) -> HubImport:
+    """One import per id and revision per hour for the whole server; a failure raises and is not cached, so
+    the next try fetches again."""
+    return import_from_hub(ref_text)
 
 
 def hub_model(text: str) -> tuple[str | None, str | None]:
-    """(catalog id, None) for a Hugging Face model id the catalog holds, else (None, a sentence why not)."""
-    hub_id = text.strip().removeprefix("https://").removeprefix("huggingface.co/").strip("/")
-    if hub_id in _catalog_names():
-        return hub_id, None
-    if not _HUB_ID.match(hub_id):
-        return None, f"'{text.strip()}' is not a Hugging Face model id (owner/name, e.g. meta-llama/Llama-3.1-8B)"
-    model_id = _catalog_by_hub_id().get(hub_id.lower())
-    if model_id is not None:
-        return model_id, None
-    return None, (
-        f"{hub_id} is not in the catalog, and importing from the Hugging Face Hub is not available yet: "
-        "upload or paste its config.json instead"
-    )
+    """(catalog id, None) for a catalog id or a Hugging Face id the catalog holds (without @revision);
+    (None, None) for another valid Hub id (to import); (None, a sentence) for text that is neither."""
+    stripped = text.strip()
+    if stripped in _catalog_names():
+        return stripped, None
+    try:
+        ref = parse_hub_ref(stripped)
+    except PlanningError as exc:
+        return None, explain(exc)
+    return catalog_model_for(ref), None
 
 
 def _take_config(memo: PickerMemo, data: str | bytes, name: str) -> None:
     """Read a config.json; on failure forget the previous one too (no stale plan under the error)."""
+    memo.model_notes = ()
     try:
         config = load_json(data, name)
         if not isinstance(config, dict):
@@ -94,12 +90,48 @@ def _take_config(memo: PickerMemo, data: str | bytes, name: str) -> None:
 
 
 def _take_hub_id(memo: PickerMemo, text: str) -> None:
+    """A catalog id, a Hub id the catalog holds, or any other Hub id: imported (config.json and safetensors
+    counts, network or cache). On failure the previous model is forgotten too (no stale plan under the error)."""
+    memo.model_notes = ()
     model_id, error = hub_model(text)
-    if model_id is None:
+    if error is not None:
         memo.model, memo.model_error = None, error
-    else:
+        return
+    if model_id is not None:
         memo.model, memo.model_error = model_id, None
         memo.model_name = f"the Hugging Face id {text.strip()} (catalog entry {model_id})"
+        return
+    ref = parse_hub_ref(text)
+    try:
+        with st.spinner(f"Fetching {ref.text} from the Hugging Face Hub…"):
+            imported = _hub_import(ref.text)
+    except PlanningError as exc:
+        memo.model, memo.model_error = None, explain(exc)
+        return
+    where = f"the Hugging Face Hub (commit {imported.commit[:12]})" if imported.commit else "the Hugging Face Hub"
+    memo.model, memo.model_error = imported.config, None
+    memo.model_name = where + (", read offline from the local cache" if imported.from_cache_only else "")
+    memo.model_notes = (imported.check_skipped,) if imported.check_skipped else ()
+
+
+def _checkpoint_note(where, model: Any, arch: ModelArchitecture) -> None:
+    """The check of an imported config's safetensors counts: a caption when the counts agree (or cannot be
+    compared), a warning when they differ."""
+    if not isinstance(model, dict):
+        return
+    try:
+        counts = stored_counts(model.get("_headroom"))
+    except PlanningError:
+        return  # resolve_model already refused it
+    if not counts:
+        return
+    check = parameter_check(arch, counts)
+    sentence = check.sentence()
+    sentence = sentence[0].upper() + sentence[1:] + "."
+    if check.agrees is False:
+        where.warning(sentence)
+    else:
+        where.caption(sentence)
 
 
 def _seed_model_picker(prefix: str, model: Any, memo: PickerMemo) -> None:
@@ -109,7 +141,10 @@ def _seed_model_picker(prefix: str, model: Any, memo: PickerMemo) -> None:
     ss[prefix + "pick_moe"] = False
     if isinstance(model, dict):
         ss[prefix + "pick_model_source"] = SOURCE_UPLOAD
-        memo.model, memo.model_name, memo.model_error = model, "the config.json in the link", None
+        meta = model.get("_headroom")
+        imported = isinstance(meta, dict) and isinstance(meta.get("hub_id"), str)
+        name = "the config.json in the link" + (" (imported from the Hugging Face Hub)" if imported else "")
+        memo.model, memo.model_name, memo.model_error = model, name, None
     elif isinstance(model, str) and (size := parse_size_id(model)) is not None:
         moe, params = size
         ss[prefix + "pick_model_source"] = SOURCE_SIZE
@@ -139,8 +174,11 @@ def _own_model(prefix: str, memo: PickerMemo, where) -> tuple[Any, str | None]:
         "…or a Hugging Face model id",
         key=prefix + "pick_hub_id",
         placeholder="meta-llama/Llama-3.1-8B",
-        help="Ids of catalog models resolve to the catalog entry; importing other models from the Hub is not "
-        "available yet.",
+        help="owner/name, optionally @revision (a branch, tag or commit). Ids of catalog models resolve to the "
+        "catalog entry; any other is imported from the Hub: its config.json and the parameter counts of its "
+        "safetensors headers (gated models need HF_TOKEN or `hf auth login` on the server; offline, the local "
+        "Hugging Face cache is used). The imported config.json travels in share links."
+        + ("" if hub_available() else ' Importing needs huggingface_hub: pip install "headroom[hub]".'),
     )
     if upload is not None and (upload.file_id, upload.name) != memo.upload_marker:
         memo.upload_marker = (upload.file_id, upload.name)
@@ -163,6 +201,9 @@ def _own_model(prefix: str, memo: PickerMemo, where) -> tuple[Any, str | None]:
     except PlanningError as exc:
         return None, explain(exc)
     where.caption(f"Using **{arch.name}** from {memo.model_name}.")
+    _checkpoint_note(where, memo.model, arch)
+    for note in memo.model_notes:
+        where.caption(note + ".")
     return memo.model, None
 
 

@@ -9,6 +9,8 @@
   traffic SCENARIO.json [--rate R] [--slo ...]       a request stream simulated: percentiles, SLO, GPUs (cli/traffic.py)
   calibrate [...]                                    profile this machine (cli/calibrate.py)
   models | gpus                                      list the catalogs
+  hub MODEL_ID[@REVISION]                            import a Hugging Face Hub model (cli/hub.py); scenario
+                                                     JSON may also say "model": "hf:org/name[@revision]"
   app [STREAMLIT OPTIONS]                            start the dashboard (`streamlit run` on the installed app.py)
 
 Invalid input of any command exits with status 2 and one sentence on stderr (`error: ...`), never a
@@ -33,6 +35,7 @@ from typing import Any, NoReturn
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from planner.calibration.store import load_calibration_file
+from planner.cli.hub import with_hub_model
 from planner.errors import PlanningError, explain
 from planner.export import plans_to_csv, plans_to_summary_csv
 from planner.hardware.catalog import list_accelerators
@@ -160,12 +163,13 @@ def _scenarios(data: Any) -> tuple[list, bool]:
     if not items:
         raise CliError("the scenario list is empty")
     scenarios = []
+    imported: dict = {}  # "hf:org/name" models fetched in this run
     for index, item in enumerate(items):
         where = f"scenario {index}: " if many else ""
         if not isinstance(item, dict):
             raise CliError(f"{where}expected a JSON object (a scenario's settings), got {_json_kind(item)}")
         try:
-            scenarios.append(parse_scenario(item))
+            scenarios.append(parse_scenario(with_hub_model(item, imported)))
         except (ValidationError, PlanningError) as exc:
             raise CliError(f"{where}{_explain_scenario(exc)}") from None
     return scenarios, many
@@ -328,7 +332,13 @@ def _extra_commands():
     """Commands that live with their feature (search, diagnose, calibrate) register themselves here."""
 
     registrars = []
-    for module_name in ("planner.cli.search", "planner.cli.diagnose", "planner.cli.traffic", "planner.cli.calibrate"):
+    for module_name in (
+        "planner.cli.search",
+        "planner.cli.diagnose",
+        "planner.cli.traffic",
+        "planner.cli.calibrate",
+        "planner.cli.hub",
+    ):
         if importlib.util.find_spec(module_name) is not None:
             registrars.append(importlib.import_module(module_name).register)
     return registrars

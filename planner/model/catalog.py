@@ -68,6 +68,12 @@ def resolve_model(reference: str | dict[str, Any] | ModelArchitecture) -> ModelA
         if size is not None:
             moe, params = size
             return _synthetic(params, moe)
+        if reference.startswith("hf:"):  # fetched by the CLI and the dashboard, never here (planner.model.hub)
+            raise PlanningError(
+                f"'{reference[:120]}' is a Hugging Face Hub model, which the engine does not fetch: the CLI imports it "
+                "(python -m planner hub ...) and the dashboard's Hub id box does, and a scenario or link then holds "
+                "its config.json"
+            )
         return _catalog_architecture(reference)
     if isinstance(reference, dict):
         return architecture_from_config(reference)

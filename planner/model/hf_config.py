@@ -23,6 +23,7 @@ from planner.model.architecture import (
     ModelArchitecture,
     ModuleGroup,
 )
+from planner.model.checkpoint_check import stored_counts, with_parameter_check
 from planner.model.vision import vision_encoder_parameters
 
 LLAMA_LIKE_FIELDS = (
@@ -979,9 +980,11 @@ def architecture_from_config(config: Any, name: str | None = None) -> ModelArchi
     meta = meta if isinstance(meta, dict) else {}
     fields["name"] = name or meta.get("display_name") or config.get("_name_or_path") or fields["model_type"]
     quantized_by = fields.pop("_quantized_by", None)  # the config dict holding quantization_config
+    counts = stored_counts(meta)  # a Hub import's safetensors counts: checked, never used (checkpoint_check)
     try:
         arch = ModelArchitecture(**fields)
         quantization = _quantization(quantized_by, arch) if quantized_by is not None else None
-        return ModelArchitecture(**fields, quantization=quantization) if quantization else arch
+        arch = ModelArchitecture(**fields, quantization=quantization) if quantization else arch
     except ValidationError as exc:
         raise PlanningError(f"config.json is not a plannable model: {explain(exc)}") from None
+    return with_parameter_check(arch, counts)

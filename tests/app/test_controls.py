@@ -14,10 +14,12 @@ from conftest import APP, assert_clean, metric, open_page, warnings_text
 from streamlit.elements.lib import policies
 from streamlit.testing.v1 import AppTest
 
+import planner.model.hub as hub
 from planner import InferenceScenario, plan
 from planner.model.catalog import load_catalog_config
 from planner.share import scenario_to_query_params
 from planner.training.scenario import TrainingScenario
+from tests.hub_fakes import FakeFetcher
 from ui import controls
 
 CLASSES = {"inference": InferenceScenario, "training": TrainingScenario}
@@ -256,15 +258,20 @@ def test_a_bad_upload_after_a_good_one_clears_the_plan():
     assert not at.metric
 
 
-def test_a_hugging_face_id_in_the_catalog_resolves_and_others_are_explained():
+def test_a_hugging_face_id_in_the_catalog_resolves_and_others_are_explained(monkeypatch):
     at = own_model_page()
     at.text_input(key="inference_pick_hub_id").set_value("Qwen/Qwen2.5-7B").run()
     assert_clean(at)
     assert at.session_state["current_inference"].model == "qwen2.5-7b"
+    # Any other id is imported from the Hub (tests/app/test_hub_import.py); here the Hub says it is not there.
+    missing = hub.not_found_message(hub.parse_hub_ref("someone/private-model"))
+    monkeypatch.setattr(hub, "DEFAULT_FETCHER", FakeFetcher(config_error=missing))
     at.text_input(key="inference_pick_hub_id").set_value("someone/private-model").run()
     assert not at.exception
-    assert any("not available yet" in e.value for e in at.error)
+    assert any("someone/private-model was not found on the Hugging Face Hub" in e.value for e in at.error)
     assert not at.metric
+    at.text_input(key="inference_pick_hub_id").set_value("not an id").run()
+    assert any("is not a Hugging Face model id" in e.value for e in at.error)
 
 
 # ------------------------------------------------------------------------------ links and seeds
