@@ -13,7 +13,6 @@ from planner.model.architecture import (
     ModelArchitecture,
     attention_score_flops_per_token,
     cached_tokens_per_layer_sum,
-    kv_cache_bytes_per_sequence_by_layer,
     kv_cache_bytes_per_token,
     kv_elements_per_token_per_layer,
     layer_parameters,
@@ -22,6 +21,7 @@ from planner.model.architecture import (
     parameter_counts,
     prefill_attention_flops,
 )
+from planner.model.cache import kv_cache_bytes_per_sequence_by_layer
 from planner.model.catalog import catalog_model_ids, resolve_model
 from planner.model.hf_config import architecture_from_config
 

@@ -16,12 +16,14 @@ from planner.dtypes import (
     weight_bytes_per_element,
 )
 from planner.hardware.catalog import Accelerator
+from planner.inference.cache_notes import cache_assumptions, kv_per_gpu_substitution, kv_per_token_equation
 from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.metrics import InferenceMetrics
 from planner.inference.results import InferencePerformance
 from planner.inference.scenario import InferenceScenario
 from planner.inference.steps import PhaseStep
-from planner.model.architecture import ModelArchitecture, kv_elements_per_token_per_layer
+from planner.model.architecture import ModelArchitecture
+from planner.model.notes import architecture_assumptions, architecture_warnings
 from planner.physics.efficiency import Efficiency
 from planner.results import Bottleneck, Equation, MemoryBreakdown, ModelSummary
 from planner.units import count, gib, percent, rate, seconds, usd
@@ -64,6 +66,7 @@ def bottleneck(memory: MemoryBreakdown, performance: InferencePerformance) -> tu
 def warnings(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator, memory: MemoryBreakdown) -> list[str]:
     """Possible but risky: each a sentence saying what and why."""
     return [
+        *architecture_warnings(arch),
         *_context_and_memory_warnings(s, arch, memory),
         *_precision_warnings(s, accel),
         *_layout_warnings(s, accel),
@@ -189,12 +192,7 @@ def _model_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[st
             "MoE: uniform top-k routing; a decode step reads only the experts its tokens are routed to "
             "(expected distinct experts E(1-(1-k/E)^T)); routed experts split over max(TP, EP) GPUs."
         )
-    if arch.sliding_window and s.honor_sliding_window:
-        out.append(
-            f"Sliding-window layers ({arch.sliding_window_layers} of {arch.num_layers}) cache at most "
-            f"{arch.sliding_window:,} tokens, as engines that support sliding windows do."
-        )
-    return out
+    return out + architecture_assumptions(arch) + cache_assumptions(s, arch)
 
 
 def _precision_assumptions(
@@ -274,12 +272,7 @@ def _memory_equations(
 ) -> list[Equation]:
     kv_b = float(x.kv_bytes)
     stage_layers = int(m.shape.stage_layers)
-    if arch.uses_mla:
-        kv_formula = "layers x (kv_lora_rank + rope_dim) x bytes"
-        kv_sub = f"{arch.num_layers} x ({arch.kv_lora_rank} + {arch.qk_rope_head_dim}) x {kv_b:g}"
-    else:
-        kv_formula = "2 x layers x kv_heads x head_dim x bytes"
-        kv_sub = f"2 x {arch.num_layers} x {arch.num_kv_heads} x {arch.head_dim} x {kv_b:g}"
+    kv_formula, kv_sub = kv_per_token_equation(arch, kv_b)
     return [
         Equation(
             name="Parameters",
@@ -308,8 +301,7 @@ def _memory_equations(
             name="KV cache per GPU",
             formula="sequences per replica x context (rounded to blocks) x stage layers x KV elements per "
             "layer per rank x bytes",
-            substituted=f"{int(m.shape.sequences)} x {s.context_tokens:,} tokens x {stage_layers} layers x "
-            f"{kv_elements_per_token_per_layer(arch, s.tensor_parallel):g} x {kv_b:g} B",
+            substituted=kv_per_gpu_substitution(s, arch, int(m.shape.sequences), stage_layers, kv_b),
             value=float(m.memory.kv_cache_bytes),
             unit="bytes",
         ),

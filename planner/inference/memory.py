@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.arrays import Number, maximum, minimum, where
+from planner.arrays import Number, maximum, minimum
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
-from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_elements_per_token_per_layer
+from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.model.cache import context_tokens_for_cache_bytes
 from planner.physics import memory as mem
 
 
@@ -80,7 +81,15 @@ def inference_memory(
             counts, arch, tp, pp, x.expert_parallel, x.linear_bytes, x.high_precision_bytes, x.embedding_bytes
         ),
         kv_cache_bytes=mem.kv_cache_bytes(
-            arch, tp, pp, shape.sequences, context, x.kv_bytes, x.kv_block_tokens, x.honor_sliding_window
+            arch,
+            tp,
+            pp,
+            shape.sequences,
+            context,
+            x.kv_bytes,
+            x.kv_block_tokens,
+            x.honor_sliding_window,
+            x.activation_bytes,
         ),
         activations_bytes=maximum(
             mem.inference_activation_bytes(arch, tp, prefill_tokens_per_step, x.activation_bytes),
@@ -98,12 +107,26 @@ def headroom(arch: ModelArchitecture, memory: InferenceMemory, x: InferenceInput
     tp, pp = x.tensor_parallel, x.pipeline_parallel
     room = memory.kv_room_bytes
     per_sequence = mem.kv_cache_bytes_per_sequence(
-        arch, tp, pp, x.prompt_tokens + x.output_tokens, x.kv_bytes, x.kv_block_tokens, x.honor_sliding_window
+        arch,
+        tp,
+        pp,
+        x.prompt_tokens + x.output_tokens,
+        x.kv_bytes,
+        x.kv_block_tokens,
+        x.honor_sliding_window,
+        x.activation_bytes,
     )
     return Headroom(
         max_concurrency=np.floor(room / per_sequence) * shape.replicas,
         max_context_tokens=max_context_tokens(
-            arch, tp, pp, x.kv_bytes, room / shape.sequences, x.kv_block_tokens, x.honor_sliding_window
+            arch,
+            tp,
+            pp,
+            x.kv_bytes,
+            room / shape.sequences,
+            x.kv_block_tokens,
+            x.honor_sliding_window,
+            x.activation_bytes,
         ),
         kv_blocks=np.floor(room / mem.kv_block_bytes(arch, tp, pp, x.kv_bytes, x.kv_block_tokens)),
     )
@@ -117,24 +140,18 @@ def max_context_tokens(
     kv_budget_per_sequence,
     block_tokens: Number = 1,
     honor_sliding_window: bool = True,
+    state_bytes_per_element: Number = 2.0,
 ):
     """Longest context one sequence can hold in `kv_budget_per_sequence` bytes on one GPU.
 
-    Inverts `kv_cache_bytes_per_sequence`: full-attention layers grow with every token; sliding-window
-    layers stop growing at the window. Capped at the model's maximum context. Rounded down to a block.
+    Inverts `physics.memory.kv_cache_bytes_per_sequence` (`planner.model.cache.context_tokens_for_cache_bytes`
+    on the whole-model budget the stage's share implies): full-attention layers grow with every token,
+    windowed layers stop at their window, recurrent layers hold a constant state. Capped at the model's
+    maximum context. Rounded down to a block.
     """
-    per_token_layer = kv_elements_per_token_per_layer(arch, tensor_parallel) * kv_bytes
-    layers = mem.stage_layers(arch, pipeline_parallel)
-    sliding_share = (
-        arch.sliding_window_layers / arch.num_layers if (honor_sliding_window and arch.sliding_window) else 0.0
+    whole_model_budget = kv_budget_per_sequence * arch.num_layers / mem.stage_layers(arch, pipeline_parallel)
+    tokens = context_tokens_for_cache_bytes(
+        arch, whole_model_budget, kv_bytes, state_bytes_per_element, tensor_parallel, honor_sliding_window
     )
-    full_rate = layers * (1 - sliding_share) * per_token_layer
-    all_rate = layers * per_token_layer
-    window = arch.sliding_window or 0
-    below_window = kv_budget_per_sequence / all_rate
-    # With every layer sliding, memory never limits the context (only the model's maximum does).
-    safe_rate = where(full_rate > 0, full_rate, 1.0)
-    beyond = where(full_rate > 0, window + (kv_budget_per_sequence - all_rate * window) / safe_rate, np.inf)
-    tokens = where(below_window <= window, below_window, beyond) if window else below_window
     tokens = minimum(tokens, float(arch.max_context_tokens))
     return np.floor(np.floor(tokens) / block_tokens) * block_tokens

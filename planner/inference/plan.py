@@ -143,7 +143,7 @@ def _model_summary(
         name=arch.name,
         model_id=s.model_id(),
         model_type=arch.model_type,
-        params_total=counts.total,
+        params_total=counts.total_with_vision,
         params_active=counts.active,
         kv_cache_bytes_per_token=kv_per_token,
         num_layers=arch.num_layers,

@@ -16,6 +16,7 @@ import numpy as np
 from planner.arrays import Number, maximum, where
 from planner.inference.inputs import HardwareInputs, InferenceInputs, Link, ReplicaShape
 from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.model.cache import decode_cache_traffic_bytes
 from planner.physics import collectives, roofline
 from planner.physics import memory as mem
 from planner.physics.efficiency import Efficiency
@@ -97,11 +98,21 @@ def prefill_kv_write_bytes(
     kv_bytes,
     block_tokens,
     honor_sliding_window,
+    state_bytes_per_element: Number = 2.0,
 ):
-    """KV cache a prefill writes on one GPU: the prompts' whole cache, laid out as the engine stores it
-    (whole paged blocks; sliding-window layers keep only their window when the engine honours it)."""
+    """Cache a prefill writes on one GPU: the prompts' whole cache, laid out as the engine stores it
+    (whole paged blocks; sliding-window layers keep only their window when the engine honours it; a
+    recurrent layer's final state once)."""
     return mem.kv_cache_bytes(
-        arch, tensor_parallel, pipeline_parallel, prompts, prompt_tokens, kv_bytes, block_tokens, honor_sliding_window
+        arch,
+        tensor_parallel,
+        pipeline_parallel,
+        prompts,
+        prompt_tokens,
+        kv_bytes,
+        block_tokens,
+        honor_sliding_window,
+        state_bytes_per_element,
     )
 
 
@@ -132,13 +143,23 @@ def stage_routed_expert_bytes(
 
 
 def decode_kv_read_bytes(
-    arch: ModelArchitecture, tensor_parallel, pipeline_parallel, batch, context_tokens, kv_bytes, honor_sliding_window
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    batch,
+    context_tokens,
+    kv_bytes,
+    honor_sliding_window,
+    state_bytes_per_element: Number = 2.0,
 ):
-    """KV a decode step reads on one GPU: every cached token of its `batch` sequences at `context_tokens`
-    (attention reads tokens, not whole blocks)."""
-    return mem.kv_cache_bytes(
-        arch, tensor_parallel, pipeline_parallel, batch, context_tokens, kv_bytes, 1, honor_sliding_window
+    """Cache traffic of a decode step on one GPU for its `batch` sequences at `context_tokens`: the keys
+    each attention layer attends (tokens, not whole blocks; V3.2 only its top-k, plus its indexer keys) and
+    each recurrent layer's state read and written back (`planner.model.cache.decode_cache_traffic_bytes`),
+    for the stage's share of the layers."""
+    per_sequence = decode_cache_traffic_bytes(
+        arch, context_tokens, kv_bytes, state_bytes_per_element, tensor_parallel, honor_sliding_window
     )
+    return batch * mem.stage_share(arch, pipeline_parallel, per_sequence)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -222,7 +243,15 @@ def prefill_step(
     tokens = new_tokens * prompts
     flops = prefill_step_flops(counts, arch, x.prompt_tokens, new_tokens, prompts, tp, pp)
     kv_written = prefill_kv_write_bytes(
-        arch, tp, pp, prompts, x.prompt_tokens, x.kv_bytes, x.kv_block_tokens, x.honor_sliding_window
+        arch,
+        tp,
+        pp,
+        prompts,
+        x.prompt_tokens,
+        x.kv_bytes,
+        x.kv_block_tokens,
+        x.honor_sliding_window,
+        x.activation_bytes,
     )
     bytes_moved = prefill_step_bytes(stage_weight_bytes, prefill_chunks(tokens, x.prefill_chunk_tokens), kv_written)
     message = activation_message_bytes(arch, tokens, x.activation_bytes)
@@ -262,7 +291,7 @@ def decode_step(
         batch,
     )
     bytes_moved = weight_reads + decode_kv_read_bytes(
-        arch, tp, pp, batch, mean_context, x.kv_bytes, x.honor_sliding_window
+        arch, tp, pp, batch, mean_context, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
     )
     message = activation_message_bytes(arch, batch, x.activation_bytes)
     collectives_s = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validat
 from planner.arrays import maximum as _maximum
 from planner.arrays import minimum as _minimum
 from planner.arrays import where as _where
+from planner.model.memo import by_identity
 
 MixerKind = Literal[
     "full_attention",  # softmax attention over the whole context
@@ -178,6 +179,7 @@ class ModelArchitecture(BaseModel):
     # DeepSeek-V3.2 sparse attention: the lightning indexer of every MLA layer
     indexer_num_heads: int = Field(default=0, ge=0)
     indexer_head_dim: int = Field(default=0, ge=0)
+    indexer_topk: int = Field(default=0, ge=0)  # each query attends only the index_topk keys the indexer picks
     # Gated DeltaNet (Qwen3-Next linear_attention layers)
     linear_num_key_heads: int = Field(default=0, ge=0)
     linear_num_value_heads: int = Field(default=0, ge=0)
@@ -192,6 +194,9 @@ class ModelArchitecture(BaseModel):
     mamba_conv_kernel: int = Field(default=0, ge=0)
     mamba_conv_bias: bool = True
     mamba_proj_bias: bool = False
+    # Bytes per element of the SSM state when the config fixes its dtype (Nemotron 3 mamba_ssm_cache_dtype
+    # float32: 4); 0 = the activation dtype, like the conv state and the Gated DeltaNet state.
+    ssm_state_bytes_per_element: int = Field(default=0, ge=0, le=8)
     # A multimodal checkpoint's vision tower and projector, counted apart from the language model
     vision_encoder_parameters: int = Field(default=0, ge=0)
     vision_model_type: str | None = None
@@ -308,6 +313,11 @@ class ModelArchitecture(BaseModel):
     def is_hybrid(self) -> bool:
         """True when some layers have no softmax attention (linear attention, Mamba, no-op, linear)."""
         return any(layer.mixer not in ATTENTION_MIXERS for layer in self.layers)
+
+    @property
+    def num_attention_layers(self) -> int:
+        """Layers with softmax attention (full, sliding or chunked): the only ones with a KV cache."""
+        return sum(group.layers for group in attention_layer_groups(self))
 
 
 @lru_cache(maxsize=256)
@@ -583,6 +593,11 @@ def _mean_layer(layers: list[LayerParameters]) -> LayerParameters:
     )
 
 
+def _sum_layers(layers: list[LayerParameters]) -> LayerParameters:
+    """Field-wise sum."""
+    return LayerParameters(**{f.name: sum(getattr(layer, f.name) for layer in layers) for f in fields(LayerParameters)})
+
+
 def layer_parameters(arch: ModelArchitecture, moe_layer: bool) -> LayerParameters:
     """Parameter elements of one dense (`moe_layer=False`) or MoE layer: the mean over the model's layers
     of that kind (see `ParameterCounts.dense_layer`)."""
@@ -600,8 +615,9 @@ class ParameterCounts:
     them. `dense_layer` / `moe_layer` are the mean non-MoE / MoE layer (each field rounded down), so a
     model of identical layers is described exactly by `num_dense_layers x dense_layer + num_moe_layers x
     moe_layer`; for mixed stacks (Nemotron-H, Nemotron-NAS, Qwen3-Next) that product is within
-    `num_layers` elements per field of the exact sum. `vision_encoder` is a multimodal checkpoint's
-    vision tower and projector, not part of `total` (the language model).
+    `num_layers` elements per field of the exact sum (`dense_layers_sum` / `moe_layers_sum` are exact).
+    `vision_encoder` is a multimodal checkpoint's vision tower and projector, not part of `total` (the
+    language model).
     """
 
     embedding: int
@@ -617,6 +633,10 @@ class ParameterCounts:
     layers: tuple[LayerParameters, ...] = ()
     layer_mixers: tuple[str, ...] = ()  # each layer's LayerSpec.mixer
     vision_encoder: int = 0
+    # Exact field-wise sums over the non-MoE / MoE layers (None: `count x mean layer` is exact), so weight
+    # bytes of a mixed stack equal its parameter count (`planner.physics.memory.weight_bytes`).
+    dense_layers_sum: LayerParameters | None = None
+    moe_layers_sum: LayerParameters | None = None
 
     @property
     def layers_total(self) -> int:
@@ -660,8 +680,9 @@ class ParameterCounts:
         return self.total - self.embedding - self.lm_head - self.position_embedding
 
     def as_dict(self) -> dict[str, int]:
-        """Named components summing to `total`. Mixers of linear-attention and Mamba layers get their own
-        keys ('linear_attention', 'mamba'), present only when the model has such layers."""
+        """Named components summing to `total_with_vision`. Mixers of linear-attention and Mamba layers get
+        their own keys ('linear_attention', 'mamba'), and a multimodal checkpoint's vision tower
+        'vision_encoder', each present only when the model has it."""
         layers = self.layers or (self.dense_layer,) * self.num_dense_layers + (
             (self.moe_layer,) * self.num_moe_layers if self.moe_layer else ()
         )
@@ -686,16 +707,14 @@ class ParameterCounts:
             out["experts_shared"] += layer.experts_shared
             out["router"] += layer.router
             out["layer_norms"] += layer.norms
+        if self.vision_encoder:
+            out["vision_encoder"] = self.vision_encoder
         return out
 
 
+@by_identity
 def parameter_counts(arch: ModelArchitecture) -> ParameterCounts:
     """Every parameter element of the language model, layer by layer (see ParameterCounts)."""
-    return _parameter_counts(cast(Hashable, arch))
-
-
-@lru_cache(maxsize=256)
-def _parameter_counts(arch: ModelArchitecture) -> ParameterCounts:
     h = arch.hidden_size
     specs = arch.layers
     per_layer = tuple(layer_spec_parameters(arch, spec) for spec in specs)
@@ -716,48 +735,95 @@ def _parameter_counts(arch: ModelArchitecture) -> ParameterCounts:
         layers=per_layer,
         layer_mixers=tuple(spec.mixer for spec in specs),
         vision_encoder=arch.vision_encoder_parameters,
+        dense_layers_sum=_sum_layers(dense) if dense else None,
+        moe_layers_sum=_sum_layers(moe) if moe else None,
     )
 
 
 # ---------------------------------------------------------------------------------------------
-# KV cache geometry
+# Which layers attend, and to how many keys
 
 
-def kv_elements_per_token_per_layer(arch: ModelArchitecture, tensor_parallel=1):
-    """Cached elements one token adds to one layer on one tensor-parallel rank.
+@dataclass(frozen=True)
+class AttentionGroup:
+    """Softmax-attention layers that cache and attend alike: how many, their KV heads, their window."""
+
+    layers: int
+    kv_heads: int
+    window_tokens: int | None  # sliding window or chunk (the most tokens a layer keeps); None: the whole context
+    chunked: bool = False  # chunked local attention (Llama 4): a query attends its own chunk only
+
+
+def group_cached_tokens(group: AttentionGroup, context_tokens, honor_window=True):
+    """Tokens one layer of `group` caches for a sequence of `context_tokens`: all of them, or at most the
+    window when the engine honours it (see `planner.model.cache.layer_cached_tokens`). Broadcasts."""
+    if group.window_tokens is None:
+        return context_tokens
+    return _where(honor_window, _minimum(context_tokens, group.window_tokens), context_tokens)
+
+
+@by_identity
+def attention_layer_groups(arch: ModelArchitecture) -> tuple[AttentionGroup, ...]:
+    """The model's softmax-attention layers grouped by (KV heads, window, chunked); layers without softmax
+    attention (linear attention, Mamba, linear replacements, no-ops) are in no group. A handful of groups at
+    most, so per-layer sums stay a short loop over numpy arrays in the sweep."""
+    kinds = Counter(
+        (layer.num_kv_heads or arch.num_kv_heads, layer.window_tokens, layer.mixer == "chunked_attention")
+        for layer in arch.layers
+        if layer.mixer in ATTENTION_MIXERS
+    )
+    return tuple(AttentionGroup(n, kv_heads, window, chunked) for (kv_heads, window, chunked), n in kinds.items())
+
+
+def attention_span_tokens(arch: ModelArchitecture, group: AttentionGroup) -> int | None:
+    """Most keys one query of `group` attends: its window, or DeepSeek-V3.2's `index_topk` (sparse attention
+    reads only the keys its indexer selects), whichever is smaller; None: every cached key."""
+    spans = [span for span in (group.window_tokens, arch.indexer_topk) if span]
+    return min(spans) if spans else None
+
+
+def kv_elements_per_token_per_layer(arch: ModelArchitecture, tensor_parallel=1, kv_heads: int | None = None):
+    """Cached elements one token adds to one attention layer on one tensor-parallel rank.
 
     MHA/GQA/MQA: K and V for the rank's KV heads, `2 * kv_heads_per_rank * head_dim`; when TP
     exceeds the KV heads each rank keeps a full copy of one head (replication, vLLM/Megatron).
+    `kv_heads` is a layer's own count (Nemotron-NAS), default the model's.
     MLA: the compressed latent plus the decoupled RoPE key, `kv_lora_rank + qk_rope_head_dim`
     (DeepSeek-V2 paper, Sec. 2.1.2); every TP rank holds the whole latent.
     Broadcasts over `tensor_parallel`.
     """
     if arch.uses_mla:
         return (arch.kv_lora_rank + arch.qk_rope_head_dim) + 0 * tensor_parallel
-    kv_heads_per_rank = _maximum(arch.num_kv_heads / tensor_parallel, 1)
+    kv_heads_per_rank = _maximum((kv_heads or arch.num_kv_heads) / tensor_parallel, 1)
     return 2 * kv_heads_per_rank * arch.head_dim
 
 
-def cached_tokens_per_layer_sum(arch: ModelArchitecture, context_tokens, layers=None):
-    """Sum over `layers` (default all) of the tokens each layer caches at this context.
+def cached_tokens_per_layer_sum(arch: ModelArchitecture, context_tokens, layers=None, honor_window=True):
+    """Sum over the attention layers of the tokens each caches at this context (layers without softmax
+    attention cache none).
 
-    Sliding-window layers keep only the last `sliding_window` tokens. On a pipeline stage holding a
-    subset of layers the sliding share is taken proportionally (exact when the stage is the whole model).
+    Sliding-window and chunked layers keep at most their window when `honor_window` (min(c, w): the keys
+    the next step attends; see `planner.model.cache.layer_cached_tokens`). `layers` (default all) takes a
+    pipeline stage's share of that sum in proportion to its layers (exact when the stage is the whole
+    model). Broadcasts over `context_tokens`.
     """
-    layers = arch.num_layers if layers is None else layers
-    if not arch.sliding_window or arch.sliding_window_layers == 0:
-        return layers * context_tokens
-    sliding_share = arch.sliding_window_layers / arch.num_layers
-    windowed = _minimum(context_tokens, arch.sliding_window)
-    return layers * ((1 - sliding_share) * context_tokens + sliding_share * windowed)
+    total = 0 * context_tokens
+    for group in attention_layer_groups(arch):
+        total = total + group.layers * group_cached_tokens(group, context_tokens, honor_window)
+    return total if layers is None else total * layers / arch.num_layers
 
 
 def kv_cache_bytes_per_token(arch: ModelArchitecture, kv_bytes_per_element: float) -> float:
-    """Whole-model KV bytes per token (no TP split, no sliding window): the headline number.
+    """Whole-model KV bytes one token adds (no TP split, no window): every attention layer's K and V (or
+    MLA latent), each with its own KV heads; linear-attention and Mamba layers add none (their state is
+    constant per sequence). The headline number.
 
     Example: OPT-13B fp16 = 2 x 40 layers x 5120 x 2 B = 819,200 B (vLLM paper, Sec. 3: 800 KB).
     """
-    return arch.num_layers * kv_elements_per_token_per_layer(arch, 1) * kv_bytes_per_element
+    return sum(
+        group.layers * kv_elements_per_token_per_layer(arch, 1, group.kv_heads) * kv_bytes_per_element
+        for group in attention_layer_groups(arch)
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -782,24 +848,86 @@ def attention_score_flops_per_token(arch: ModelArchitecture, context_tokens, pha
     return 2 * heads * (qk + v) * context_tokens
 
 
+def attended_tokens_per_layer_sum(arch: ModelArchitecture, context_tokens):
+    """Keys one query at `context_tokens` attends, summed over the attention layers: each layer's
+    `attention_span_tokens` caps it (windows, V3.2's top-k); other layers attend none. A chunked layer's
+    query attends between 1 and C keys as it moves through its chunk: charged the C it reaches (an upper
+    bound, the same as its cache), so the term stays linear in the context up to the chunk."""
+    total = 0 * context_tokens
+    for group in attention_layer_groups(arch):
+        span = attention_span_tokens(arch, group)
+        total = total + group.layers * (context_tokens if span is None else _minimum(context_tokens, span))
+    return total
+
+
 def mean_attended_tokens(arch: ModelArchitecture, context_tokens):
-    """Keys a token attends to, averaged over layers (sliding-window layers are capped)."""
-    return cached_tokens_per_layer_sum(arch, context_tokens) / arch.num_layers
+    """Keys a token attends to, averaged over all layers (windowed and sparse layers capped, layers
+    without softmax attention counting 0)."""
+    return attended_tokens_per_layer_sum(arch, context_tokens) / arch.num_layers
+
+
+def _causal_pairs(prompt_tokens, span: int | None, chunked: bool = False):
+    """Query-key pairs of causal attention over a prompt of s tokens when a query attends at most `span`
+    keys: s(s+1)/2 uncapped; w(w+1)/2 + (s - w) w once s passes a sliding window (or top-k) w. Chunked
+    local attention of chunk C restarts every chunk: k C(C+1)/2 + r(r+1)/2 for s = k C + r."""
+    full = prompt_tokens * (prompt_tokens + 1) / 2
+    if span is None:
+        return full
+    if chunked:
+        whole_chunks = prompt_tokens // span
+        rest = prompt_tokens - whole_chunks * span
+        return whole_chunks * span * (span + 1) / 2 + rest * (rest + 1) / 2
+    return _where(prompt_tokens <= span, full, span * (span + 1) / 2 + (prompt_tokens - span) * span)
 
 
 def prefill_attention_flops(arch: ModelArchitecture, prompt_tokens):
-    """Causal attention FLOPs for a whole prompt, all layers: sum over query positions of their context.
-
-    The i-th token attends i keys, so the sum is ~s^2/2 (s(s+1)/2 exactly); sliding layers cap at the window.
-    """
+    """Causal attention FLOPs for a whole prompt, all attention layers: sum over query positions of the keys
+    they attend (s(s+1)/2 exactly; sliding-window, chunked and V3.2's sparse layers capped at their span),
+    plus V3.2's indexer scoring every earlier key (`indexer_score_flops_per_key`). Layers without softmax
+    attention: `recurrent_mixer_flops_per_token`."""
     per_key = attention_score_flops_per_token(arch, 1, "prefill")
-    full = prompt_tokens * (prompt_tokens + 1) / 2
-    if not arch.sliding_window or arch.sliding_window_layers == 0:
-        return arch.num_layers * per_key * full
-    w = arch.sliding_window
-    capped = _where(prompt_tokens <= w, full, w * (w + 1) / 2 + (prompt_tokens - w) * w)
-    sliding = arch.sliding_window_layers
-    return per_key * ((arch.num_layers - sliding) * full + sliding * capped)
+    total = indexer_score_flops_per_key(arch) * _causal_pairs(prompt_tokens, None)
+    for group in attention_layer_groups(arch):
+        pairs = _causal_pairs(prompt_tokens, attention_span_tokens(arch, group), group.chunked)
+        total = total + group.layers * per_key * pairs
+    return total
+
+
+def indexer_score_flops_per_key(arch: ModelArchitecture) -> int:
+    """DeepSeek-V3.2's lightning indexer, all its layers, for one query and one cached key: the dot product
+    of each of `index_n_heads` query heads with the key (2 x heads x index_head_dim) plus the per-head
+    weighting (2 x heads) (DeepSeek-V3.2-Exp report, Eq. 1). It scores every earlier key, so it grows with
+    the context even though attention reads only the top-k. 0 without an indexer."""
+    if not arch.indexer_num_heads:
+        return 0
+    layers = sum(group.layers for group in attention_layer_groups(arch))
+    return layers * 2 * arch.indexer_num_heads * (arch.indexer_head_dim + 1)
+
+
+def recurrent_mixer_flops_per_token(arch: ModelArchitecture) -> float:
+    """State-update FLOPs of one token through every linear-attention and Mamba layer (their projections are
+    matrix parameters, counted with the matmuls), in the recurrent form decode runs; chunked prefill kernels
+    do about as much per token.
+
+    Gated DeltaNet, per value head with a dk x dv state S: decay S (dk dv), read S^T k, apply the rank-1
+    delta update, read out S^T q (three multiply-adds per element): 7 dk dv (Yang et al. 2024, Gated Delta
+    Networks, Eq. 10). Mamba-2, per head with a p x n state: decay, add dt x B^T, read out with C: 5 p n
+    (Dao & Gu 2024, SSD recurrence). Both add the depthwise causal conv: 2 x kernel x conv channels.
+    """
+    counts = Counter(layer.mixer for layer in arch.layers)
+    total = 0.0
+    if counts["linear_attention"]:
+        key_dim = arch.linear_num_key_heads * arch.linear_key_head_dim
+        value_dim = arch.linear_num_value_heads * arch.linear_value_head_dim
+        state = 7 * value_dim * arch.linear_key_head_dim
+        conv = 2 * arch.linear_conv_kernel * (2 * key_dim + value_dim)
+        total += counts["linear_attention"] * (state + conv)
+    if counts["mamba"]:
+        inner = arch.mamba_num_heads * arch.mamba_head_dim
+        state = 5 * inner * arch.mamba_state_size
+        conv = 2 * arch.mamba_conv_kernel * (inner + 2 * arch.mamba_groups * arch.mamba_state_size)
+        total += counts["mamba"] * (state + conv)
+    return total
 
 
 def matmul_flops_per_token(counts: ParameterCounts, include_lm_head: bool = True) -> float:
@@ -809,122 +937,9 @@ def matmul_flops_per_token(counts: ParameterCounts, include_lm_head: bool = True
     return 2 * (matmul_params + (lm if include_lm_head else 0))
 
 
-# ---------------------------------------------------------------------------------------------
-# Per-layer cache geometry (hybrid and windowed stacks). Not yet read by the physics, which uses the
-# uniform-model functions above; these are the terms it moves to.
-
-
-def layer_kv_elements_per_token(arch: ModelArchitecture, layer: LayerSpec, tensor_parallel=1):
-    """KV elements one token adds to `layer` on one tensor-parallel rank; 0 for layers without a KV cache.
-
-    Softmax attention (full, sliding, chunked): K and V of the layer's KV heads, `2 x max(kv/TP, 1) x
-    head_dim` (a Nemotron-NAS layer may have its own KV head count). MLA: the latent plus the decoupled
-    RoPE key, `kv_lora_rank + qk_rope_head_dim` on every rank (DeepSeek-V2 paper Sec. 2.1.2); V3.2's
-    indexer keys are a separate cache (`indexer_key_elements_per_token`). Linear attention, Mamba,
-    linear replacements and no-op layers keep no per-token cache (their state is constant: see
-    `recurrent_state_bytes_per_sequence`). Broadcasts over `tensor_parallel`.
-    """
-    if layer.mixer not in ATTENTION_MIXERS:
-        return 0 * tensor_parallel
-    if arch.uses_mla:
-        return (arch.kv_lora_rank + arch.qk_rope_head_dim) + 0 * tensor_parallel
-    kv_heads = layer.num_kv_heads or arch.num_kv_heads
-    return 2 * _maximum(kv_heads / tensor_parallel, 1) * arch.head_dim
-
-
-def layer_cached_tokens(layer: LayerSpec, context_tokens):
-    """Tokens `layer` keeps cached for one sequence of `context_tokens`.
-
-    Full attention: all of them. Sliding window w: the min(c, w) keys the next step attends (HF keeps
-    w - 1 between steps and appends the new token's; vLLM SlidingWindowSpec budgets whole blocks of them). Chunked local attention of chunk C (Llama 4 `attention_chunk_size`): a query
-    attends only within its own chunk, so at most min(c, C) keys are live (vLLM ChunkedLocalAttentionSpec
-    bounds the allocation by the chunk). Layers without a KV cache: 0. Broadcasts over `context_tokens`.
-    """
-    if layer.mixer == "full_attention":
-        return context_tokens
-    if layer.mixer in WINDOWED_MIXERS and layer.window_tokens is not None:
-        return _minimum(context_tokens, layer.window_tokens)
-    return 0 * context_tokens
-
-
-def indexer_key_elements_per_token(arch: ModelArchitecture):
-    """DeepSeek-V3.2's lightning-indexer key cache: `index_head_dim` elements per token per MLA layer, one
-    key shared by the indexer heads (modeling_deepseek_v32.py `wk`: hidden -> index_head_dim). vLLM stores
-    it as fp8 with one fp32 scale per 128 elements (DeepSeek-V3.2 inference code). 0 without an indexer."""
-    return arch.indexer_head_dim if arch.indexer_num_heads else 0
-
-
-def linear_attention_state_elements(arch: ModelArchitecture, tensor_parallel=1) -> tuple:
-    """(recurrent, conv) state elements of one Gated DeltaNet layer for one sequence on one TP rank.
-
-    Recurrent: `num_v_heads/TP x head_k_dim x head_v_dim` (transformers modeling_qwen3_next.py
-    torch_recurrent_gated_delta_rule: recurrent_state_shape = (batch, num_v_heads, k_head_dim, v_head_dim)).
-    Conv: `(conv_kernel - 1) x conv_dim/TP` with conv_dim = 2 x num_k_heads x head_k_dim + num_v_heads x
-    head_v_dim (vLLM mamba_utils.py gated_delta_net_state_shape; transformers' cache keeps `conv_kernel`
-    columns, one more). Constant in the context length. Broadcasts over `tensor_parallel`.
-    """
-    recurrent = arch.linear_num_value_heads / tensor_parallel * arch.linear_key_head_dim * arch.linear_value_head_dim
-    conv_dim = 2 * arch.linear_num_key_heads * arch.linear_key_head_dim + (
-        arch.linear_num_value_heads * arch.linear_value_head_dim
-    )
-    return recurrent, (arch.linear_conv_kernel - 1) * conv_dim / tensor_parallel
-
-
-def mamba_state_elements(arch: ModelArchitecture, tensor_parallel=1) -> tuple:
-    """(ssm, conv) state elements of one Mamba-2 layer for one sequence on one TP rank.
-
-    SSM: `num_heads/TP x head_dim x d_state` (transformers modeling_nemotron_h.py NemotronHMamba2Mixer;
-    vLLM mamba_utils.py mamba2_state_shape temporal_state_shape). Conv: `(conv_kernel - 1) x (intermediate
-    + 2 x n_groups x d_state)/TP`, intermediate = num_heads x head_dim; when TP does not divide n_groups,
-    vLLM replicates groups up to TP (extra_groups_for_head_shards). Constant in the context length.
-    """
-    ssm = arch.mamba_num_heads / tensor_parallel * arch.mamba_head_dim * arch.mamba_state_size
-    groups = _where(arch.mamba_groups % tensor_parallel == 0, arch.mamba_groups, tensor_parallel)
-    conv_dim = arch.mamba_num_heads * arch.mamba_head_dim + 2 * groups * arch.mamba_state_size
-    return ssm, (arch.mamba_conv_kernel - 1) * conv_dim / tensor_parallel
-
-
-def recurrent_state_bytes_per_sequence(
-    arch: ModelArchitecture, state_bytes_per_element, conv_bytes_per_element, tensor_parallel=1
-):
-    """Constant cache bytes of one sequence on one TP rank, all layers: the recurrent/SSM state
-    (`state_bytes_per_element`; Nemotron-H keeps it in fp32, `mamba_ssm_cache_dtype`) plus the conv window
-    (`conv_bytes_per_element`) of every linear-attention and Mamba layer. 0 for attention-only models."""
-    counts = Counter(layer.mixer for layer in arch.layers)
-    total = 0 * tensor_parallel
-    if counts["linear_attention"]:
-        state, conv = linear_attention_state_elements(arch, tensor_parallel)
-        total = total + counts["linear_attention"] * (state * state_bytes_per_element + conv * conv_bytes_per_element)
-    if counts["mamba"]:
-        state, conv = mamba_state_elements(arch, tensor_parallel)
-        total = total + counts["mamba"] * (state * state_bytes_per_element + conv * conv_bytes_per_element)
-    return total
-
-
-def kv_cache_bytes_per_sequence_by_layer(
-    arch: ModelArchitecture, context_tokens, kv_bytes_per_element, tensor_parallel=1
-):
-    """KV bytes of one sequence on one TP rank, summed layer by layer with each layer's own window and
-    KV heads (`layer_kv_elements_per_token` x `layer_cached_tokens`). V3.2's indexer keys are a separate
-    cache in their own format: `indexer_cache_bytes_per_sequence`. Broadcasts over `context_tokens` and
-    `tensor_parallel`."""
-    total = 0 * context_tokens * tensor_parallel
-    for layer in arch.layers:
-        per_token = layer_kv_elements_per_token(arch, layer, tensor_parallel)
-        total = total + layer_cached_tokens(layer, context_tokens) * per_token * kv_bytes_per_element
-    return total
-
-
-def indexer_cache_bytes_per_sequence(arch: ModelArchitecture, context_tokens, bytes_per_element=132 / 128):
-    """DeepSeek-V3.2 indexer keys of one sequence, all MLA layers, every TP rank (the indexer is
-    replicated): `index_head_dim` elements per token and layer, fp8 plus one fp32 scale per 128 elements
-    by default (132 bytes per 128-element key, vLLM's indexer cache). 0 without an indexer."""
-    layers = sum(layer.mixer in ATTENTION_MIXERS for layer in arch.layers)
-    return layers * context_tokens * indexer_key_elements_per_token(arch) * bytes_per_element
-
-
 __all__ = [
     "ATTENTION_MIXERS",
+    "AttentionGroup",
     "CheckpointQuantization",
     "LayerParameters",
     "LayerSpec",
@@ -936,22 +951,20 @@ __all__ = [
     "ParameterCounts",
     "RECURRENT_MIXERS",
     "WINDOWED_MIXERS",
+    "attended_tokens_per_layer_sum",
+    "attention_layer_groups",
     "attention_score_flops_per_token",
+    "attention_span_tokens",
     "cached_tokens_per_layer_sum",
-    "indexer_cache_bytes_per_sequence",
-    "indexer_key_elements_per_token",
-    "kv_cache_bytes_per_sequence_by_layer",
+    "group_cached_tokens",
+    "indexer_score_flops_per_key",
     "kv_cache_bytes_per_token",
     "kv_elements_per_token_per_layer",
-    "layer_cached_tokens",
-    "layer_kv_elements_per_token",
     "layer_parameters",
     "layer_spec_parameters",
-    "linear_attention_state_elements",
-    "mamba_state_elements",
     "matmul_flops_per_token",
     "mean_attended_tokens",
     "parameter_counts",
     "prefill_attention_flops",
-    "recurrent_state_bytes_per_sequence",
+    "recurrent_mixer_flops_per_token",
 ]

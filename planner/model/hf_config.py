@@ -366,8 +366,8 @@ def _layer_types(config: dict, layers: int, default: list[str], allowed: tuple[s
 
 
 def _windowed(mixers: list[str], window: int | None, mlp: list[str] | None = None) -> dict:
-    """layer_pattern + the uniform sliding-window fields the current physics reads (the window and how
-    many layers use it)."""
+    """layer_pattern + the summary sliding-window fields (the window and how many layers use it; the
+    physics reads each layer's own)."""
     mlp = mlp or ["dense"] * len(mixers)
     pattern = tuple(
         LayerSpec.model_validate(
@@ -605,6 +605,10 @@ _NEMOTRON_H_TYPES = {
 }
 
 
+# `mamba_ssm_cache_dtype` -> bytes per element; absent or "auto": the activation dtype (0).
+_STATE_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
 def _parse_nemotron_h(config: dict) -> dict:
     """NemotronHModel: one mixer per block, `hybrid_override_pattern` M (Mamba-2), * (attention), - (relu^2
     MLP, up/down) or E (MoE of up/down experts + a shared up/down expert, router correction bias); one
@@ -660,6 +664,7 @@ def _parse_nemotron_h(config: dict) -> dict:
         mamba_conv_kernel=_get(config, "conv_kernel", "mamba_d_conv", default=4, note=notes),
         mamba_conv_bias=_get(config, "use_conv_bias", "mamba_conv_bias", default=True, kind=bool),
         mamba_proj_bias=_get(config, "use_bias", default=False, kind=bool),
+        ssm_state_bytes_per_element=_STATE_DTYPE_BYTES.get(str(config.get("mamba_ssm_cache_dtype")), 0),
         assumptions=tuple(notes),
     )
 
@@ -731,7 +736,8 @@ def _parse_nemotron_nas(config: dict) -> dict:
         num_layers=layers,
         hidden_size=hidden,
         num_attention_heads=heads,
-        # The uniform fields the current physics reads: the commonest KV head count, the widest MLP.
+        # Summary values for the uniform fields (the physics reads each layer's own): the commonest KV
+        # head count, the widest MLP.
         num_kv_heads=kv_heads.most_common(1)[0][0] if kv_heads else heads,
         head_dim=_get(config, "head_dim", default=hidden // heads),
         intermediate_size=max(widths, default=0),
@@ -753,12 +759,14 @@ def _parse_ministral3(config: dict) -> dict:
 
 def _parse_deepseek_v32(config: dict) -> dict:
     """DeepSeek-V3 layout plus the lightning indexer of DeepSeek Sparse Attention on every layer
-    (DeepseekV32Indexer: index_n_heads heads of index_head_dim)."""
+    (DeepseekV32Indexer: index_n_heads heads of index_head_dim; each query attends the index_topk keys
+    it selects)."""
     notes: list[str] = []
     fields = _parse_deepseek(config)
     fields.update(
         indexer_num_heads=_get(config, "index_n_heads", default=64, note=notes),
         indexer_head_dim=_get(config, "index_head_dim", default=128, note=notes),
+        indexer_topk=_get(config, "index_topk", default=2048, note=notes),
         assumptions=fields.get("assumptions", ()) + tuple(notes),
     )
     return fields

@@ -9,9 +9,11 @@ from planner.arrays import Number
 from planner.model.architecture import (
     ModelArchitecture,
     ParameterCounts,
+    attended_tokens_per_layer_sum,
     attention_score_flops_per_token,
-    mean_attended_tokens,
+    indexer_score_flops_per_key,
     prefill_attention_flops,
+    recurrent_mixer_flops_per_token,
 )
 
 
@@ -58,21 +60,24 @@ def prefill_flops(
     are computed (the rest come from a prefix cache; default: all).
 
     2 x active layer parameters per computed token; causal attention of the computed tokens over
-    the whole prefix (sum of 4*heads*head_dim*i over their positions); the lm_head for the last
-    position of each sequence only (engines sample one token per sequence).
+    the whole prefix (sum of 4*heads*head_dim*i over their positions, in the attention layers only,
+    windowed ones capped; `architecture.prefill_attention_flops`); the state updates of linear-attention
+    and Mamba layers per computed token; the lm_head for the last position of each sequence only (engines
+    sample one token per sequence).
     """
     new_tokens = prompt_tokens if new_tokens is None else new_tokens
     cached = prompt_tokens - new_tokens
     attention = prefill_attention_flops(arch, prompt_tokens) - prefill_attention_flops(arch, cached)
-    per_sequence = (
-        2 * matmul_parameters_per_token(counts) * new_tokens + attention + head_forward_flops_per_token(counts)
-    )
+    per_token = 2 * matmul_parameters_per_token(counts) + recurrent_mixer_flops_per_token(arch)
+    per_sequence = per_token * new_tokens + attention + head_forward_flops_per_token(counts)
     return sequences * per_sequence
 
 
 def decode_flops(counts: ParameterCounts, arch: ModelArchitecture, batch, context_tokens):
     """One decode step for `batch` sequences at `context_tokens` each: 2 x active parameters per new
-    token (lm_head included) + attention over the cached context of every layer."""
-    attended = mean_attended_tokens(arch, context_tokens)
-    attention = arch.num_layers * attention_score_flops_per_token(arch, attended, "decode")
-    return batch * (2 * matmul_parameters_per_token(counts) + head_forward_flops_per_token(counts) + attention)
+    token (lm_head included) + attention over the keys each attention layer attends (windows and V3.2's
+    top-k capped; V3.2's indexer scores every cached key) + the state updates of linear-attention and
+    Mamba layers (constant in the context)."""
+    attention = attention_score_flops_per_token(arch, attended_tokens_per_layer_sum(arch, context_tokens), "decode")
+    mixing = attention + indexer_score_flops_per_key(arch) * context_tokens + recurrent_mixer_flops_per_token(arch)
+    return batch * (2 * matmul_parameters_per_token(counts) + head_forward_flops_per_token(counts) + mixing)

@@ -8,13 +8,8 @@ arrays of equal shape; the model description (`ModelArchitecture`, `ParameterCou
 from __future__ import annotations
 
 from planner.arrays import Number, ceil_div, ceil_to_multiple, maximum, minimum, where
-from planner.model.architecture import (
-    LayerParameters,
-    ModelArchitecture,
-    ParameterCounts,
-    cached_tokens_per_layer_sum,
-    kv_elements_per_token_per_layer,
-)
+from planner.model.architecture import LayerParameters, ModelArchitecture, ParameterCounts
+from planner.model.cache import kv_bytes_per_cached_token, sequence_cache_bytes
 
 GIB = 1 << 30
 
@@ -34,6 +29,13 @@ def stage_moe_layers(arch: ModelArchitecture, pipeline_parallel):
     return minimum(stage_layers(arch, pipeline_parallel), arch.num_moe_layers)
 
 
+def stage_share(arch: ModelArchitecture, pipeline_parallel, whole_model):
+    """A whole-model quantity taken in proportion to the most loaded stage's layers: `whole_model` x
+    ceil(L / p) / L (exact with one stage; for a hybrid stack the stage is charged the model's mix of layer
+    kinds). Multiplies before dividing, so whole-number bytes stay exact when the stage is the model."""
+    return whole_model * stage_layers(arch, pipeline_parallel) / arch.num_layers
+
+
 # ---------------------------------------------------------------------------------------------
 # weights
 
@@ -43,6 +45,8 @@ def _layer_weight_bytes(
 ):
     # K/V projections replicate once TP exceeds the KV heads: each rank keeps max(kv/tp, 1) heads.
     kv_share = maximum(1 / tensor_parallel, 1 / arch.num_kv_heads)
+    # Attention sinks split with their heads; the routed experts' biases (gpt-oss) with the experts. Both
+    # stay in the high-precision dtype, as the checkpoints keep them.
     linear = (
         layer.attention_sharded / tensor_parallel
         + layer.attention_kv * kv_share
@@ -54,13 +58,32 @@ def _layer_weight_bytes(
     # Column-parallel biases split with their matrices; row-parallel (output) biases are added after the
     # all-reduce, so every rank holds them whole (Megatron RowParallelLinear, vLLM).
     small = (
-        (layer.attention_bias + layer.mlp_bias) / tensor_parallel
+        (layer.attention_bias + layer.mlp_bias + layer.attention_sinks) / tensor_parallel
+        + layer.experts_bias / expert_shards
         + layer.attention_out_bias
         + layer.mlp_out_bias
         + layer.router
         + layer.norms
     )
     return linear * linear_bytes + small * high_precision_bytes
+
+
+def _per_layer_weight_bytes(
+    mean: LayerParameters,
+    exact_sum: LayerParameters | None,
+    layers: int,
+    arch: ModelArchitecture,
+    tensor_parallel,
+    expert_shards,
+    linear_bytes,
+    high_precision_bytes,
+):
+    """One layer's bytes averaged over the `layers` layers of its kind: from their exact sum when the
+    layers differ (a mean rounded down per field would miss a few elements), else from the mean."""
+    args = (arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes)
+    if exact_sum is None or layers == 0:
+        return _layer_weight_bytes(mean, *args)
+    return _layer_weight_bytes(exact_sum, *args) / layers
 
 
 def weight_bytes(
@@ -79,19 +102,24 @@ def weight_bytes(
     of embedding and lm_head too (vocab-parallel); routed experts are split across max(TP, EP) ranks;
     norms, routers and MLA's latent down-projections are replicated. With PP > 1 the first stage holds
     the embedding and the last the output head (a tied head needs its own copy there); the heaviest
-    stage is charged the larger of the two.
+    stage is charged the larger of the two. A multimodal checkpoint's vision tower and projector sit with
+    the embedding on the first stage, split across TP ranks (vLLM's vision encoders use tensor-parallel
+    linears) and kept in the 16-bit dtype (quantized checkpoints leave them unquantized). With one stage
+    and TP = 1 the bytes are exactly the checkpoint's parameters at their dtypes.
     """
     expert_shards = maximum(tensor_parallel, expert_parallel)
     moe_layers = stage_moe_layers(arch, pipeline_parallel)
     dense_layers = stage_layers(arch, pipeline_parallel) - moe_layers
-    layers = dense_layers * _layer_weight_bytes(
-        counts.dense_layer, arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes
+    common = (arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes)
+    layers = dense_layers * _per_layer_weight_bytes(
+        counts.dense_layer, counts.dense_layers_sum, counts.num_dense_layers, *common
     )
     if counts.moe_layer is not None:
-        layers = layers + moe_layers * _layer_weight_bytes(
-            counts.moe_layer, arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes
+        layers = layers + moe_layers * _per_layer_weight_bytes(
+            counts.moe_layer, counts.moe_layers_sum, counts.num_moe_layers, *common
         )
     embedding = (counts.embedding / tensor_parallel + counts.position_embedding) * embedding_bytes
+    embedding = embedding + counts.vision_encoder / tensor_parallel * high_precision_bytes
     final_norms = counts.final_norms * high_precision_bytes
     # On one stage a tied head *is* the embedding matrix; the last of several stages needs its own copy.
     untied_head = counts.lm_head / tensor_parallel * embedding_bytes
@@ -114,20 +142,21 @@ def kv_cache_bytes_per_sequence(
     kv_bytes_per_element,
     block_tokens: Number = 1,
     honor_sliding_window: bool = True,
+    state_bytes_per_element: Number = 2.0,
 ):
-    """KV bytes one sequence of `context_tokens` holds on one GPU (its stage's layers, its TP shard).
-
-    Per token and layer: `2 * kv_heads_per_rank * head_dim` elements (MLA: `kv_lora_rank + rope_dim`).
-    Paged engines allocate whole blocks, so the context is rounded up to `block_tokens`; sliding-window
-    layers keep at most `sliding_window` tokens (vLLM, Gemma-2's alternating layers).
+    """Cache bytes one sequence of `context_tokens` holds on one GPU (its stage's share of the layers, its
+    TP shard): `planner.model.cache.sequence_cache_bytes`, i.e. the KV of the attention layers only
+    (`2 * kv_heads_per_rank * head_dim` per token and layer, MLA `kv_lora_rank + rope_dim`), the constant
+    state of linear-attention and Mamba layers (in `state_bytes_per_element`, the activation dtype) and
+    V3.2's indexer keys. Paged engines allocate whole blocks, so the context is rounded up to
+    `block_tokens`; sliding-window and chunked layers keep at most their window when the engine honours it
+    (vLLM, Gemma-2's alternating layers, gpt-oss).
     """
     tokens = ceil_to_multiple(context_tokens, block_tokens)
-    layers = stage_layers(arch, pipeline_parallel)
-    if honor_sliding_window:
-        token_layers = cached_tokens_per_layer_sum(arch, tokens, layers)
-    else:
-        token_layers = layers * tokens
-    return token_layers * kv_elements_per_token_per_layer(arch, tensor_parallel) * kv_bytes_per_element
+    whole_model = sequence_cache_bytes(
+        arch, tokens, kv_bytes_per_element, state_bytes_per_element, tensor_parallel, honor_sliding_window
+    )
+    return stage_share(arch, pipeline_parallel, whole_model)
 
 
 def kv_cache_bytes(
@@ -139,8 +168,10 @@ def kv_cache_bytes(
     kv_bytes_per_element,
     block_tokens: Number = 1,
     honor_sliding_window: bool = True,
+    state_bytes_per_element: Number = 2.0,
 ):
-    """KV cache on one GPU: sequences on its replica x bytes per sequence (linear in both)."""
+    """KV cache (and recurrent state) on one GPU: sequences on its replica x bytes per sequence (linear in
+    both)."""
     return sequences * kv_cache_bytes_per_sequence(
         arch,
         tensor_parallel,
@@ -149,17 +180,14 @@ def kv_cache_bytes(
         kv_bytes_per_element,
         block_tokens,
         honor_sliding_window,
+        state_bytes_per_element,
     )
 
 
 def kv_block_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, kv_bytes_per_element, block_tokens):
-    """One paged block (block_tokens tokens, every layer of the stage, full attention) on one GPU."""
-    return (
-        block_tokens
-        * stage_layers(arch, pipeline_parallel)
-        * kv_elements_per_token_per_layer(arch, tensor_parallel)
-        * kv_bytes_per_element
-    )
+    """One paged block (block_tokens token slots in every attention layer of the stage) on one GPU."""
+    per_token = kv_bytes_per_cached_token(arch, kv_bytes_per_element, tensor_parallel)
+    return stage_share(arch, pipeline_parallel, block_tokens * per_token)
 
 
 # ---------------------------------------------------------------------------------------------

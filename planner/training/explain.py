@@ -6,6 +6,7 @@ from __future__ import annotations
 from planner.calibration.record import CalibrationRecord
 from planner.hardware.catalog import Accelerator
 from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.model.notes import architecture_assumptions, architecture_warnings
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
@@ -61,7 +62,7 @@ def warnings_for(
     perf: TrainingPerformance,
     options: list[MicroBatchOption],
 ) -> list[str]:
-    out = []
+    out = architecture_warnings(arch)
     if not memory.fits:
         hint = (
             f"micro_batch_size {memory.max_micro_batch_size} would fit"
@@ -191,6 +192,7 @@ def assumptions_for(
             "Activations as for full training plus r per adapter, minus the frozen output head's input "
             "(an upper bound: frozen projections without adapters save no input either)."
         )
+    out += architecture_assumptions(arch)
     if arch.is_moe:
         out.append(
             "MoE: uniform top-k routing with no dropped tokens; experts split over TP x EP; the dispatch "

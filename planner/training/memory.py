@@ -184,14 +184,14 @@ _last_layers_only: tuple[ParameterCounts | None, ParameterCounts | None] = (None
 
 
 def _layers_only(counts: ParameterCounts) -> ParameterCounts:
-    """The counts without embedding, head and final norm. One plan asks a dozen times for the same counts
-    object, and `replace` re-runs `__init__` over every field, so the last answer is kept (by identity: the
-    counts are frozen; one tuple, read and written whole, so threads never see a mixed pair)."""
+    """The counts without embedding, head, final norm and vision tower. One plan asks a dozen times for the
+    same counts object, and `replace` re-runs `__init__` over every field, so the last answer is kept (by
+    identity: the counts are frozen; one tuple, read and written whole, so threads never see a mixed pair)."""
     global _last_layers_only
     seen, layers = _last_layers_only
     if seen is counts and layers is not None:
         return layers
-    layers = dataclasses.replace(counts, embedding=0, position_embedding=0, lm_head=0, final_norms=0)
+    layers = dataclasses.replace(counts, embedding=0, position_embedding=0, lm_head=0, final_norms=0, vision_encoder=0)
     _last_layers_only = (counts, layers)
     return layers
 
@@ -232,8 +232,9 @@ def stage_expert_parameter_elements(
 def edge_parameter_elements(counts: ParameterCounts, tensor_parallel, pipeline_parallel, first_stage: bool):
     """Embedding (first stage) or output head and final norm (last stage) on one GPU; vocabulary-parallel
     over TP. With one stage both live together and a tied head is the embedding itself; with PP > 1 the
-    last stage keeps its own copy of a tied head (Megatron)."""
-    embedding = counts.embedding / tensor_parallel + counts.position_embedding
+    last stage keeps its own copy of a tied head (Megatron). A multimodal checkpoint's vision tower sits
+    with the embedding, split across TP (as `physics.memory.weight_bytes` places it)."""
+    embedding = (counts.embedding + counts.vision_encoder) / tensor_parallel + counts.position_embedding
     head_matrix = (counts.lm_head if counts.lm_head else counts.embedding) / tensor_parallel
     head = head_matrix + counts.final_norms
     tied_copy = head_matrix if counts.lm_head == 0 else 0.0
@@ -423,6 +424,8 @@ def layer_activation_bytes_per_token(
       feeds o_proj, FlashAttention's fp32 log-sum-exp (4 B per head). Without FlashAttention: the softmax
       output (B per score) and, with dropout, its 1-byte mask and the dropped copy: 5 a s bytes in GPT,
       2 a s without dropout; recomputation (selective or full) removes these. GPT: 4 + 2 + 2 = 8 sbh.
+      In a hybrid stack only the softmax-attention layers keep scores (averaged over the layers); the
+      mixers of linear-attention and Mamba layers are counted with the attention layer's tensors.
     * dense MLP (split by TP): GeLU: the activation input and output (2 f B; GPT: 16 sbh);
       SwiGLU: gate and up outputs, silu(gate) and the product feeding down_proj (4 f B).
     * MoE MLP: fp32 router probabilities (4 E bytes), per routed copy (k per token) the dispatched input and
@@ -460,6 +463,8 @@ def layer_activation_bytes_per_token(
         lse_heads = heads / t
     attention = attention + where(flash_attention, 4 * lse_heads, 0)
     scores = where(flash_attention, 0.0, heads / t * sequence_length * (b16 + where(dropout, 1 + b16, 0)))
+    if arch.is_hybrid:  # only softmax-attention layers have a score matrix: the layers' mean share of it
+        scores = scores * arch.num_attention_layers / arch.num_layers
 
     if moe_layer:
         k = arch.experts_per_token

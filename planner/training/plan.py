@@ -220,7 +220,7 @@ def _cost(scenario: TrainingScenario, hw: TrainingHardware, m: TrainingMetrics) 
 def trainable_parameters(scenario: TrainingScenario, arch: ModelArchitecture, counts: ParameterCounts) -> int:
     """Whole-model trainable parameters: all of them, or the LoRA adapters (TP = PP = EP = 1)."""
     if scenario.lora is None:
-        return counts.total
+        return counts.total_with_vision
     # float(): the term broadcasts (arrays on the sweep path); with scalar inputs it is one number.
     adapters = tmem.lora_adapter_elements(arch, scenario.lora.rank, scenario.lora.target_modules, 1, 1, 1)
     return int(round(float(adapters)))
@@ -262,7 +262,7 @@ def _model_summary(scenario: TrainingScenario, arch: ModelArchitecture, counts: 
         name=arch.name,
         model_id=scenario.model_id(),
         model_type=arch.model_type,
-        params_total=counts.total,
+        params_total=counts.total_with_vision,
         params_active=counts.active,
         kv_cache_bytes_per_token=kv_cache_bytes_per_token(arch, 2.0),
         num_layers=arch.num_layers,

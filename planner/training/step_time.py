@@ -16,6 +16,7 @@ from planner.model.architecture import (
     ParameterCounts,
     attention_score_flops_per_token,
     prefill_attention_flops,
+    recurrent_mixer_flops_per_token,
 )
 from planner.physics import collectives
 from planner.physics.flops import head_forward_flops_per_token, layer_matmul_parameters
@@ -27,13 +28,18 @@ from planner.training.memory import layer_matrices
 
 
 def attention_forward_flops_per_token(arch: ModelArchitecture, sequence_length, causal):
-    """Score and value FLOPs of one layer's attention for one token, averaged over the sequence's positions and
-    the model's layers. Causal (FlashAttention skips masked blocks): (s + 1)/2 keys on average, sliding-window
-    layers capped; dense (unfused attention computes the whole masked score matrix): s keys. 4 x heads x
-    head_dim per key (QK^T and attention x V)."""
-    causal_flops = prefill_attention_flops(arch, sequence_length) / (arch.num_layers * sequence_length)
+    """Token-mixing FLOPs of one layer for one token, averaged over the sequence's positions and the model's
+    layers. Attention layers: causal (FlashAttention skips masked blocks): (s + 1)/2 keys on average,
+    sliding-window layers capped; dense (unfused attention computes the whole masked score matrix): s keys;
+    4 x heads x head_dim per key (QK^T and attention x V). Linear-attention and Mamba layers: their state
+    updates (`recurrent_mixer_flops_per_token`), the same either way."""
+    layers = arch.num_layers
+    recurrent = recurrent_mixer_flops_per_token(arch) / layers
+    causal_flops = prefill_attention_flops(arch, sequence_length) / (layers * sequence_length)
     full_flops = attention_score_flops_per_token(arch, sequence_length, "prefill")
-    return where(causal, causal_flops, full_flops)
+    if arch.is_hybrid:  # only the softmax-attention layers compute scores
+        full_flops = full_flops * arch.num_attention_layers / layers
+    return where(causal, causal_flops, full_flops) + recurrent
 
 
 def lora_forward_flops_per_token(arch: ModelArchitecture, rank, target_modules, moe_layer: bool):

@@ -12,7 +12,7 @@ import warnings
 import pytest
 import torch
 
-from planner.model.architecture import (
+from planner.model.cache import (
     layer_cached_tokens,
     layer_kv_elements_per_token,
     linear_attention_state_elements,

@@ -12,8 +12,8 @@ import pytest
 import torch
 
 from planner.errors import PlanningError
-from planner.model.architecture import (
-    LayerSpec,
+from planner.model.architecture import LayerSpec, parameter_counts
+from planner.model.cache import (
     indexer_cache_bytes_per_sequence,
     indexer_key_elements_per_token,
     kv_cache_bytes_per_sequence_by_layer,
@@ -21,7 +21,6 @@ from planner.model.architecture import (
     layer_kv_elements_per_token,
     linear_attention_state_elements,
     mamba_state_elements,
-    parameter_counts,
     recurrent_state_bytes_per_sequence,
 )
 from planner.model.catalog import resolve_model

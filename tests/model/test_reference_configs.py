@@ -18,7 +18,8 @@ import re
 import pytest
 import torch
 
-from planner.model.architecture import linear_attention_state_elements, mamba_state_elements, parameter_counts
+from planner.model.architecture import parameter_counts
+from planner.model.cache import linear_attention_state_elements, mamba_state_elements
 from planner.model.catalog import resolve_model
 from planner.model.hf_config import architecture_from_config
 from tests.model import builders
