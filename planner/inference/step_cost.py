@@ -107,7 +107,9 @@ class RooflineStepCost:
             decode_step_flops(counts, arch, 1, self._context_grid, tp, pp), dtype=float
         )
         self._kv_read_bytes_per_sequence = np.asarray(
-            decode_kv_read_bytes(arch, tp, pp, 1, self._context_grid, x.kv_bytes, x.honor_sliding_window),
+            decode_kv_read_bytes(
+                arch, tp, pp, 1, self._context_grid, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
+            ),
             dtype=float,
         )
 
@@ -116,7 +118,10 @@ class RooflineStepCost:
         # (the lm_head of its last position, which the difference cancels).
         self._prefill_flops_to = np.asarray(prefill_step_flops(counts, arch, positions, positions, 1, tp, pp), float)
         self._kv_written_to = np.asarray(
-            prefill_kv_write_bytes(arch, tp, pp, 1, positions, x.kv_bytes, 1, x.honor_sliding_window), dtype=float
+            prefill_kv_write_bytes(
+                arch, tp, pp, 1, positions, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
+            ),
+            dtype=float,
         )
 
     @property
@@ -218,9 +223,11 @@ class RooflineStepCost:
 
 
 def context_grid(arch: ModelArchitecture, max_tokens: int) -> np.ndarray:
-    """Decode contexts to tabulate: log-spaced from 1 to `max_tokens`, plus every window edge of the model
-    (per-sequence FLOPs and KV are piecewise linear in context with kinks only there)."""
+    """Decode contexts to tabulate: log-spaced from 1 to `max_tokens`, plus every span edge of the model —
+    its windows and DeepSeek-V3.2's top-k (per-sequence FLOPs and KV are piecewise linear in context with
+    kinks only there)."""
     # Whole tokens: the KV terms round a context up to whole tokens, so they are linear between integers.
     grid = np.round(np.geomspace(1, max(max_tokens, 2), CONTEXT_GRID_POINTS))
-    kinks = [float(arch.sliding_window)] if arch.sliding_window and 1 < arch.sliding_window < max_tokens else []
+    spans = {arch.sliding_window, arch.indexer_topk, *(layer.window_tokens for layer in arch.layer_pattern)}
+    kinks = [float(span) for span in spans if span and 1 < span < max_tokens]
     return np.unique(np.concatenate([[0.0], grid, kinks]))

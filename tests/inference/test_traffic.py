@@ -40,8 +40,14 @@ def _engine(scenario: InferenceScenario = BASE, **traffic) -> TrafficEngine:
 
 @pytest.mark.parametrize(
     "scenario",
-    [BASE, InferenceScenario(tensor_parallel=2, pipeline_parallel=2), InferenceScenario(model="mixtral-8x7b")],
-    ids=["tp4", "tp2pp2", "moe"],
+    [
+        BASE,
+        InferenceScenario(tensor_parallel=2, pipeline_parallel=2),
+        InferenceScenario(model="mixtral-8x7b"),
+        InferenceScenario(model="qwen3-next-80b-a3b", gpu="h200", num_gpus=2, tensor_parallel=2),
+        InferenceScenario(model="gpt-oss-20b", num_gpus=1, tensor_parallel=1),
+    ],
+    ids=["tp4", "tp2pp2", "moe", "hybrid-deltanet", "sliding-window"],
 )
 def test_a_step_costs_what_the_plan_s_step_functions_say(scenario):
     """No second physics: a pure decode step is steps.decode_step, a lone prompt is steps.prefill_step."""
