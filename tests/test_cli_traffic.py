@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -145,3 +146,12 @@ def test_as_a_subprocess(scenario):
     )
     assert done.returncode == 0, done.stderr
     assert "TTFT" in done.stdout and "assumptions:" in done.stdout
+
+
+def test_the_readme_examples_run(capsys):
+    root = Path(__file__).resolve().parents[1] / "examples"
+    scenario, trace = str(root / "inference-traffic-slo.json"), str(root / "requests-trace.csv")
+    code, out, _ = _run(["traffic", scenario, "--trace", trace, "--format", "text"], capsys)
+    assert code == 0 and out.startswith("200 requests on 1 replica, routed round robin")
+    code, out, _ = _run(["traffic", scenario, "--requests", "300"], capsys)
+    assert code == 0 and json.loads(out)["traffic"]["slo"][0]["percentile"] == 99

@@ -176,7 +176,8 @@ def _disaggregated(args: argparse.Namespace, scenario: InferenceScenario, calibr
 def report_text(out: dict) -> str:
     t = out["traffic"]
     lines = [
-        f"{t['num_requests']:,} requests on {t['replicas']} replica(s), routed {t['routing']}",
+        f"{t['num_requests']:,} requests on {t['replicas']} replica{'s' if t['replicas'] != 1 else ''}, "
+        f"routed {t['routing']}",
         f"throughput: {t['request_throughput_per_second']:.3g} requests/s, "
         f"{count(t['output_tokens_per_second'])} output tokens/s over {seconds(t['duration_seconds'])}",
         "",
