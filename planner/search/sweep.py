@@ -17,6 +17,7 @@ import numpy as np
 import pandas as pd
 from pydantic import ValidationError
 
+from planner.arrays import Number
 from planner.calibration.record import CalibrationRecord
 from planner.dtypes import (
     BYTES_PER_ELEMENT,
@@ -32,7 +33,7 @@ from planner.inference.inputs import HardwareInputs, InferenceInputs, activation
 from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import parameter_counts
-from planner.physics.efficiency import DEFAULT_EFFICIENCY
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.training.inputs import RECOMPUTE_LEVEL, TrainingHardware, training_hardware, training_inputs
 from planner.training.metrics import training_metrics
 
@@ -129,12 +130,11 @@ def evaluate_inference(
     Returns the grid plus `valid`, `invalid_reason` and the OUTPUT_COLUMNS (NaN for invalid rows).
     """
     arch = base.architecture()
-    efficiency = calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY
-    correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
     frame = grid.copy()
     for column in GRID_COLUMNS:
         if column not in frame:
             frame[column] = getattr(base, column) if column != "gpu" else base.gpu_id()
+    efficiency, correction = calibration_per_row(frame["gpu"], calibration)
     layout = {c: frame[c].to_numpy(np.int64) for c in LAYOUT_COLUMNS[1:] + ("concurrency",)}
     if any((values < 1).any() for values in layout.values()):
         raise ValueError("grid values must be positive integers")
@@ -189,6 +189,28 @@ def _inference_outputs(m: InferenceMetrics) -> dict:
         "usd_per_hour": m.spend.usd_per_hour,
         "usd_per_million_output_tokens": m.spend.usd_per_million_output_tokens,
     }
+
+
+def calibration_per_row(gpu_ids: pd.Series, calibration: CalibrationRecord | None) -> tuple[Efficiency, Number]:
+    """Efficiencies and runtime-memory correction per row: the calibration's on rows for the GPU it measured
+    (every row when it was mapped to any GPU), the documented defaults elsewhere — the rule `planner.plan`
+    applies to one plan, so a search over several GPU types never prices one GPU with another's profile."""
+    if calibration is None:
+        return DEFAULT_EFFICIENCY, 0.0
+    applies = np.array(
+        [calibration.applies_to(g) or calibration.mapped_to_any_gpu for g in gpu_ids.to_numpy()], dtype=bool
+    )
+    if applies.all():
+        return calibration.efficiency, calibration.runtime_overhead_correction_bytes
+    measured = calibration.efficiency
+    per_row = {
+        name: np.where(applies, getattr(measured, name), getattr(DEFAULT_EFFICIENCY, name))
+        for name, value in DEFAULT_EFFICIENCY.model_dump().items()
+        if isinstance(value, (int, float))
+    }
+    # model_construct: the fields hold arrays here (the formulas broadcast), which validation would refuse.
+    efficiency = Efficiency.model_construct(**per_row, source=f"{measured.source} on its GPU, defaults elsewhere")
+    return efficiency, np.where(applies, calibration.runtime_overhead_correction_bytes, 0.0)
 
 
 def _distinct(*columns: pd.Series) -> tuple[list[tuple], np.ndarray]:
@@ -328,8 +350,7 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
 
     arch = base.architecture()
     counts = parameter_counts(arch)
-    efficiency = calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY
-    correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
+    efficiency, correction = calibration_per_row(frame["gpu"], calibration)
     inputs = training_inputs(base, correction)
     tp = np.where(valid, frame["tensor_parallel"].to_numpy(np.int64), 1)
     pp = np.where(valid, frame["pipeline_parallel"].to_numpy(np.int64), 1)
