@@ -157,171 +157,213 @@ def simulate_replica(
     client_max_concurrency: int | None = None,
 ) -> ReplicaTimeline:
     """Serve the given requests (sorted by arrival) on one replica; returns their timeline."""
-    n = len(arrival_seconds)
-    block = limits.block_tokens
-    arrivals = arrival_seconds.tolist()
-    prompts = prompt_tokens.tolist()
-    outputs = output_tokens.tolist()
-    cached = cached_tokens.tolist()
-    sent = list(arrivals)
-    scheduled = [np.nan] * n
-    first = [np.nan] * n
-    finish = [np.nan] * n
-    log = _StepLog()
-    waiting: deque[tuple[int, int, int, int]] = deque()  # (request, context in KV, to prefill, generated)
-    decoders = _Decoders(block)
-    prefilling: list[list[int]] = []  # [request, context, left to prefill, generated], admission order
-    admitted_order: dict[int, int] = {}
-    preemptions = 0
-    next_arrival = 0
-    cap = client_max_concurrency or n + 1
-    completions: list[float] = []  # in order: the client sends request i once the (i - cap)-th has finished
-    now = 0.0
-    done = 0
-    chunked = limits.chunked_prefill
-    max_seqs = limits.max_num_seqs
-    kv_blocks = limits.kv_blocks
+    replica = _Replica(
+        arrival_seconds, prompt_tokens, output_tokens, cached_tokens, limits, cost, client_max_concurrency
+    )
+    replica.run()
+    r = replica
+    return _timeline(indices, r.sent, r.scheduled, r.first, r.finish, output_tokens, r.preemptions, r.log)
 
-    def send_time(i: int) -> float:
-        if i >= n:
-            return np.inf
-        if i < cap:
-            return arrivals[i]
-        if len(completions) <= i - cap:
-            return np.inf
-        return max(arrivals[i], completions[i - cap])
 
-    def blocks_used() -> int:
-        return decoders.blocks() + sum(_blocks(p[1], block) for p in prefilling)
+class _Replica:
+    """One replica's scheduler state while it serves its requests (the loop of `simulate_replica`).
 
-    def complete(request: int) -> None:
-        nonlocal done
-        finish[request] = now
-        completions.append(now)
-        admitted_order.pop(request, None)
-        done += 1
+    Requests move waiting -> prefilling (prompt chunks) -> decoding (`_Decoders`) -> finished; a preempted
+    one goes back to the head of the queue with everything it had to recompute.
+    """
 
-    def start_decoding(entry: list[int]) -> None:
-        i, context, _, generated = entry
-        if generated >= outputs[i]:
-            complete(i)
-        else:
-            decoders.join(i, context, generated, outputs[i])
+    def __init__(self, arrival_seconds, prompt_tokens, output_tokens, cached_tokens, limits, cost, client_cap):
+        n = len(arrival_seconds)
+        self.n = n
+        self.limits = limits
+        self.cost = cost
+        self.block = limits.block_tokens
+        self.arrivals: list[float] = arrival_seconds.tolist()
+        self.prompts: list[int] = prompt_tokens.tolist()
+        self.outputs: list[int] = output_tokens.tolist()
+        self.cached: list[int] = cached_tokens.tolist()
+        self.sent = list(self.arrivals)
+        self.scheduled = [np.nan] * n
+        self.first = [np.nan] * n
+        self.finish = [np.nan] * n
+        self.log = _StepLog()
+        self.waiting: deque[tuple[int, int, int, int]] = deque()  # (request, context in KV, to prefill, generated)
+        self.decoders = _Decoders(self.block)
+        self.prefilling: list[list[int]] = []  # [request, context, left to prefill, generated], admission order
+        self.admitted_order: dict[int, int] = {}
+        self.preemptions = 0
+        self.next_arrival = 0
+        self.cap = client_cap or n + 1
+        self.completions: list[float] = []  # in order: the client sends request i once the (i - cap)-th finished
+        self.now = 0.0
+        self.done = 0
 
-    while done < n:
-        while next_arrival < n and (ts := send_time(next_arrival)) <= now + 1e-12:
-            i = next_arrival
-            sent[i] = ts
-            prefill = max(prompts[i] - cached[i], 1)  # the last prompt token always runs: it yields a token
-            waiting.append((i, prompts[i] - prefill, prefill, 0))
-            next_arrival += 1
-        running = len(decoders) + len(prefilling)
-        if not running and not waiting:
-            now = max(now, send_time(next_arrival))  # idle until the next request
-            continue
+    # ------------------------------------------------------------------------------------- the loop
 
-        # ---- schedule one step (vLLM V1): decodes first, then prompt chunks within the token budget
-        n_decode = len(decoders) if chunked else 0
-        budget = limits.max_num_batched_tokens - n_decode
+    def run(self) -> None:
+        while self.done < self.n:
+            self._take_arrivals()
+            running = len(self.decoders) + len(self.prefilling)
+            if not running and not self.waiting:
+                self.now = max(self.now, self._send_time(self.next_arrival))  # idle until the next request
+                continue
+            chunks, running = self._schedule(running)
+            if chunks:
+                self._mixed_step(chunks)
+            elif not running:
+                self._admit_oversized()
+                continue
+            elif not self._decode_steps(running):
+                self._preempt_newest()
+                continue
+            for request in self.decoders.pop_finished():
+                self.decoders.leave(request)
+                self._complete(request)
+
+    def _take_arrivals(self) -> None:
+        n = self.n
+        while self.next_arrival < n and (sent := self._send_time(self.next_arrival)) <= self.now + 1e-12:
+            i = self.next_arrival
+            self.sent[i] = sent
+            prefill = max(self.prompts[i] - self.cached[i], 1)  # the last prompt token always runs: it yields a token
+            self.waiting.append((i, self.prompts[i] - prefill, prefill, 0))
+            self.next_arrival += 1
+
+    def _schedule(self, running: int) -> tuple[list[tuple[list[int], int]], int]:
+        """One step's prompt chunks (vLLM V1): decodes first, then the unfinished prompts, then new requests
+        in arrival order while fewer than max_num_seqs run, their KV blocks fit and tokens remain."""
+        limits, chunked = self.limits, self.limits.chunked_prefill
+        budget = limits.max_num_batched_tokens - (len(self.decoders) if chunked else 0)
         chunks: list[tuple[list[int], int]] = []
         if chunked:
-            for entry in prefilling:
+            for entry in self.prefilling:
                 if budget <= 0:
                     break
                 chunk = min(entry[2], budget)
                 chunks.append((entry, chunk))
                 budget -= chunk
         used = -1
-        while waiting and running < max_seqs and (budget > 0 or not chunked):
-            i, context, prefill, generated = waiting[0]
-            need = _blocks(context + prefill, block)
+        while self.waiting and running < limits.max_num_seqs and (budget > 0 or not chunked):
+            i, context, prefill, generated = self.waiting[0]
+            need = _blocks(context + prefill, self.block)
             if running:
                 # Cheap upper bound first (each sequence wastes less than one block), exact count if needed.
-                bound = (decoders.context_tokens() + sum(p[1] for p in prefilling)) // block + running
-                if bound + need > kv_blocks:
-                    used = blocks_used() if used < 0 else used
-                    if used + need > kv_blocks:
+                bound = (self.decoders.context_tokens() + sum(p[1] for p in self.prefilling)) // self.block + running
+                if bound + need > limits.kv_blocks:
+                    used = self._blocks_used() if used < 0 else used
+                    if used + need > limits.kv_blocks:
                         break  # wait for KV memory
             if not chunked and chunks and prefill > budget:
                 break
-            waiting.popleft()
-            entry = [i, context, prefill, generated]
-            prefilling.append(entry)
-            admitted_order[i] = len(admitted_order) + preemptions + done
+            entry = self._admit()
             chunk = min(prefill, budget) if chunked else prefill
             chunks.append((entry, chunk))
             budget -= chunk
             running += 1
             if used >= 0:
                 used += need
-            if scheduled[i] != scheduled[i]:  # NaN: first time scheduled
-                scheduled[i] = now
+        return chunks, running
 
-        if not chunks:
-            if not running:
-                # Nothing runs and the head of the queue needs more KV blocks than exist: serve it anyway.
-                i, context, prefill, generated = waiting.popleft()
-                prefilling.append([i, context, prefill, generated])
-                admitted_order[i] = len(admitted_order) + preemptions + done
-                if scheduled[i] != scheduled[i]:
-                    scheduled[i] = now
-                continue
-            # ---- a run of pure decode steps until the next event
-            joinable = running < max_seqs and not waiting
-            horizon = send_time(next_arrival) if joinable else np.inf
-            held = blocks_used()
-            k = _decode_run(decoders, now, horizon, kv_blocks - held, cost, log, held)
-            if k is None:
-                # A sequence needs a KV block and none is free: preempt the newest (vLLM recompute
-                # preemption: its prompt and the tokens generated so far are prefilled again later).
-                victim = max(admitted_order, key=admitted_order.__getitem__)
-                admitted_order.pop(victim)
-                for entry in prefilling:
-                    if entry[0] == victim:
-                        prefilling.remove(entry)
-                        context, generated = entry[1], entry[3]
-                        break
-                else:
-                    generated = decoders.generated(victim, outputs[victim])
-                    decoders.finish_heap = [(f, r) for f, r in decoders.finish_heap if r != victim]
-                    heapq.heapify(decoders.finish_heap)
-                    context = decoders.leave(victim)
-                waiting.appendleft((victim, 0, context, generated))
-                preemptions += 1
-                continue
-            now = k
+    def _admit(self) -> list[int]:
+        """The head of the queue starts (or restarts) its prompt."""
+        i, context, prefill, generated = self.waiting.popleft()
+        entry = [i, context, prefill, generated]
+        self.prefilling.append(entry)
+        self.admitted_order[i] = len(self.admitted_order) + self.preemptions + self.done
+        if self.scheduled[i] != self.scheduled[i]:  # NaN: first time scheduled
+            self.scheduled[i] = self.now
+        return entry
+
+    def _admit_oversized(self) -> None:
+        """Nothing runs and the head of the queue needs more KV blocks than exist: serve it anyway."""
+        self._admit()
+
+    def _mixed_step(self, chunks: list[tuple[list[int], int]]) -> None:
+        """One step that runs prompt chunks (and, with chunked prefill, every decode)."""
+        decoders = self.decoders
+        spans = [(e[1], e[1] + c) for e, c in chunks]
+        if self.limits.chunked_prefill:
+            batch, context = len(decoders), decoders.context_tokens()
         else:
-            # ---- one step that runs prompt chunks (and, when chunked, every decode)
-            spans = [(e[1], e[1] + c) for e, c in chunks]
-            if chunked:
-                batch, context = len(decoders), decoders.context_tokens()
-            else:
-                batch, context = 0, 0  # a whole-prompt prefill step: decodes wait for it
-            duration = cost.mixed_seconds(batch, context, spans)
-            now += duration
-            if batch:
-                decoders.tick += 1
-            sampled = batch
-            for entry, chunk in chunks:
-                entry[1] += chunk
-                entry[2] -= chunk
-                if not entry[2]:
-                    # The step that finishes a prompt samples a token (a recomputed sequence: its next one).
-                    entry[3] += 1
-                    sampled += 1
-                    if first[entry[0]] != first[entry[0]]:
-                        first[entry[0]] = now
-            finished_prompts = [e for e, _ in chunks if not e[2]]
-            if finished_prompts:
-                prefilling = [e for e in prefilling if e[2]]
-                for entry in finished_prompts:
-                    start_decoding(entry)
-            log.step(duration, sampled, len(decoders) + len(prefilling), blocks_used())
-        for request in decoders.pop_finished():
-            decoders.leave(request)
-            complete(request)
+            batch, context = 0, 0  # a whole-prompt prefill step: decodes wait for it
+        duration = self.cost.mixed_seconds(batch, context, spans)
+        self.now += duration
+        if batch:
+            decoders.tick += 1
+        sampled = batch
+        for entry, chunk in chunks:
+            entry[1] += chunk
+            entry[2] -= chunk
+            if not entry[2]:
+                # The step that finishes a prompt samples a token (a recomputed sequence: its next one).
+                entry[3] += 1
+                sampled += 1
+                if self.first[entry[0]] != self.first[entry[0]]:
+                    self.first[entry[0]] = self.now
+        finished_prompts = [e for e, _ in chunks if not e[2]]
+        if finished_prompts:
+            self.prefilling = [e for e in self.prefilling if e[2]]
+            for entry in finished_prompts:
+                self._start_decoding(entry)
+        self.log.step(duration, sampled, len(decoders) + len(self.prefilling), self._blocks_used())
 
-    return _timeline(indices, sent, scheduled, first, finish, output_tokens, preemptions, log)
+    def _decode_steps(self, running: int) -> bool:
+        """A run of pure decode steps until the next event; False when the first needs a KV block none has."""
+        joinable = running < self.limits.max_num_seqs and not self.waiting
+        horizon = self._send_time(self.next_arrival) if joinable else np.inf
+        held = self._blocks_used()
+        end = _decode_run(self.decoders, self.now, horizon, self.limits.kv_blocks - held, self.cost, self.log, held)
+        if end is None:
+            return False
+        self.now = end
+        return True
+
+    def _preempt_newest(self) -> None:
+        """vLLM's recompute preemption: the newest sequence gives its KV blocks back; its prompt and the
+        tokens generated so far are prefilled again when it is scheduled next."""
+        victim = max(self.admitted_order, key=self.admitted_order.__getitem__)
+        self.admitted_order.pop(victim)
+        for entry in self.prefilling:
+            if entry[0] == victim:
+                self.prefilling.remove(entry)
+                context, generated = entry[1], entry[3]
+                break
+        else:
+            decoders = self.decoders
+            generated = decoders.generated(victim, self.outputs[victim])
+            decoders.finish_heap = [(f, r) for f, r in decoders.finish_heap if r != victim]
+            heapq.heapify(decoders.finish_heap)
+            context = decoders.leave(victim)
+        self.waiting.appendleft((victim, 0, context, generated))
+        self.preemptions += 1
+
+    # ----------------------------------------------------------------------------------- bookkeeping
+
+    def _send_time(self, i: int) -> float:
+        """When the client sends request i: its arrival, or later when the client's cap holds it back."""
+        if i >= self.n:
+            return np.inf
+        if i < self.cap:
+            return self.arrivals[i]
+        if len(self.completions) <= i - self.cap:
+            return np.inf
+        return max(self.arrivals[i], self.completions[i - self.cap])
+
+    def _blocks_used(self) -> int:
+        return self.decoders.blocks() + sum(_blocks(p[1], self.block) for p in self.prefilling)
+
+    def _complete(self, request: int) -> None:
+        self.finish[request] = self.now
+        self.completions.append(self.now)
+        self.admitted_order.pop(request, None)
+        self.done += 1
+
+    def _start_decoding(self, entry: list[int]) -> None:
+        i, context, _, generated = entry
+        if generated >= self.outputs[i]:
+            self._complete(i)
+        else:
+            self.decoders.join(i, context, generated, self.outputs[i])
 
 
 def _decode_run(
