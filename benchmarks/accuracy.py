@@ -925,15 +925,19 @@ def _serving_analysis(results: list[Result], serving: dict) -> list[str]:
         "runs are limited by work the simulator does not have: per-request CPU cost in the API server and engine "
         "(chat-template rendering, tokenisation, detokenisation, one SSE stream per request, scheduler bookkeeping "
         "that grows with the number of waiting requests). The GPU finishes the same work several times faster; the "
-        "A100 run, whose GPU is slowest, is the one the simulator gets closest. Needed: a per-request front-end cost "
-        "and a per-step scheduler cost that grows with the batch.",
+        "A100 run, whose GPU is slowest, is the one the simulator gets closest. The engine's fixed costs "
+        "(`request_overhead_seconds`, `step_host_seconds`, `sequence_host_seconds`) are latencies per request and "
+        "per step, not a cap on how many requests a single API process admits per second; that cap (no published "
+        "per-version figure we could cite) is still missing.",
         f"- **Light load** (TTFT {med('light load', 'TTFT')}, TPOT/ITL {med('light load', 'TPOT / ITL')}): the "
         f"measured TTFT holds {gaps(('ttft',), dense_only=False)} per request that no GPU term explains (HTTP and "
         "tokenisation, the wait for the next engine step, first-token detokenisation and streaming), and dense "
         f"models decode {gaps(('tpot', 'itl'), dense_only=True)} per token slower than their weight and KV reads "
-        "allow: a fixed CPU cost per engine step (input preparation, sampler, output processing) that CUDA graphs do "
-        "not remove and the launch term (`layer_overhead_seconds`, 20 us per layer) does not reach. Needed: a fixed "
-        "per-step and per-request overhead in the step cost (engine- and version-specific).",
+        "allow, after the engine's fixed costs: per step `step_host_seconds` (scheduling, input preparation) + "
+        "`sequence_host_seconds` per sequence + the sampler (`sampler_seconds_per_logit` x sequences x vocabulary), "
+        "per request `request_overhead_seconds` (chat template, tokenisation), each a published vLLM measurement, "
+        "not fitted to these rows. What remains is version- and host-specific CPU time (HTTP and SSE streaming, "
+        "detokenisation, the wait for the next engine step) that those measurements do not cover.",
         f"- **MoE models under load** ({', '.join(moe) or 'none mapped'}; throughput "
         f"{med('MoE, loaded', 'throughput')}, TPOT {med('MoE, loaded', 'TPOT / ITL')}): the simulator is too fast. "
         "It prices expert layers with the dense roofline efficiencies, while vLLM's fused-MoE grouped GEMMs with few "
@@ -962,10 +966,12 @@ def sensitivity_study(cases: list[Case]) -> list[tuple[str, dict]]:
         "communication",
         "training_compute",
         "layer_overhead_seconds",
+        "step_host_seconds",
+        "request_overhead_seconds",
     ):
         for factor in (0.8, 1.2):
             value = getattr(DEFAULT_EFFICIENCY, name) * factor
-            if name != "layer_overhead_seconds":
+            if not name.endswith("_seconds"):
                 value = min(value, 1.0)
             efficiency = DEFAULT_EFFICIENCY.model_copy(update={name: value, "source": "sensitivity"})
             rows.append((f"{name} x{factor}", summarize(evaluate(cases, efficiency))))

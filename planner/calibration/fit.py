@@ -40,7 +40,7 @@ from planner.model.architecture import (
 )
 from planner.physics import collectives
 from planner.physics import memory as base_memory
-from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, ENGINE_COST_FIELDS, Efficiency
 from planner.physics.roofline import (
     compute_seconds,
     decode_weight_read_bytes,
@@ -311,6 +311,10 @@ def fit_efficiency(
             f"{largest.bus_bytes_per_second / 1e9:.1f} GB/s)"
         )
     notes["host_link"] = "default (not measured)"
+    # The probe times bare torch forwards: no scheduler, no sampler, no API server, so these engine costs
+    # keep their published defaults (planner.physics.efficiency); a serving benchmark could fit them.
+    for name in ENGINE_COST_FIELDS:
+        notes[name] = "default (published vLLM measurement; the torch probe runs no serving engine)"
 
     efficiency = Efficiency(
         prefill_compute=e_prefill,
@@ -320,6 +324,7 @@ def fit_efficiency(
         training_compute=e_train,
         host_link=d.host_link,
         layer_overhead_seconds=overhead,
+        **{name: getattr(d, name) for name in ENGINE_COST_FIELDS},
         source=f"calibration '{label}'",
     )
     return FitResult(efficiency, notes)

@@ -4,6 +4,7 @@ a plain-text table for the terminal and a Markdown report (benchmarks/calibratio
 from __future__ import annotations
 
 from planner.calibration.record import CalibrationRecord, ComparisonRow
+from planner.physics.efficiency import ENGINE_COST_FIELDS
 from planner.units import gib, percent, rate, seconds
 
 ROLE_WORDS = {
@@ -20,6 +21,7 @@ EFFICIENCY_FIELDS = (
     "communication",
     "host_link",
     "layer_overhead_seconds",
+    *ENGINE_COST_FIELDS,
 )
 
 
@@ -93,7 +95,12 @@ def efficiency_lines(record: CalibrationRecord) -> list[str]:
     out = []
     for name in EFFICIENCY_FIELDS:
         value = getattr(e, name)
-        shown = seconds(value) if name == "layer_overhead_seconds" else f"{value:.4g} ({percent(value, 2)})"
+        if name.endswith("_seconds"):
+            shown = seconds(value)
+        elif name.endswith("_per_logit"):
+            shown = f"{value:.3g} s"
+        else:
+            shown = f"{value:.4g} ({percent(value, 2)})"
         out.append(f"{name} = {shown}: {record.efficiency_notes.get(name, '')}")
     return out
 

@@ -27,7 +27,7 @@ from planner.errors import PlanningError
 from planner.inference.inputs import Link
 from planner.inference.scenario import InferenceScenario
 from planner.inference.serving_sim import ReplicaTimeline, simulate_replica
-from planner.inference.traffic import ROUTING, TrafficEngine
+from planner.inference.traffic import ROUTING, TrafficEngine, simulate_after_request_overhead
 from planner.inference.traffic_results import TrafficResult, summarize
 from planner.inference.workload import Traffic
 from planner.model.architecture import kv_cache_bytes_per_token
@@ -86,7 +86,7 @@ def simulate_disaggregated(
     prefill_timelines: list[ReplicaTimeline] = []
     for r in range(min(prefill_engine.replicas, n)):
         mine = np.arange(r, n, prefill_engine.replicas)
-        t = simulate_replica(
+        t = simulate_after_request_overhead(
             reqs.arrival_seconds[mine],
             reqs.prompt_tokens[mine],
             np.ones(len(mine), dtype=np.int64),

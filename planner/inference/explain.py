@@ -169,6 +169,14 @@ def assumptions(
         f"{percent(efficiency.decode_compute)} of dense peak FLOP/s, HBM at {percent(efficiency.memory_bandwidth)} "
         f"of peak bandwidth, collectives at {percent(efficiency.communication)} of link bandwidth, plus "
         f"{efficiency.layer_overhead_seconds * 1e6:g} µs of launch/synchronisation overhead per layer per step.",
+        f"Fixed engine costs (vLLM V1 measurements, not fitted to any benchmark): per step "
+        f"{efficiency.step_host_seconds * 1e3:g} ms of scheduling and input preparation (vLLM PR #42131) plus "
+        f"{efficiency.sequence_host_seconds * 1e6:g} µs per scheduled sequence (Scheduler.update_from_output, PR "
+        f"#46112); the sampler's top-k/top-p at {efficiency.sampler_seconds_per_logit * 1e12:g} ps per sequence per "
+        "vocabulary entry (FlashInfer sampler, PR #40376); per request "
+        f"{efficiency.request_overhead_seconds * 1e3:g} ms of chat template + tokenisation before its first step "
+        "(tt-inference-server #2173), added to TTFT only. The calibration's torch probe runs no engine, so it "
+        "keeps these defaults.",
         "Roofline per step: time = max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + non-overlapped "
         "communication (2 tensor-parallel all-reduces per layer, pipeline hand-offs).",
         "Continuous batching: each request costs its share of a batched prefill chunk plus output_tokens decode "
@@ -255,7 +263,16 @@ def equations(
     stage_layers = m.shape.stage_layers
     return [
         *_memory_equations(s, arch, model, x, m),
-        step_equation("TTFT", "bytes", m.prefill, efficiency.prefill_compute, hw, efficiency, stage_layers),
+        step_equation(
+            "TTFT",
+            "bytes",
+            m.prefill,
+            efficiency.prefill_compute,
+            hw,
+            efficiency,
+            stage_layers,
+            request_overhead_seconds=float(m.request_overhead_seconds),
+        ),
         step_equation(
             "Decode step", "(weights read + KV read)", m.decode, efficiency.decode_compute, hw, efficiency, stage_layers
         ),
@@ -316,20 +333,29 @@ def step_equation(
     hw: HardwareInputs,
     efficiency: Efficiency,
     stage_layers,
+    request_overhead_seconds: float | None = None,
 ) -> Equation:
-    """A step's time with every addend of `PhaseStep.terms()` shown with its number, then their sum."""
-    terms = " + ".join(seconds(float(v)) for v in step.terms().values())
+    """A step's time with every addend of `PhaseStep.terms()` shown with its number, then their sum; TTFT
+    adds the request's own overhead (`request_overhead_seconds`) in front."""
+    parts = [float(v) for v in step.terms().values()]
+    request_formula = request_sub = ""
+    if request_overhead_seconds is not None:
+        parts.insert(0, float(request_overhead_seconds))
+        request_formula, request_sub = "request overhead + ", f"{seconds(float(request_overhead_seconds))} + "
+    terms = " + ".join(seconds(v) for v in parts)
     return Equation(
         name=name,
-        formula=f"PP x (max(FLOPs / (peak x eff), {bytes_words} / (BW x eff)) + all-reduces + layers x overhead) "
-        "+ hand-offs",
-        substituted=f"{int(step.pipeline_parallel)} x (max({count(float(step.flops))}FLOP / "
+        formula=f"{request_formula}PP x (max(FLOPs / (peak x eff), {bytes_words} / (BW x eff)) + all-reduces + "
+        "layers x overhead) + hand-offs + scheduler (per step + sequences x per sequence) + sampler (sequences x "
+        "vocabulary x per logit)",
+        substituted=f"{request_sub}{int(step.pipeline_parallel)} x (max({count(float(step.flops))}FLOP / "
         f"({rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g}), "
         f"{gib(float(step.bytes))} / ({rate(float(hw.bandwidth_bytes_per_second), 'B/s')} x "
         f"{efficiency.memory_bandwidth:g})) + {seconds(float(step.collective_seconds))} + "
         f"{int(stage_layers)} x {seconds(efficiency.layer_overhead_seconds)}) + "
-        f"{seconds(float(step.handoff_seconds))} = {terms}",
-        value=float(step.seconds),
+        f"{seconds(float(step.handoff_seconds))} + {seconds(float(step.scheduler_seconds))} + "
+        f"{seconds(float(step.sampler_seconds))} = {terms}",
+        value=float(step.seconds) + float(request_overhead_seconds or 0.0),
         unit="seconds",
     )
 

@@ -15,7 +15,13 @@ import numpy as np
 from planner.arrays import Number, maximum, minimum
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
 from planner.inference.memory import Headroom, InferenceMemory, headroom, inference_memory
-from planner.inference.steps import PhaseStep, decode_step, prefill_step, uncached_prompt_tokens
+from planner.inference.steps import (
+    PhaseStep,
+    decode_step,
+    prefill_step,
+    request_overhead_seconds,
+    uncached_prompt_tokens,
+)
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics.cost import usd_per_hour, usd_per_million_tokens
 from planner.physics.efficiency import Efficiency
@@ -52,14 +58,16 @@ class InferenceMetrics:
     shape: ReplicaShape
     memory: InferenceMemory
     headroom: Headroom
-    prefill: PhaseStep  # one request's uncached prompt at an idle replica: TTFT
+    prefill: PhaseStep  # one request's uncached prompt at an idle replica
+    request_overhead_seconds: Number  # the API server's per-request work before the prefill (TTFT only)
     decode: PhaseStep
     serving: ServingCycle
     spend: InferenceSpend
 
     @property
     def ttft_seconds(self) -> Number:
-        return self.prefill.seconds
+        """Request overhead + the prefill step (which samples the first token)."""
+        return self.request_overhead_seconds + self.prefill.seconds
 
 
 def inference_metrics(
@@ -70,18 +78,20 @@ def inference_metrics(
     memory = inference_memory(arch, counts, hw, x, shape)
     weights = memory.weights_bytes
     new_tokens = uncached_prompt_tokens(x.prompt_tokens, x.prefix_cache_hit_rate)
-    ttft = prefill_step(arch, counts, hw, efficiency, x, shape, weights, new_tokens, 1)
+    prefill = prefill_step(arch, counts, hw, efficiency, x, shape, weights, new_tokens, 1)
+    request_overhead = request_overhead_seconds(efficiency)
     decode = decode_step(arch, counts, hw, efficiency, x, shape, weights)
     prefill_per_request = batched_prefill_seconds_per_request(
         arch, counts, hw, efficiency, x, shape, weights, new_tokens
     )
-    serving = serving_cycle(x, shape, ttft.seconds, prefill_per_request, decode.seconds)
+    serving = serving_cycle(x, shape, request_overhead + prefill.seconds, prefill_per_request, decode.seconds)
     cluster_usd_per_hour = usd_per_hour(x.num_gpus, hw.usd_per_gpu_hour)
     return InferenceMetrics(
         shape=shape,
         memory=memory,
         headroom=headroom(arch, memory, x, shape),
-        prefill=ttft,
+        prefill=prefill,
+        request_overhead_seconds=request_overhead,
         decode=decode,
         serving=serving,
         spend=InferenceSpend(

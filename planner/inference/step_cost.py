@@ -33,6 +33,9 @@ from planner.inference.steps import (
     pipeline_handoff_seconds,
     prefill_kv_write_bytes,
     prefill_step_flops,
+    request_overhead_seconds,
+    sampler_seconds,
+    scheduler_seconds,
     stage_routed_expert_bytes,
     tensor_parallel_seconds,
 )
@@ -45,13 +48,16 @@ CONTEXT_GRID_POINTS = 96  # log-spaced decode contexts; kinks (windows) are adde
 
 @dataclass(frozen=True, slots=True)
 class StepTerms:
-    """One step's per-stage terms (seconds) before `roofline.pipeline_step_seconds` combines them."""
+    """One step's per-stage terms (seconds) before `roofline.pipeline_step_seconds` combines them, and the
+    engine's per-step scheduler and sampler time added after it (as `steps._step` does)."""
 
     compute_seconds: float
     memory_seconds: float
     collective_seconds: float
     overhead_seconds: float
     handoff_seconds: float
+    scheduler_seconds: float
+    sampler_seconds: float
 
 
 class RooflineStepCost:
@@ -75,6 +81,8 @@ class RooflineStepCost:
     ) -> None:
         tp, pp, ep = int(x.tensor_parallel), int(x.pipeline_parallel), int(x.expert_parallel)
         self.pipeline_parallel = pp
+        self._vocab_size = arch.vocab_size
+        self.request_overhead_seconds = float(request_overhead_seconds(efficiency))
         self._peak = hw.peak_flops_per_second
         self._bandwidth = hw.bandwidth_bytes_per_second
         self._efficiency = efficiency
@@ -159,12 +167,15 @@ class RooflineStepCost:
             decode_flops, self._peak, e.decode_compute
         )
         bytes_moved = self._weight_bytes[step_tokens] + decode_kv_bytes + kv_written
+        sequences = micro + len(prefill_spans)  # every scheduled sequence is sampled (partial prefills too)
         return StepTerms(
             compute_seconds=float(compute),
             memory_seconds=float(roofline.memory_seconds(bytes_moved, self._bandwidth, e.memory_bandwidth)),
             collective_seconds=float(self._collective_seconds[step_tokens]),
             overhead_seconds=self._overhead_seconds,
             handoff_seconds=float(self._handoff_seconds[step_tokens]),
+            scheduler_seconds=float(scheduler_seconds(sequences, e)),
+            sampler_seconds=float(sampler_seconds(sequences, self._vocab_size, e)),
         )
 
     # ------------------------------------------------------------------------------ StepCost protocol
@@ -180,6 +191,8 @@ class RooflineStepCost:
                 t.handoff_seconds,
                 self.pipeline_parallel,
             )
+            + t.scheduler_seconds
+            + t.sampler_seconds
         )
 
     def decode_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
@@ -192,8 +205,8 @@ class RooflineStepCost:
 
     def _decode_rows(self, decode_batch: int) -> tuple[np.ndarray, np.ndarray, float]:
         """Compute and memory seconds of a decode step of this batch over the context grid, and the rest of
-        `roofline.pipeline_step_seconds` (pp x (collectives + overhead) + hand-offs), cached per batch:
-        a run then costs two interpolations."""
+        `roofline.pipeline_step_seconds` (pp x (collectives + overhead) + hand-offs) plus the scheduler and
+        sampler, cached per batch: a run then costs two interpolations."""
         rows = self._rows.get(decode_batch)
         if rows is None:
             pp = self.pipeline_parallel
@@ -217,6 +230,8 @@ class RooflineStepCost:
                     self._handoff_seconds[micro],
                     pp,
                 )
+                + scheduler_seconds(micro, e)
+                + sampler_seconds(micro, self._vocab_size, e)
             )
             rows = self._rows[decode_batch] = (compute_row, memory_row, fixed)
         return rows

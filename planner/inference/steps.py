@@ -28,7 +28,8 @@ class PhaseStep:
     """One step of a phase: its work on one GPU and where its time goes.
 
     `seconds` = pipeline_parallel x (max(compute, memory) + collectives + overhead) + hand-offs
-    (`roofline.pipeline_step_seconds`); `terms()` lists those addends.
+    (`roofline.pipeline_step_seconds`) + the engine's per-step scheduler and sampler time (paid once per
+    engine step, not per stage); `terms()` lists those addends.
     """
 
     tokens: Number  # tokens the step processes on its replica
@@ -39,6 +40,8 @@ class PhaseStep:
     collective_seconds: Number  # per stage: tensor-parallel all-reduces (and MoE all-to-alls)
     overhead_seconds: Number  # per stage: kernel launches and synchronisation, layers x fixed cost
     handoff_seconds: Number  # all pipeline hand-offs of the step together
+    scheduler_seconds: Number  # per engine step: CPU scheduling, input prep, per-sequence bookkeeping
+    sampler_seconds: Number  # per engine step: sampling every scheduled sequence over the vocabulary
     pipeline_parallel: Number
     seconds: Number  # the whole step, every stage
 
@@ -55,6 +58,8 @@ class PhaseStep:
             "PP x collectives": pp * self.collective_seconds,
             "PP x layer overhead": pp * self.overhead_seconds,
             "hand-offs": self.handoff_seconds,
+            "scheduler": self.scheduler_seconds,
+            "sampler": self.sampler_seconds,
         }
 
 
@@ -222,6 +227,26 @@ def launch_overhead_seconds(stage_layers, efficiency: Efficiency):
     return stage_layers * efficiency.layer_overhead_seconds
 
 
+def scheduler_seconds(sequences, efficiency: Efficiency):
+    """CPU time of one engine step that the GPU waits for: a fixed cost (scheduling, input preparation)
+    plus a cost per scheduled sequence (post-step bookkeeping). Once per engine step, whatever the
+    pipeline depth. Defaults from vLLM V1 measurements (see `Efficiency`); the calibration's torch probe
+    runs no engine, so it never refines them."""
+    return efficiency.step_host_seconds + sequences * efficiency.sequence_host_seconds
+
+
+def sampler_seconds(sequences, vocab_size, efficiency: Efficiency):
+    """Sampling one token for each of `sequences` sequences: top-k / top-p over `vocab_size` logits each
+    (the logits themselves are the lm_head's FLOPs, counted in the step's compute)."""
+    return sequences * vocab_size * efficiency.sampler_seconds_per_logit
+
+
+def request_overhead_seconds(efficiency: Efficiency):
+    """Per request, once, before its first engine step: chat template, tokenisation and request set-up in
+    the API server. Latency only (TTFT): it runs beside the GPU's work for other requests."""
+    return efficiency.request_overhead_seconds
+
+
 # ---------------------------------------------------------------------------------------------
 # the steps
 
@@ -253,7 +278,8 @@ def prefill_step(
         x.honor_sliding_window,
         x.activation_bytes,
     )
-    bytes_moved = prefill_step_bytes(stage_weight_bytes, prefill_chunks(tokens, x.prefill_chunk_tokens), kv_written)
+    chunks = prefill_chunks(tokens, x.prefill_chunk_tokens)
+    bytes_moved = prefill_step_bytes(stage_weight_bytes, chunks, kv_written)
     message = activation_message_bytes(arch, tokens, x.activation_bytes)
     return _step(
         tokens,
@@ -264,6 +290,10 @@ def prefill_step(
         tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency),
         launch_overhead_seconds(shape.stage_layers, efficiency),
         pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
+        # every chunk is an engine step that schedules and samples its prompts (vLLM V1 samples partial
+        # prefills too and discards the token)
+        chunks * scheduler_seconds(prompts, efficiency),
+        chunks * sampler_seconds(prompts, arch.vocab_size, efficiency),
         pp,
     )
 
@@ -308,11 +338,15 @@ def decode_step(
         collectives_s,
         launch_overhead_seconds(shape.stage_layers, efficiency),
         pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
+        scheduler_seconds(batch, efficiency),
+        sampler_seconds(batch, arch.vocab_size, efficiency),
         pp,
     )
 
 
-def _step(tokens, flops, bytes_moved, compute, memory, collective, overhead, handoff, pp) -> PhaseStep:
+def _step(
+    tokens, flops, bytes_moved, compute, memory, collective, overhead, handoff, scheduler, sampler, pp
+) -> PhaseStep:
     return PhaseStep(
         tokens=tokens,
         flops=flops,
@@ -322,6 +356,10 @@ def _step(tokens, flops, bytes_moved, compute, memory, collective, overhead, han
         collective_seconds=collective,
         overhead_seconds=overhead,
         handoff_seconds=handoff,
+        scheduler_seconds=scheduler,
+        sampler_seconds=sampler,
         pipeline_parallel=pp,
-        seconds=roofline.pipeline_step_seconds(compute, memory, collective, overhead, handoff, pp),
+        seconds=roofline.pipeline_step_seconds(compute, memory, collective, overhead, handoff, pp)
+        + scheduler
+        + sampler,
     )

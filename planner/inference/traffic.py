@@ -19,7 +19,7 @@ the scenario's `concurrency` is the deployment's batch cap (`max_num_seqs` x rep
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -138,7 +138,7 @@ class TrafficEngine:
         for r in range(min(replicas, len(reqs))):
             mine = np.arange(r, len(reqs), replicas)
             timelines.append(
-                simulate_replica(
+                simulate_after_request_overhead(
                     reqs.arrival_seconds[mine],
                     reqs.prompt_tokens[mine],
                     reqs.output_tokens[mine],
@@ -247,3 +247,33 @@ def capacity_answer(engine: TrafficEngine, rate_per_replica: float, target: floa
         usd_per_month=usd,
         usd_per_replica_month=usd_per_replica_month,
     )
+
+
+def simulate_after_request_overhead(
+    arrival_seconds: np.ndarray,
+    prompt_tokens: np.ndarray,
+    output_tokens: np.ndarray,
+    cached_tokens: np.ndarray,
+    indices: np.ndarray,
+    limits: EngineLimits,
+    cost: RooflineStepCost,
+    client_max_concurrency: int | None = None,
+) -> ReplicaTimeline:
+    """`simulate_replica` with each request reaching the scheduler `cost.request_overhead_seconds` after
+    the client sent it (the API server's chat template, tokenisation and set-up,
+    `steps.request_overhead_seconds`): the replica sees the stream that late, and TTFT still counts from the
+    send. Exact for an open stream; under a client concurrency cap a follow-up request is sent when an
+    earlier one finishes and here reaches the scheduler at once (the overhead shows in its TTFT, not in the
+    replica's idle time)."""
+    delay = cost.request_overhead_seconds
+    timeline = simulate_replica(
+        arrival_seconds + delay,
+        prompt_tokens,
+        output_tokens,
+        cached_tokens,
+        indices,
+        limits,
+        cost,
+        client_max_concurrency=client_max_concurrency,
+    )
+    return replace(timeline, sent_seconds=timeline.sent_seconds - delay)

@@ -25,7 +25,36 @@ class Efficiency(BaseModel):
     # Fixed cost per layer per forward step: kernel launches, synchronisation, small ops that neither
     # FLOPs nor bytes capture. It is what makes batch-1 decode slower than its bandwidth roofline.
     layer_overhead_seconds: float = Field(default=20e-6, ge=0, le=1e-2)
+    # Per engine step, whatever the batch: the CPU work that sits between two forward passes and that
+    # asynchronous scheduling does not hide (scheduling, input preparation, block tables). vLLM V1,
+    # PR #42131 (2026-05, B200): "framework overhead (scheduling + input prep) ~0.4 ms per step",
+    # ~30% of TPOT for short-output decode; measured, not fitted here.
+    step_host_seconds: float = Field(default=0.4e-3, ge=0, le=0.1)
+    # Per scheduled sequence per engine step: the scheduler's post-step bookkeeping (appending the sampled
+    # token, stop checks, output objects). vLLM V1 Scheduler.update_from_output, PR #46112 micro-benchmark:
+    # 0.142 ms at batch 128, 0.287 ms at batch 256 -> (0.287 - 0.142) / 128 = 1.1 us per sequence. A lower
+    # bound: detokenisation and streaming in the API process are not in that loop.
+    sequence_host_seconds: float = Field(default=1.1e-6, ge=0, le=1e-3)
+    # Sampler (temperature, top-k / top-p over the full vocabulary) per sequence per vocabulary entry:
+    # vLLM PR #40376 (FlashInfer top-k/top-p sampler, made the default), vocabulary 131,072, top-k over the
+    # whole batch: 0.302 ms at batch 128, 1.124 ms at batch 512 -> (1.124 - 0.302) / (384 x 131,072)
+    # = 1.6e-11 s per logit. Benchmarks that send no sampling parameters get the model's
+    # generation_config (usually top-p), so every step pays it.
+    sampler_seconds_per_logit: float = Field(default=1.6e-11, ge=0, le=1e-8)
+    # Per request, once, before its first step: chat template + tokenisation + request set-up in the API
+    # server. tt-inference-server issue #2173 (2026-02): a 131-token chat-completions encode took 1.32-1.40
+    # ms in steady state (2.8 ms cold) -> 1.4 ms. Latency only: it overlaps other requests' GPU work.
+    request_overhead_seconds: float = Field(default=1.4e-3, ge=0, le=1.0)
     source: str = "documented defaults"
 
 
 DEFAULT_EFFICIENCY = Efficiency()
+
+# The serving engine's fixed costs (per step, per sequence, per logit, per request): published
+# measurements, never fitted by the calibration's torch probe (it runs no scheduler, sampler or API server).
+ENGINE_COST_FIELDS = (
+    "step_host_seconds",
+    "sequence_host_seconds",
+    "sampler_seconds_per_logit",
+    "request_overhead_seconds",
+)

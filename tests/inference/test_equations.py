@@ -17,17 +17,20 @@ def test_step_equations_list_every_term_and_the_terms_add_up(model, pp):
     p = plan(s)
     m = metrics_of(s)
     equations = {e.name: e for e in p.equations}
-    for name, step, value in (
-        ("TTFT", m.prefill, p.performance.ttft_seconds),
-        ("Decode step", m.decode, p.performance.decode_step_seconds),
+    for name, step, value, request in (
+        ("TTFT", m.prefill, p.performance.ttft_seconds, m.request_overhead_seconds),
+        ("Decode step", m.decode, p.performance.decode_step_seconds, 0.0),
     ):
-        # The pipeline's addends, read from the step's typed parts.
+        # The pipeline's addends, read from the step's typed parts, then the engine's per-step scheduler and
+        # sampler, and (TTFT) the request's own overhead.
         parts = [
             pp * max(step.compute_seconds, step.memory_seconds),
             pp * step.collective_seconds,
             pp * step.overhead_seconds,
             step.handoff_seconds,
-        ]
+            step.scheduler_seconds,
+            step.sampler_seconds,
+        ] + ([request] if request else [])
         assert all(part >= 0 for part in parts)
         assert equations[name].value == value
         assert sum(parts) == pytest.approx(value, rel=1e-3)
@@ -38,3 +41,6 @@ def test_step_equations_list_every_term_and_the_terms_add_up(model, pp):
         assert pp * step.overhead_seconds > 2e-3 * value
         if pp > 1:
             assert step.handoff_seconds > 0
+        # So are the engine's fixed costs.
+        assert step.scheduler_seconds > 2e-3 * value and step.sampler_seconds > 0
+    assert m.request_overhead_seconds > 2e-3 * p.performance.ttft_seconds

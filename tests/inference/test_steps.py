@@ -32,3 +32,43 @@ def test_step_terms_by_hand(pp):
     handoff = (pp - 1) * (33_554_432 / (h100.interconnect_bandwidth_bytes_per_second * 0.75) + 3e-6)
     assert m.prefill.handoff_seconds == pytest.approx(handoff)
     assert h100.interconnect_latency_seconds == 3e-6
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_engine_fixed_costs_by_hand(pp):
+    """Scheduler, sampler and request overhead: once per engine step (not per stage) and once per request."""
+    s = InferenceScenario(
+        model="llama-3.1-70b", num_gpus=4 * pp, tensor_parallel=4, pipeline_parallel=pp, concurrency=64
+    )
+    m = metrics_of(s)
+    vocab = s.architecture().vocab_size
+    assert vocab == 128_256
+    # Prefill of one 2,048-token prompt in one chunk: one step, one sequence.
+    # scheduler = 0.4 ms + 1 x 1.1 µs = 401.1 µs; sampler = 1 x 128,256 x 1.6e-11 s = 2.052 µs.
+    assert m.prefill.scheduler_seconds == pytest.approx(0.4e-3 + 1.1e-6)
+    assert m.prefill.sampler_seconds == pytest.approx(128_256 * 1.6e-11)
+    # Decode: one engine step runs a micro-batch of 64 / pp sequences.
+    batch = 64 // pp
+    assert m.decode.scheduler_seconds == pytest.approx(0.4e-3 + batch * 1.1e-6)  # 470.4 µs at pp 1
+    assert m.decode.sampler_seconds == pytest.approx(batch * 128_256 * 1.6e-11)  # 131.3 µs at pp 1
+    for step in (m.prefill, m.decode):
+        pipeline = (
+            pp * (max(step.compute_seconds, step.memory_seconds) + step.collective_seconds + step.overhead_seconds)
+            + step.handoff_seconds
+        )
+        assert step.seconds == pytest.approx(pipeline + step.scheduler_seconds + step.sampler_seconds)
+        assert sum(step.terms().values()) == pytest.approx(step.seconds)
+    # TTFT = 1.4 ms of API-server work (chat template, tokenisation) + the prefill step.
+    assert m.request_overhead_seconds == 1.4e-3
+    assert m.ttft_seconds == pytest.approx(1.4e-3 + m.prefill.seconds)
+
+
+def test_prefill_chunks_each_pay_the_engine_step():
+    """A prompt split into chunks takes one engine step per chunk, each scheduling and sampling it."""
+    s = InferenceScenario(
+        model="llama-3.1-8b", num_gpus=1, tensor_parallel=1, prompt_tokens=8192, prefill_chunk_tokens=2048
+    )
+    m = metrics_of(s)
+    # 8,192 / 2,048 = 4 chunks x (0.4 ms + 1.1 µs) = 1.6044 ms.
+    assert m.prefill.scheduler_seconds == pytest.approx(4 * (0.4e-3 + 1.1e-6))
+    assert m.prefill.sampler_seconds == pytest.approx(4 * 128_256 * 1.6e-11)
