@@ -5,6 +5,12 @@ defaults are omitted so links stay short, and an inline model config or custom G
 `cfg:` + base64url(zlib(JSON)). Reading is forgiving: every parameter is checked on its own; a bad one
 is reported by name and replaced by the default, never fatal.
 
+An inference scenario's request stream (`traffic`) travels as readable parameters, one per inner field, the
+names the dashboard's Traffic widgets use: `<prefix>traffic=true` (the scenario has a stream), then
+`<prefix>traffic_<field>` for each of its fields that differs from its default and `<prefix>traffic_slo_<field>`
+for the SLO's. A recorded trace never travels (up to 10^5 rows is no link): the link says `lengths=trace`
+and its reader falls back to fixed lengths with a warning. The blob form (`<prefix>traffic=cfg:...`) is read too.
+
 A calibration travels in the `calibration` parameter: `<fingerprint>~<record id>~<base64url(zlib(JSON))>`
 (the record itself, a few kB), or `<fingerprint>~<record id>` alone when the record is too large for a link
 (the receiver then looks the id up in its own store and checks the fingerprint). A link never carries the
@@ -17,6 +23,7 @@ import base64
 import hashlib
 import json
 import re
+import typing
 import zlib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -32,6 +39,7 @@ from planner.calibration.store import NOT_STORED, record_from_data
 from planner.errors import PlanningError, explain
 from planner.hardware.catalog import resolve_accelerator
 from planner.inference.scenario import InferenceScenario
+from planner.inference.workload import Slo, Traffic
 from planner.model.catalog import resolve_model
 from planner.safe_json import load_json
 from planner.training.scenario import TrainingScenario
@@ -54,6 +62,19 @@ LAYOUT_FIELDS = (
     "expert_parallel",
     "data_parallel",
     "context_parallel",
+)
+
+
+# Nested records that travel as one parameter per inner field (see the module docstring), and their inner
+# fields that never travel.
+FLATTENED: dict[str, type[BaseModel]] = {"traffic": Traffic}
+NESTED: dict[str, type[BaseModel]] = {"slo": Slo}
+NOT_IN_LINKS = ("trace",)
+ON_TEXTS = ("true", "on", "yes", "1")
+OFF_TEXTS = ("false", "off", "no", "0", "none", "null", "")
+TRACE_NOT_IN_LINK = (
+    "The link's request stream used an uploaded trace, which a link cannot carry; its requests get fixed "
+    "lengths until a trace is uploaded."
 )
 
 
@@ -103,10 +124,40 @@ def scenario_to_query_params(scenario, prefix: str = "") -> dict[str, str]:
         value = getattr(scenario, name)
         if value == field.get_default(call_default_factory=True):
             continue
+        if name in FLATTENED and isinstance(value, BaseModel):
+            params[prefix + name] = "true"
+            _flatten(prefix + name, value, params)
+            continue
         if hasattr(value, "model_dump"):
             value = value.model_dump(mode="json")
         params[prefix + name] = _to_text(value)
     return params
+
+
+def _flatten(key: str, record: BaseModel, params: dict[str, str]) -> None:
+    """`key_<field>` for each field of `record` that differs from its default (nested records recursively)."""
+    fields = type(record).model_fields
+    for name, field in fields.items():
+        value = getattr(record, name)
+        if name in NOT_IN_LINKS or value == field.get_default(call_default_factory=True):
+            continue
+        if isinstance(value, BaseModel):
+            before = len(params)
+            _flatten(f"{key}_{name}", value, params)
+            if len(params) == before:
+                # Every field at its default still has to say the record exists: its last field does.
+                last = list(type(value).model_fields)[-1]
+                params[f"{key}_{name}_{last}"] = _to_text(getattr(value, last))
+            continue
+        params[f"{key}_{name}"] = _to_text(value.model_dump(mode="json") if isinstance(value, BaseModel) else value)
+
+
+def param_field(name: str) -> str:
+    """The scenario field a link parameter (without its prefix) belongs to: `traffic_slo_ttft_seconds` -> traffic."""
+    for field in FLATTENED:
+        if name.startswith(field + "_"):
+            return field
+    return name
 
 
 def share_url(
@@ -191,6 +242,9 @@ def _from_text(cls: type, name: str, text: str) -> Any:
         return None
     if text.startswith("{") and ("dict" in annotation or "BaseModel" in annotation or "Config" in annotation):
         return load_json(text, f"'{name}'")
+    choices = typing.get_args(cls.model_fields[name].annotation)
+    if choices and all(type(c) is int for c in choices) and re.fullmatch(r"-?\d{1,9}", text.strip()):
+        return int(text)  # a Literal of numbers (the SLO's percentile): the link's text is the number
     return text
 
 
@@ -207,6 +261,7 @@ def query_params_to_scenario(
     cls = scenario_classes()[kind]
     warnings: list[str] = []
     fields: dict[str, Any] = {}
+    flat: dict[str, dict[str, str]] = {}  # flattened record -> {inner parameter name: text}
     for key, raw in params.items():
         if prefix and not key.startswith(prefix):
             continue
@@ -219,6 +274,10 @@ def query_params_to_scenario(
                 warnings.append(f"'{key}' was given {len(values)} times; the last value is used.")
             raw = values[-1]
         text = str(raw)
+        owner = param_field(name)
+        if owner in FLATTENED and owner in cls.model_fields:
+            flat.setdefault(owner, {})[name[len(owner) + 1 :] if name != owner else ""] = text
+            continue
         if name not in cls.model_fields or name == "kind":
             warnings.append(f"Unknown link parameter '{key}' was ignored.")
             continue
@@ -237,6 +296,8 @@ def query_params_to_scenario(
             )
             continue
         fields[name] = value
+    for owner, inner in flat.items():
+        fields[owner] = _read_flattened(FLATTENED[owner], inner, prefix + owner, warnings)
     try:
         return cls(**fields), warnings
     except (ValidationError, PlanningError) as exc:
@@ -253,6 +314,78 @@ def query_params_to_scenario(
     except (ValidationError, PlanningError) as exc:
         warnings.append(f"The link describes an impossible plan ({_short(exc)}); the default scenario is shown.")
         return cls(), warnings
+
+
+def _read_flattened(
+    record_cls: type[BaseModel], inner: dict[str, str], key: str, warnings: list[str]
+) -> BaseModel | None:
+    """A flattened record from its parameters (`inner`: name after `key_` -> text; "" is `key` itself).
+
+    `key` alone says whether the record exists (true/false, or the whole record as `cfg:` JSON); inner
+    parameters without it imply it does. Each inner parameter is checked alone (a bad one is named and left
+    at its default); a trace the link cannot carry leaves fixed lengths, with a warning.
+    """
+    marker = inner.pop("", None)
+    base: dict[str, Any] = {}
+    if marker is not None:
+        text = marker.strip().lower()
+        if marker.startswith(INLINE_PREFIX):
+            try:
+                base = dict(record_cls.model_validate(decode_inline(marker)).model_dump(exclude_defaults=True))
+            except (ValidationError, ValueError) as exc:
+                warnings.append(
+                    f"Link parameter '{key}' is not a valid {record_cls.__name__} ({_short(exc)}); ignored."
+                )
+        elif text in OFF_TEXTS:
+            return None
+        elif text not in ON_TEXTS:
+            warnings.append(f"Link parameter '{key}' = '{marker[:40]}' is invalid (true or false); it is read as true.")
+    values = _read_inner(record_cls, inner, key, warnings)
+    fields = {**base, **values}
+    if fields.get("lengths") == "trace" and not fields.get("trace"):
+        warnings.append(TRACE_NOT_IN_LINK)
+        fields["lengths"] = "fixed"
+    try:
+        return record_cls(**fields)
+    except (ValidationError, PlanningError) as exc:
+        warnings.append(f"The link's {key} parameters do not fit together ({_short(exc)}); fixed lengths are used.")
+    try:
+        return record_cls(**{**fields, "lengths": "fixed"})
+    except (ValidationError, PlanningError):
+        return record_cls()
+
+
+def _read_inner(record_cls: type[BaseModel], inner: dict[str, str], key: str, warnings: list[str]) -> dict[str, Any]:
+    """Each inner parameter of a flattened record, checked alone; nested records (the SLO) by their own names."""
+    values: dict[str, Any] = {}
+    nested: dict[str, dict[str, str]] = {}
+    for name, text in inner.items():
+        nested_name = next((n for n in NESTED if name.startswith(n + "_") and n in record_cls.model_fields), None)
+        if nested_name is not None:
+            nested.setdefault(nested_name, {})[name[len(nested_name) + 1 :]] = text
+            continue
+        if name in NOT_IN_LINKS:
+            warnings.append(f"Link parameter '{key}_{name}' was ignored: a link cannot carry a trace; upload it.")
+            continue
+        if name not in record_cls.model_fields or name in NESTED:
+            warnings.append(f"Unknown link parameter '{key}_{name}' was ignored.")
+            continue
+        try:
+            value = _from_text(record_cls, name, text)
+            _field_validator(record_cls).model_validate({name: value})
+        except (ValidationError, ValueError, PlanningError) as exc:
+            default = record_cls.model_fields[name].get_default(call_default_factory=True)
+            shown = text if len(text) <= 40 else text[:37] + "..."
+            warnings.append(
+                f"Link parameter '{key}_{name}' = '{shown}' is invalid ({_short(exc)}); using the default {default!r}."
+            )
+            continue
+        values[name] = value
+    for name, nested_inner in nested.items():
+        nested_cls = NESTED[name]
+        nested_values = _read_inner(nested_cls, nested_inner, f"{key}_{name}", warnings)
+        values[name] = nested_cls(**nested_values)
+    return values
 
 
 @cache

@@ -81,3 +81,13 @@ def percent(fraction: float, digits: int = 0) -> str:
     if fraction is None or not math.isfinite(fraction):
         return "n/a"
     return f"{fraction * 100:.{digits}f}%"
+
+
+def per_second(value: float | None, unit: str = "req/s", digits: int = 2) -> str:
+    """'14 req/s', '3.0 req/s', '0.52 req/s', '1,400 req/s': two significant figures by default (a simulated
+    rate from a bisection over a few hundred requests is not better); None or not finite -> 'n/a'."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if abs(value) >= 10**digits:
+        value = round(value, digits - 1 - math.floor(math.log10(abs(value))))
+    return f"{_sig(value, digits)} {unit}"

@@ -14,6 +14,10 @@ Session-state keys (``<page>`` is ``inference`` or ``training``)
   ``pick_config_text``, ``pick_hub_id``, ``pick_gpu``, ``pick_gpu_<spec>``; ui.training_controls:
   ``pick_lora*``), and the concurrency's log-scale slider (``pick_concurrency``). None is bound; this
   module writes ``<page>_model``, ``<page>_gpu`` and ``<page>_lora`` to the URL itself.
+* ``inference_traffic`` and ``inference_traffic_<field>``: the request stream's section (ui.traffic_controls),
+  drawn in the Inference page's main area (``scenario_form(places=...)``), its widgets bound to the URL in
+  ``planner.share``'s flattened format; ``traffic`` is an extra manual field, so this module writes the one
+  parameter no widget is bound to (the TPOT target, shown in ms).
 * ``<page>_memo``: one ``FormMemo``, what the form remembers between runs that no widget holds (the
   link's warnings, the last values, the notes about adjusted inputs, the pickers' uploaded config).
 * ``current_<page>`` (``ui.state``): the scenario the page built last, read by the other pages.
@@ -57,10 +61,9 @@ from functools import cache
 from typing import Any
 
 import streamlit as st
-from streamlit.errors import StreamlitAPIException
 
-from planner.share import query_params_to_scenario, scenario_to_query_params
-from ui import guide, pickers, state, training_controls
+from planner.share import param_field, query_params_to_scenario, scenario_to_query_params
+from ui import guide, pickers, state, traffic_controls, training_controls
 from ui.pickers import PickerMemo
 from ui.specs import COMMON_LAYOUT, NOTES, FieldFacts, Spec, field_facts
 
@@ -107,17 +110,24 @@ SECTIONS = {
         ("workload", "Workload"),
         ("more", "▸ More settings"),
         ("notes", "Notes for the review"),
+        ("traffic", None),
     ),
     "training": training_controls.SECTIONS,
 }
 
 # Extra manual fields (beyond model/gpu) and custom section renderers, per kind: fields no single widget
-# holds (e.g. a LoRA config) are rendered by ``fn(prefix, seed, where) -> (scenario fields, error or None)``.
-EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": (), "training": ("lora",)}
+# holds (e.g. a LoRA config, the request stream) are rendered by ``fn(prefix, seed, where) -> (scenario fields,
+# error or None)``. A custom section may bind its own widgets to the URL (CUSTOM_BOUND: prefix -> parameters;
+# CUSTOM_SEEDS: ``fn(prefix, seed) -> rerun?`` seeds them like ``_seed_new_widgets``). MAIN_SECTIONS are drawn
+# in the page's main area, where the page places them (``scenario_form(places=...)``), not in the sidebar.
+EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": ("traffic",), "training": ("lora",)}
 CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {
-    "inference": {},
+    "inference": {"traffic": traffic_controls.traffic_section},
     "training": {"lora": training_controls.lora_section},
 }
+CUSTOM_BOUND: dict[str, Callable[[str], set[str]]] = {"inference": traffic_controls.bound_params}
+CUSTOM_SEEDS: dict[str, Callable[[str, Any], bool]] = {"inference": traffic_controls.seed_widgets}
+MAIN_SECTIONS: dict[str, tuple[str, ...]] = {"inference": ("traffic",), "training": ()}
 
 # Optional number fields: what an empty box means.
 PLACEHOLDERS = {
@@ -260,42 +270,37 @@ def default_scenario(kind: str):
 def write_url(kind: str, scenario, fields: Sequence[str] | None) -> None:
     """Make the URL carry `fields` of the scenario (None: all of them); drop stale params of this prefix.
 
-    An input page passes the fields no widget is bound to (Streamlit owns the bound ones); a display page
-    passes None.
+    An input page passes the fields no widget is bound to (Streamlit owns the bound ones, the Traffic section's
+    included); a display page passes None. A field may travel as several parameters (the request stream:
+    ``planner.share.param_field``).
     """
     prefix = f"{kind}_"
     wanted = scenario_to_query_params(scenario, prefix)
     names = set(type(scenario).model_fields) - {"kind"} if fields is None else set(fields)
-    bound = set() if fields is None else {prefix + s.name for s in specs_for(kind) if s.bound}
-    for name in names:
-        key = prefix + name
-        if key in wanted:
+    bound = set() if fields is None else bound_params(kind)
+    present = {key for key in st.query_params if key.startswith(prefix)}
+    for key in sorted(set(wanted) | present):
+        if key in bound:
+            continue
+        if param_field(key[len(prefix) :]) not in names:
+            if key in present:  # stale: no field of this scenario, no widget
+                _set_param(key, None)
+        elif key in wanted:
             if st.query_params.get_all(key) != [wanted[key]]:
                 _set_param(key, wanted[key])
-        elif key in st.query_params:
+        elif key in present:
             _set_param(key, None)
-    for key in list(st.query_params):
-        if key.startswith(prefix) and key not in bound and key[len(prefix) :] not in names:
-            _set_param(key, None)
+
+
+def bound_params(kind: str) -> set[str]:
+    """The URL parameters of this kind's bound widgets (the sidebar's specs and the custom sections')."""
+    prefix = f"{kind}_"
+    return {prefix + s.name for s in specs_for(kind) if s.bound} | set(CUSTOM_BOUND.get(kind, lambda p: set())(prefix))
 
 
 def _set_param(key: str, value: str | None) -> bool:
-    """Set (None: delete) one URL parameter, unless a widget of another page still owns it; True if written.
-
-    Streamlit unbinds the input page's widgets from their parameters at the end of the first run of another
-    page (and at its start only for parameters the browser sent), and refuses writes to a bound parameter
-    until then; the next run writes it.
-    """
-    try:
-        if value is None:
-            del st.query_params[key]
-        else:
-            st.query_params[key] = value
-    except StreamlitAPIException as exc:
-        if not str(exc.error_id or "").startswith("query-param-bound-cannot"):
-            raise
-        return False
-    return True
+    """Set (None: delete) one URL parameter unless a widget still owns it (ui.state.set_url_param)."""
+    return state.set_url_param(key, value)
 
 
 # ------------------------------------------------------------------------------------ the widgets
@@ -472,6 +477,9 @@ def _seed_new_widgets(kind: str, seed, memo: FormMemo) -> bool:
             memo.exact[spec.name] = (ss[key], value)
         elif st.query_params.get_all(key) != ([wanted[key]] if key in wanted else []):
             rerun = _set_param(key, wanted.get(key)) or rerun
+    seed_custom = CUSTOM_SEEDS.get(kind)
+    if seed_custom is not None:
+        rerun = seed_custom(f"{kind}_", seed) or rerun
     return rerun
 
 
@@ -516,10 +524,14 @@ def _show_notes(kind: str, memo: FormMemo, values: dict[str, Any]) -> list[str]:
     return notes
 
 
-def scenario_form(kind: str, extra: Callable[[Any], None] | None = None) -> FormResult:
+def scenario_form(
+    kind: str, extra: Callable[[Any], None] | None = None, places: dict[str, Any] | None = None
+) -> FormResult:
     """Draw the scenario's widgets in the sidebar and return the scenario they describe.
 
-    Pages call this once, before anything that reads the plan.
+    Pages call this once, before anything that reads the plan. `places` maps a main-area section (MAIN_SECTIONS:
+    the request stream) to the container it is drawn in; a main-area section the page does not place keeps the
+    seed's value.
     """
     prefix = f"{kind}_"
     memo = form_memo(kind)
@@ -548,7 +560,12 @@ def scenario_form(kind: str, extra: Callable[[Any], None] | None = None) -> Form
     custom = CUSTOM_SECTIONS.get(kind, {})
     for section, title in SECTIONS[kind]:
         target = side
-        if title is not None and title.startswith("▸ "):
+        if section in MAIN_SECTIONS[kind]:
+            if places is None or section not in places:
+                values[section] = getattr(seed, section)
+                continue
+            target = places[section]
+        elif title is not None and title.startswith("▸ "):
             target = side.expander(title[2:])
         elif title is not None:
             side.markdown(f"#### {title}")

@@ -1,7 +1,8 @@
 """Pinned plans in links and files: the ``pin`` URL parameter, pasted share links, CSV import.
 
 A pin travels as ``pin=cfg:<base64url(zlib(JSON))>`` (planner.share's inline encoding) of the scenario's
-non-default fields plus its kind, one parameter per plan, so a Compare or Review link restores every pin.
+non-default fields plus its kind, one parameter per plan, so a Compare or Review link restores every pin. An
+uploaded trace stays out of the link (as in planner.share): the pin it opens has fixed lengths, and says so.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pydantic import ValidationError
 from planner import PlanningError, explain
 from planner.export import CsvImportError, scenarios_from_csv
 from planner.scenario import parse_scenario
-from planner.share import INLINE_PREFIX, decode_inline, encode_inline
+from planner.share import INLINE_PREFIX, TRACE_NOT_IN_LINK, decode_inline, encode_inline
 from ui import controls, state
 
 PIN_PARAM = "pin"
@@ -24,21 +25,31 @@ MAX_PINS = 50
 
 def encode_pin(scenario) -> str:
     data = scenario.model_dump(mode="json", exclude_defaults=True)
+    data.get("traffic", {}).pop("trace", None)  # up to 10^5 rows: no link carries a trace
     data["kind"] = scenario.kind
     return encode_inline(data)
 
 
-def decode_pin(text: str):
+def decode_pin(text: str, notes: list[str] | None = None):
+    """The pinned scenario; a stream whose trace stayed out of the link gets fixed lengths (a note in `notes`)."""
     if not text.startswith(INLINE_PREFIX):
         raise ValueError("not a Headroom plan (expected 'cfg:…')")
-    return parse_scenario(decode_inline(text))
+    data = decode_inline(text)
+    traffic = data.get("traffic")
+    if isinstance(traffic, dict) and traffic.get("lengths") == "trace" and not traffic.get("trace"):
+        data["traffic"] = {**traffic, "lengths": "fixed"}
+        if notes is not None:
+            notes.append(TRACE_NOT_IN_LINK)
+    return parse_scenario(data)
 
 
 def pins_from_texts(texts: list[str], where: str = "Link parameter 'pin'") -> tuple[list, list[str]]:
     scenarios, warnings = [], []
     for index, text in enumerate(texts[:MAX_PINS], start=1):
         try:
-            scenarios.append(decode_pin(text))
+            notes: list[str] = []
+            scenarios.append(decode_pin(text, notes))
+            warnings += [f"{where} #{index}: {note}" for note in notes]
         except (ValueError, ValidationError, PlanningError) as exc:
             message = explain(exc) if isinstance(exc, (ValidationError, PlanningError)) else str(exc)
             warnings.append(f"{where} #{index} is not a valid plan ({message}); it was skipped.")

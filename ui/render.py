@@ -246,9 +246,12 @@ def nearest_fitting(scenario, calibration=None) -> list[tuple[str, str, str]]:
     that make it fit (full plans, least extra cost first), then its simpler alternatives (a smaller model,
     the longest context that fits: planner.search.alternatives)."""
     cls = state.scenario_class(scenario.kind)
+    # The searches answer for the static plan (ui.state.static); each link keeps the request stream, if any.
+    stream = {"traffic": scenario.traffic} if getattr(scenario, "traffic", None) is not None else {}
+    scenario = state.static(scenario)
 
     def link(data: dict) -> str:
-        return share_link(scenario.kind, scenario_params(cls.model_validate(data)))
+        return share_link(scenario.kind, scenario_params(cls.model_validate({**data, **stream})))
 
     simpler = []
     for a in alternatives(scenario, calibration, base=state.cached_plan(scenario, calibration)):
@@ -325,6 +328,7 @@ def inference_header(plan) -> None:
         + f") on **{s['num_gpus']} × {md_escape(plan.hardware.name)}** · {layout} · {replicas} "
         f"replica{'s' if replicas != 1 else ''} · weights {s['weight_dtype']}, KV cache {s['kv_cache_dtype']} · "
         f"{s['prompt_tokens']:,} prompt + {s['output_tokens']:,} output tokens × {s['concurrency']:,} in flight"
+        + (" · serving a simulated stream (below)" if s.get("traffic") else "")
     )
 
 
@@ -476,7 +480,8 @@ def explore(scenario, plan, calibration=None) -> None:
         st.caption("Pick a view above.")
 
 
-def inference_page(scenario, plan, calibration=None) -> None:
+def inference_summary(scenario, plan, calibration=None) -> None:
+    """The plan at a glance: header, verdict, share bar, metrics, binding resource, memory and roofline."""
     inference_header(plan)
     calibration_caption(calibration, scenario)
     verdict(plan)
@@ -491,9 +496,18 @@ def inference_page(scenario, plan, calibration=None) -> None:
         memory_chart(plan)
     with right:
         roofline_chart(plan)
+
+
+def inference_details(scenario, plan, calibration=None) -> None:
+    """The sweeps, every equation and the assumptions."""
     explore(scenario, plan, calibration)
     equations(plan)
     assumptions(plan)
+
+
+def inference_page(scenario, plan, calibration=None) -> None:
+    inference_summary(scenario, plan, calibration)
+    inference_details(scenario, plan, calibration)
 
 
 # -------------------------------------------------------------------------------------- training

@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from planner import units
 from planner.dtypes import FORMATS
 from planner.hardware.catalog import resolve_accelerator
+from planner.inference.workload import Traffic
 from planner.verdict import Targets, Verdict, memory_verdict, target_verdicts
-from ui import bands
+from ui import bands, traffic_text
 from ui.text import component_label, gpu_short_name, resource_label
 
 HEADROOM_RISK = 0.10
@@ -66,11 +67,17 @@ def workload_sentence(plan) -> str:
     s = _scenario(plan)
     gpus = f"{s['num_gpus']} × {gpu_short_name(plan.hardware.name)}"
     if plan.kind == "inference":
+        traffic = _traffic(plan)
+        stream = (
+            f" Checked against a simulated stream of {traffic_text.stream_text(traffic)}."
+            if traffic is not None
+            else ""
+        )
         return (
             f"Serves {plan.model.name} on {gpus} to {s['concurrency']:,} conversations at once "
             f"(sequences in flight), each with a {s['prompt_tokens']:,}-token prompt and a "
             f"{s['output_tokens']:,}-token answer; weights in {s['weight_dtype']}, cached conversation in "
-            f"{s['kv_cache_dtype']}."
+            f"{s['kv_cache_dtype']}.{stream}"
         )
     lay, perf = plan.layout, plan.performance
     lora = s.get("lora")
@@ -135,7 +142,23 @@ def checks(plan, targets: Targets) -> list[Check]:
             out.append(verdict_check(v))
         else:
             out.append(Check("unset", f"({IF_IT_FIT}) {v.sentence}", v))
-    return out + _unset(plan, targets)
+    return out + traffic_checks(plan) + _unset(plan, targets)
+
+
+def _traffic(plan) -> Traffic | None:
+    data = _scenario(plan).get("traffic")
+    return Traffic.model_validate(data) if data else None
+
+
+def traffic_checks(plan) -> list[Check]:
+    """The request stream's SLO, target by target (met / missed under the simulated stream), and the share of
+    requests that met every target. The simulation caps the batch by the KV blocks that fit, so these hold
+    even when the static concurrency does not fit; a stream that was not simulated is a risk (its warning)."""
+    result, traffic = getattr(plan, "traffic", None), _traffic(plan)
+    if result is None or traffic is None:
+        return []
+    status = {True: "ok", False: "fail", None: "unset"}
+    return [Check(status[met], text) for met, text in traffic_text.review_lines(result, traffic) if text]
 
 
 def resources_sentence(plan) -> str:

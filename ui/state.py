@@ -6,6 +6,12 @@ to other GPUs included), a scenario by its JSON, so two sessions with the same i
 Each one first keeps the calibration only for plans it may apply to (``planner.plan.calibration_for_gpu``):
 a CPU calibration leaves an H100 plan on the documented defaults unless the session mapped it.
 
+A scenario with a request stream (``traffic``) is simulated by ``cached_plan`` itself; the sweeps and the static
+searches (techniques, diagnosis, simpler alternatives) answer for its static plan (``static``): one simulation per
+variant would turn their milliseconds into seconds. The Traffic view's load curve and SLO capacity are cached
+without the stream's rate (``probe_scenario``): the engine sets the rate of every probe itself, so moving the rate
+slider re-simulates only the stream.
+
 Keys written here (not widgets):
 - ``current_inference`` / ``current_training``: the last scenario each input page built.
 - ``pins``: list of ``Pin`` (plans pinned for Compare and Review), in the order they were pinned.
@@ -20,9 +26,13 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 from pydantic import ValidationError
+from streamlit.errors import StreamlitAPIException
 
 from planner import PlanningError, explain, plan
 from planner.inference.scenario import InferenceScenario
+from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine, capacity_answer
+from planner.inference.traffic_results import CapacityAnswer, LoadCurve
+from planner.inference.workload import Traffic
 from planner.plan import calibration_for_gpu
 from planner.search import alternatives, diagnosis, grid_search
 from planner.training.scenario import TrainingScenario
@@ -58,20 +68,53 @@ def applicable(scenario, calibration):
     return calibration_for_gpu(scenario.gpu_id(), calibration)
 
 
+TRAFFIC_NOT_SIMULATED = "The request stream is not simulated: "
+
+
 @st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
-def cached_plan(scenario, calibration=None):
-    """plan(scenario, calibration), cached per (scenario, calibration) for every session of this server."""
+def _plan(scenario, calibration=None):
     return plan(scenario, applicable(scenario, calibration))
+
+
+def cached_plan(scenario, calibration=None):
+    """plan(scenario, calibration), cached per (scenario, calibration) for every session of this server.
+
+    A request stream the layout cannot serve at all (no room for a KV cache) makes plan() refuse the scenario;
+    the static plan is returned instead, with the reason as its last warning (``TRAFFIC_NOT_SIMULATED``), so
+    every page still shows what the layout can tell."""
+    try:
+        return _plan(scenario, calibration)
+    except PlanningError as exc:
+        if getattr(scenario, "traffic", None) is None:
+            raise
+        result = _plan(static(scenario), calibration)
+        return result.model_copy(update={"warnings": [*result.warnings, TRAFFIC_NOT_SIMULATED + explain(exc)]})
+
+
+def traffic_failure(plan_) -> str | None:
+    """Why a scenario's request stream was not simulated (see ``cached_plan``), or None."""
+    return next(
+        (w.removeprefix(TRAFFIC_NOT_SIMULATED) for w in plan_.warnings if w.startswith(TRAFFIC_NOT_SIMULATED)), None
+    )
+
+
+def static(scenario):
+    """The scenario without its request stream (itself when it has none)."""
+    if getattr(scenario, "traffic", None) is None:
+        return scenario
+    return type(scenario).model_validate({**scenario.model_dump(), "traffic": None})
 
 
 @st.cache_data(max_entries=32, show_spinner="Sweeping concurrency…", hash_funcs=HASH_FUNCS)
 def concurrency_sweep(scenario, max_concurrency: int | None, calibration=None) -> pd.DataFrame:
+    scenario = static(scenario)
     calibration = applicable(scenario, calibration)
     return sweeps.concurrency_sweep(scenario, sweeps.concurrency_axis(scenario, max_concurrency), calibration)
 
 
 @st.cache_data(max_entries=32, show_spinner="Sweeping concurrency × context…", hash_funcs=HASH_FUNCS)
 def context_grid(scenario, max_concurrency: int | None, model_max_context: int, calibration=None) -> pd.DataFrame:
+    scenario = static(scenario)
     return sweeps.context_concurrency_grid(
         scenario,
         sweeps.concurrency_axis(scenario, max_concurrency),
@@ -80,19 +123,62 @@ def context_grid(scenario, max_concurrency: int | None, model_max_context: int, 
     )
 
 
+# ------------------------------------------------------------------------------------------ traffic
+
+
+def probe_scenario(scenario, keep_slo: bool, max_requests: int | None = None):
+    """The scenario as the load curve and the SLO capacity search see it. Each of their probes sets its own
+    rate and replaces a trace by the scenario's fixed lengths (TrafficEngine._one_replica), so the stream's
+    rate and trace are left out (and the SLO too, for the curve, whose latencies do not depend on it), and the
+    request count is capped where the engine caps it (`max_requests`): the cache then serves every position of
+    the rate slider. tests/app/test_traffic_view.py checks the results are
+    the engine's for the scenario itself."""
+    traffic = scenario.traffic.model_dump()
+    traffic["requests_per_second"] = Traffic.model_fields["requests_per_second"].default
+    if traffic["lengths"] == "trace":
+        traffic.update(lengths="fixed", trace=None)
+    if not keep_slo:
+        traffic["slo"] = None
+    if max_requests is not None:  # each probe simulates at most this many (the engine's own cap)
+        traffic["num_requests"] = min(traffic["num_requests"], max_requests)
+    return type(scenario).model_validate({**scenario.model_dump(exclude={"traffic"}), "traffic": traffic})
+
+
+@st.cache_data(max_entries=64, show_spinner="Simulating the load–latency curve…", hash_funcs=HASH_FUNCS)
+def _load_curve(probe, calibration=None) -> LoadCurve:
+    return TrafficEngine.of(probe, applicable(probe, calibration)).load_curve()
+
+
+def load_curve(scenario, calibration=None) -> LoadCurve:
+    """planner's load–latency curve of the scenario's stream (one replica, light load to past saturation)."""
+    return _load_curve(probe_scenario(scenario, keep_slo=False, max_requests=CURVE_REQUESTS), calibration)
+
+
+@st.cache_data(max_entries=64, show_spinner="Searching the largest rate that meets the SLO…", hash_funcs=HASH_FUNCS)
+def _slo_rate(probe, calibration=None) -> float:
+    return TrafficEngine.of(probe, applicable(probe, calibration)).capacity().max_requests_per_second_per_replica
+
+
+def slo_capacity(scenario, target_requests_per_second: float | None, calibration=None) -> CapacityAnswer:
+    """The largest per-replica rate meeting the scenario's SLO, and the replicas, GPUs and $/month for the target."""
+    probe = probe_scenario(scenario, keep_slo=True, max_requests=CAPACITY_MAX_REQUESTS)
+    engine = TrafficEngine.of(probe, applicable(probe, calibration))
+    return capacity_answer(engine, _slo_rate(probe, calibration), target_requests_per_second)
+
+
 # ---------------------------------------------------------------------------------------- trade-offs
 
 
 @st.cache_data(max_entries=64, show_spinner="Applying each technique…", hash_funcs=HASH_FUNCS)
 def cached_techniques(scenario, calibration=None) -> list:
-    """planner.search.diagnosis.techniques: one full plan per technique (training: ~10 ms each)."""
-
+    """planner.search.diagnosis.techniques: one full plan per technique (training: ~10 ms each), static."""
+    scenario = static(scenario)
     return diagnosis.techniques(scenario, applicable(scenario, calibration))
 
 
 @st.cache_data(max_entries=64, show_spinner=False, hash_funcs=HASH_FUNCS)
 def cached_diagnosis(scenario, calibration=None):
-
+    scenario = static(scenario)
     calibration = applicable(scenario, calibration)
     return diagnosis.diagnose(scenario, calibration, effects=cached_techniques(scenario, calibration))
 
@@ -100,6 +186,7 @@ def cached_diagnosis(scenario, calibration=None):
 @st.cache_data(max_entries=64, show_spinner="Trying smaller models and contexts…", hash_funcs=HASH_FUNCS)
 def cached_simpler(scenario, calibration=None) -> list:
     """planner.search.alternatives: a smaller catalog model and the longest context that fit (a few plans)."""
+    scenario = static(scenario)
     calibration = applicable(scenario, calibration)
     return alternatives.alternatives(scenario, calibration, base=cached_plan(scenario, calibration))
 
@@ -126,6 +213,25 @@ def cached_search(scenario, spec, calibration=None):
 def cached_training_search(scenario, spec, calibration=None):
     """planner.search.grid_search's training search: feasible set, top rows, cost-vs-time frontier."""
     return grid_search.run_training_search(scenario, spec, applicable(scenario, calibration))
+
+
+def set_url_param(key: str, value: str | None) -> bool:
+    """Set (None: delete) one URL parameter, unless a widget still owns it; True if written.
+
+    Streamlit unbinds the input page's widgets from their parameters at the end of the first run of another
+    page (and at its start only for parameters the browser sent), and refuses writes to a bound parameter
+    until then; the next run writes it.
+    """
+    try:
+        if value is None:
+            del st.query_params[key]
+        else:
+            st.query_params[key] = value
+    except StreamlitAPIException as exc:
+        if not str(exc.error_id or "").startswith("query-param-bound-cannot"):
+            raise
+        return False
+    return True
 
 
 def scenario_class(kind: str) -> type:

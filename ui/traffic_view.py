@@ -1,0 +1,162 @@
+"""The Traffic section's results: the SLO verdict, percentiles, load–latency curve, latency CDF, KV cache use.
+
+Its inputs are the form's (ui.traffic_controls, drawn above these results by ui.controls). Everything shown is
+an engine answer: the plan's simulated stream (``plan.traffic``), planner's load curve and SLO capacity search
+(cached in ui.state without the stream's rate, so moving the rate slider re-simulates the stream only). A
+computation that runs longer than half a second shows a spinner (Streamlit shows it after 0.5 s).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from planner import units
+from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine
+from ui import render, state, traffic_charts
+from ui import traffic_text as words
+from ui.text import gpu_short_name
+
+
+def planned(scenario, calibration=None):
+    """The page's plan; with a request stream plan() simulates it too (a spinner after 0.5 s)."""
+    if scenario.traffic is None:
+        return state.cached_plan(scenario, calibration)
+    requests = len(scenario.traffic.trace) if scenario.traffic.trace else scenario.traffic.num_requests
+    with st.spinner(f"Simulating {requests:,} requests on this deployment…", show_time=True):
+        return state.cached_plan(scenario, calibration)
+
+
+def sizing_target(scenario) -> float | None:
+    """The rate to size for: the sidebar's target requests/s when set, else the stream's own rate."""
+    return scenario.target_requests_per_second or words.offered_rate(scenario.traffic)
+
+
+def _verdict(scenario, plan, cap) -> None:
+    """Two boxes: the capacity answer for the SLO (one sentence), then what this stream got on this deployment,
+    each coloured by its own verdict."""
+    result, traffic = plan.traffic, scenario.traffic
+    at_rate = render.md_escape(words.at_rate_sentence(result, traffic))
+    if cap is None:
+        st.info(
+            f"**No SLO target set.** {at_rate} Set a TTFT, TPOT or end-to-end target to see the largest rate a "
+            "replica serves within it and the GPUs a target rate needs.",
+            icon=":material/info:",
+        )
+        return
+    headline = words.capacity_sentence(cap, gpu_short_name(plan.hardware.name), sizing_target(scenario))
+    if cap.max_requests_per_second_per_replica > 0:
+        st.success(f"**{render.md_escape(headline)}**", icon=":material/check_circle:")
+    else:
+        st.error(f"**{render.md_escape(headline)}**", icon=":material/cancel:")
+    if all(check.met for check in result.slo):
+        st.success(at_rate, icon=":material/check_circle:")
+    else:
+        st.error(at_rate, icon=":material/cancel:")
+    per_replica = plan.performance.requests_per_second / result.replicas
+    sustained = words.sustained_sentence(cap, per_replica, min(traffic.num_requests, CAPACITY_MAX_REQUESTS))
+    if sustained:
+        st.caption(sustained)
+
+
+def _metrics(result) -> None:
+    cols = st.columns(4)
+    cols[0].metric(
+        "Requests served",
+        units.per_second(result.request_throughput_per_second),
+        help=f"{result.num_requests:,} requests from the first sent to the last answered "
+        f"({units.seconds(result.duration_seconds)}), whole deployment; below the offered rate by the time the "
+        "last requests take to finish (and, past saturation, by the queue).",
+    )
+    cols[1].metric("Output tokens/s", units.count(result.output_tokens_per_second), help="Whole deployment.")
+    cols[2].metric(
+        "Batch (mean · peak)",
+        f"{result.mean_batch:,.0f} · {result.peak_batch:,}",
+        help="Sequences in a step, per replica: the time-weighted mean and the largest.",
+    )
+    cols[3].metric(
+        "KV cache peak",
+        units.percent(result.kv_utilization_peak),
+        help=f"Share of the KV-cache blocks in use at the fullest step (mean {units.percent(result.kv_utilization_mean)}"
+        f"); {result.preemptions:,} preemptions (sequences evicted and recomputed when blocks ran out).",
+    )
+
+
+def _curve_charts(scenario, plan, curve, cap) -> None:
+    traffic = scenario.traffic
+    offered = words.offered_rate(traffic)
+    per_replica = offered / plan.traffic.replicas if offered else None
+    slo = traffic.slo
+    limit = cap.max_requests_per_second_per_replica if cap is not None else None
+    knee = curve.knee_requests_per_second
+    st.markdown("**Load–latency curve: one replica, light load to past saturation**")
+    st.caption(
+        f"Each point simulates {min(traffic.num_requests, CURVE_REQUESTS):,} requests of this stream's shape on one replica at "
+        "that rate. "
+        + (
+            f"The knee ({units.per_second(knee)} per replica) is the {curve.knee_rule}. "
+            if knee is not None
+            else "No knee within the simulated range. "
+        )
+        + "Red band: latencies that miss the SLO target."
+        + (" The curve uses the sidebar's fixed lengths (a trace's own are in the table)." if traffic.trace else "")
+    )
+    left, right = st.columns(2, gap="large")
+    for where, metric in ((left, "ttft_seconds"), (right, "tpot_seconds")):
+        target = slo.targets.get(metric) if slo is not None else None
+        label = words.target_text(metric, slo.percentile, target) if target else ""
+        with where:
+            render.chart(
+                traffic_charts.load_curve(curve, metric, per_replica, target, f"SLO {label}", limit), width="stretch"
+            )
+
+
+def traffic_results(scenario, plan, calibration=None) -> None:
+    """Everything below the section's inputs, when the scenario has a request stream."""
+    if scenario.traffic is None:
+        return
+    failure = state.traffic_failure(plan)
+    if failure is not None or plan.traffic is None:
+        st.error(f"This layout cannot serve a request stream: {render.md_escape(failure or 'no result')}.")
+        return
+    result, traffic = plan.traffic, scenario.traffic
+    with st.spinner("Simulating the load curve and the SLO capacity…", show_time=True):
+        curve = state.load_curve(scenario, calibration)
+        cap = None
+        if traffic.slo is not None and traffic.slo.targets:
+            cap = state.slo_capacity(scenario, sizing_target(scenario), calibration)
+    _verdict(scenario, plan, cap)
+    overload = words.overload_sentence(result, traffic, plan.performance.requests_per_second)
+    if overload:
+        st.warning(render.md_escape(overload), icon=":material/trending_up:")
+    if not plan.memory.fits:
+        st.caption(
+            "The static plan's concurrency does not fit in memory; the simulation caps the batch by the KV blocks "
+            "that do fit and preempts sequences when they run out."
+        )
+    st.caption(words.SIMULATED + f" Stream: {words.stream_text(traffic)}, seed {traffic.seed}.")
+    _metrics(result)
+    st.markdown("**Latency percentiles** (whole deployment)")
+    st.table(pd.DataFrame(words.percentile_rows(result)).set_index(""))
+    _curve_charts(scenario, plan, curve, cap)
+    left, right = st.columns(2, gap="large")
+    with left:
+        st.markdown("**Latency by percentile** (whole deployment)")
+        st.caption(
+            "Each latency at the simulated p50, p90, p95 and p99, on a percentile axis that stretches the tail; "
+            "dashed: the SLO targets."
+        )
+        slo = traffic.slo
+        render.chart(
+            traffic_charts.latency_percentiles(result, slo.targets if slo else None, slo.percentile if slo else 99),
+            width="stretch",
+        )
+    with right:
+        st.markdown("**KV cache in use over the run** (replica 0)")
+        st.caption(
+            f"{result.preemptions:,} preemptions; every replica gets the same share of the stream (round robin)."
+        )
+        render.chart(traffic_charts.kv_over_time(result.kv_utilization_over_time), width="stretch")
+    engine = TrafficEngine.of(scenario, state.applicable(scenario, calibration))
+    with st.expander(f"Assumptions of the simulation ({len(engine.assumptions())})"):
+        st.markdown("\n".join(f"- {render.md_escape(a)}" for a in engine.assumptions()))
