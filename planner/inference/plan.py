@@ -8,13 +8,14 @@ sweep runs over arrays) and wraps its numbers into the plan's records, with the 
 from __future__ import annotations
 
 from planner.calibration.record import CalibrationRecord
+from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
 from planner.inference import explain
 from planner.inference.inputs import HardwareInputs
 from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan
 from planner.inference.scenario import InferenceScenario
-from planner.inference.scenario_inputs import scenario_inputs
+from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
 from planner.inference.steps import PhaseStep
 from planner.inference.traffic import TrafficEngine
 from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token
@@ -37,7 +38,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         i.usd_per_gpu_hour,
     )
     m = inference_metrics(arch, counts, hw, efficiency, x)
-    traffic = TrafficEngine.from_metrics(scenario, i, m) if scenario.traffic is not None else None
+    traffic, traffic_warnings = _traffic_engine(scenario, i, m)
 
     memory = _memory(m, accel)
     performance = _performance(m, hw)
@@ -53,7 +54,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         cost=cost,
         bottleneck=bottleneck,
         bottleneck_reason=reason,
-        warnings=explain.warnings(scenario, arch, accel, memory),
+        warnings=explain.warnings(scenario, arch, accel, memory) + traffic_warnings,
         assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
         + (traffic.assumptions() if traffic is not None else []),
         equations=explain.equations(scenario, arch, model, hw, efficiency, x, m),
@@ -67,6 +68,19 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         calibration=calibration.label if calibration is not None else None,
         traffic=traffic.simulate() if traffic is not None else None,
     )
+
+
+def _traffic_engine(
+    scenario: InferenceScenario, i: ScenarioInputs, m: InferenceMetrics
+) -> tuple[TrafficEngine | None, list[str]]:
+    """The scenario's request stream, ready to simulate; a layout that cannot serve one (no room for any KV
+    cache) still gets its static plan, with the reason as a warning instead of a traffic answer."""
+    if scenario.traffic is None:
+        return None, []
+    try:
+        return TrafficEngine.from_metrics(scenario, i, m), []
+    except PlanningError as exc:
+        return None, [f"The request stream was not simulated: {exc}."]
 
 
 # ---------------------------------------------------------------------------------------------

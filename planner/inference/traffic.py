@@ -186,8 +186,10 @@ class TrafficEngine:
         slo = self.traffic.slo
         if slo is None or not slo.targets:
             raise PlanningError("set at least one SLO target (TTFT, TPOT or end-to-end latency) to size for it")
+        # Past the saturated rate a replica cannot keep up however short the run that hides its growing
+        # queue (the simulation saturates within a few % of the static plan's rate): the search stops there.
         top = self.static_requests_per_second_per_replica
-        low, high = 0.0, 1.5 * top
+        low, high = 0.0, top
         if not _meets(self._one_replica(0.02 * top, num_requests), slo):
             best = 0.0
         else:

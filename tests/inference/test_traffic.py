@@ -227,3 +227,17 @@ def test_traffic_travels_in_the_share_link_and_its_absence_changes_nothing():
     params = scenario_to_query_params(scenario)
     back, warnings = query_params_to_scenario(params)
     assert warnings == [] and back == scenario
+
+
+def test_a_layout_without_room_for_kv_still_plans_and_says_why_it_served_no_traffic():
+    # Llama 3.1 70B in bf16 on one H100 leaves no KV cache at all.
+    scenario = InferenceScenario(num_gpus=1, tensor_parallel=1, traffic=Traffic(num_requests=10))
+    p = plan(scenario)
+    assert p.traffic is None
+    assert any("request stream was not simulated" in w and "KV cache" in w for w in p.warnings)
+
+
+def test_capacity_never_exceeds_the_rate_a_replica_sustains():
+    engine = _engine(num_requests=200, slo=Slo(e2e_latency_seconds=3600))  # a target every rate meets
+    answer = engine.capacity()
+    assert answer.max_requests_per_second_per_replica <= engine.static_requests_per_second_per_replica
