@@ -108,6 +108,13 @@ def _read(path: Path) -> list[dict]:
 # memory rows (vLLM paper, Table 1 and Fig. 1)
 
 
+# The paper measured vLLM v0.1 (2023): its accounting (runtime "vllm-v0": KV = 0.9 x total - the torch peak of a
+# profiling run, nothing else) and its defaults, max_num_batched_tokens 2560 (the profiling step) and
+# max_num_seqs 256 (the sampler's rows; the scenario's concurrency stands for it). V1's accounting would charge
+# NCCL buffers that this engine never counted.
+PAPER_ENGINE = {"runtime": "vllm-v0", "prefill_chunk_tokens": 2560, "concurrency": 256}
+
+
 def memory_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
     cases, unmapped = [], []
     by_id = {r["id"]: r for r in rows}
@@ -125,8 +132,8 @@ def memory_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
             tensor_parallel=tp,
             prompt_tokens=1024,
             output_tokens=1024,
-            concurrency=1,
             gpu_memory_utilization=0.9,
+            **PAPER_ENGINE,
         )
         weights_row, kv_row = by_id[weights_id], by_id[kv_id]
         cases.append(
@@ -149,8 +156,9 @@ def memory_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
                 float(kv_row["value"]) * 2**30,
                 "bytes",
                 lambda eff, s=scenario: _kv_pool(_plan(s, eff)) * s.num_gpus,
-                "GB read as GiB (the paper's 12 GB = 15.7K slots x 800 KB = 12.0 GiB); predicted = budget at "
-                "gpu_memory_utilization 0.9 minus weights, activations and runtime, summed over GPUs",
+                "GB read as GiB (the paper's 12 GB = 15.7K slots x 800 KB = 12.0 GiB); predicted = vLLM v0.1's pool "
+                "(runtime vllm-v0): 0.9 x memory minus weights and the profiling run's activations (2560 tokens) and "
+                "sampler (256 rows), summed over GPUs",
                 kv_id,
             )
         )
@@ -161,7 +169,7 @@ def memory_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
         tensor_parallel=1,
         prompt_tokens=1024,
         output_tokens=1024,
-        concurrency=1,
+        **PAPER_ENGINE,
     )
     cases.append(
         Case(

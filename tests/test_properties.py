@@ -136,8 +136,9 @@ def test_plan_is_internally_consistent(scenario):
 def test_per_gpu_memory_never_rises_with_tensor_parallel(layout, workload):
     """One replica (num_gpus = TP x PP), same model and workload, every TP the validation accepts.
 
-    NCCL buffers (0.25 GiB) appear when TP goes from 1 to 2, so the comparison from TP 1 leaves the
-    runtime reserve out; between TP >= 2 layouts the whole per-GPU total must not rise."""
+    The runtime's non-torch reserve steps up with TP (vLLM V1: NCCL / custom all-reduce buffers, 0.25 GiB at
+    TP 1, 2.1 GiB from TP 2, 5.7 GiB from TP 8), so every comparison leaves it out, and between layouts with
+    the same reserve the whole per-GPU total must not rise."""
     layout = {**layout, "expert_parallel": 1}
     arch = resolve_model(layout["model"])
     plans = []
@@ -147,11 +148,16 @@ def test_per_gpu_memory_never_rises_with_tensor_parallel(layout, workload):
             plans.append((tp, plan(s).memory))
     assume(len(plans) >= 2)
     for (tp_a, a), (tp_b, b) in zip(plans, plans[1:]):
-        for name in ("weights_bytes", "kv_cache_bytes", "activations_bytes", "logits_bytes"):
+        for name in ("weights_bytes", "kv_cache_bytes", "activations_bytes"):
             assert b.components[name] <= a.components[name] * (1 + 1e-12), (name, tp_a, tp_b)
+        # The profiling run's torch peak, max(forward, sampler), never rises; its sampler part (the excess over
+        # the forward) may, as the forward shrinks with TP while every rank samples the whole vocabulary.
+        peak = lambda m: m.components["activations_bytes"] + m.components["logits_bytes"]  # noqa: E731
+        assert peak(b) <= peak(a) * (1 + 1e-12), (tp_a, tp_b)
         without_runtime = lambda m: m.total_bytes - m.components["runtime_overhead_bytes"]  # noqa: E731
         assert without_runtime(b) <= without_runtime(a) * (1 + 1e-12)
-        if tp_a >= 2:
+        assert b.components["runtime_overhead_bytes"] >= a.components["runtime_overhead_bytes"]
+        if b.components["runtime_overhead_bytes"] == a.components["runtime_overhead_bytes"]:
             assert b.total_bytes <= a.total_bytes * (1 + 1e-12)
 
 

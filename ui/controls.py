@@ -65,7 +65,7 @@ import streamlit as st
 from planner.share import param_field, query_params_to_scenario, scenario_to_query_params
 from ui import guide, pickers, state, traffic_controls, training_controls
 from ui.pickers import PickerMemo
-from ui.specs import COMMON_LAYOUT, NOTES, FieldFacts, Spec, field_facts
+from ui.specs import COMMON_LAYOUT, ENGINE, NOTES, FieldFacts, Spec, field_facts
 
 MANUAL_FIELDS = ("model", "gpu")
 # The concurrency slider's stops: powers of two and the halfway 1.5x steps, 1 to 8,192. The number box beside
@@ -97,6 +97,7 @@ INFERENCE_SPECS: tuple[Spec, ...] = (
         Spec("usd_per_gpu_hour", "Price ($ per GPU-hour)", "number", section="more", step=0.1, fmt="%.2f"),
         Spec("target_requests_per_second", "Target requests/s", "number", section="more", step=1.0, fmt="%.3g"),
     )
+    + ENGINE
     + NOTES
 )
 

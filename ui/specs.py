@@ -158,3 +158,6 @@ NOTES = (
     Spec("label", "Plan label", "text", section="notes"),
     Spec("decision", "Decision", "textarea", section="notes"),
 )
+
+# The serving engine whose memory accounting sizes the KV pool (planner.physics.runtimes); inference only.
+ENGINE = (Spec("runtime", "Serving engine (memory accounting)", "select", section="more"),)

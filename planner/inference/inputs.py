@@ -16,6 +16,7 @@ from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import ModelArchitecture
 from planner.physics import collectives
 from planner.physics import memory as mem
+from planner.physics.runtimes import DEFAULT_RUNTIME
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,10 +69,11 @@ class InferenceInputs:
     prefill_chunk_tokens: Number
     prefix_cache_hit_rate: Number
     honor_sliding_window: bool
-    runtime_overhead_correction_bytes: float  # from a calibration; 0 without one
+    runtime_overhead_correction_bytes: Number  # from a calibration; 0 without one (per GPU type in a sweep)
+    runtime: str = DEFAULT_RUNTIME  # planner.physics.runtimes: the engine's memory accounting
 
     @classmethod
-    def from_scenario(cls, s: InferenceScenario, runtime_overhead_correction_bytes: float = 0.0) -> InferenceInputs:
+    def from_scenario(cls, s: InferenceScenario, runtime_overhead_correction_bytes: Number = 0.0) -> InferenceInputs:
         linear = weight_bytes_per_element(s.weight_dtype, s.weight_group_size)
         high_precision = BYTES_PER_ELEMENT[high_precision_dtype(s.weight_dtype)]
         return cls(
@@ -93,6 +95,7 @@ class InferenceInputs:
             prefix_cache_hit_rate=s.prefix_cache_hit_rate,
             honor_sliding_window=s.honor_sliding_window,
             runtime_overhead_correction_bytes=runtime_overhead_correction_bytes,
+            runtime=s.runtime,
         )
 
 

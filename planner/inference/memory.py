@@ -15,6 +15,15 @@ from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaSha
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.cache import context_tokens_for_cache_bytes
 from planner.physics import memory as mem
+from planner.physics.runtimes import (
+    non_torch_bytes,
+    profiled_step_tokens,
+    runtime_profile,
+    sampler_excess_bytes,
+    sampler_peak_bytes,
+    sampler_rows,
+)
+from planner.units import gib
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,12 +79,19 @@ class Headroom:
 def inference_memory(
     arch: ModelArchitecture, counts: ParameterCounts, hw: HardwareInputs, x: InferenceInputs, shape: ReplicaShape
 ) -> InferenceMemory:
-    """Every component per GPU: weights, the KV cache of the replica's sequences at full context, the
-    larger of a prefill chunk's and a decode micro-batch's transient activations, the sampled logits of a
-    micro-batch, and the runtime's own memory (plus a calibration's correction)."""
+    """Every component per GPU, as the runtime (`x.runtime`, `planner.physics.runtimes`) budgets it: weights,
+    the KV cache of the replica's sequences at full context, and the reserves the engine holds back before
+    sizing its KV pool: the activations of its profiling step (max_num_batched_tokens = the prefill chunk,
+    whatever the workload), the sampler's fp32 logits copies over max_num_seqs rows (the replica's sequences,
+    the smallest batch cap that runs them) and the non-torch memory its budget counts (plus a calibration's
+    correction). The profiling run's torch peak is the larger of the forward's and the sampler's (the forward's
+    intermediates are freed before sampling), so `logits_bytes` is the sampler's excess over the forward peak."""
     tp, pp = x.tensor_parallel, x.pipeline_parallel
     context = x.prompt_tokens + x.output_tokens
-    prefill_tokens_per_step = minimum(x.prefill_chunk_tokens, shape.sequences * x.prompt_tokens)
+    runtime = runtime_profile(x.runtime)
+    step_tokens = profiled_step_tokens(x.prefill_chunk_tokens, shape.micro_batch)
+    forward_peak = mem.inference_activation_bytes(arch, tp, step_tokens, x.activation_bytes)
+    sampler_peak = sampler_peak_bytes(runtime, arch, sampler_rows(shape.sequences, x.prefill_chunk_tokens))
     return InferenceMemory(
         weights_bytes=mem.weight_bytes(
             counts, arch, tp, pp, x.expert_parallel, x.linear_bytes, x.high_precision_bytes, x.embedding_bytes
@@ -91,14 +107,22 @@ def inference_memory(
             x.honor_sliding_window,
             x.activation_bytes,
         ),
-        activations_bytes=maximum(
-            mem.inference_activation_bytes(arch, tp, prefill_tokens_per_step, x.activation_bytes),
-            mem.inference_activation_bytes(arch, tp, shape.micro_batch, x.activation_bytes),
-        ),
-        logits_bytes=mem.logits_bytes(arch, shape.micro_batch),
-        runtime_overhead_bytes=mem.runtime_overhead_bytes(hw.is_accelerator, tp * pp)
-        + x.runtime_overhead_correction_bytes,
+        activations_bytes=forward_peak,
+        logits_bytes=sampler_excess_bytes(forward_peak, sampler_peak),
+        runtime_overhead_bytes=non_torch_bytes(runtime, hw.is_accelerator, tp) + x.runtime_overhead_correction_bytes,
         budget_bytes=hw.memory_capacity_bytes * x.memory_utilization,
+    )
+
+
+def runtime_assumption(x: InferenceInputs, memory: InferenceMemory) -> str:
+    """The plan's sentence on which runtime it assumes and what that runtime reserves, per GPU."""
+    runtime = runtime_profile(x.runtime)
+    return (
+        f"Runtime: {runtime.title} ({runtime.version}); KV pool = budget - weights - profiling-step activations "
+        f"({gib(float(memory.activations_bytes))}, {int(x.prefill_chunk_tokens):,} tokens) - the sampler's excess "
+        f"over them ({gib(float(memory.logits_bytes))}, {runtime.sampler_fp32_copies} fp32 copies of the logits) - "
+        f"non-torch memory ({gib(float(memory.runtime_overhead_bytes))}); {runtime.budget_rule}. Source: "
+        f"{runtime.sources[0]}."
     )
 
 

@@ -12,6 +12,7 @@ from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
 from planner.inference import explain
 from planner.inference.inputs import HardwareInputs
+from planner.inference.memory import runtime_assumption
 from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan
 from planner.inference.scenario import InferenceScenario
@@ -56,6 +57,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         bottleneck_reason=reason,
         warnings=explain.warnings(scenario, arch, accel, memory) + traffic_warnings,
         assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
+        + [runtime_assumption(x, m.memory)]
         + (traffic.assumptions() if traffic is not None else []),
         equations=explain.equations(scenario, arch, model, hw, efficiency, x, m),
         uncertainty=inference_bands(

@@ -9,6 +9,7 @@ from pydantic import Field, model_validator
 from planner.dtypes import DType, KVDType
 from planner.errors import PlanningError
 from planner.inference.workload import Traffic
+from planner.physics.runtimes import DEFAULT_RUNTIME, RuntimeName
 from planner.scenario_base import MAX_TOKENS, ScenarioBase
 
 
@@ -48,6 +49,12 @@ class InferenceScenario(ScenarioBase):
     )
     gpu_memory_utilization: float = Field(
         default=0.90, gt=0.05, le=1.0, description="engine's share of GPU memory (vLLM gpu_memory_utilization)"
+    )
+    runtime: RuntimeName = Field(
+        default=DEFAULT_RUNTIME,
+        description="serving engine whose memory accounting sizes the KV pool: vllm (V1: the budget holds weights, "
+        "the profiling run's activations and sampler, and the NCCL / all-reduce buffers that grow with TP) or "
+        "vllm-v0 (v0.1-0.2, the PagedAttention paper's engine: only the torch peak counts)",
     )
     prefill_chunk_tokens: int = Field(default=8192, ge=16, le=MAX_TOKENS, description="max tokens per prefill step")
     honor_sliding_window: bool = Field(

@@ -17,7 +17,7 @@ from collections import Counter
 
 import numpy as np
 
-from planner.arrays import minimum, where
+from planner.arrays import Number, minimum, where
 from planner.model.architecture import (
     ATTENTION_MIXERS,
     WINDOWED_MIXERS,
@@ -178,7 +178,7 @@ def sequence_cache_bytes(
     arch: ModelArchitecture,
     context_tokens,
     kv_bytes_per_element,
-    activation_bytes_per_element=2.0,
+    activation_bytes_per_element: Number = 2.0,
     tensor_parallel=1,
     honor_window=True,
 ):
@@ -198,7 +198,7 @@ def decode_cache_traffic_bytes(
     arch: ModelArchitecture,
     context_tokens,
     kv_bytes_per_element,
-    activation_bytes_per_element=2.0,
+    activation_bytes_per_element: Number = 2.0,
     tensor_parallel=1,
     honor_window=True,
 ):
@@ -225,7 +225,7 @@ def context_tokens_for_cache_bytes(
     arch: ModelArchitecture,
     cache_bytes,
     kv_bytes_per_element,
-    activation_bytes_per_element=2.0,
+    activation_bytes_per_element: Number = 2.0,
     tensor_parallel=1,
     honor_window: bool = True,
 ):

@@ -141,7 +141,7 @@ class TrainingInputs:
         return self.lora.target_modules if self.lora else ()
 
 
-def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_bytes: float = 0.0) -> TrainingInputs:
+def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_bytes: Number = 0.0) -> TrainingInputs:
     """The numbers and flags of one validated scenario."""
     lora = None
     if scenario.lora is not None:

@@ -151,8 +151,9 @@ def test_qwen3_next_max_concurrency_on_h100_rises_by_the_layer_ratio():
     every_layer = context * 48 * 2 * 1 * 256 * 2  # KV counted on all 48 layers: 1,660,944,384
     assert p.memory.components["kv_cache_bytes"] == pytest.approx(64 * per_sequence, rel=1e-12)
     room = kv_room(p)
-    assert p.memory.max_concurrency == math.floor(room / per_sequence) == 84
-    assert math.floor(room / every_layer) == 21  # what counting KV on every layer allowed
+    # vLLM V1 accounting (planner.physics.runtimes) charges 2.1 GiB of NCCL / all-reduce growth at TP 4
+    assert p.memory.max_concurrency == math.floor(room / per_sequence) == 81
+    assert math.floor(room / every_layer) == 20  # what counting KV on every layer allowed
     assert every_layer / per_sequence == pytest.approx(1_660_944_384 / 425_115_648)  # 3.907x
     assert p.memory.fits
 
@@ -178,7 +179,7 @@ def test_gpt_oss_window_lifts_max_concurrency_by_the_exact_ratio():
     per_sequence = (18 * 8_192 + 18 * 128) * GPT_OSS_KV_PER_TOKEN_PER_LAYER / 4
     whole = 36 * 8_192 * GPT_OSS_KV_PER_TOKEN_PER_LAYER / 4
     assert honoured.memory.components["kv_cache_bytes"] == 64 * per_sequence
-    assert kv_room(honoured) == kv_room(ignored)
+    assert kv_room(honoured) == pytest.approx(kv_room(ignored), rel=1e-12)  # totals differ by the KV only
     assert honoured.memory.max_concurrency == math.floor(kv_room(honoured) / per_sequence)
     assert ignored.memory.max_concurrency == math.floor(kv_room(ignored) / whole)
     assert whole / per_sequence == pytest.approx(2 * 8_192 / (8_192 + 128))  # 1.969x

@@ -1,0 +1,159 @@
+"""Serving-runtime memory accounting (planner.physics.runtimes): the vLLM V1 and v0.1 KV-pool rules worked by
+hand, the choice carried by share links and CSV rows, and an unknown runtime answered with a sentence."""
+
+from __future__ import annotations
+
+from urllib.parse import parse_qs, urlparse
+
+import numpy as np
+import pandas as pd
+import pytest
+from pydantic import ValidationError
+
+from planner import plan
+from planner.errors import explain
+from planner.export import plans_to_csv, scenarios_from_csv
+from planner.inference.scenario import InferenceScenario
+from planner.model.catalog import resolve_model
+from planner.physics import memory as mem
+from planner.physics.runtimes import RUNTIMES, non_torch_bytes, runtime_profile, sampler_peak_bytes
+from planner.search.sweep import evaluate_inference
+from planner.share import query_params_to_scenario, share_url
+
+GIB = 2**30
+
+
+def _kv_pool_bytes(p) -> float:
+    return p.memory.budget_bytes - (p.memory.total_bytes - p.memory.components["kv_cache_bytes"])
+
+
+def test_vllm_v1_log_line_is_the_formula():
+    # A vLLM V1 serve log (Aug 2025, ~v0.10; meta-llama/Llama-3.2-1B, gpu_worker.py lines 265-279):
+    #   "Requested memory: 0.90 (util), 39.88 GiB"
+    #   "Total non KV cache memory: 2.78GiB; torch peak memory increase: 0.45GiB;
+    #    non-torch forward increase memory: 0.02GiB; weights memory: 2.32GiB."
+    #   "Available KV cache memory: 37.10 GiB"
+    # vllm/utils/mem_utils.py: non_kv = weights + torch peak increase + non-torch increase, and
+    # gpu_worker.py: available = requested - non_kv. The log rounds each figure to 0.01 GiB.
+    requested, weights, torch_peak, non_torch = 39.88, 2.32, 0.45, 0.02
+    assert requested - (weights + torch_peak + non_torch) == pytest.approx(37.10, abs=0.015)
+
+
+def test_vllm_v1_budget_worked_by_hand():
+    # Llama-3.1-8B, bf16, one H100 (80 GiB visible = 85,899,345,920 B), gpu_memory_utilization 0.9, 64 sequences,
+    # max_num_batched_tokens 8192.
+    s = InferenceScenario(model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tensor_parallel=1, concurrency=64)
+    p = plan(s)
+    arch = resolve_model("llama-3.1-8b")
+    c = p.memory.components
+    budget = 0.9 * p.memory.capacity_bytes
+    # profiling step: 8192 tokens x (2h + max(attention, MLP)) x 2 bytes; h = 4096, MLP = 3 x 14336 = 43,008
+    # (wider than attention: (2 x 32 + 2 x 8) x 128 = 10,240) -> 8192 x (8192 + 43,008) x 2 = 838,860,800 B
+    assert c["activations_bytes"] == pytest.approx(8192 * (2 * 4096 + 3 * 14336) * 2)
+    assert c["activations_bytes"] == pytest.approx(838_860_800)
+    # sampler: 4 fp32 copies x min(64 seqs, 8192) rows x 128,256 vocab x 4 B = 131,334,144 B, under the forward's
+    # peak: the run's torch peak is max(forward, sampler) (intermediates are freed before sampling), no excess
+    assert c["logits_bytes"] == 0.0
+    # non-torch growth at TP1: 0.25 GiB
+    assert c["runtime_overhead_bytes"] == pytest.approx(0.25 * GIB)
+    # KV pool = 0.9 x total - weights - torch peak max(838,860,800, 131,334,144) - non-torch
+    expected = budget - c["weights_bytes"] - 838_860_800 - 0.25 * GIB
+    assert _kv_pool_bytes(p) == pytest.approx(expected)
+    # and the plan's max concurrency is that pool over one sequence's blocks (2560 tokens, 16-token blocks)
+    per_sequence = mem.kv_cache_bytes_per_sequence(arch, 1, 1, 2560, 2.0, 16)
+    assert p.memory.max_concurrency == int(np.floor(expected / per_sequence))
+    # max_num_seqs 1024: the sampler, 4 x 1024 x 128,256 x 4 = 2,101,346,304 B, now sets the peak; the breakdown
+    # charges its excess over the forward, 2,101,346,304 - 838,860,800 = 1,262,485,504 B
+    wide = plan(InferenceScenario.model_validate({**s.model_dump(), "concurrency": 1024}))
+    assert wide.memory.components["logits_bytes"] == pytest.approx(1_262_485_504)
+    assert _kv_pool_bytes(wide) == pytest.approx(budget - c["weights_bytes"] - 2_101_346_304 - 0.25 * GIB)
+
+
+def test_vllm_v0_counts_only_the_torch_peak():
+    # OPT-13B on one A100-40GB (42,949,672,960 B) as the PagedAttention paper ran it: utilization 0.9, 2560-token
+    # profiling step, 256 sequences. No non-torch term.
+    s = InferenceScenario(
+        model="opt-13b",
+        gpu="a100-40gb",
+        num_gpus=1,
+        tensor_parallel=1,
+        prompt_tokens=1024,
+        output_tokens=1024,
+        concurrency=256,
+        prefill_chunk_tokens=2560,
+        runtime="vllm-v0",
+    )
+    p = plan(s)
+    c = p.memory.components
+    assert c["runtime_overhead_bytes"] == 0.0
+    # activations: 2560 x (2 x 5120 + 2 x 20480) x 2 B (OPT's GeLU MLP: up and activation)
+    assert c["activations_bytes"] == pytest.approx(2560 * (2 * 5120 + 2 * 20480) * 2)
+    # sampler: 3 fp32 copies x 256 rows x 50,272 vocab x 4 B = 154,435,584 B < 524,288,000 B: no excess
+    assert c["logits_bytes"] == 0.0
+    expected = 0.9 * 42_949_672_960 - c["weights_bytes"] - 2560 * (2 * 5120 + 2 * 20480) * 2
+    assert _kv_pool_bytes(p) == pytest.approx(expected)
+    # The paper's Table 1: 12 GB for KV (15.7K slots x 800 KB = 12.0 GiB); within 5 %.
+    assert _kv_pool_bytes(p) / GIB == pytest.approx(12.0, rel=0.05)
+
+
+def test_non_torch_memory_grows_with_tensor_parallel_and_broadcasts():
+    v1 = runtime_profile("vllm")
+    tp = np.array([1, 2, 4, 8, 16])
+    assert list(non_torch_bytes(v1, True, tp) / GIB) == pytest.approx([0.25, 2.1, 2.1, 5.7, 5.7])
+    assert non_torch_bytes(v1, False, 8) == 0.0  # a CPU device has no NCCL or CUDA buffers
+    assert non_torch_bytes(runtime_profile("vllm-v0"), True, 8) == 0.0
+
+
+def test_sampler_reserve_scales_with_vocabulary_not_model_size():
+    v1 = runtime_profile("vllm")
+    small, big = resolve_model("llama-3.2-1b"), resolve_model("llama-3.1-70b")
+    assert small.vocab_size == big.vocab_size
+    assert sampler_peak_bytes(v1, small, 256) == sampler_peak_bytes(v1, big, 256)
+
+
+def test_every_runtime_cites_its_source_and_version():
+    for profile in RUNTIMES.values():
+        assert profile.sources and profile.version and profile.budget_rule
+        assert all("vllm" in source.lower() or "issue" in source for source in profile.sources)
+
+
+def test_plan_assumptions_name_the_runtime():
+    v1 = plan(InferenceScenario())
+    v0 = plan(InferenceScenario(runtime="vllm-v0"))
+    assert any(a.startswith("Runtime: vLLM V1") for a in v1.assumptions)
+    assert any(a.startswith("Runtime: vLLM v0.1") for a in v0.assumptions)
+    # V1 charges NCCL / all-reduce growth and four sampler copies, so its pool is smaller than v0.1's
+    assert _kv_pool_bytes(v1) < _kv_pool_bytes(v0)
+
+
+def test_runtime_round_trips_through_share_link_and_csv():
+    scenario = InferenceScenario(runtime="vllm-v0", concurrency=3)
+    url = share_url(scenario, "https://headroom.example")
+    assert "runtime=vllm-v0" in url
+    query = dict(parse_qs(urlparse(url).query).items())
+    restored, warnings = query_params_to_scenario(query, "inference", "inference_")
+    assert warnings == []
+    assert restored == scenario
+    assert scenarios_from_csv(plans_to_csv([plan(scenario)])) == [scenario]
+
+
+def test_unknown_runtime_gets_a_sentence():
+    with pytest.raises(ValidationError) as info:
+        InferenceScenario(runtime="tgi")  # type: ignore[arg-type]
+    message = explain(info.value)
+    assert "runtime" in message and "vllm" in message and "Traceback" not in message
+    scenario, warnings = query_params_to_scenario({"inference_runtime": "tgi"}, "inference", "inference_")
+    assert scenario.runtime == "vllm"
+    assert any("runtime" in w for w in warnings), warnings
+
+
+@pytest.mark.parametrize("runtime", sorted(RUNTIMES))
+def test_sweep_uses_the_same_runtime_terms(runtime):
+    base = InferenceScenario(model="llama-3.1-8b", gpu="h100-sxm", num_gpus=8, tensor_parallel=1, runtime=runtime)
+    grid = pd.DataFrame({"tensor_parallel": [1, 2, 4, 8], "num_gpus": [8, 8, 8, 8]})
+    frame = evaluate_inference(base, grid)
+    for tp, row in zip(grid["tensor_parallel"], frame.itertuples()):
+        single = plan(InferenceScenario.model_validate({**base.model_dump(), "tensor_parallel": tp}))
+        assert row.runtime_overhead_bytes == pytest.approx(single.memory.components["runtime_overhead_bytes"])
+        assert row.logits_bytes == pytest.approx(single.memory.components["logits_bytes"])
+        assert row.max_concurrency == single.memory.max_concurrency
