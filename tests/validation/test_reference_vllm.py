@@ -168,14 +168,15 @@ def test_kv_slots_vllm01_accounting(row_id, model, gpu, tp, tolerance):
 
 @pytest.mark.parametrize("row_id,model,gpu,tp", [r[:4] for r in SLOT_ROWS])
 def test_kv_slots_default_accounting_gap_is_the_runtime_reserve(row_id, model, gpu, tp):
-    """With its own accounting the engine is conservative: 13B 14,368 (-8.5 %), 66B 7,536 (-22 %),
-    175B 54,768 (-8.9 %). The gap to the vLLM-0.1 accounting is exactly the runtime reserve
-    (0.75 GiB / 1.0 GiB per GPU) divided by the KV bytes per token per GPU, to within one block."""
+    """The default runtime is vLLM V1, whose non-torch reserve (0.25 GiB at TP1, 2.1 GiB per GPU from TP2,
+    5.7 GiB from TP8) the paper's 2023 engine did not have, so it holds fewer slots than the paper measured
+    (66B at TP4 most of all: 2.1 GiB per GPU of a small KV remainder). The gap to the vLLM-0.1 accounting
+    is exactly that reserve divided by the KV bytes per token per GPU, to within one block."""
     default, vllm01 = _plan(model, gpu, tp), _plan(model, gpu, tp, vllm01_accounting=True)
     reserve = default.memory.components["runtime_overhead_bytes"]
     expected_gap = reserve / _kv_per_token_per_gpu(model, tp)  # 13B: 805,306,368 / 819,200 = 983 slots
     assert _slots(vllm01) - _slots(default) == pytest.approx(expected_gap, abs=16)
-    assert 0.75 * paper_slots(row_id) <= _slots(default) < paper_slots(row_id)
+    assert 0.5 * paper_slots(row_id) <= _slots(default) < paper_slots(row_id)
 
 
 @pytest.mark.parametrize("row_id,model,gpu,tp", [r[:4] for r in SLOT_ROWS[:2]])
