@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Hashable
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, computed_field, model_validator
@@ -307,12 +307,12 @@ class ModelArchitecture(BaseModel):
     @property
     def layer_kind_counts(self) -> dict[str, int]:
         """How many layers of each kind ('full attention': 12, 'sliding window 128': 12, ...)."""
-        return dict(Counter(layer.kind for layer in self.layers))
+        return dict(_layer_kind_counts(self))
 
     @property
     def is_hybrid(self) -> bool:
         """True when some layers have no softmax attention (linear attention, Mamba, no-op, linear)."""
-        return any(layer.mixer not in ATTENTION_MIXERS for layer in self.layers)
+        return any(kind not in ATTENTION_MIXERS for kind in _layer_mixer_counts(self))
 
     @property
     def num_attention_layers(self) -> int:
@@ -389,7 +389,7 @@ class LayerParameters:
             + self.attention_sinks
         )
 
-    @property
+    @cached_property
     def total(self) -> int:
         return (
             self.attention_total
@@ -638,24 +638,24 @@ class ParameterCounts:
     dense_layers_sum: LayerParameters | None = None
     moe_layers_sum: LayerParameters | None = None
 
-    @property
+    @cached_property
     def layers_total(self) -> int:
         if self.layers:
             return sum(layer.total for layer in self.layers)
         moe = self.moe_layer.total * self.num_moe_layers if self.moe_layer else 0
         return self.dense_layer.total * self.num_dense_layers + moe
 
-    @property
+    @cached_property
     def total(self) -> int:
         """The language model's parameters (vision tower excluded: see `total_with_vision`)."""
         return self.embedding + self.position_embedding + self.lm_head + self.final_norms + self.layers_total
 
-    @property
+    @cached_property
     def total_with_vision(self) -> int:
         """Every parameter of the checkpoint's model class (language model + vision tower + projector)."""
         return self.total + self.vision_encoder
 
-    @property
+    @cached_property
     def routed_experts_total(self) -> int:
         if self.layers:
             return sum(layer.experts_routed + layer.experts_bias for layer in self.layers)
@@ -663,7 +663,7 @@ class ParameterCounts:
             (self.moe_layer.experts_routed + self.moe_layer.experts_bias) * self.num_moe_layers if self.moe_layer else 0
         )
 
-    @property
+    @cached_property
     def active(self) -> int:
         """Parameters one token touches: all but the routed experts it is not sent to.
 
@@ -675,7 +675,7 @@ class ParameterCounts:
         unused = self.routed_experts_total * (1 - self.experts_per_token / self.num_experts)
         return round(self.total - unused)
 
-    @property
+    @cached_property
     def non_embedding(self) -> int:
         return self.total - self.embedding - self.lm_head - self.position_embedding
 
@@ -683,6 +683,11 @@ class ParameterCounts:
         """Named components summing to `total_with_vision`. Mixers of linear-attention and Mamba layers get
         their own keys ('linear_attention', 'mamba'), and a multimodal checkpoint's vision tower
         'vision_encoder', each present only when the model has it."""
+        return dict(self._components)
+
+    @cached_property
+    def _components(self) -> dict[str, int]:
+        # Computed once per (memoized) counts object: a plan reports it, and it walks every layer.
         layers = self.layers or (self.dense_layer,) * self.num_dense_layers + (
             (self.moe_layer,) * self.num_moe_layers if self.moe_layer else ()
         )
@@ -710,6 +715,17 @@ class ParameterCounts:
         if self.vision_encoder:
             out["vision_encoder"] = self.vision_encoder
         return out
+
+
+@by_identity
+def _layer_mixer_counts(arch: ModelArchitecture) -> Counter[str]:
+    return Counter(layer.mixer for layer in arch.layers)
+
+
+@by_identity
+def _layer_kind_counts(arch: ModelArchitecture) -> tuple[tuple[str, int], ...]:
+    # Memoized: a plan asks for it several times, and Counter over a long layer stack is not free.
+    return tuple(Counter(layer.kind for layer in arch.layers).items())
 
 
 @by_identity
@@ -914,7 +930,7 @@ def recurrent_mixer_flops_per_token(arch: ModelArchitecture) -> float:
     Networks, Eq. 10). Mamba-2, per head with a p x n state: decay, add dt x B^T, read out with C: 5 p n
     (Dao & Gu 2024, SSD recurrence). Both add the depthwise causal conv: 2 x kernel x conv channels.
     """
-    counts = Counter(layer.mixer for layer in arch.layers)
+    counts = _layer_mixer_counts(arch)
     total = 0.0
     if counts["linear_attention"]:
         key_dim = arch.linear_num_key_heads * arch.linear_key_head_dim
