@@ -43,6 +43,7 @@ from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E
 from planner.scenario import parse_scenario  # noqa: E402
 
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference"
+REFERENCE_FILES = ("memory_measured.csv", "throughput_measured.csv")
 SUMMARY_FILE = ROOT / "planner" / "accuracy.json"
 SERVING_FILE = ROOT / "benchmarks" / "accuracy" / "serving_reference.csv"
 FAMILIES = ("memory", "decode_speed", "ttft", "max_throughput", "training_step")  # the families error bands read
@@ -993,6 +994,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sensitivity", action="store_true")
     parser.add_argument("--no-summary-file", action="store_true", help="do not rewrite planner/accuracy.json")
     args = parser.parse_args(argv)
+    missing = [name for name in REFERENCE_FILES if not (args.reference / name).is_file()]
+    if missing:
+        print(
+            f"error: {args.reference} lacks {', '.join(missing)}: the published figures live in the project's "
+            "shared folder (../shared/reference beside this repository); pass --reference DIR",
+            file=sys.stderr,
+        )
+        return 2
     cases, unmapped = collect(args.reference)
     results = evaluate(cases)
     summary = summarize(results)
