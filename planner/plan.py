@@ -77,4 +77,22 @@ def plan(
     return result.model_copy(update={"warnings": [mapping_warning, *result.warnings]})
 
 
-__all__ = ["calibration_for_gpu", "check_calibration", "plan"]
+def without_traffic(scenario: Any) -> Any:
+    """The scenario without its request stream (itself when it has none)."""
+    if getattr(scenario, "traffic", None) is None:
+        return scenario
+    return scenario.model_copy(update={"traffic": None})  # dropping an optional input keeps it valid
+
+
+def static_plan(
+    scenario: Any, calibration: CalibrationRecord | None = None, *, calibration_any_gpu: bool = False
+) -> InferencePlan | TrainingPlan:
+    """`plan()` of the scenario without its request stream: what the trade-offs, diagnosis, checklist and
+    alternatives compare (each plans many variants; a simulation per variant would cost seconds and change
+    none of the static numbers they read)."""
+    if isinstance(scenario, dict):
+        scenario = parse_scenario(scenario)
+    return plan(without_traffic(scenario), calibration, calibration_any_gpu=calibration_any_gpu)
+
+
+__all__ = ["calibration_for_gpu", "check_calibration", "plan", "static_plan", "without_traffic"]

@@ -13,6 +13,8 @@ from pydantic import ValidationError
 from planner import PlanningError, plan, units
 from planner.cli.main import main
 from planner.inference.scenario import InferenceScenario
+from planner.inference.traffic import TrafficEngine
+from planner.inference.workload import Traffic
 from planner.search.alternatives import alternatives, catalog_sizes
 from planner.search.checklist import QUESTIONS, checklist
 from planner.search.constraints import (
@@ -25,7 +27,7 @@ from planner.search.constraints import (
 )
 from planner.search.diagnosis import diagnose
 from planner.search.inference_tradeoffs import inference_techniques
-from planner.search.report import TradeoffReport
+from planner.search.report import TradeoffReport, tradeoff_report
 from planner.search.sweep import evaluate_inference, inference_grid
 from planner.search.training_tradeoffs import training_techniques
 from planner.training.scenario import TrainingScenario
@@ -341,3 +343,21 @@ def test_cli_diagnose_refuses_an_invalid_scenario(tmp_path, capsys):
     assert main(["diagnose", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "oncurrency" in err and "Traceback" not in err
+
+
+def test_the_trade_off_answers_never_simulate_the_request_stream(monkeypatch):
+    """Diagnosis, techniques, checklist and alternatives compare static plans: a stream on the scenario
+    would otherwise be simulated once per variant (seconds) without changing a number they read."""
+
+    def refuse(*_args, **_kwargs):
+        raise AssertionError("simulated a request stream")
+
+    monkeypatch.setattr(TrafficEngine, "simulate", refuse)
+    with_stream = BASE.model_copy(update={"traffic": Traffic(num_requests=50)})
+    report, static = tradeoff_report(with_stream).diagnosis, tradeoff_report(BASE).diagnosis
+    assert report.binding == static.binding
+    assert [e.model_dump(exclude={"scenario"}) for e in report.relief] == [
+        e.model_dump(exclude={"scenario"}) for e in static.relief
+    ]
+    # ... and each variant, opened as a plan, still carries the stream.
+    assert all(e.scenario["traffic"] is not None for e in report.relief if e.scenario)

@@ -29,11 +29,12 @@ from pydantic import ValidationError
 from streamlit.errors import StreamlitAPIException
 
 from planner import PlanningError, explain, plan
+from planner.inference.plan import TRAFFIC_NOT_SIMULATED
 from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine, capacity_answer
 from planner.inference.traffic_results import CapacityAnswer, LoadCurve
 from planner.inference.workload import Traffic
-from planner.plan import calibration_for_gpu
+from planner.plan import calibration_for_gpu, without_traffic
 from planner.search import alternatives, diagnosis, grid_search
 from planner.training.scenario import TrainingScenario
 from ui import sweeps
@@ -68,41 +69,33 @@ def applicable(scenario, calibration):
     return calibration_for_gpu(scenario.gpu_id(), calibration)
 
 
-TRAFFIC_NOT_SIMULATED = "The request stream is not simulated: "
-
-
 @st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)
 def _plan(scenario, calibration=None):
     return plan(scenario, applicable(scenario, calibration))
 
 
 def cached_plan(scenario, calibration=None):
-    """plan(scenario, calibration), cached per (scenario, calibration) for every session of this server.
-
-    A request stream the layout cannot serve at all (no room for a KV cache) makes plan() refuse the scenario;
-    the static plan is returned instead, with the reason as its last warning (``TRAFFIC_NOT_SIMULATED``), so
-    every page still shows what the layout can tell."""
-    try:
-        return _plan(scenario, calibration)
-    except PlanningError as exc:
-        if getattr(scenario, "traffic", None) is None:
-            raise
-        result = _plan(static(scenario), calibration)
-        return result.model_copy(update={"warnings": [*result.warnings, TRAFFIC_NOT_SIMULATED + explain(exc)]})
+    """plan(scenario, calibration), cached per (scenario, calibration) for every session of this server. A
+    request stream the layout cannot serve (no room for a KV cache) leaves the static plan with the reason
+    as a warning (`traffic_failure`)."""
+    return _plan(scenario, calibration)
 
 
 def traffic_failure(plan_) -> str | None:
-    """Why a scenario's request stream was not simulated (see ``cached_plan``), or None."""
+    """Why a scenario's request stream was not simulated, or None."""
     return next(
-        (w.removeprefix(TRAFFIC_NOT_SIMULATED) for w in plan_.warnings if w.startswith(TRAFFIC_NOT_SIMULATED)), None
+        (
+            w.removeprefix(TRAFFIC_NOT_SIMULATED).rstrip(".")
+            for w in plan_.warnings
+            if w.startswith(TRAFFIC_NOT_SIMULATED)
+        ),
+        None,
     )
 
 
 def static(scenario):
     """The scenario without its request stream (itself when it has none)."""
-    if getattr(scenario, "traffic", None) is None:
-        return scenario
-    return type(scenario).model_validate({**scenario.model_dump(), "traffic": None})
+    return without_traffic(scenario)
 
 
 @st.cache_data(max_entries=32, show_spinner="Sweeping concurrency…", hash_funcs=HASH_FUNCS)

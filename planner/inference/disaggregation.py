@@ -211,8 +211,10 @@ def _pools(
     # The batch cap per replica stays the scenario's (concurrency over its replicas) in both pools.
     cap = max(1, scenario.concurrency // scenario.replicas)
     try:
-        prefill_scenario = scenario.model_copy(
-            update={
+        fields = scenario.model_dump()
+        prefill_scenario = InferenceScenario.model_validate(
+            {
+                **fields,
                 "num_gpus": layout.prefill_gpus,
                 "tensor_parallel": layout.prefill_tensor_parallel,
                 "pipeline_parallel": 1,
@@ -220,11 +222,9 @@ def _pools(
                 "concurrency": cap * prefill_replicas,
             }
         )
-        decode_scenario = scenario.model_copy(
-            update={"num_gpus": decode_replicas * per_decode_replica, "concurrency": cap * decode_replicas}
+        decode_scenario = InferenceScenario.model_validate(
+            {**fields, "num_gpus": decode_replicas * per_decode_replica, "concurrency": cap * decode_replicas}
         )
-        prefill_scenario = InferenceScenario.model_validate(prefill_scenario.model_dump())
-        decode_scenario = InferenceScenario.model_validate(decode_scenario.model_dump())
     except ValueError as exc:  # pydantic's ValidationError and PlanningError
         raise PlanningError(f"this split is not a valid layout: {exc}") from None
     return (

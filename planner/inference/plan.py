@@ -25,6 +25,8 @@ from planner.physics.cost import HOURS_PER_MONTH, replicas_for_request_rate
 from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
 from planner.uncertainty import inference_bands
 
+TRAFFIC_NOT_SIMULATED = "The request stream was not simulated: "  # a warning's prefix; the reason follows
+
 
 def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord | None = None) -> InferencePlan:
     """Plan one validated scenario; `calibration` replaces the default efficiencies and runtime memory."""
@@ -82,7 +84,7 @@ def _traffic_engine(
     try:
         return TrafficEngine.from_metrics(scenario, i, m), []
     except PlanningError as exc:
-        return None, [f"The request stream was not simulated: {exc}."]
+        return None, [f"{TRAFFIC_NOT_SIMULATED}{exc}."]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from planner.errors import PlanningError
 from planner.model.architecture import parameter_counts
 from planner.model.catalog import catalog_model_ids, model_metadata, resolve_model
-from planner.plan import plan as make_plan
+from planner.plan import static_plan as make_plan
 from planner.search.techniques import _variant_of
 from planner.units import count, percent
 

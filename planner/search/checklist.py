@@ -14,7 +14,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from planner.plan import plan as make_plan
+from planner.plan import static_plan as make_plan
 from planner.search.alternatives import SHORTEST_SEQUENCE_TOKENS, Alternative
 from planner.search.alternatives import alternatives as find_alternatives
 from planner.search.diagnosis import Diagnosis, diagnose, techniques

@@ -7,7 +7,7 @@ import math
 
 from pydantic import BaseModel, ConfigDict
 
-from planner.plan import plan as make_plan
+from planner.plan import static_plan as make_plan
 from planner.search.inference_tradeoffs import inference_techniques
 from planner.search.techniques import TechniqueEffect
 from planner.search.training_tradeoffs import training_techniques

@@ -16,6 +16,7 @@ from planner.physics import memory as mem
 from planner.physics import roofline
 from planner.physics.efficiency import DEFAULT_EFFICIENCY
 from planner.physics.flops import prefill_flops
+from planner.plan import without_traffic
 from planner.search.techniques import (
     TechniqueEffect,
     _inference_numbers,
@@ -26,7 +27,7 @@ from planner.units import gib
 
 def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
 
-    base = plan_inference(scenario, calibration)
+    base = plan_inference(without_traffic(scenario), calibration)  # variants are compared as static plans
     numbers = _inference_numbers(base)
     arch = scenario.architecture()
     accel = scenario.accelerator()

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
-from planner.plan import plan as make_plan
+from planner.plan import static_plan as make_plan
 from planner.search.alternatives import Alternative, alternatives
 from planner.search.checklist import Checklist, checklist
 from planner.search.diagnosis import Diagnosis, diagnose, techniques

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from planner.errors import PlanningError, explain
-from planner.plan import plan as make_plan
+from planner.plan import static_plan as make_plan
 from planner.units import seconds
 
 RESOURCES = ("capacity", "memory_bandwidth", "compute", "communication")
