@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 import pandas as pd
 
@@ -19,13 +20,26 @@ from planner.errors import PlanningError
 from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import TrafficEngine
 from planner.inference.traffic_results import TrafficResult
-from planner.inference.workload import Traffic
+from planner.inference.workload import Slo, Traffic
+from planner.search import grid_search, sweep
 from planner.search.constraints import OPERATORS, parse_constraint, search
 from planner.search.sweep import scenario_for_row
 
 SLO_COLUMN = re.compile(r"^p(50|90|95|99)_(ttft|tpot|itl|e2e_latency|queue)_seconds$")
 DEFAULT_MAX_SIMULATIONS = 40
 Constraint = tuple[str, str, float]
+# Every simulated row reports these besides its constrained percentiles (the SLO's own answer per request).
+REPORTED_PERCENTILES = ("p99_ttft_seconds", "p99_tpot_seconds")
+REPORTED_RESULTS = ("slo_attainment", "goodput_requests_per_second")
+ASSUMPTIONS = (
+    "Candidates are ranked by the objective from their static plans and simulated best first; the search stops "
+    "once enough of them meet every target or its simulation budget is spent, so a layout ranked lower may meet "
+    "the targets too.",
+    "Two exact static bounds skip a candidate without simulating it: its idle TTFT is above a TTFT target "
+    "(queueing only adds), or its saturated request rate is below the offered rate (its queue grows without bound).",
+    "Each candidate serves the scenario's whole request stream (same arrivals, lengths and seed), routed round "
+    "robin over its replicas, with its own concurrency as the batch cap.",
+)
 
 
 def is_slo_column(column: str) -> bool:
@@ -69,12 +83,7 @@ def slo_search(
     if traffic.requests_per_second is None:
         raise PlanningError("an SLO search needs a request rate (traffic.requests_per_second), not 'all at once'")
     ranked = search(frame, static_constraints, minimize, top=len(frame))
-    rate = traffic.requests_per_second
-    keep = ranked["requests_per_second"].to_numpy(float) >= rate
-    for column, op, value in slo_constraints:
-        if column.endswith("_ttft_seconds") and op in ("<=", "<"):
-            keep &= ranked["ttft_seconds"].to_numpy(float) <= value
-    candidates = ranked[keep]
+    candidates = ranked[_within_bounds(ranked, slo_constraints, traffic.requests_per_second)]
     rows, simulations = [], 0
     for _, row in candidates.iterrows():
         if len(rows) >= top or simulations >= max_simulations:
@@ -82,8 +91,74 @@ def slo_search(
         scenario = scenario_for_row(base, row).model_copy(update={"traffic": traffic})
         result = TrafficEngine.of(scenario, calibration).simulate()
         simulations += 1
-        values = {column: percentile_value(result, column) for column, _, _ in slo_constraints}
+        percentiles = dict.fromkeys([*(c for c, _, _ in slo_constraints), *REPORTED_PERCENTILES])
+        values = {column: percentile_value(result, column) for column in percentiles}
         if all(OPERATORS[op](values[column], value) for column, op, value in slo_constraints):
-            rows.append({**row.to_dict(), **values})
+            extra = {
+                "slo_attainment": result.slo_attainment,
+                "goodput_requests_per_second": result.goodput_requests_per_second,
+            }
+            rows.append({**row.to_dict(), **values, **extra})
     columns = [*ranked.columns, *(c for c, _, _ in slo_constraints)]
+    columns += [c for c in (*REPORTED_PERCENTILES, *REPORTED_RESULTS) if c not in columns]
     return pd.DataFrame(rows, columns=columns), simulations
+
+
+def slo_constraints(slo: Slo) -> list[Constraint]:
+    """An SLO's targets as percentile constraints: p99 TTFT <= 2 s -> ('p99_ttft_seconds', '<=', 2.0)."""
+    return [(f"p{slo.percentile}_{metric}", "<=", float(target)) for metric, target in slo.targets.items()]
+
+
+@dataclass(frozen=True)
+class SloSearchResult:
+    """The layouts of a search space that meet an SLO under a request stream, best first."""
+
+    rows: pd.DataFrame  # one row per layout meeting every target: the sweep's columns, percentiles, attainment
+    traffic: Traffic  # the stream every candidate served, with the SLO searched for
+    configurations: int  # evaluated by the static sweep
+    candidates: int  # left after the static constraints and the two exact bounds
+    simulations: int
+    error: str | None = None  # why nothing was searched
+
+
+def run_slo_search(
+    scenario: InferenceScenario,
+    spec: grid_search.InferenceSearchSpec,
+    slo: Slo,
+    calibration: CalibrationRecord | None = None,
+    max_simulations: int = DEFAULT_MAX_SIMULATIONS,
+) -> SloSearchResult:
+    """The Trade-offs page's search space (`spec`: GPU types and counts, layouts, formats, concurrency, static
+    constraints, objective, `top`) under the scenario's request stream with `slo` as its SLO."""
+    if scenario.traffic is None:
+        raise PlanningError("an SLO search needs a request stream: the scenario has no traffic")
+    if not slo.targets:
+        raise PlanningError("an SLO search needs at least one target (TTFT, TPOT or end-to-end latency)")
+    traffic = Traffic.model_validate({**scenario.traffic.model_dump(), "slo": slo.model_dump()})
+    axes = grid_search.inference_axes(scenario, spec)
+    if not all(axes.values()):
+        return SloSearchResult(
+            pd.DataFrame(), traffic, 0, 0, 0, "pick at least one GPU type, weight format and KV format"
+        )
+    grid = sweep.inference_grid(scenario, **axes)
+    if len(grid) > grid_search.MAX_SEARCH_ROWS:
+        return SloSearchResult(
+            pd.DataFrame(), traffic, len(grid), 0, 0, f"{len(grid):,} configurations is too many; narrow the search"
+        )
+    frame = sweep.evaluate_inference(scenario, grid, calibration)
+    targets = slo_constraints(slo)
+    rows, simulations = slo_search(
+        scenario, frame, spec.constraints(), targets, spec.objective, spec.top, traffic, calibration, max_simulations
+    )
+    ranked = search(frame, spec.constraints(), spec.objective, top=len(frame))
+    candidates = int(_within_bounds(ranked, targets, traffic.requests_per_second).sum())
+    return SloSearchResult(rows, traffic, len(frame), candidates, simulations)
+
+
+def _within_bounds(ranked: pd.DataFrame, slo_constraints: list[Constraint], rate: float):
+    """The rows the two exact static bounds keep: saturated rate >= offered rate, idle TTFT <= a TTFT target."""
+    keep = ranked["requests_per_second"].to_numpy(float) >= rate
+    for column, op, value in slo_constraints:
+        if column.endswith("_ttft_seconds") and op in ("<=", "<"):
+            keep &= ranked["ttft_seconds"].to_numpy(float) <= value
+    return keep
