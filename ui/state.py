@@ -10,7 +10,8 @@ A scenario with a request stream (``traffic``) is simulated by ``cached_plan`` i
 searches (techniques, diagnosis, simpler alternatives) answer for its static plan (``static``): one simulation per
 variant would turn their milliseconds into seconds. The Traffic view's load curve and SLO capacity are cached
 without the stream's rate (``probe_scenario``): the engine sets the rate of every probe itself, so moving the rate
-slider re-simulates only the stream.
+slider re-simulates only the stream. A disaggregated split of the stream (``disaggregated``, ``split_comparison``)
+and the Trade-offs page's SLO search (``cached_slo_search``) are cached per scenario like the plan.
 
 Keys written here (not widgets):
 - ``current_inference`` / ``current_training``: the last scenario each input page built.
@@ -29,13 +30,20 @@ from pydantic import ValidationError
 from streamlit.errors import StreamlitAPIException
 
 from planner import PlanningError, explain, plan
+from planner.inference.disaggregation import (
+    DisaggregatedLayout,
+    DisaggregatedResult,
+    SplitComparison,
+    best_split,
+    simulate_disaggregated,
+)
 from planner.inference.plan import TRAFFIC_NOT_SIMULATED
 from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine, capacity_answer
 from planner.inference.traffic_results import CapacityAnswer, LoadCurve
-from planner.inference.workload import Traffic
+from planner.inference.workload import Slo, Traffic
 from planner.plan import calibration_for_gpu, without_traffic
-from planner.search import alternatives, diagnosis, grid_search
+from planner.search import alternatives, diagnosis, grid_search, slo_search
 from planner.training.scenario import TrainingScenario
 from ui import sweeps
 
@@ -159,6 +167,26 @@ def slo_capacity(scenario, target_requests_per_second: float | None, calibration
     return capacity_answer(engine, _slo_rate(probe, calibration), target_requests_per_second)
 
 
+def _model_hash(record) -> str:
+    return f"{type(record).__name__}:{record.model_dump_json()}"
+
+
+@st.cache_data(
+    max_entries=32,
+    show_spinner="Simulating the stream on a prefill pool and a decode pool…",
+    hash_funcs={**HASH_FUNCS, DisaggregatedLayout: _model_hash},
+)
+def disaggregated(scenario, layout, calibration=None) -> DisaggregatedResult:
+    """planner.inference.disaggregation.simulate_disaggregated: the scenario's stream on `layout`'s two pools."""
+    return simulate_disaggregated(scenario, layout, applicable(scenario, calibration))
+
+
+@st.cache_data(max_entries=16, show_spinner="Simulating every prefill/decode split…", hash_funcs=HASH_FUNCS)
+def split_comparison(scenario, calibration=None) -> SplitComparison:
+    """planner.inference.disaggregation.best_split: every split of the GPUs and the colocated deployment."""
+    return best_split(scenario, applicable(scenario, calibration))
+
+
 # ---------------------------------------------------------------------------------------- trade-offs
 
 
@@ -206,6 +234,16 @@ def cached_search(scenario, spec, calibration=None):
 def cached_training_search(scenario, spec, calibration=None):
     """planner.search.grid_search's training search: feasible set, top rows, cost-vs-time frontier."""
     return grid_search.run_training_search(scenario, spec, applicable(scenario, calibration))
+
+
+@st.cache_data(
+    max_entries=16,
+    show_spinner="Simulating the best candidates under the SLO, best first…",
+    hash_funcs={**HASH_FUNCS, grid_search.InferenceSearchSpec: _spec_hash, Slo: _spec_hash},
+)
+def cached_slo_search(scenario, spec, slo, max_simulations: int, calibration=None) -> slo_search.SloSearchResult:
+    """planner.search.slo_search.run_slo_search: the spec's search space under the scenario's stream and `slo`."""
+    return slo_search.run_slo_search(scenario, spec, slo, applicable(scenario, calibration), max_simulations)
 
 
 def set_url_param(key: str, value: str | None) -> bool:

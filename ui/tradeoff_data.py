@@ -288,6 +288,39 @@ def result_table(frame: pd.DataFrame, link_for_row) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
+SLO_METRIC_WORDS = {"ttft": ("TTFT", "ms", 1e3), "tpot": ("TPOT", "ms", 1e3), "itl": ("ITL", "ms", 1e3),
+                    "e2e_latency": ("end-to-end", "s", 1.0), "queue": ("queue", "s", 1.0)}  # fmt: skip
+
+
+def slo_column_label(column: str) -> tuple[str, float]:
+    """'p99_ttft_seconds' -> ('p99 TTFT (ms)', 1e3): the column's display name and the factor from seconds."""
+    percentile, metric = column.removesuffix("_seconds").split("_", 1)
+    word, unit, factor = SLO_METRIC_WORDS[metric]
+    return f"{percentile} {word} ({unit})", factor
+
+
+def slo_result_table(frame: pd.DataFrame, slo, link_for_row) -> pd.DataFrame:
+    """The SLO search's answers: layout, GPUs, $ per hour, the simulated p99 TTFT/TPOT (and every other percentile
+    the SLO targets), SLO attainment, goodput, and a link that opens each as a full plan with the stream."""
+    out = pd.DataFrame(
+        {
+            "Layout": [row_label(r) for _, r in frame.iterrows()],
+            "GPUs": frame["num_gpus"].astype(int),
+            "$ per hour": frame["usd_per_hour"].astype(float),
+        }
+    )
+    percentiles = dict.fromkeys(
+        ["p99_ttft_seconds", "p99_tpot_seconds", *(f"p{slo.percentile}_{m}" for m in slo.targets)]
+    )
+    for column in percentiles:
+        label, factor = slo_column_label(column)
+        out[label] = frame[column].astype(float) * factor
+    out["SLO attainment (%)"] = frame["slo_attainment"].astype(float) * 100
+    out["Goodput (req/s)"] = frame["goodput_requests_per_second"].astype(float)
+    out["Open as plan"] = [link_for_row(row) for _, row in frame.iterrows()]
+    return out.reset_index(drop=True)
+
+
 def frontier_points(result, best: pd.Series | None, sample: int = 1500) -> dict[str, pd.DataFrame]:
     """Chart data for the Pareto chart: feasible cloud (sampled), frontier, best point."""
 

@@ -1,5 +1,6 @@
 """The Trade-offs page: diagnosis, the checklist in words, the technique map, where each technique moves the
-plan, and a constrained search with its Pareto frontier.
+plan, a constrained search with its Pareto frontier, and (ui.slo_search_view) the layouts that serve the plan's
+request stream within its SLO.
 
 Every answer is an engine output (planner.search: techniques, diagnose, checklist, alternatives, grid_search,
 and plan()), through ui.state's caches; ui.tradeoff_data turns them into tables and chart data,
@@ -20,7 +21,7 @@ from planner.search.checklist import checklist
 from planner.search.sweep import scenario_for_row, training_scenario_for_row
 from planner.search.words import ranked_shares
 from planner.units import GIB
-from ui import render, state, tradeoff_charts
+from ui import render, slo_search_view, state, tradeoff_charts
 from ui import tradeoff_data as data
 from ui.text import component_label, resource_label
 
@@ -754,6 +755,7 @@ def tradeoffs_page(kind: str, scenario, plan, calibration) -> None:
     position_section(kind, plan, effects, calibration)
     if kind == "inference":
         search_section(scenario, plan, calibration)
+        slo_search_view.slo_search_section(scenario, calibration)
     else:
         training_search_section(scenario, plan, calibration)
     params = render.scenario_params(scenario)
