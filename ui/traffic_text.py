@@ -186,3 +186,54 @@ def review_lines(result: TrafficResult, traffic: Traffic) -> list[tuple[bool | N
         )
     lines.append((None, attainment_text(result)))
     return lines
+
+
+# ------------------------------------------------------------------------------------ disaggregation
+
+
+def split_label(prefill_gpus: int, total_gpus: int) -> str:
+    """'4 prefill / 4 decode GPUs'."""
+    return f"{prefill_gpus:,} prefill / {total_gpus - prefill_gpus:,} decode GPUs"
+
+
+def comparison_rows(colocated: TrafficResult, split: TrafficResult, kv_transfer_seconds: float) -> list[dict[str, str]]:
+    """Colocated and disaggregated side by side, one row per measure (the same results, formatted)."""
+
+    def attainment(r: TrafficResult) -> str:
+        return units.percent(r.slo_attainment, 1) if r.slo_attainment is not None else "no SLO"
+
+    measures = (
+        ("TTFT p50", lambda r: units.seconds(r.ttft_seconds.p50)),
+        ("TTFT p99", lambda r: units.seconds(r.ttft_seconds.p99)),
+        ("TPOT p50", lambda r: units.seconds(r.tpot_seconds.p50)),
+        ("TPOT p99", lambda r: units.seconds(r.tpot_seconds.p99)),
+        ("Requests served", lambda r: rate(r.request_throughput_per_second)),
+        (
+            "Goodput",
+            lambda r: rate(r.goodput_requests_per_second) if r.goodput_requests_per_second is not None else "no SLO",
+        ),
+        ("SLO attainment", attainment),
+    )
+    rows = [{"": name, "Colocated": show(colocated), "Disaggregated": show(split)} for name, show in measures]
+    rows.append(
+        {"": "KV transfer per request", "Colocated": "none", "Disaggregated": units.seconds(kv_transfer_seconds)}
+    )
+    return rows
+
+
+def split_rows(splits, total_gpus: int) -> list[dict]:
+    """best_split's table: one row per split tried, as numbers in display units (units in the column names)."""
+    return [
+        {
+            "Split": split_label(s.layout.prefill_gpus, total_gpus),
+            "Prefill replicas": s.prefill_replicas,
+            "Decode replicas": s.decode_replicas,
+            "p99 TTFT (ms)": s.traffic.ttft_seconds.p99 * 1e3,
+            "p99 TPOT (ms)": s.traffic.tpot_seconds.p99 * 1e3,
+            "Requests served (req/s)": s.traffic.request_throughput_per_second,
+            "Goodput (req/s)": s.traffic.goodput_requests_per_second,
+            "SLO attainment (%)": None if s.traffic.slo_attainment is None else s.traffic.slo_attainment * 100,
+            "KV transfer (ms)": s.kv_transfer_seconds_mean * 1e3,
+        }
+        for s in splits
+    ]

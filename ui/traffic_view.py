@@ -1,7 +1,7 @@
 """The Traffic section's results: the SLO verdict, percentiles, load–latency curve, latency CDF, KV cache use.
 
 Its inputs are the form's (ui.traffic_controls, drawn above these results by ui.controls). Everything shown is
-an engine answer: the plan's simulated stream (``plan.traffic``), planner's load curve and SLO capacity search
+an engine answer (the prefill/decode split below it too, ui.traffic_disaggregation): the plan's simulated stream (``plan.traffic``), planner's load curve and SLO capacity search
 (cached in ui.state without the stream's rate, so moving the rate slider re-simulates the stream only). A
 computation that runs longer than half a second shows a spinner (Streamlit shows it after 0.5 s).
 """
@@ -13,7 +13,7 @@ import streamlit as st
 
 from planner import units
 from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine
-from ui import render, state, traffic_charts
+from ui import render, state, traffic_charts, traffic_disaggregation
 from ui import traffic_text as words
 from ui.text import gpu_short_name
 
@@ -157,6 +157,7 @@ def traffic_results(scenario, plan, calibration=None) -> None:
             f"{result.preemptions:,} preemptions; every replica gets the same share of the stream (round robin)."
         )
         render.chart(traffic_charts.kv_over_time(result.kv_utilization_over_time), width="stretch")
+    traffic_disaggregation.disaggregation_section(scenario, plan, calibration)
     engine = TrafficEngine.of(scenario, state.applicable(scenario, calibration))
     with st.expander(f"Assumptions of the simulation ({len(engine.assumptions())})"):
         st.markdown("\n".join(f"- {render.md_escape(a)}" for a in engine.assumptions()))

@@ -33,6 +33,18 @@ from planner.inference.workload import Traffic
 from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics import collectives
 
+ASSUMPTIONS = (
+    "The scenario's GPUs split into a prefill pool (replicas of prefill_tensor_parallel GPUs, PP 1) and a decode "
+    "pool (replicas with the scenario's TP x PP); GPUs that make no whole decode replica stay idle.",
+    "Both pools are the same simulated engine with the same step costs as the static plan; each keeps the "
+    "scenario's batch cap per replica; requests are routed round robin in each pool.",
+    "TTFT ends on the prefill replica (it samples the first token); the decode replica generates the rest and never "
+    "stops for another prompt.",
+    "Each prompt's KV cache crosses once, after its first token: every prefill GPU sends its tensor-parallel shard "
+    "at once over the link spanning both replicas (NVLink within a node, the network across), priced as one "
+    "point-to-point transfer; transfers delay the decode start but are not contended and take no GPU time.",
+)
+
 
 class DisaggregatedLayout(BaseModel):
     """How the scenario's GPUs split into a prefill pool and a decode pool."""
