@@ -117,18 +117,60 @@ def test_no_nan_inf_or_negative_numbers(scenario):
     assert not bad, bad
 
 
+def _weight_bytes_bounds(scenario) -> tuple[float, float]:
+    """Per-GPU weight bytes bounded from the checkpoint's parameter count alone (itself checked against
+    torch meta builds in tests/validation): no layout can hold less than an even share of every
+    parameter at its cheapest dtype, nor more than all of them at the dearest."""
+    params = parameter_counts(scenario.architecture()).total_with_vision
+    quantized = weight_bytes_per_element(scenario.weight_dtype, scenario.weight_group_size)
+    unquantized = activation_bytes_per_element(scenario.weight_dtype)  # embeddings, norms, vision tower
+    shards = scenario.tensor_parallel * scenario.pipeline_parallel * scenario.expert_parallel
+    return params * min(quantized, unquantized) / shards, params * max(quantized, unquantized)
+
+
 @SETTINGS
 @given(scenarios())
-def test_plan_is_internally_consistent(scenario):
-    p = plan(scenario)
-    m = p.memory
-    assert m.total_bytes == pytest.approx(sum(m.components.values()))
-    assert m.fits == (m.total_bytes <= m.budget_bytes)
-    assert m.budget_bytes == pytest.approx(m.capacity_bytes * scenario.gpu_memory_utilization)
-    assert p.performance.output_tokens_per_second > 0
-    assert p.performance.output_tokens_per_second_per_gpu == pytest.approx(
-        p.performance.output_tokens_per_second / scenario.num_gpus
-    )
+def test_weights_per_gpu_lie_between_an_even_share_and_the_whole_checkpoint(scenario):
+    weights = plan(scenario).memory.components["weights_bytes"]
+    low, high = _weight_bytes_bounds(scenario)
+    assert low * (1 - 1e-9) <= weights <= high * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(
+    "model", ["llama-3.1-8b", "qwen2.5-7b", "mixtral-8x7b", "gemma-2-9b", "deepseek-v2-lite", "gemma-3-27b"]
+)
+@pytest.mark.parametrize("dtype", ["bf16", "fp32"])
+def test_one_unsharded_gpu_holds_exactly_the_checkpoint(model, dtype):
+    """TP1/PP1 at a 16- or 32-bit dtype: every parameter once at its element size (the torch meta
+    builds in tests/validation pin the parameter counts)."""
+    scenario = InferenceScenario(model=model, gpu="h200", num_gpus=1, tensor_parallel=1, weight_dtype=dtype)
+    params = parameter_counts(scenario.architecture()).total_with_vision
+    assert plan(scenario).memory.components["weights_bytes"] == params * BYTES_PER_ELEMENT[dtype]
+
+
+@SETTINGS
+@given(scenarios(), st.floats(0.01, 0.3))
+def test_a_larger_memory_budget_never_turns_a_fit_into_a_misfit(scenario, more):
+    """Whatever the plan's components are, the verdict must be monotone in the budget: raising
+    gpu_memory_utilization keeps a fitting plan fitting, lowering it keeps a misfit a misfit."""
+    u = scenario.gpu_memory_utilization
+    base = plan(scenario).memory
+    higher = _valid(**{**scenario.model_dump(), "gpu_memory_utilization": min(u + more, 1.0)})
+    lower = _valid(**{**scenario.model_dump(), "gpu_memory_utilization": u - more})
+    if base.fits and higher is not None:
+        assert plan(higher).memory.fits
+    if not base.fits and lower is not None:
+        assert not plan(lower).memory.fits
+
+
+@SETTINGS
+@given(scenarios())
+def test_the_budget_is_the_engine_share_of_the_device_memory(scenario):
+    m = plan(scenario).memory
+    device = next(a for a in list_accelerators() if a.id == scenario.gpu)
+    assert m.capacity_bytes == device.memory_bytes
+    assert m.budget_bytes == pytest.approx(device.memory_bytes * scenario.gpu_memory_utilization)
+    assert plan(scenario).performance.output_tokens_per_second > 0
 
 
 @SETTINGS

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from pydantic import ValidationError
 
-from planner import PlanningError, plan, units
+from planner import PlanningError, parse_scenario, plan, units
 from planner.cli.main import main
 from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import TrafficEngine
@@ -25,7 +25,7 @@ from planner.search.constraints import (
     parse_constraint,
     search,
 )
-from planner.search.diagnosis import diagnose
+from planner.search.diagnosis import diagnose, techniques
 from planner.search.inference_tradeoffs import inference_techniques
 from planner.search.report import TradeoffReport, tradeoff_report
 from planner.search.sweep import evaluate_inference, inference_grid
@@ -35,24 +35,49 @@ from planner.training.scenario import TrainingScenario
 BASE = InferenceScenario()
 
 
-def test_each_planned_technique_delta_is_the_difference_of_two_plans():
+# Llama 3.1 70B by hand (its config.json): 80 layers, 8 KV heads of 128, hidden 8192, vocab 128,256,
+# 70,553,706,496 parameters of which 2 x 128,256 x 8,192 are embedding + untied head and
+# 80 x 2 x 8,192 + 8,192 are RMSNorm weights (kept 16-bit when the linears are quantized).
+LLAMA70_PARAMS = 70_553_706_496
+LLAMA70_LINEAR_PARAMS = LLAMA70_PARAMS - 2 * 128_256 * 8_192 - (80 * 2 + 1) * 8_192
+# KV bytes on one of 4 TP ranks (2 KV heads each), bf16, 64 sequences x (2048 + 512) tokens:
+LLAMA70_KV_BYTES_PER_GPU = 2 * 80 * (8 // 4) * 128 * 2 * 64 * (2048 + 512)
+
+
+def test_each_planned_technique_saves_what_the_arithmetic_says():
+    """The default scenario's technique deltas against numbers worked by hand from the model's shape,
+    the formats' bit widths and the layout (none of them from the engine)."""
     base = plan(BASE)
-    effects = [e for e in inference_techniques(BASE) if e.applicable and not e.derived]
-    assert {e.technique for e in effects} >= {
-        "Weight quantization",
-        "KV cache quantization",
-        "Prefix / prompt caching",
-        "Tensor parallelism",
-        "Pipeline parallelism",
-    }
-    for effect in effects:
-        alt = plan(InferenceScenario.model_validate(effect.scenario))
-        assert effect.delta_memory_bytes == alt.memory.total_bytes - base.memory.total_bytes
-        assert effect.delta_time_seconds == alt.performance.tpot_seconds - base.performance.tpot_seconds
-        assert effect.delta_throughput == (
-            alt.performance.output_tokens_per_second - base.performance.output_tokens_per_second
-        )
-        assert effect.delta_cost == (alt.cost.usd_per_million_output_tokens - base.cost.usd_per_million_output_tokens)
+    assert base.memory.components["kv_cache_bytes"] == LLAMA70_KV_BYTES_PER_GPU == 13_421_772_800
+    by_change = {}
+    for effect in (e for e in inference_techniques(BASE) if e.applicable and not e.derived):
+        changed = {k: v for k, v in effect.scenario.items() if v != BASE.model_dump(mode="json").get(k)}
+        by_change[tuple(sorted(changed.items()))] = effect
+
+    def saved(**change):
+        return -by_change[tuple(sorted(change.items()))].delta_memory_bytes
+
+    # fp8 / int8 weights: one byte instead of two for every linear weight, a quarter on each TP rank.
+    assert saved(weight_dtype="fp8") == LLAMA70_LINEAR_PARAMS * (2 - 1) / 4 == 17_112_760_320
+    assert saved(weight_dtype="int8") == LLAMA70_LINEAR_PARAMS * (2 - 1) / 4
+    # 4-bit formats: half a byte plus the block scales (NVFP4 one fp8 per 16, MXFP4 one e8m0 per 32,
+    # GPTQ/AWQ int4 an fp16 scale and a packed 4-bit zero per group of 128, as AutoGPTQ's QuantLinear).
+    assert saved(weight_dtype="nvfp4") == pytest.approx(LLAMA70_LINEAR_PARAMS * (2 - 0.5 - 1 / 16) / 4)
+    assert saved(weight_dtype="mxfp4") == pytest.approx(LLAMA70_LINEAR_PARAMS * (2 - 0.5 - 1 / 32) / 4)
+    assert saved(weight_dtype="int4") == pytest.approx(LLAMA70_LINEAR_PARAMS * (2 - 0.5 - 2.5 / 128) / 4)
+    # KV cache: half of it at 8 bits; NVFP4 KV keeps 0.5 + 1/16 of a byte per element.
+    assert saved(kv_cache_dtype="fp8") == LLAMA70_KV_BYTES_PER_GPU / 2
+    assert saved(kv_cache_dtype="int8") == LLAMA70_KV_BYTES_PER_GPU / 2
+    assert saved(kv_cache_dtype="nvfp4") == pytest.approx(LLAMA70_KV_BYTES_PER_GPU * (2 - 0.5625) / 2)
+    # Another replica halves the sequences each replica holds, so half the KV cache.
+    assert saved(num_gpus=8) == LLAMA70_KV_BYTES_PER_GPU / 2
+    # A prefix-cache hit changes prefill work, not what the cache must hold.
+    prefix = by_change[(("prefix_cache_hit_rate", 0.5),)]
+    assert prefix.delta_memory_bytes == 0 and prefix.delta_time_seconds < 0
+    # Every planned move that frees bandwidth-bound bytes makes decode faster here (batch 64 on H100s).
+    for change, effect in by_change.items():
+        assert effect.delta_time_seconds < 0, change
+        assert effect.delta_throughput > 0, change
 
 
 def test_quantization_is_flagged_as_changing_numerics_and_sharding_is_not():
@@ -138,27 +163,50 @@ def test_bad_constraints_are_rejected_with_a_sentence(text):
         parse_constraint(text)
 
 
-def test_training_technique_deltas_are_differences_of_two_training_plans():
-    from planner import parse_scenario
-    from planner.search.diagnosis import techniques
+# Llama 3.1 8B by hand: 8,030,261,248 parameters, hidden 4096, 32 layers, vocab 128,256 (untied head).
+LLAMA8_PARAMS = 8_030_261_248
+LLAMA8_EMBEDDING = 128_256 * 4_096
+LLAMA8_MATMUL_PARAMS = LLAMA8_PARAMS - LLAMA8_EMBEDDING - 65 * 4_096  # the head is a matmul; norms are not
 
+
+def test_training_technique_deltas_match_the_arithmetic():
+    """The default training scenario (Llama 3.1 8B, 8 x H100, ZeRO-1, mixed bf16, 4096 tokens, micro-batch
+    1) against numbers worked by hand from the parameter count and the layer shapes."""
     scenario = parse_scenario({"kind": "training"})
     base = plan(scenario)
-    effects = [e for e in techniques(scenario) if e.applicable and not e.derived]
-    assert {e.technique for e in effects} >= {
-        "Activation checkpointing",
-        "Gradient accumulation",
-        "Sharding (ZeRO / FSDP)",
-        "Offload to host",
-        "Tensor parallelism",
+    start = scenario.model_dump(mode="json")
+    by_change = {
+        tuple(sorted((k, v) for k, v in e.scenario.items() if v != start.get(k))): e
+        for e in techniques(scenario)
+        if e.applicable and not e.derived
     }
-    for effect in effects:
-        alt = plan(parse_scenario(effect.scenario))
-        assert effect.delta_memory_bytes == alt.memory.total_bytes - base.memory.total_bytes
-        assert effect.delta_time_seconds == alt.performance.step_seconds - base.performance.step_seconds
-        assert effect.delta_cost == alt.cost.usd_total - base.cost.usd_total
-    full = next(e for e in effects if e.variant.endswith("→ full"))
-    assert full.delta_memory_bytes < 0 < full.delta_time_seconds  # saves activations, pays recompute
+
+    def effect(**change):
+        return by_change[tuple(sorted(change.items()))]
+
+    adam_bytes = 12 * LLAMA8_PARAMS  # fp32 master, m and v
+    # ZeRO-1 keeps 1/8 of the AdamW state on each of 8 ranks; ZeRO-0 all of it; offload none of it.
+    assert effect(zero_stage=0).delta_memory_bytes == adam_bytes * 7 / 8
+    assert effect(offload_optimizer=True).delta_memory_bytes == -adam_bytes / 8
+    # ZeRO-2 also shards the bf16 gradients, less the reduce-scatter buckets it keeps.
+    zero2 = -effect(zero_stage=2).delta_memory_bytes
+    assert 0.9 * 2 * LLAMA8_PARAMS * 7 / 8 < zero2 <= 2 * LLAMA8_PARAMS * 7 / 8
+    # Saved activations and logits are linear in the micro-batch: doubling it adds one more of each.
+    per_micro_batch = base.memory.components["activations_bytes"] + base.memory.components["logits_bytes"]
+    assert effect(micro_batch_size=2).delta_memory_bytes == pytest.approx(per_micro_batch, rel=1e-12)
+    # Full checkpointing recomputes each layer's forward once: 2 x (matmul params - head) FLOPs per token
+    # plus causal attention's 2 x s x h per layer, against the step's 6 x matmul params + 3 x that attention.
+    s, h, layers = 4096, 4096, 32
+    attention = 2 * s * h * layers
+    forward_layers = 2 * (LLAMA8_MATMUL_PARAMS - LLAMA8_EMBEDDING) + attention
+    step = 6 * LLAMA8_MATMUL_PARAMS + 3 * attention
+    assert base.performance.model_flops_per_token == pytest.approx(step, rel=1e-4)
+    full = effect(activation_checkpointing="full")
+    compute = base.performance.step_breakdown_seconds["forward_backward_seconds"]
+    assert full.delta_time_seconds == pytest.approx(compute * forward_layers / step, rel=1e-3)
+    # ... and keeps only each layer's bf16 input (s x h x 2 bytes) plus one layer being recomputed.
+    kept = base.memory.components["activations_bytes"] + full.delta_memory_bytes
+    assert layers * s * h * 2 < kept < layers * s * h * 2 + 2 * base.memory.components["activations_bytes"] / layers
     compression = next(e for e in techniques(scenario) if e.technique == "Lower-precision communication")
     assert compression.changes_numerics and compression.delta_time_seconds <= 0
 

@@ -1,5 +1,6 @@
-"""Fitting recovers the efficiencies of a device that follows the engine's roofline exactly (measurements
-synthesised from the engine's formulas), and the held-out points are then predicted exactly. No torch."""
+"""Fitting inverts the engine's roofline (a device that follows it exactly gives its efficiencies back:
+a round trip), and on a device that does not follow it (partial compute/memory overlap) the calibrated
+plan predicts held-out shapes better than the defaults, within a stated error. No torch."""
 
 from __future__ import annotations
 
@@ -9,11 +10,12 @@ from planner.calibration.fit import Reference, clamp, comparison_rows, fit_effic
 from planner.calibration.record import Ceilings
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 
-from .synthetic import DTYPE, TRUE, measurements
+from .synthetic import DTYPE, TRUE, measurements, partially_overlapping_seconds
 
 
-def _fit(true=TRUE, world_size=2, drop=()):
-    ref, g, ceilings, phases = measurements(true, world_size)
+def _fit(true=TRUE, world_size=2, drop=(), device_seconds=None):
+    extra = {"device_seconds": device_seconds} if device_seconds else {}
+    ref, g, ceilings, phases = measurements(true, world_size, **extra)
     phases = [p for p in phases if p.name not in drop]
     fit = fit_efficiency(ceilings, phases, ref, DTYPE, g, "synthetic")
     return ref, g, ceilings, phases, fit
@@ -38,16 +40,29 @@ def test_recovers_the_true_efficiencies_of_a_roofline_device():
     assert set(fit.notes) >= set(type(e).model_fields) - {"source"}
 
 
-def test_held_out_points_are_predicted_exactly_after_the_fit():
+def test_the_round_trip_reproduces_every_timed_point():
+    """Only a check that fit and prediction are inverse: these points come from the engine's formulas."""
     ref, g, ceilings, phases, fit = _fit()
     rows = comparison_rows(ceilings, phases, ref, DTYPE, g, fit.efficiency)
     timed = [r for r in rows if r.role in ("fit", "holdout")]
     assert {r.role for r in timed} == {"fit", "holdout"}
-    assert len([r for r in timed if r.role == "holdout"]) >= 4  # prefill, decode, AdamW, small all-reduce
     for row in timed:
         assert row.calibrated_error_fraction == pytest.approx(0.0, abs=1e-6), row.quantity
-    # The documented defaults are not this device: their predictions miss.
-    assert max(abs(r.error_fraction) for r in timed) > 0.05
+
+
+def test_held_out_shapes_of_a_device_the_roofline_does_not_describe():
+    """Partial overlap adds up to 30% of the shorter resource's time, more where compute and memory are
+    close: the fitted efficiencies absorb it at the fitted shapes, and the held-out prefill (512 tokens
+    vs 2048), decode (batch 64 at 512 vs batch 16 at 2048) and AdamW points land within 10%, while the
+    documented defaults miss them by more."""
+    ref, g, ceilings, phases, fit = _fit(device_seconds=partially_overlapping_seconds)
+    rows = comparison_rows(ceilings, phases, ref, DTYPE, g, fit.efficiency)
+    held_out = [r for r in rows if r.role == "holdout"]
+    assert len(held_out) >= 3
+    for row in held_out:
+        assert abs(row.calibrated_error_fraction) < 0.10, (row.quantity, row.calibrated_error_fraction)
+    assert max(abs(r.calibrated_error_fraction) for r in held_out) < max(abs(r.error_fraction) for r in held_out)
+    assert any(abs(r.calibrated_error_fraction) > 1e-3 for r in held_out)  # not the round trip in disguise
 
 
 def test_a_compute_bound_decode_is_recognised_by_the_second_decode_point():
