@@ -38,6 +38,8 @@ class StepCost(Protocol):
 
     def decode_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray: ...
 
+    def shortest_decode_seconds(self, decode_batch: int) -> float: ...
+
 
 @dataclass(frozen=True, slots=True)
 class EngineLimits:
@@ -115,9 +117,11 @@ class _Decoders:
         """Sum of the decoders' contexts now."""
         return self.sum_offset + len(self.offset) * self.tick
 
-    def context_tokens_ahead(self, ticks_ahead: np.ndarray) -> np.ndarray:
-        """Sum of the decoders' contexts at each of `ticks_ahead` ticks from now."""
-        return self.sum_offset + len(self.offset) * (self.tick + ticks_ahead)
+    def context_tokens_ahead(self, ticks: int) -> np.ndarray:
+        """Sum of the decoders' contexts at 0, 1, ..., `ticks` - 1 ticks from now (int64, exact)."""
+        n = len(self.offset)
+        now = self.sum_offset + n * self.tick
+        return np.arange(now, now + n * ticks, n, dtype=np.int64) if n else np.zeros(ticks, dtype=np.int64)
 
     def blocks(self, ticks_ahead: int = 0) -> int:
         """Exact paged KV blocks the decoders hold `ticks_ahead` ticks from now."""
@@ -395,17 +399,34 @@ def _decode_run(
             else:
                 hi = mid - 1
         k_max = lo
-    durations = cost.decode_seconds(b, decoders.context_tokens_ahead(np.arange(k_max)))
+    gap_seconds = next_arrival - now
+    # Only the steps up to the arrival are needed: every step lasts at least the batch's shortest step, so
+    # cost a prefix that surely holds the arrival (a prefix of a cumulative sum is the same numbers), and
+    # the whole run only if it does not.
+    steps = min(k_max, _steps_within(gap_seconds, cost.shortest_decode_seconds(b)))
+    durations = cost.decode_seconds(b, decoders.context_tokens_ahead(steps))
     ends = np.cumsum(durations)
-    if next_arrival < np.inf:
+    if steps < k_max and ends[-1] < gap_seconds:
+        steps = k_max
+        durations = cost.decode_seconds(b, decoders.context_tokens_ahead(steps))
+        ends = np.cumsum(durations)
+    if gap_seconds < np.inf:
         # Stop after the step during which the next request arrives: the scheduler admits it next step.
-        k = int(np.searchsorted(ends, next_arrival - now, side="left")) + 1
+        k = int(np.searchsorted(ends, gap_seconds, side="left")) + 1
         if k < k_max:
             k_max = max(1, k)
             durations = durations[:k_max]
     decoders.tick += k_max
     log.run(durations, b, b, blocks_in_use)
     return now + float(ends[k_max - 1])
+
+
+def _steps_within(gap_seconds: float, shortest_step_seconds: float) -> int:
+    """An upper bound on the steps that pass until `gap_seconds` when none is shorter than the shortest (one
+    spare step for rounding in the cumulative sum; any size when the gap is unbounded)."""
+    if gap_seconds == np.inf:
+        return 1 << 62
+    return int(gap_seconds / shortest_step_seconds) + 2
 
 
 class _StepLog:

@@ -19,6 +19,7 @@ relative for a lone prompt, 1e-5 for decode: the context grid is interpolated; t
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,6 +61,20 @@ class StepTerms:
     sampler_seconds: float
 
 
+@dataclass(frozen=True, slots=True)
+class _ScalarTables:
+    """`RooflineStepCost`'s tables as Python lists, for the one-step path (same numbers)."""
+
+    context_grid: list[float]
+    decode_flops_per_sequence: list[float]
+    kv_read_bytes_per_sequence: list[float]
+    prefill_flops_to: list[float]
+    kv_written_to: list[float]
+    weight_bytes: list[float]
+    collective_seconds: list[float]
+    handoff_seconds: list[float]
+
+
 class RooflineStepCost:
     """`serving_sim.StepCost` from the plan's term functions for one scenario (see the module docstring).
 
@@ -87,6 +102,7 @@ class RooflineStepCost:
         self._bandwidth = hw.bandwidth_bytes_per_second
         self._efficiency = efficiency
         self._rows: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
+        self._shortest: dict[int, float] = {}
 
         tokens = np.arange(max_step_tokens + 1, dtype=float)
         weight_bytes = roofline.decode_weight_read_bytes(
@@ -131,6 +147,16 @@ class RooflineStepCost:
             ),
             dtype=float,
         )
+        self._scalar_tables = _ScalarTables(
+            context_grid=self._context_grid.tolist(),
+            decode_flops_per_sequence=self._decode_flops_per_sequence.tolist(),
+            kv_read_bytes_per_sequence=self._kv_read_bytes_per_sequence.tolist(),
+            prefill_flops_to=self._prefill_flops_to.tolist(),
+            kv_written_to=self._kv_written_to.tolist(),
+            weight_bytes=self._weight_bytes.tolist(),
+            collective_seconds=self._collective_seconds.tolist(),
+            handoff_seconds=self._handoff_seconds.tolist(),
+        )
 
     @property
     def max_step_tokens(self) -> int:
@@ -145,6 +171,12 @@ class RooflineStepCost:
     def terms(self, decode_batch: int, decode_context_tokens: float, prefill_spans=()) -> StepTerms:
         """A step's per-stage terms: `decode_batch` sequences with `decode_context_tokens` tokens of context
         in all, and prompt pieces [start, end) (positions in their prompts)."""
+        return StepTerms(*self._term_values(decode_batch, decode_context_tokens, prefill_spans))
+
+    def _term_values(self, decode_batch: int, decode_context_tokens: float, prefill_spans) -> tuple[float, ...]:
+        """`terms` as plain floats in `StepTerms`' order: a simulation asks for one per prompt-carrying step,
+        so the tables are read as Python lists (numpy scalars cost more than the arithmetic)."""
+        t = self._scalar_tables
         micro = -(-decode_batch // self.pipeline_parallel)
         prefill_tokens = sum(end - start for start, end in prefill_spans)
         step_tokens = micro + prefill_tokens
@@ -153,12 +185,10 @@ class RooflineStepCost:
         decode_flops = decode_kv_bytes = 0.0
         if decode_batch:
             mean_context = decode_context_tokens / decode_batch
-            decode_flops = micro * float(np.interp(mean_context, self._context_grid, self._decode_flops_per_sequence))
-            decode_kv_bytes = micro * float(
-                np.interp(mean_context, self._context_grid, self._kv_read_bytes_per_sequence)
-            )
+            decode_flops = micro * interp_one(mean_context, t.context_grid, t.decode_flops_per_sequence)
+            decode_kv_bytes = micro * interp_one(mean_context, t.context_grid, t.kv_read_bytes_per_sequence)
         prefill_flops = kv_written = 0.0
-        flops_to, kv_to = self._prefill_flops_to, self._kv_written_to
+        flops_to, kv_to = t.prefill_flops_to, t.kv_written_to
         for start, end in prefill_spans:
             prefill_flops += flops_to[end] - flops_to[start] + flops_to[0]
             kv_written += kv_to[end] - kv_to[start]
@@ -166,34 +196,26 @@ class RooflineStepCost:
         compute = roofline.compute_seconds(prefill_flops, self._peak, e.prefill_compute) + roofline.compute_seconds(
             decode_flops, self._peak, e.decode_compute
         )
-        bytes_moved = self._weight_bytes[step_tokens] + decode_kv_bytes + kv_written
+        bytes_moved = t.weight_bytes[step_tokens] + decode_kv_bytes + kv_written
         sequences = micro + len(prefill_spans)  # every scheduled sequence is sampled (partial prefills too)
-        return StepTerms(
-            compute_seconds=float(compute),
-            memory_seconds=float(roofline.memory_seconds(bytes_moved, self._bandwidth, e.memory_bandwidth)),
-            collective_seconds=float(self._collective_seconds[step_tokens]),
-            overhead_seconds=self._overhead_seconds,
-            handoff_seconds=float(self._handoff_seconds[step_tokens]),
-            scheduler_seconds=float(scheduler_seconds(sequences, e)),
-            sampler_seconds=float(sampler_seconds(sequences, self._vocab_size, e)),
+        return (
+            float(compute),
+            float(roofline.memory_seconds(bytes_moved, self._bandwidth, e.memory_bandwidth)),
+            t.collective_seconds[step_tokens],
+            self._overhead_seconds,
+            t.handoff_seconds[step_tokens],
+            float(scheduler_seconds(sequences, e)),
+            float(sampler_seconds(sequences, self._vocab_size, e)),
         )
 
     # ------------------------------------------------------------------------------ StepCost protocol
 
     def mixed_seconds(self, decode_batch: int, decode_context_tokens: float, prefill_spans) -> float:
-        t = self.terms(decode_batch, decode_context_tokens, prefill_spans)
-        return float(
-            roofline.pipeline_step_seconds(
-                t.compute_seconds,
-                t.memory_seconds,
-                t.collective_seconds,
-                t.overhead_seconds,
-                t.handoff_seconds,
-                self.pipeline_parallel,
-            )
-            + t.scheduler_seconds
-            + t.sampler_seconds
+        compute, memory, collective, overhead, handoff, scheduler, sampler = self._term_values(
+            decode_batch, decode_context_tokens, prefill_spans
         )
+        step = roofline.pipeline_step_seconds(compute, memory, collective, overhead, handoff, self.pipeline_parallel)
+        return float(step + scheduler + sampler)
 
     def decode_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
         """Pure decode steps of the same batch at each of the given context sums (a run, vectorised)."""
@@ -202,6 +224,16 @@ class RooflineStepCost:
         compute = np.interp(mean_context, self._context_grid, compute_row)
         memory = np.interp(mean_context, self._context_grid, memory_row)
         return self.pipeline_parallel * np.maximum(compute, memory) + fixed
+
+    def shortest_decode_seconds(self, decode_batch: int) -> float:
+        """No pure decode step of this batch is shorter (at any context): `decode_seconds` of the rows' minima,
+        which bound every interpolated value from below, through the same monotone arithmetic."""
+        shortest = self._shortest.get(decode_batch)
+        if shortest is None:
+            compute_row, memory_row, fixed = self._decode_rows(decode_batch)
+            shortest = float(self.pipeline_parallel * max(compute_row.min(), memory_row.min()) + fixed)
+            self._shortest[decode_batch] = shortest
+        return shortest
 
     def _decode_rows(self, decode_batch: int) -> tuple[np.ndarray, np.ndarray, float]:
         """Compute and memory seconds of a decode step of this batch over the context grid, and the rest of
@@ -235,6 +267,20 @@ class RooflineStepCost:
             )
             rows = self._rows[decode_batch] = (compute_row, memory_row, fixed)
         return rows
+
+
+def interp_one(x: float, xs: list[float], ys: list[float]) -> float:
+    """`np.interp(x, xs, ys)` for one point, bit for bit: the same bracket (xs[j] <= x < xs[j + 1]), the same
+    end values and the same slope * (x - xs[j]) + ys[j], without a numpy call's overhead."""
+    j = bisect_right(xs, x) - 1
+    if j < 0:
+        return ys[0]
+    if j >= len(xs) - 1:
+        return ys[-1]
+    if xs[j] == x:
+        return ys[j]
+    slope = (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j])
+    return slope * (x - xs[j]) + ys[j]
 
 
 def context_grid(arch: ModelArchitecture, max_tokens: int) -> np.ndarray:
