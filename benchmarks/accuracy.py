@@ -13,7 +13,12 @@ efficiencies (never tuned per case), and writes:
 The `serving` family replays published serving-benchmark runs (vllm bench serve, NVIDIA NIM) from
 benchmarks/accuracy/serving_reference.csv through the traffic simulator (planner.inference.traffic): the
 run's model, GPUs, lengths, request count, rate and client concurrency, with the engine's documented
-defaults. Its errors are summarised per metric; no error band reads them yet.
+defaults. Its errors are summarised per metric; its band is reported (flagged wide) but no plan number reads it.
+
+Every family's band (planner.uncertainty.band_summary) is built from all its cases, and its promise (80 % of
+cases) is checked by leaving each case out (serving: each run); report.md and planner/accuracy.json give the
+promised and the achieved coverage. benchmarks/accuracy/ceilings.json caps each family's median |error|
+(tests/test_accuracy_report.py): a ceiling only moves down, in the commit that earns it.
 """
 
 from __future__ import annotations
@@ -41,13 +46,15 @@ from planner.inference.traffic import TrafficEngine  # noqa: E402
 from planner.inference.workload import Traffic  # noqa: E402
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
+from planner.uncertainty import band_summary, coverage_notes, coverage_text  # noqa: E402
 
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference"
 REFERENCE_FILES = ("memory_measured.csv", "throughput_measured.csv")
 SUMMARY_FILE = ROOT / "planner" / "accuracy.json"
 SERVING_FILE = ROOT / "benchmarks" / "accuracy" / "serving_reference.csv"
+CEILINGS_FILE = ROOT / "benchmarks" / "accuracy" / "ceilings.json"
 FAMILIES = ("memory", "decode_speed", "ttft", "max_throughput", "training_step")  # the families error bands read
-SERVING = "serving"  # published serving runs through the traffic simulator; summarised per metric, no band yet
+SERVING = "serving"  # published serving runs through the traffic simulator; per metric; its band is reported only
 
 GPU_IDS = {
     "H100-SXM-80GB": "h100-sxm",
@@ -678,6 +685,7 @@ def summarize(results: list[Result]) -> dict[str, dict]:
             "p10_signed_error": _quantile(signed, 0.1),
             "p90_signed_error": _quantile(signed, 0.9),
             "max_abs_error": absolute[-1],
+            "band": band_summary(errors),
         }
     return summary
 
@@ -713,13 +721,42 @@ def summarize_serving(results: list[Result]) -> dict:
             groups[group] = kinds
     runs: dict[str, dict[str, float]] = {}
     for r in serving:
-        runs.setdefault(r.case.description.rsplit(": ", 1)[0], {})[r.case.metric] = r.error
+        runs.setdefault(_run_name(r), {})[r.case.metric] = r.error
     return {
         **_stats([r.error for r in serving]),
+        # Left out one run at a time: a run's metrics share its setup and miss together.
+        "band": band_summary([r.error for r in serving], [_run_name(r) for r in serving]),
         "metrics": {m: _stats([r.error for r in serving if r.case.metric == m]) for m in metrics},
         "groups": groups,
         "runs": runs,
     }
+
+
+def _run_name(r: Result) -> str:
+    return r.case.description.rsplit(": ", 1)[0]
+
+
+def read_ceilings(path: Path = CEILINGS_FILE) -> dict[str, float]:
+    """Family -> the committed ceiling on its median |error| (a fraction)."""
+    return {k: float(v) for k, v in json.loads(path.read_text())["median_abs_error_ceiling"].items()}
+
+
+def ceiling_breaches(summary: dict, serving: dict, ceilings: dict[str, float]) -> list[str]:
+    """One sentence per family whose median |error| is above its committed ceiling, or that has no ceiling."""
+    medians = {family: s["median_abs_error"] for family, s in summary.items()}
+    if serving:
+        medians[SERVING] = serving["median_abs_error"]
+    breaches = []
+    for family, median in medians.items():
+        ceiling = ceilings.get(family)
+        if ceiling is None:
+            breaches.append(f"{family}: median |error| {100 * median:.2f}% has no ceiling in {CEILINGS_FILE.name}")
+        elif median > ceiling:
+            breaches.append(
+                f"{family}: median |error| {100 * median:.2f}% is above its committed ceiling {100 * ceiling:.2f}% "
+                f"({CEILINGS_FILE.relative_to(ROOT)}); accuracy regressed"
+            )
+    return breaches
 
 
 def _quantile(ordered: list[float], q: float) -> float:
@@ -785,6 +822,7 @@ def write_report(
             f"| {100 * serving['max_abs_error']:.1f}% |"
         )
         lines += ["", f"Error bands (`planner/uncertainty.py`) read the families above the `{SERVING}` row only."]
+    lines += _bands_section(summary, serving)
     lines += ["", "## Worst cases", ""]
     for r in sorted((r for r in results if r.case.family != SERVING), key=lambda r: -abs(r.error))[:5]:
         lines.append(
@@ -822,6 +860,34 @@ def write_report(
             cells = [f"{100 * s[f]['median_signed_error']:+.1f}%" if f in s else "" for f in summary]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def _bands_section(summary: dict, serving: dict | None) -> list[str]:
+    lines = [
+        "",
+        "## Error bands: promised and achieved coverage",
+        "",
+        "A band promises to hold the measured value for 80 % of a family's cases. Its edges are signed errors "
+        "e_lo..e_hi from all the family's cases (`planner.uncertainty.band_edges`: split-conformal ranks; "
+        "symmetric with 4-8 cases; at least +-50 % with 3 or fewer), and around a prediction P it is "
+        "[P / (1 + e_hi), P / (1 + e_lo)]. *Held when left out*: for each case, the band built from the other "
+        "cases, and whether that case's measured value fell inside it.",
+        "",
+        "| family | cases | band (signed error) | rule | promised | held when left out | note |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    rows = list(summary.items()) + ([(SERVING, serving)] if serving else [])
+    for family, s in rows:
+        b = s["band"]
+        notes = coverage_notes(b)
+        if family == SERVING:
+            notes.insert(0, "wide: the traffic simulator's TTFT, TPOT and throughput pooled; no plan number carries it")
+        lines.append(
+            f"| {family} | {s['cases']} | {100 * b['low_error']:+.1f}% … {100 * b['high_error']:+.1f}% | {b['rule']} "
+            f"| {100 * b['promised_coverage']:.0f}% | {b['loo_held']} of {b['loo_cases']} "
+            f"({100 * b['loo_coverage']:.0f}%, each {b['loo_by']} left out) | {'; '.join(notes)} |"
+        )
+    return lines
 
 
 def _pct(value: float) -> str:
@@ -1013,10 +1079,10 @@ def main(argv: list[str] | None = None) -> int:
         SUMMARY_FILE.write_text(
             json.dumps(
                 {
-                    "schema_version": 1,
+                    "schema_version": 2,
                     "generated_by": "benchmarks/accuracy.py",
                     "families": summary,
-                    # Not read by planner/uncertainty.py (it reads "families"): no band uses it yet.
+                    # Not read by planner/uncertainty.py (it reads "families"): no plan number carries its band.
                     SERVING: serving_summary,
                 },
                 indent=2,
@@ -1026,14 +1092,19 @@ def main(argv: list[str] | None = None) -> int:
     for family, s in summary.items():
         print(
             f"{family:15s} n={s['cases']:2d}  median |err| {100 * s['median_abs_error']:5.1f}%  "
-            f"p90 {100 * s['p90_abs_error']:5.1f}%  bias {100 * s['median_signed_error']:+5.1f}%"
+            f"p90 {100 * s['p90_abs_error']:5.1f}%  bias {100 * s['median_signed_error']:+5.1f}%  "
+            f"{coverage_text(s)}"
         )
+    if serving:
+        print(f"{SERVING:15s} n={serving['cases']:3d} {coverage_text(serving)}")
     for metric, s in serving.get("metrics", {}).items():
         print(
             f"{SERVING + ' ' + metric:33s} n={s['cases']:2d}  median |err| {100 * s['median_abs_error']:5.1f}%  "
             f"bias {100 * s['median_signed_error']:+6.1f}%"
         )
     print(f"{len(unmapped)} rows not mapped (reasons in {args.out / 'report.md'})")
+    for breach in ceiling_breaches(summary, serving, read_ceilings()) if CEILINGS_FILE.is_file() else []:
+        print(f"CEILING: {breach}", file=sys.stderr)
     return 0
 
 

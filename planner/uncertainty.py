@@ -1,26 +1,146 @@
 """Error bands: how far to trust each headline number, from Headroom's own measured error.
 
-`benchmarks/accuracy.py` plans every usable published measurement and writes, per family, the spread
-of (predicted - measured) / measured to `planner/accuracy.json`. If a family's errors run from e10
-(10th percentile, signed) to e90, the measured value behind a prediction P lies in
-[P / (1 + e90), P / (1 + e10)] for 80 % of the cases we know of. The band always contains P.
-A calibration on the user's own device replaces the published spread with its own residual error.
+`benchmarks/accuracy.py` plans every usable published measurement and writes, per family, its signed
+errors' summary and its band to `planner/accuracy.json`. A band's edges are two signed errors e_lo <= e_hi
+(`band_edges`): the measured value behind a prediction P lies in [P / (1 + e_hi), P / (1 + e_lo)] exactly
+when that case's error e = (P - measured) / measured lies in [e_lo, e_hi]. The band promises to hold the
+measured value for 80 % of cases (PROMISED), and the promise is checked by leaving each case out
+(`loo_coverage`): build the band from the others, see whether the left-out case falls inside. Edges use
+split-conformal ranks, so the left-out check holds >= 80 % wherever the family has enough cases; with few
+cases the band is symmetric or, with three or fewer, at least the +-50 % of an unmeasured family. The band
+always contains P. A calibration on the user's own device replaces the published spread with its own
+residual error.
 """
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Hashable, Sequence
 from functools import lru_cache
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
 SUMMARY_FILE = Path(__file__).with_name("accuracy.json")
-# With no measurement for a family, say so with a wide, symmetric +-50 %.
-UNMEASURED = {"p10_signed_error": -0.5, "p90_signed_error": 0.5, "cases": 0}
+PROMISED = 0.8  # the share of a family's cases its band promises to hold
+# With no measurement for a family, say so with a wide, symmetric +-50 %; with too few, never claim less.
+UNMEASURED_SPREAD = 0.5
+UNMEASURED = {"p10_signed_error": -UNMEASURED_SPREAD, "p90_signed_error": UNMEASURED_SPREAD, "cases": 0}
 # Memory terms are computed from exact byte counts; below this spread we do not claim better.
 FLOOR = 0.02
+# An error below this would put the measured value beyond 20 x the prediction: the band stops there.
+LOWEST_ERROR = -0.95
+# With fewer cases, leaving one out leaves three or fewer: the check then tests the +-50 % fallback, not the
+# band in use, so the promise is reported as untested.
+MIN_TESTED_CASES = 5
+_EPS = 1e-9  # (1 - 0.8) / 2 * 10 is 0.9999999999999998 in floating point
+
+
+def _floored(low: float, high: float) -> tuple[float, float]:
+    return max(min(low, -FLOOR), LOWEST_ERROR), max(high, FLOOR)
+
+
+def band_edges(errors: Sequence[float], promised: float = PROMISED) -> tuple[float, float]:
+    """The band's edges (e_lo, e_hi), signed errors, from a family's n signed errors.
+
+    - Enough cases for both edges (n >= 9 at 80 %): the k_lo-th and k_hi-th smallest error, with
+      k_lo = floor(0.1 (n + 1)) and k_hi = ceil(0.9 (n + 1)) (split-conformal ranks: a new case exchangeable
+      with these lands inside with probability >= 80 %; Vovk et al., *Algorithmic Learning in a Random World*,
+      2005; Lei et al., JASA 2018). E.g. 22 cases: the 2nd smallest and the 2nd largest.
+    - Enough for one symmetric edge (4 <= n <= 8): +-q, q the ceil(0.8 (n + 1))-th smallest |error|.
+    - Fewer: +-max(50 %, the largest |error|), never narrower than an unmeasured family's band.
+    Then the FLOOR (+-2 %) and LOWEST_ERROR apply.
+    """
+    ordered = sorted(errors)
+    n = len(ordered)
+    tail = (1 - promised) / 2
+    k_lo, k_hi = math.floor(tail * (n + 1) + _EPS), math.ceil((1 - tail) * (n + 1) - _EPS)
+    if k_lo >= 1 and k_hi <= n:
+        return _floored(ordered[k_lo - 1], ordered[k_hi - 1])
+    absolute = sorted(abs(e) for e in ordered)
+    k = math.ceil(promised * (n + 1) - _EPS)
+    q = absolute[k - 1] if 1 <= k <= n else max([UNMEASURED_SPREAD, *absolute])
+    return _floored(-q, q)
+
+
+def band_rule(cases: int, promised: float = PROMISED) -> str:
+    """In words, which of `band_edges`'s rules a family of `cases` cases gets."""
+    tail = (1 - promised) / 2
+    k_lo, k_hi = math.floor(tail * (cases + 1) + _EPS), math.ceil((1 - tail) * (cases + 1) - _EPS)
+    if k_lo >= 1 and k_hi <= cases:
+        return f"signed errors ranked {k_lo} and {k_hi} of {cases}"
+    k = math.ceil(promised * (cases + 1) - _EPS)
+    if 1 <= k <= cases:
+        return f"+- the absolute error ranked {k} of {cases} (too few cases for two one-sided edges)"
+    return f"+- max({UNMEASURED_SPREAD:.0%}, the largest absolute error): too few cases to place an edge"
+
+
+def loo_coverage(
+    errors: Sequence[float], groups: Sequence[Hashable] | None = None, promised: float = PROMISED
+) -> tuple[int, int]:
+    """(held, cases): for each case, the band built from the other cases (`band_edges`) and whether the case's
+    error falls inside it (inclusive). With `groups`, every case of the left-out case's group is left out too
+    (e.g. the metrics of one benchmark run, which share its setup and move together)."""
+    held = 0
+    for i, error in enumerate(errors):
+        others = [e for j, e in enumerate(errors) if (groups[j] != groups[i] if groups is not None else j != i)]
+        low, high = band_edges(others, promised)
+        held += low <= error <= high
+    return held, len(errors)
+
+
+def band_summary(errors: Sequence[float], groups: Sequence[Hashable] | None = None, promised: float = PROMISED) -> dict:
+    """What accuracy.json stores as a family's "band": its edges from all cases and the left-out check.
+
+    Where the left-out check falls short of the promise (cases that move together, e.g. one run's metrics
+    left out as a group), the band is widened: its edges are taken at the lowest level (the promise, then up
+    in steps of 1 %) whose left-out check holds the promise. That level is chosen on the same cases, so the
+    reported coverage is a little optimistic there; `level` says when it happened.
+    """
+    level = promised
+    held, cases = loo_coverage(errors, groups, level)
+    while cases >= MIN_TESTED_CASES and held < promised * cases - _EPS and level < 0.99 - _EPS:
+        level = round(level + 0.01, 2)
+        held, cases = loo_coverage(errors, groups, level)
+    low, high = band_edges(errors, level)
+    return {
+        "promised_coverage": promised,
+        "level": level,
+        "low_error": low,
+        "high_error": high,
+        "rule": band_rule(len(errors), level),
+        "loo_held": held,
+        "loo_cases": cases,
+        "loo_coverage": held / cases if cases else 0.0,
+        "loo_by": "run" if groups is not None else "case",
+        "tested": cases >= MIN_TESTED_CASES,
+    }
+
+
+def coverage_notes(band_stats: dict) -> list[str]:
+    """Why a band's left-out check says less than it seems: too few cases, short of the promise, or widened."""
+    notes = []
+    if not band_stats["tested"]:
+        notes.append(f"too few cases to test the promise (fewer than {MIN_TESTED_CASES})")
+    elif band_stats["loo_coverage"] < band_stats["promised_coverage"] - _EPS:
+        notes.append("short of the promise")
+    if band_stats.get("level", band_stats["promised_coverage"]) > band_stats["promised_coverage"] + _EPS:
+        notes.append(f"edges widened to the {band_stats['level']:.0%} level to keep it")
+    return notes
+
+
+def coverage_text(stats: dict) -> str:
+    """'80% band; held 82% of 22 cases when each was left out' (+ why, when untested, short or widened)."""
+    b = stats.get("band")
+    if not b:
+        return f"{PROMISED:.0%} band; not checked on left-out cases"
+    each = "each run" if b.get("loo_by") == "run" else "each"
+    text = (
+        f"{b['promised_coverage']:.0%} band; held {b['loo_coverage']:.0%} of {b['loo_cases']} cases "
+        f"when {each} was left out"
+    )
+    return "; ".join([text, *coverage_notes(b)])
 
 
 class Band(BaseModel):
@@ -54,20 +174,32 @@ def family_errors() -> dict[str, dict]:
         return {}
 
 
+@lru_cache(maxsize=1)
+def serving_errors() -> dict:
+    """The serving family's summary (the traffic simulator against published runs): reported, on no plan number."""
+    try:
+        return json.loads(SUMMARY_FILE.read_text()).get("serving", {})
+    except (OSError, ValueError):
+        return {}
+
+
 def band(point: float, family: str, calibration=None) -> Band:
     stats = family_errors().get(family, UNMEASURED)
     basis = (
-        f"{stats['cases']} published measurements (benchmarks/accuracy.py)"
+        f"{stats['cases']} published measurements (benchmarks/accuracy.py); {coverage_text(stats)}"
         if stats["cases"]
         else "no published measurement yet: +-50 %"
     )
-    e10, e90 = stats["p10_signed_error"], stats["p90_signed_error"]
+    edges = stats.get("band")  # schema 2; a summary without it falls back to the 10th-90th percentile
+    e10, e90 = (
+        (edges["low_error"], edges["high_error"]) if edges else (stats["p10_signed_error"], stats["p90_signed_error"])
+    )
     residual = getattr(calibration, "residual_error", None)
     if residual is not None:
         e10, e90 = -abs(residual), abs(residual)
         basis = f"calibration '{getattr(calibration, 'label', '')}' residual error"
     e10, e90 = min(e10, -FLOOR), max(e90, FLOOR)
-    low, high = point / (1 + e90), point / (1 + max(e10, -0.95))
+    low, high = point / (1 + e90), point / (1 + max(e10, LOWEST_ERROR))
     return Band(low=min(low, point), high=max(high, point), family=family, basis=basis)
 
 

@@ -1,7 +1,9 @@
 """The committed accuracy report is current: re-planning every mapped reference row reproduces it.
 
 If the engine changes a number, this fails until `benchmarks/accuracy.py --sensitivity` is re-run and
-its output (report.csv/.md, planner/accuracy.json) is committed with the change.
+its output (report.csv/.md, planner/accuracy.json) is committed with the change. Accuracy cannot regress
+silently: no family's median |error| may rise above its ceiling in benchmarks/accuracy/ceilings.json (the
+median when committed + 1 percentage point); a ceiling only moves down, in the commit that earns it.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import csv
 import importlib.util
 import json
+import math
 import sys
 from pathlib import Path
 
@@ -59,3 +62,50 @@ def test_committed_summary_matches_the_report(accuracy, results):
     for family, stats in fresh.items():
         assert summary[family]["cases"] == stats["cases"]
         assert summary[family]["p90_abs_error"] == pytest.approx(stats["p90_abs_error"], rel=1e-6)
+        committed, band = summary[family]["band"], stats["band"]
+        assert (committed["low_error"], committed["high_error"]) == (
+            pytest.approx(band["low_error"], rel=1e-6),
+            pytest.approx(band["high_error"], rel=1e-6),
+        ), family
+        assert (committed["loo_held"], committed["loo_cases"]) == (band["loo_held"], band["loo_cases"]), family
+
+
+def test_no_family_median_error_rises_above_its_committed_ceiling(accuracy, results):
+    evaluated, _ = results
+    summary, serving = accuracy.summarize(evaluated), accuracy.summarize_serving(evaluated)
+    breaches = accuracy.ceiling_breaches(summary, serving, accuracy.read_ceilings())
+    assert not breaches, "\n".join(breaches)
+
+
+def test_a_median_above_its_ceiling_is_named_with_both_numbers(accuracy):
+    summary = {"memory": {"median_abs_error": 0.030}, "ttft": {"median_abs_error": 0.20}}
+    breaches = accuracy.ceiling_breaches(summary, {"median_abs_error": 0.5}, {"memory": 0.024, "ttft": 0.219})
+    assert breaches == [
+        "memory: median |error| 3.00% is above its committed ceiling 2.40% (benchmarks/accuracy/ceilings.json); "
+        "accuracy regressed",
+        "serving: median |error| 50.00% has no ceiling in ceilings.json",
+    ]
+
+
+def test_ceilings_cover_every_family_and_are_tight(accuracy):
+    ceilings = accuracy.read_ceilings()
+    assert set(ceilings) == {*accuracy.FAMILIES, accuracy.SERVING}
+    committed = json.loads((ROOT / "planner" / "accuracy.json").read_text())
+    medians = {f: s["median_abs_error"] for f, s in committed["families"].items()}
+    medians[accuracy.SERVING] = committed[accuracy.SERVING]["median_abs_error"]
+    for family, ceiling in ceilings.items():
+        # Set at the median + 1 percentage point (rounded up to a tenth); an improvement of more than another
+        # point must lower it in the commit that earns it.
+        median = medians[family]
+        assert ceiling <= median + 0.02, (
+            f"{family}: median |error| {100 * median:.2f}% is more than 2 points under its ceiling "
+            f"{100 * ceiling:.2f}%: lower the ceiling to {math.ceil((median + 0.01) * 1000 - 1e-9) / 10:.1f}% in "
+            "benchmarks/accuracy/ceilings.json in this commit (ceilings only move down, in the commit that earns it)"
+        )
+
+
+def test_serving_band_is_left_out_run_by_run_and_keeps_its_promise():
+    serving = json.loads((ROOT / "planner" / "accuracy.json").read_text())["serving"]
+    band = serving["band"]
+    assert band["loo_by"] == "run" and band["loo_cases"] == serving["cases"]
+    assert band["loo_coverage"] >= band["promised_coverage"]

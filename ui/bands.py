@@ -1,7 +1,8 @@
 """Error bands in words: "likely 41.2–48.0 GiB", from ``plan.uncertainty`` (planner.uncertainty).
 
-A band is where the measured value behind a prediction fell for 80 % of the published cases of its family
-(benchmarks/accuracy.py), or within a calibration's residual error. The engine gives bands for memory,
+A band promises to hold the measured value behind a prediction for 80 % of the published cases of its family
+(benchmarks/accuracy.py), a promise checked by leaving each case out (its basis says how often it held), or
+is a calibration's residual error. The engine gives bands for memory,
 TTFT, TPOT and output tokens/s (inference) and memory and step time (training). Headline numbers that are
 exactly proportional to one of those (at a fixed $/GPU-hour, GPU count and token count) take the same
 relative band: $ per 1M tokens ∝ 1 / tokens/s; tokens/s, MFU ∝ 1 / step time; time and cost to train ∝
@@ -49,10 +50,7 @@ def basis(plan, path: str) -> str:
     band = band_of(plan, path)
     if band is None:
         return ""
-    return (
-        f"Likely range: where the measured value fell for 80 % of the known cases of the "
-        f"'{band.family}' family ({band.basis}). See the Accuracy page."
-    )
+    return f"Likely range ('{band.family}' family: {band.basis}). See the Accuracy page."
 
 
 def memory(plan) -> str | None:

@@ -6,7 +6,7 @@ import pandas as pd
 from conftest import assert_clean, open_page
 
 from planner import units
-from planner.uncertainty import family_errors
+from planner.uncertainty import family_errors, serving_errors
 from ui import accuracy_view
 
 
@@ -14,14 +14,35 @@ def test_accuracy_page_shows_the_summary_the_bands_use():
     at = open_page("accuracy")
     assert_clean(at)
     summary = at.table[0].value
-    stats = family_errors()
+    stats = {**family_errors(), "serving": serving_errors()}
     assert len(summary) == len(stats)
     for family, (name, row) in zip(stats, summary.iterrows()):
         assert name == accuracy_view.family_name(family)
         assert int(row["Cases"]) == stats[family]["cases"]
         assert row["Median |error|"] == units.percent(stats[family]["median_abs_error"], 1)
         assert row["p90 |error|"] == units.percent(stats[family]["p90_abs_error"], 1)
+    assert "wide" in summary.loc["Serving (simulated)", "Band on a prediction"]
     assert len(at.get("vega_lite_chart")) == 1  # the error distribution
+
+
+def test_accuracy_page_shows_promised_and_achieved_coverage():
+    at = open_page("accuracy")
+    summary = at.table[0].value
+    text = "\n".join(m.value for m in at.markdown)
+    for family, stats in {**family_errors(), "serving": serving_errors()}.items():
+        band = stats["band"]
+        row = summary.loc[accuracy_view.family_name(family)]
+        assert row["Promised"] == "80%"
+        held = f"{band['loo_held']} of {band['loo_cases']} ({band['loo_coverage']:.0%})"
+        assert row["Held when left out"] == held
+        each = "each run" if family == "serving" else "each"
+        assert (
+            f"80% band; held {band['loo_coverage']:.0%} of {band['loo_cases']} cases when {each} was left out" in text
+        )
+    training = family_errors()["training_step"]["band"]
+    share, cases = f"{training['loo_coverage']:.0%}", training["loo_cases"]
+    assert f"- **Training step**: 80% band; held {share} of {cases} cases when each was left out." in text
+    assert "too few cases to test the promise" in summary.loc["Decode speed", "Note"]
 
 
 def test_worst_cases_have_causes_and_the_page_says_how_to_regenerate():
