@@ -25,6 +25,16 @@ from ui.specs import field_facts
 MODE_KEY = "inference_view_disaggregate"
 PREFILL_GPUS_KEY = "inference_view_prefill_gpus"
 PREFILL_TP_KEY = "inference_view_prefill_tp"
+# Short columns, three significant figures: best_split's table fits the section's width at 1280 px.
+SPLIT_COLUMNS = {
+    "GPUs (P / D)": st.column_config.TextColumn(width="small"),
+    "Replicas (P / D)": st.column_config.TextColumn(width="small"),
+    **{
+        name: st.column_config.NumberColumn(format="%.3g", width="small")
+        for name in ("p99 TTFT (ms)", "p99 TPOT (ms)", "Served (req/s)", "Goodput (req/s)", "KV transfer (ms)")
+    },
+    "SLO met (%)": st.column_config.NumberColumn(format="%.1f", width="small"),
+}
 OFF, SPLIT, BEST = "Colocated only", "Split the GPUs", "Best split"
 
 
@@ -143,22 +153,15 @@ def disaggregation_section(scenario, plan, calibration=None) -> None:
         best.kv_transfer_seconds_mean,
         "best, " + words.split_label(best.layout.prefill_gpus, total),
     )
-    st.markdown(f"**Every split tried** (prefill replicas with this plan's TP {scenario.tensor_parallel})")
+    st.markdown(
+        f"**Every split tried** (prefill replicas with this plan's TP {scenario.tensor_parallel}; P / D: prefill and "
+        "decode replicas; SLO met: share of requests meeting every target)"
+    )
     st.dataframe(
         pd.DataFrame(words.split_rows(comparison.splits, total)),
         hide_index=True,
         width="stretch",
-        column_config={
-            c: st.column_config.NumberColumn(format="%.3g")
-            for c in (
-                "p99 TTFT (ms)",
-                "p99 TPOT (ms)",
-                "Requests served (req/s)",
-                "Goodput (req/s)",
-                "KV transfer (ms)",
-            )
-        }
-        | {"SLO attainment (%)": st.column_config.NumberColumn(format="%.1f")},
+        column_config=SPLIT_COLUMNS,
         key="inference_view_splits",
     )
     _assumptions(best)

@@ -222,17 +222,17 @@ def comparison_rows(colocated: TrafficResult, split: TrafficResult, kv_transfer_
 
 
 def split_rows(splits, total_gpus: int) -> list[dict]:
-    """best_split's table: one row per split tried, as numbers in display units (units in the column names)."""
+    """best_split's table: one row per split tried, as numbers in display units (units in the column names, short
+    enough for the section's width)."""
     return [
         {
-            "Split": split_label(s.layout.prefill_gpus, total_gpus),
-            "Prefill replicas": s.prefill_replicas,
-            "Decode replicas": s.decode_replicas,
+            "GPUs (P / D)": f"{s.layout.prefill_gpus:,} / {total_gpus - s.layout.prefill_gpus:,}",
+            "Replicas (P / D)": f"{s.prefill_replicas} / {s.decode_replicas}",
             "p99 TTFT (ms)": s.traffic.ttft_seconds.p99 * 1e3,
             "p99 TPOT (ms)": s.traffic.tpot_seconds.p99 * 1e3,
-            "Requests served (req/s)": s.traffic.request_throughput_per_second,
+            "Served (req/s)": s.traffic.request_throughput_per_second,
             "Goodput (req/s)": s.traffic.goodput_requests_per_second,
-            "SLO attainment (%)": None if s.traffic.slo_attainment is None else s.traffic.slo_attainment * 100,
+            "SLO met (%)": None if s.traffic.slo_attainment is None else s.traffic.slo_attainment * 100,
             "KV transfer (ms)": s.kv_transfer_seconds_mean * 1e3,
         }
         for s in splits

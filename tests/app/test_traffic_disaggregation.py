@@ -66,14 +66,12 @@ def test_the_best_split_shows_every_split_and_the_verdict():
     comparison = best_split(scenario)
     assert comparison.best is not None
     assert shown(comparison_table(at)) == expected_table(comparison.colocated, comparison.best)
-    splits = [f.value for f in at.dataframe if "Split" in f.value.columns]
+    splits = [f.value for f in at.dataframe if "GPUs (P / D)" in f.value.columns]
     assert len(splits) == 1
     pd.testing.assert_frame_equal(
         splits[0].reset_index(drop=True), pd.DataFrame(words.split_rows(comparison.splits, scenario.num_gpus))
     )
-    assert [s["Split"] for s in words.split_rows(comparison.splits, 4)] == [
-        "1 prefill / 3 decode GPUs", "2 prefill / 2 decode GPUs", "3 prefill / 1 decode GPUs"
-    ]  # fmt: skip
+    assert list(splits[0]["GPUs (P / D)"]) == ["1 / 3", "2 / 2", "3 / 1"]
     verdict = "Disaggregation wins" if comparison.disaggregation_wins else "Colocated is as good or better"
     boxes = [b.value.replace("\\", "") for b in [*at.success, *at.info] if verdict in b.value]
     assert boxes and comparison.reason in boxes[0]

@@ -10,7 +10,17 @@ import re
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from test_browser import NARROW, STEP_MS, browser, new_page, screenshot, server, settle, sync_api  # noqa: F401  (fixtures)
+from test_browser import (  # noqa: F401  (fixtures)
+    NARROW,
+    SHOTS,
+    STEP_MS,
+    browser,
+    new_page,
+    screenshot,
+    server,
+    settle,
+    sync_api,
+)
 
 from planner.share import query_params_to_scenario
 
@@ -157,5 +167,42 @@ def test_a_trace_upload_replaces_the_lengths_and_a_bad_one_gets_a_sentence(brows
         section = page.locator(SECTION).inner_text()
         assert "This trace cannot be used" not in section and "Request rate" not in section
         screenshot(page, "traffic-trace-1280")
+    finally:
+        context.close()
+
+
+# 8B on four GPUs of TP 1: four replicas to split; the SLO search answers for the same stream on the Trade-offs page.
+SPLIT_QUERY = (
+    "inference_model=llama-3.1-8b&inference_num_gpus=4&inference_tensor_parallel=1&inference_traffic=true"
+    "&inference_traffic_num_requests=200&inference_traffic_requests_per_second=4&inference_traffic_slo_ttft_seconds=1"
+)
+
+
+def test_the_best_split_and_the_slo_search_render(browser, server):  # noqa: F811
+    context, page = new_page(browser)
+    try:
+        page.on("pageerror", lambda error: pytest.fail(f"JavaScript error: {error}"))
+        page.goto(f"{server}/inference?{SPLIT_QUERY}")
+        settle(page)
+        verdict_text(page)
+        page.locator("[data-testid=stButtonGroup] button").filter(has_text="Best split").click()
+        page.get_by_text("Every split tried").wait_for()
+        settle(page)
+        assert not page.locator("[data-testid=stException]").count()
+        table = page.locator("[data-testid=stTable]").filter(has_text="Disaggregated (best")
+        assert "KV transfer per request" in table.inner_text()
+        block = page.locator("[data-testid=stVerticalBlock]").filter(has_text="Disaggregated prefill/decode").last
+        block.scroll_into_view_if_needed()
+        block.screenshot(path=str(SHOTS / "traffic-disaggregation-1280.png"))
+
+        page.goto(f"{server}/tradeoffs?{SPLIT_QUERY}")
+        settle(page)
+        page.get_by_role("button", name="Find layouts meeting the SLO").click()
+        page.get_by_text(re.compile(r"layout\(s\) meet p99 TTFT")).wait_for()
+        settle(page)
+        assert not page.locator("[data-testid=stException]").count()
+        section = page.locator("[data-testid=stVerticalBlock]").filter(has_text="Layouts that meet a traffic SLO").last
+        section.scroll_into_view_if_needed()
+        section.screenshot(path=str(SHOTS / "tradeoffs-slo-search-1280.png"))
     finally:
         context.close()
