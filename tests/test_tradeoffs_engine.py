@@ -44,6 +44,10 @@ LLAMA70_LINEAR_PARAMS = LLAMA70_PARAMS - 2 * 128_256 * 8_192 - (80 * 2 + 1) * 8_
 LLAMA70_KV_BYTES_PER_GPU = 2 * 80 * (8 // 4) * 128 * 2 * 64 * (2048 + 512)
 
 
+def _key(changes: dict) -> tuple:
+    return tuple(sorted((k, json.dumps(v, sort_keys=True)) for k, v in changes.items()))
+
+
 def test_each_planned_technique_saves_what_the_arithmetic_says():
     """The default scenario's technique deltas against numbers worked by hand from the model's shape,
     the formats' bit widths and the layout (none of them from the engine)."""
@@ -52,10 +56,10 @@ def test_each_planned_technique_saves_what_the_arithmetic_says():
     by_change = {}
     for effect in (e for e in inference_techniques(BASE) if e.applicable and not e.derived):
         changed = {k: v for k, v in effect.scenario.items() if v != BASE.model_dump(mode="json").get(k)}
-        by_change[tuple(sorted(changed.items()))] = effect
+        by_change[_key(changed)] = effect
 
     def saved(**change):
-        return -by_change[tuple(sorted(change.items()))].delta_memory_bytes
+        return -by_change[_key(change)].delta_memory_bytes
 
     # fp8 / int8 weights: one byte instead of two for every linear weight, a quarter on each TP rank.
     assert saved(weight_dtype="fp8") == LLAMA70_LINEAR_PARAMS * (2 - 1) / 4 == 17_112_760_320
@@ -71,8 +75,17 @@ def test_each_planned_technique_saves_what_the_arithmetic_says():
     assert saved(kv_cache_dtype="nvfp4") == pytest.approx(LLAMA70_KV_BYTES_PER_GPU * (2 - 0.5625) / 2)
     # Another replica halves the sequences each replica holds, so half the KV cache.
     assert saved(num_gpus=8) == LLAMA70_KV_BYTES_PER_GPU / 2
+    # An EAGLE head adds one decoder layer (855,654,400 parameters: q/o 8192^2 each, k/v 8192 x 1024 each,
+    # a 3 x 8192 x 28672 MLP, two norms) and its 2h x h fusion projection, in bf16 over 4 ranks, plus that
+    # layer's KV: 2 x 2 KV heads per rank x 128 x 2 bytes x 64 sequences x (2560 + 3 drafted, in 16-token
+    # blocks = 2576) tokens.
+    eagle = {
+        "speculative": {"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": None, "draft_model": None}
+    }
+    eagle_bytes = (855_654_400 + 2 * 8192 * 8192) * 2 / 4 + 2 * 2 * 128 * 2 * 64 * 2576
+    assert -saved(**eagle) == eagle_bytes
     # A prefix-cache hit changes prefill work, not what the cache must hold.
-    prefix = by_change[(("prefix_cache_hit_rate", 0.5),)]
+    prefix = by_change[_key({"prefix_cache_hit_rate": 0.5})]
     assert prefix.delta_memory_bytes == 0 and prefix.delta_time_seconds < 0
     # Every planned move that frees bandwidth-bound bytes makes decode faster here (batch 64 on H100s).
     for change, effect in by_change.items():

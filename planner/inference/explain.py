@@ -17,10 +17,12 @@ from planner.dtypes import (
 )
 from planner.hardware.catalog import Accelerator
 from planner.inference.cache_notes import cache_assumptions, kv_per_gpu_substitution, kv_per_token_equation
+from planner.inference.draft import METHOD_TITLES
 from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.metrics import InferenceMetrics
 from planner.inference.results import InferencePerformance
 from planner.inference.scenario import InferenceScenario
+from planner.inference.speculative import draft_seconds
 from planner.inference.steps import PhaseStep
 from planner.model.architecture import ModelArchitecture
 from planner.model.notes import architecture_assumptions, architecture_warnings
@@ -272,11 +274,40 @@ def equations(
             efficiency,
             stage_layers,
             request_overhead_seconds=float(m.request_overhead_seconds),
+            draft_prefill_seconds=float(m.draft_prefill_seconds) if m.speculation is not None else None,
         ),
         step_equation(
             "Decode step", "(weights read + KV read)", m.decode, efficiency.decode_compute, hw, efficiency, stage_layers
         ),
+        *_speculative_equations(hw, efficiency, m),
         *_serving_equations(s, hw, m),
+    ]
+
+
+def _speculative_equations(hw: HardwareInputs, efficiency: Efficiency, m: InferenceMetrics) -> list[Equation]:
+    r = m.speculation
+    if r is None:
+        return []
+    k = int(r.drafted_tokens)
+    return [
+        step_equation(
+            f"Verify step ({k + 1} tokens per sequence)",
+            "(weights read + KV read)",
+            r.verify,
+            efficiency.decode_compute,
+            hw,
+            efficiency,
+            m.shape.stage_layers,
+        ),
+        Equation(
+            name="Decode time per token (speculative)",
+            formula="(verify step + k x draft step) / ((1 - a^(k+1)) / (1 - a))",
+            substituted=f"({seconds(float(r.verify.seconds))} + {k} x {seconds(float(draft_seconds(r.draft_step)))}) / "
+            f"{float(r.tokens_per_sequence):.2f}",
+            value=float(r.seconds_per_token),
+            unit="seconds",
+            source="Leviathan et al. 2023, Eq. 1 (expected tokens per verify step)",
+        ),
     ]
 
 
@@ -334,28 +365,33 @@ def step_equation(
     efficiency: Efficiency,
     stage_layers,
     request_overhead_seconds: float | None = None,
+    draft_prefill_seconds: float | None = None,
 ) -> Equation:
     """A step's time with every addend of `PhaseStep.terms()` shown with its number, then their sum; TTFT
-    adds the request's own overhead (`request_overhead_seconds`) in front."""
+    adds the request's own overhead (`request_overhead_seconds`) in front and a speculative draft's pass
+    over the prompt (`draft_prefill_seconds`) behind."""
     parts = [float(v) for v in step.terms().values()]
-    request_formula = request_sub = ""
+    request_formula = request_sub = draft_formula = draft_sub = ""
     if request_overhead_seconds is not None:
         parts.insert(0, float(request_overhead_seconds))
         request_formula, request_sub = "request overhead + ", f"{seconds(float(request_overhead_seconds))} + "
+    if draft_prefill_seconds is not None:
+        parts.append(float(draft_prefill_seconds))
+        draft_formula, draft_sub = " + draft's prompt pass", f" + {seconds(float(draft_prefill_seconds))}"
     terms = " + ".join(seconds(v) for v in parts)
     return Equation(
         name=name,
         formula=f"{request_formula}PP x (max(FLOPs / (peak x eff), {bytes_words} / (BW x eff)) + all-reduces + "
         "layers x overhead) + hand-offs + scheduler (per step + sequences x per sequence) + sampler (sequences x "
-        "vocabulary x per logit)",
+        f"vocabulary x per logit){draft_formula}",
         substituted=f"{request_sub}{int(step.pipeline_parallel)} x (max({count(float(step.flops))}FLOP / "
         f"({rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g}), "
         f"{gib(float(step.bytes))} / ({rate(float(hw.bandwidth_bytes_per_second), 'B/s')} x "
         f"{efficiency.memory_bandwidth:g})) + {seconds(float(step.collective_seconds))} + "
         f"{int(stage_layers)} x {seconds(efficiency.layer_overhead_seconds)}) + "
         f"{seconds(float(step.handoff_seconds))} + {seconds(float(step.scheduler_seconds))} + "
-        f"{seconds(float(step.sampler_seconds))} = {terms}",
-        value=float(step.seconds) + float(request_overhead_seconds or 0.0),
+        f"{seconds(float(step.sampler_seconds))}{draft_sub} = {terms}",
+        value=float(step.seconds) + float(request_overhead_seconds or 0.0) + float(draft_prefill_seconds or 0.0),
         unit="seconds",
     )
 
@@ -365,9 +401,11 @@ def _serving_equations(s: InferenceScenario, hw: HardwareInputs, m: InferenceMet
     return [
         Equation(
             name="TPOT",
-            formula="(sequences x prefill per request + output x decode step) / output",
+            formula="(sequences x prefill per request + output x decode "
+            + ("time per token" if m.speculation is not None else "step")
+            + ") / output",
             substituted=f"({sequences} x {seconds(float(serving.prefill_seconds_per_request))} + "
-            f"{s.output_tokens} x {seconds(float(m.decode.seconds))}) / {s.output_tokens}",
+            f"{s.output_tokens} x {seconds(float(m.decode_seconds_per_token))}) / {s.output_tokens}",
             value=float(serving.tpot_seconds),
             unit="seconds",
         ),
@@ -387,3 +425,33 @@ def _serving_equations(s: InferenceScenario, hw: HardwareInputs, m: InferenceMet
             unit="USD",
         ),
     ]
+
+
+def speculative_notes(s: InferenceScenario, performance: InferencePerformance) -> tuple[list[str], list[str]]:
+    """Speculative decoding's assumptions and, where it does not pay, a warning."""
+    spec, summary = s.speculative, performance.speculative
+    if spec is None or summary is None:
+        return [], []
+    acceptance = (
+        f"acceptance {summary.acceptance_rate:.2f} per drafted token (ASSUMED: {summary.acceptance_source}; it depends "
+        "on the workload: measure it, vLLM logs it)"
+        if summary.acceptance_is_assumed
+        else f"acceptance {summary.acceptance_rate:.2f} per drafted token (given)"
+    )
+    assumptions = [
+        f"Speculative decoding ({METHOD_TITLES[spec.method]}, draft: {summary.draft}): {spec.num_speculative_tokens} "
+        f"drafted tokens per round, {acceptance}, positions accepted independently, so a round yields "
+        f"{summary.tokens_per_round:.2f} tokens per sequence (Leviathan et al. 2023, Eq. 1). A round = the target's "
+        f"verify step over {spec.num_speculative_tokens + 1} tokens per sequence + {spec.num_speculative_tokens} draft "
+        "steps; the draft runs tensor-parallel on the same GPUs, its steps pay no extra scheduling, and its pass over "
+        "a prompt is charged per request as if alone (an upper bound). Output is unchanged (rejection sampling)."
+    ]
+    warnings = []
+    if summary.speedup < 1:
+        warnings.append(
+            f"Speculative decoding slows decode here ({summary.speedup:.2f}x): with "
+            f"{performance.decode.tokens:,.0f} sequences per step the verify step over "
+            f"{spec.num_speculative_tokens + 1} tokens each is compute-bound. Draft fewer tokens, serve smaller "
+            "batches per replica, or turn it off."
+        )
+    return assumptions, warnings

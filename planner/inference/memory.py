@@ -12,6 +12,7 @@ import numpy as np
 
 from planner.arrays import Number, maximum, minimum
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
+from planner.inference.speculative import Draft, draft_kv_bytes_per_sequence, draft_weight_bytes
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.cache import context_tokens_for_cache_bytes
 from planner.physics import memory as mem
@@ -36,16 +37,26 @@ class InferenceMemory:
     logits_bytes: Number
     runtime_overhead_bytes: Number
     budget_bytes: Number  # capacity x the engine's memory utilization
+    # A speculative draft's weights and its own KV cache (present only with speculative decoding).
+    draft_weights_bytes: Number = 0.0
+    draft_kv_cache_bytes: Number = 0.0
+    has_draft: bool = False
 
     def components(self) -> dict[str, Number]:
         """The named components, in the order the total adds them (`MemoryBreakdown.components`)."""
-        return {
+        named = {
             "weights_bytes": self.weights_bytes,
             "kv_cache_bytes": self.kv_cache_bytes,
             "activations_bytes": self.activations_bytes,
             "logits_bytes": self.logits_bytes,
             "runtime_overhead_bytes": self.runtime_overhead_bytes,
         }
+        if self.has_draft:
+            named |= {
+                "draft_weights_bytes": self.draft_weights_bytes,
+                "draft_kv_cache_bytes": self.draft_kv_cache_bytes,
+            }
+        return named
 
     @property
     def total_bytes(self) -> Number:
@@ -55,6 +66,8 @@ class InferenceMemory:
             + self.activations_bytes
             + self.logits_bytes
             + self.runtime_overhead_bytes
+            + self.draft_weights_bytes
+            + self.draft_kv_cache_bytes
         )
 
     @property
@@ -63,8 +76,9 @@ class InferenceMemory:
 
     @property
     def kv_room_bytes(self) -> Number:
-        """Budget left for KV cache once everything else is resident (never negative)."""
-        return maximum(self.budget_bytes - (self.total_bytes - self.kv_cache_bytes), 0.0)
+        """Budget left for KV cache (the target's and a draft's) once everything else is resident (never
+        negative)."""
+        return maximum(self.budget_bytes - (self.total_bytes - self.kv_cache_bytes - self.draft_kv_cache_bytes), 0.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +91,12 @@ class Headroom:
 
 
 def inference_memory(
-    arch: ModelArchitecture, counts: ParameterCounts, hw: HardwareInputs, x: InferenceInputs, shape: ReplicaShape
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: HardwareInputs,
+    x: InferenceInputs,
+    shape: ReplicaShape,
+    draft: Draft | None = None,
 ) -> InferenceMemory:
     """Every component per GPU, as the runtime (`x.runtime`, `planner.physics.runtimes`) budgets it: weights,
     the KV cache of the replica's sequences at full context, and the reserves the engine holds back before
@@ -111,6 +130,9 @@ def inference_memory(
         logits_bytes=sampler_excess_bytes(forward_peak, sampler_peak),
         runtime_overhead_bytes=non_torch_bytes(runtime, hw.is_accelerator, tp) + x.runtime_overhead_correction_bytes,
         budget_bytes=hw.memory_capacity_bytes * x.memory_utilization,
+        draft_weights_bytes=draft_weight_bytes(draft, x) if draft else 0.0,
+        draft_kv_cache_bytes=shape.sequences * draft_kv_bytes_per_sequence(draft, x) if draft else 0.0,
+        has_draft=draft is not None,
     )
 
 
@@ -126,8 +148,16 @@ def runtime_assumption(x: InferenceInputs, memory: InferenceMemory) -> str:
     )
 
 
-def headroom(arch: ModelArchitecture, memory: InferenceMemory, x: InferenceInputs, shape: ReplicaShape) -> Headroom:
-    """Sequences, context and KV blocks the budget left for KV cache holds (`InferenceMemory.kv_room_bytes`)."""
+def headroom(
+    arch: ModelArchitecture,
+    memory: InferenceMemory,
+    x: InferenceInputs,
+    shape: ReplicaShape,
+    draft: Draft | None = None,
+) -> Headroom:
+    """Sequences, context and KV blocks the budget left for KV cache holds (`InferenceMemory.kv_room_bytes`).
+    A speculative draft's cache grows with the sequences too: concurrency counts both caches; context and
+    blocks count the target's share of the room (exact at the scenario's context)."""
     tp, pp = x.tensor_parallel, x.pipeline_parallel
     room = memory.kv_room_bytes
     per_sequence = mem.kv_cache_bytes_per_sequence(
@@ -140,8 +170,13 @@ def headroom(arch: ModelArchitecture, memory: InferenceMemory, x: InferenceInput
         x.honor_sliding_window,
         x.activation_bytes,
     )
+    max_concurrency = np.floor(room / per_sequence) * shape.replicas
+    if draft is not None:
+        both = per_sequence + draft_kv_bytes_per_sequence(draft, x)
+        max_concurrency = np.floor(room / both) * shape.replicas
+        room = room * per_sequence / both
     return Headroom(
-        max_concurrency=np.floor(room / per_sequence) * shape.replicas,
+        max_concurrency=max_concurrency,
         max_context_tokens=max_context_tokens(
             arch,
             tp,

@@ -15,6 +15,7 @@ import numpy as np
 from planner.arrays import Number, maximum, minimum
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
 from planner.inference.memory import Headroom, InferenceMemory, headroom, inference_memory
+from planner.inference.speculative import Draft, SpeculativeRound, speculative_round
 from planner.inference.steps import (
     PhaseStep,
     decode_step,
@@ -60,39 +61,64 @@ class InferenceMetrics:
     headroom: Headroom
     prefill: PhaseStep  # one request's uncached prompt at an idle replica
     request_overhead_seconds: Number  # the API server's per-request work before the prefill (TTFT only)
-    decode: PhaseStep
+    decode: PhaseStep  # plain decoding (the verify step is `speculation.verify`)
     serving: ServingCycle
     spend: InferenceSpend
+    speculation: SpeculativeRound | None = None  # with speculative decoding: the draft-and-verify round
+
+    @property
+    def draft_prefill_seconds(self) -> Number:
+        return self.speculation.draft_prefill_seconds if self.speculation is not None else 0.0
 
     @property
     def ttft_seconds(self) -> Number:
-        """Request overhead + the prefill step (which samples the first token)."""
-        return self.request_overhead_seconds + self.prefill.seconds
+        """Request overhead + the prefill step (which samples the first token) + a draft's pass over the
+        prompt."""
+        return self.request_overhead_seconds + self.prefill.seconds + self.draft_prefill_seconds
+
+    @property
+    def decode_seconds_per_token(self) -> Number:
+        """Per sequence and output token: a decode step, or a speculative round over the tokens it yields."""
+        return self.speculation.seconds_per_token if self.speculation is not None else self.decode.seconds
 
 
 def inference_metrics(
-    arch: ModelArchitecture, counts: ParameterCounts, hw: HardwareInputs, efficiency: Efficiency, x: InferenceInputs
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: HardwareInputs,
+    efficiency: Efficiency,
+    x: InferenceInputs,
+    draft: Draft | None = None,
 ) -> InferenceMetrics:
-    """Memory, then the steps sized by it, then the serving cycle they make and its price."""
+    """Memory, then the steps sized by it, then the serving cycle they make and its price. With a
+    speculative `draft`, decode advances by draft-and-verify rounds (`planner.inference.speculative`)."""
     shape = ReplicaShape.of(arch, x, hw)
-    memory = inference_memory(arch, counts, hw, x, shape)
+    memory = inference_memory(arch, counts, hw, x, shape, draft)
     weights = memory.weights_bytes
     new_tokens = uncached_prompt_tokens(x.prompt_tokens, x.prefix_cache_hit_rate)
     prefill = prefill_step(arch, counts, hw, efficiency, x, shape, weights, new_tokens, 1)
     request_overhead = request_overhead_seconds(efficiency)
     decode = decode_step(arch, counts, hw, efficiency, x, shape, weights)
-    prefill_per_request = batched_prefill_seconds_per_request(
-        arch, counts, hw, efficiency, x, shape, weights, new_tokens
+    speculation = None
+    if draft is not None:
+        speculation = speculative_round(draft, arch, counts, hw, efficiency, x, shape, weights, decode, new_tokens)
+    draft_prefill = speculation.draft_prefill_seconds if speculation is not None else 0.0
+    prefill_per_request = (
+        batched_prefill_seconds_per_request(arch, counts, hw, efficiency, x, shape, weights, new_tokens) + draft_prefill
     )
-    serving = serving_cycle(x, shape, request_overhead + prefill.seconds, prefill_per_request, decode.seconds)
+    per_token = speculation.seconds_per_token if speculation is not None else decode.seconds
+    serving = serving_cycle(
+        x, shape, request_overhead + prefill.seconds + draft_prefill, prefill_per_request, per_token
+    )
     cluster_usd_per_hour = usd_per_hour(x.num_gpus, hw.usd_per_gpu_hour)
     return InferenceMetrics(
         shape=shape,
         memory=memory,
-        headroom=headroom(arch, memory, x, shape),
+        headroom=headroom(arch, memory, x, shape, draft),
         prefill=prefill,
         request_overhead_seconds=request_overhead,
         decode=decode,
+        speculation=speculation,
         serving=serving,
         spend=InferenceSpend(
             usd_per_hour=cluster_usd_per_hour,

@@ -11,12 +11,14 @@ from planner.calibration.record import CalibrationRecord
 from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
 from planner.inference import explain
+from planner.inference.draft import ACCEPTANCE_SOURCES, draft_architecture
 from planner.inference.inputs import HardwareInputs
 from planner.inference.memory import runtime_assumption
 from planner.inference.metrics import InferenceMetrics, inference_metrics
-from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan
+from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan, SpeculativeSummary
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
+from planner.inference.speculative import draft_seconds
 from planner.inference.steps import PhaseStep
 from planner.inference.traffic import TrafficEngine
 from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token
@@ -40,13 +42,14 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         i.x,
         i.usd_per_gpu_hour,
     )
-    m = inference_metrics(arch, counts, hw, efficiency, x)
+    m = inference_metrics(arch, counts, hw, efficiency, x, i.draft)
     traffic, traffic_warnings = _traffic_engine(scenario, i, m)
 
     memory = _memory(m, accel)
-    performance = _performance(m, hw)
+    performance = _performance(m, hw, scenario)
     cost = _cost(scenario, m, performance, price)
     bottleneck, reason = explain.bottleneck(memory, performance)
+    speculative_assumptions, speculative_warnings = explain.speculative_notes(scenario, performance)
     model = _model_summary(scenario, arch, counts, kv_cache_bytes_per_token(arch, float(x.kv_bytes)))
     return InferencePlan(
         scenario=scenario.model_dump(mode="json"),
@@ -57,9 +60,10 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         cost=cost,
         bottleneck=bottleneck,
         bottleneck_reason=reason,
-        warnings=explain.warnings(scenario, arch, accel, memory) + traffic_warnings,
+        warnings=explain.warnings(scenario, arch, accel, memory) + speculative_warnings + traffic_warnings,
         assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
         + [runtime_assumption(x, m.memory)]
+        + speculative_assumptions
         + (traffic.assumptions() if traffic is not None else []),
         equations=explain.equations(scenario, arch, model, hw, efficiency, x, m),
         uncertainty=inference_bands(
@@ -81,6 +85,11 @@ def _traffic_engine(
     cache) still gets its static plan, with the reason as a warning instead of a traffic answer."""
     if scenario.traffic is None:
         return None, []
+    if scenario.speculative is not None:
+        return None, [
+            f"{TRAFFIC_NOT_SIMULATED}speculative decoding is not simulated under a request stream yet (the static "
+            "plan includes it); remove `speculative` to simulate the stream with plain decoding."
+        ]
     try:
         return TrafficEngine.from_metrics(scenario, i, m), []
     except PlanningError as exc:
@@ -115,7 +124,29 @@ def _phase(name: str, step: PhaseStep) -> PhaseRoofline:
     )
 
 
-def _performance(m: InferenceMetrics, hw: HardwareInputs) -> InferencePerformance:
+def _speculative(m: InferenceMetrics, scenario: InferenceScenario) -> SpeculativeSummary | None:
+    spec, round_ = scenario.speculative, m.speculation
+    if spec is None or round_ is None:
+        return None
+    return SpeculativeSummary(
+        method=spec.method,
+        draft=draft_architecture(scenario.architecture(), spec).name,
+        drafted_tokens=spec.num_speculative_tokens,
+        acceptance_rate=spec.acceptance,
+        acceptance_is_assumed=spec.acceptance_is_assumed,
+        acceptance_source=ACCEPTANCE_SOURCES[spec.method] if spec.acceptance_is_assumed else "the scenario",
+        tokens_per_round=float(round_.tokens_per_sequence),
+        verify_step_seconds=float(round_.verify.seconds),
+        draft_step_seconds=float(draft_seconds(round_.draft_step)),
+        round_seconds=float(round_.round_seconds),
+        plain_decode_step_seconds=float(round_.plain_decode_seconds),
+        speedup=float(round_.speedup),
+        draft_prefill_seconds=float(round_.draft_prefill_seconds),
+        verify=_phase("verify", round_.verify),
+    )
+
+
+def _performance(m: InferenceMetrics, hw: HardwareInputs, scenario: InferenceScenario) -> InferencePerformance:
     serving = m.serving
     return InferencePerformance(
         ttft_seconds=float(m.ttft_seconds),
@@ -133,6 +164,7 @@ def _performance(m: InferenceMetrics, hw: HardwareInputs) -> InferencePerformanc
         ridge_point_flops_per_byte=float(
             roofline.ridge_point_flops_per_byte(hw.peak_flops_per_second, hw.bandwidth_bytes_per_second)
         ),
+        speculative=_speculative(m, scenario),
     )
 
 

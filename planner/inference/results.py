@@ -17,6 +17,25 @@ from planner.results import (
 from planner.uncertainty import Band
 
 
+class SpeculativeSummary(Frozen):
+    """Speculative decoding in the plan: the round, what it yields, and whether it pays here."""
+
+    method: str  # draft_model, eagle or mtp
+    draft: str  # the draft network's name
+    drafted_tokens: int  # k per sequence and round
+    acceptance_rate: float
+    acceptance_is_assumed: bool  # True: the method's default (a published figure or a guess), not the user's
+    acceptance_source: str
+    tokens_per_round: float  # per sequence: (1 - a^(k+1)) / (1 - a)
+    verify_step_seconds: float  # the target over k + 1 tokens per sequence
+    draft_step_seconds: float  # one of the k draft steps
+    round_seconds: float
+    plain_decode_step_seconds: float  # the same batch without speculation
+    speedup: float  # plain decode step / seconds per token with speculation (< 1: it slows decode)
+    draft_prefill_seconds: float  # the draft's pass over a prompt (part of TTFT)
+    verify: PhaseRoofline
+
+
 class InferencePerformance(Frozen):
     ttft_seconds: float  # a request arriving at an idle replica
     burst_ttft_seconds: float  # the last request's TTFT when a replica's whole concurrency arrives at once
@@ -31,6 +50,7 @@ class InferencePerformance(Frozen):
     prefill: PhaseRoofline
     decode: PhaseRoofline
     ridge_point_flops_per_byte: float
+    speculative: SpeculativeSummary | None = None  # with speculative decoding (decode_step_seconds: plain)
 
 
 class InferenceCost(Frozen):

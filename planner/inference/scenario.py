@@ -8,7 +8,9 @@ from pydantic import Field, model_validator
 
 from planner.dtypes import DType, KVDType
 from planner.errors import PlanningError
+from planner.inference.draft import SpeculativeDecoding, draft_architecture
 from planner.inference.workload import Traffic
+from planner.model.architecture import ModelArchitecture
 from planner.physics.runtimes import DEFAULT_RUNTIME, RuntimeName
 from planner.scenario_base import MAX_TOKENS, ScenarioBase
 
@@ -72,6 +74,12 @@ class InferenceScenario(ScenarioBase):
         "With traffic, concurrency is the engine's batch cap (max_num_seqs over all replicas)",
     )
 
+    speculative: SpeculativeDecoding | None = Field(
+        default=None,
+        description="speculative decoding: a draft (separate model, EAGLE-style head or the checkpoint's MTP "
+        "modules) proposes tokens the model verifies in one step; absent: plain decoding",
+    )
+
     @model_validator(mode="after")
     def _valid_layout(self) -> InferenceScenario:
         arch = self.architecture()
@@ -97,7 +105,22 @@ class InferenceScenario(ScenarioBase):
                     f"expert_parallel={ep} must divide tensor_parallel={tp}, or be a multiple of it that divides the "
                     f"{gpus_per_stage} GPUs of a pipeline stage across replicas"
                 )
+        if self.speculative is not None:
+            self._check_speculative(arch, self.speculative)
         return self
+
+    def _check_speculative(self, arch: ModelArchitecture, spec: SpeculativeDecoding) -> None:
+        if self.pipeline_parallel > 1:
+            raise PlanningError(
+                "speculative decoding is planned without pipeline parallelism only (the draft and its verify step "
+                "would cross stages every round); use pipeline_parallel=1"
+            )
+        draft = draft_architecture(arch, spec)
+        if spec.method == "draft_model":
+            try:
+                self._check_tensor_parallel(draft)
+            except PlanningError as exc:
+                raise PlanningError(f"the draft model {draft.name}: {exc}") from None
 
     @property
     def replicas(self) -> int:

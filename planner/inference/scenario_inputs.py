@@ -9,6 +9,7 @@ from planner.calibration.record import CalibrationRecord
 from planner.hardware.catalog import Accelerator
 from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.scenario import InferenceScenario
+from planner.inference.speculative import Draft, draft_for
 from planner.model.architecture import ModelArchitecture, ParameterCounts, parameter_counts
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 
@@ -22,6 +23,7 @@ class ScenarioInputs:
     hw: HardwareInputs
     x: InferenceInputs
     usd_per_gpu_hour: float
+    draft: Draft | None = None  # speculative decoding's draft (absent: plain decoding)
 
 
 def scenario_inputs(scenario: InferenceScenario, calibration: CalibrationRecord | None = None) -> ScenarioInputs:
@@ -37,4 +39,5 @@ def scenario_inputs(scenario: InferenceScenario, calibration: CalibrationRecord 
         hw=HardwareInputs.from_accelerator(accel, scenario.weight_dtype, price),
         x=InferenceInputs.from_scenario(scenario, correction),
         usd_per_gpu_hour=price,
+        draft=draft_for(arch, scenario.speculative),
     )

@@ -306,31 +306,36 @@ def decode_step(
     x: InferenceInputs,
     shape: ReplicaShape,
     stage_weight_bytes: Number,
+    query_tokens: Number = 1,
 ) -> PhaseStep:
     """One decode step of a micro-batch at the mean context of a request's life (prompt + output / 2):
-    every resident weight read once (routed experts only where tokens go), every cached token read."""
+    every resident weight read once (routed experts only where tokens go), every cached token read.
+    `query_tokens` > 1 is a speculative verify step: each sequence runs that many positions against the
+    same cached context, so compute, expert reads, messages and sampling scale with it and the KV read
+    does not."""
     tp, pp, ep = x.tensor_parallel, x.pipeline_parallel, x.expert_parallel
     batch = shape.micro_batch
+    tokens = batch * query_tokens
     mean_context = x.prompt_tokens + x.output_tokens / 2
-    flops = decode_step_flops(counts, arch, batch, mean_context, tp, pp)
+    flops = decode_step_flops(counts, arch, tokens, mean_context, tp, pp)
     weight_reads = roofline.decode_weight_read_bytes(
         stage_weight_bytes,
         stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes),
         arch.num_experts,
         arch.experts_per_token,
-        batch,
+        tokens,
     )
     bytes_moved = weight_reads + decode_kv_read_bytes(
         arch, tp, pp, batch, mean_context, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
     )
-    message = activation_message_bytes(arch, batch, x.activation_bytes)
+    message = activation_message_bytes(arch, tokens, x.activation_bytes)
     collectives_s = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
     if arch.is_moe:
         collectives_s = collectives_s + expert_dispatch_seconds(
-            arch, pp, batch, tp, ep, shape.expert_link, x.activation_bytes, efficiency
+            arch, pp, tokens, tp, ep, shape.expert_link, x.activation_bytes, efficiency
         )
     return _step(
-        batch,
+        tokens,
         flops,
         bytes_moved,
         roofline.compute_seconds(flops, hw.peak_flops_per_second, efficiency.decode_compute),
@@ -339,7 +344,7 @@ def decode_step(
         launch_overhead_seconds(shape.stage_layers, efficiency),
         pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
         scheduler_seconds(batch, efficiency),
-        sampler_seconds(batch, arch.vocab_size, efficiency),
+        sampler_seconds(tokens, arch.vocab_size, efficiency),
         pp,
     )
 

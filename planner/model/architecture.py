@@ -201,6 +201,9 @@ class ModelArchitecture(BaseModel):
     vision_encoder_parameters: int = Field(default=0, ge=0)
     vision_model_type: str | None = None
     checkpoint_dtype: str | None = None  # the config's torch_dtype / dtype
+    # Multi-token-prediction modules shipped beside the model (DeepSeek-V3's num_nextn_predict_layers,
+    # MiniMax-M2's num_mtp_modules): not part of the language model's parameters; a speculative draft.
+    mtp_layers: int = Field(default=0, ge=0, le=64)
     quantization: CheckpointQuantization | None = None
     assumptions: tuple[str, ...] = ()  # what the parser assumed (e.g. a config read by the generic fallback)
 

@@ -896,6 +896,16 @@ def _quantization(config: dict, arch: ModelArchitecture) -> CheckpointQuantizati
     )
 
 
+def _mtp_layers(config: dict) -> int:
+    """Multi-token-prediction modules the checkpoint ships (usable as a speculative draft)."""
+    for key in ("num_nextn_predict_layers", "mtp_num_hidden_layers"):
+        if isinstance(config.get(key), int) and config[key] > 0:
+            return config[key]
+    if config.get("use_mtp") is True and isinstance(config.get("num_mtp_modules"), int):
+        return config["num_mtp_modules"]
+    return 0
+
+
 def _checkpoint_dtype(config: dict) -> str | None:
     dtype = config.get("torch_dtype") or config.get("dtype")
     return dtype if isinstance(dtype, str) else None
@@ -976,6 +986,7 @@ def _fields(config: dict) -> dict:
         raise _unsupported(model_type, config)
     fields["_quantized_by"] = config
     fields["checkpoint_dtype"] = _checkpoint_dtype(config)
+    fields["mtp_layers"] = _mtp_layers(config)
     return fields
 
 

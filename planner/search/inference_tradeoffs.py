@@ -10,6 +10,7 @@ terms and say so.
 from __future__ import annotations
 
 from planner.dtypes import BYTES_PER_ELEMENT, FORMATS, QUANTIZED_DTYPES, QUANTIZED_KV_DTYPES, kv_bytes_per_element
+from planner.inference.draft import DEFAULT_ACCEPTANCE
 from planner.inference.plan import plan_inference
 from planner.model.architecture import parameter_counts
 from planner.physics import memory as mem
@@ -158,8 +159,42 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
             watch="only helps when sequences can be spread over replicas",
         )
     )
+    if scenario.speculative is None:
+        effects.extend(_speculative_effects(scenario, numbers, calibration))
     effects.extend(_derived_inference_effects(scenario, base, numbers, calibration))
     return effects
+
+
+def _speculative_effects(scenario, numbers, calibration=None) -> list[TechniqueEffect]:
+    """Speculative decoding with a head the model can have (EAGLE) or ships (MTP), planned as a variant."""
+    drafts = [("EAGLE-style head, 3 drafted tokens", {"method": "eagle", "num_speculative_tokens": 3})]
+    mtp_layers = scenario.architecture().mtp_layers
+    if mtp_layers:
+        drafts.append(
+            (
+                f"the checkpoint's MTP module, {mtp_layers} drafted token(s)",
+                {"method": "mtp", "num_speculative_tokens": mtp_layers},
+            )
+        )
+    return [
+        _try_variant(
+            "Speculative decoding",
+            variant,
+            scenario,
+            numbers,
+            _inference_numbers,
+            {"speculative": option},
+            calibration,
+            changes_numerics=False,
+            relieves="memory bandwidth (decode): k + 1 tokens per sequence for one read of the weights",
+            costs="draft weights and KV cache; verify compute grows k + 1 times, so it stops paying once decode is "
+            "compute-bound (large batches)",
+            time_words="per-token latency",
+            watch=f"acceptance is assumed ({DEFAULT_ACCEPTANCE[option['method']]:.2f}) and depends on the workload: "
+            "measure it before sizing on it",
+        )
+        for variant, option in drafts
+    ]
 
 
 def _derived_inference_effects(scenario, base, numbers, calibration=None) -> list[TechniqueEffect]:

@@ -151,7 +151,8 @@ def run_slo_search(
         scenario, frame, spec.constraints(), targets, spec.objective, spec.top, traffic, calibration, max_simulations
     )
     ranked = search(frame, spec.constraints(), spec.objective, top=len(frame))
-    candidates = int(_within_bounds(ranked, targets, traffic.requests_per_second).sum())
+    rate = traffic.requests_per_second or 0.0  # never 0 here: slo_search above refused a stream without a rate
+    candidates = int(_within_bounds(ranked, targets, rate).sum())
     return SloSearchResult(rows, traffic, len(frame), candidates, simulations)
 
 

@@ -32,6 +32,7 @@ from planner.hardware.catalog import DEFAULT_GPUS_PER_NODE, resolve_accelerator
 from planner.inference.inputs import HardwareInputs, InferenceInputs, activation_bytes_per_element
 from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.scenario import InferenceScenario
+from planner.inference.speculative import draft_for
 from planner.model.architecture import parameter_counts
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.training.inputs import RECOMPUTE_LEVEL, TrainingHardware, training_hardware, training_inputs
@@ -164,7 +165,9 @@ def evaluate_inference(
         concurrency=layout["concurrency"],
     )
     hardware = _hardware_arrays(frame["gpu"], weight_dtype, base)
-    metrics = inference_metrics(arch, parameter_counts(arch), hardware, efficiency, x)
+    metrics = inference_metrics(
+        arch, parameter_counts(arch), hardware, efficiency, x, draft_for(arch, base.speculative)
+    )
     frame["valid"] = valid
     frame["invalid_reason"] = reasons
     return _fill_outputs(frame, _inference_outputs(metrics), OUTPUT_COLUMNS, valid)

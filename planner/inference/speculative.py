@@ -1,0 +1,161 @@
+"""Speculative decoding's costs: the draft's weights and KV cache, and one draft-and-verify round.
+
+A round costs one verify step of the target plus k draft steps. It pays while decode is memory-bound,
+where k + 1 query tokens cost about what one does; once the batch makes the verify step compute-bound,
+the round costs (k + 1)x and speculation slows decode down (`SpeculativeRound.speedup` < 1). The option
+and the draft network are `planner.inference.draft`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from planner.arrays import Number
+from planner.inference.draft import (
+    SpeculativeDecoding,
+    draft_architecture,
+    expected_tokens_per_step,
+    head_fusion_parameters,
+)
+from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
+from planner.inference.steps import PhaseStep, decode_step, prefill_step
+from planner.model.architecture import ModelArchitecture, ParameterCounts, parameter_counts
+from planner.physics import memory as mem
+from planner.physics.efficiency import Efficiency
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    """What the formulas read for a speculative scenario (built once per scenario, scalar in a sweep)."""
+
+    method: str
+    arch: ModelArchitecture
+    counts: ParameterCounts
+    drafted_tokens: int  # k
+    acceptance: float
+    fusion_parameters: int
+    modules: int  # MTP modules chained (each drafts one token); 1 for the others
+
+    @property
+    def shares_target_embeddings(self) -> bool:
+        return self.method != "draft_model"
+
+
+def draft_for(target: ModelArchitecture, spec: SpeculativeDecoding | None) -> Draft | None:
+    if spec is None:
+        return None
+    arch = draft_architecture(target, spec)
+    return Draft(
+        method=spec.method,
+        arch=arch,
+        counts=parameter_counts(arch),
+        drafted_tokens=spec.num_speculative_tokens,
+        acceptance=spec.acceptance,
+        fusion_parameters=head_fusion_parameters(target, spec.method),
+        modules=min(target.mtp_layers, spec.num_speculative_tokens) if spec.method == "mtp" else 1,
+    )
+
+
+def draft_inputs(x: InferenceInputs) -> InferenceInputs:
+    """The draft runs tensor-parallel like the target on the same GPUs, unpipelined, experts over the tensor
+    group."""
+    return replace(x, pipeline_parallel=1, expert_parallel=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# memory
+
+
+def draft_weight_bytes(draft: Draft, x: InferenceInputs) -> Number:
+    """Draft weights per GPU. A head adds its layer(s) and fusion projection, split over the tensor group
+    (it reads the target's embedding and output head); a draft model adds all of its weights."""
+    d = draft_inputs(x)
+    if draft.shares_target_embeddings:
+        own = draft.counts.layers_total + draft.fusion_parameters
+        return draft.modules * own * d.linear_bytes / d.tensor_parallel
+    return mem.weight_bytes(
+        draft.counts, draft.arch, d.tensor_parallel, 1, 1, d.linear_bytes, d.high_precision_bytes, d.embedding_bytes
+    )
+
+
+def draft_kv_bytes_per_sequence(draft: Draft, x: InferenceInputs) -> Number:
+    """The draft's own KV cache for one sequence at full context (+ k drafted positions), per GPU."""
+    d = draft_inputs(x)
+    context = d.prompt_tokens + d.output_tokens + draft.drafted_tokens
+    return draft.modules * mem.kv_cache_bytes_per_sequence(
+        draft.arch,
+        d.tensor_parallel,
+        1,
+        context,
+        d.kv_bytes,
+        d.kv_block_tokens,
+        d.honor_sliding_window,
+        d.activation_bytes,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# time
+
+
+@dataclass(frozen=True, slots=True)
+class SpeculativeRound:
+    """One round on a replica: the draft's k steps, then the target's verify step over k + 1 tokens each."""
+
+    verify: PhaseStep  # the target over k + 1 query tokens per sequence
+    draft_step: PhaseStep  # one draft step (its scheduler cost is the round's, paid once by `verify`)
+    drafted_tokens: Number
+    tokens_per_sequence: Number  # E: tokens each sequence gains per round
+    round_seconds: Number
+    plain_decode_seconds: Number  # the same batch's plain decode step, for the speedup
+    draft_prefill_seconds: Number  # the draft's pass over one prompt (before the first round)
+
+    @property
+    def seconds_per_token(self) -> Number:
+        """Per sequence and generated token: the decode step time the serving cycle reads."""
+        return self.round_seconds / self.tokens_per_sequence
+
+    @property
+    def speedup(self) -> Number:
+        """Plain decode step / seconds per token: > 1 while speculation pays."""
+        return self.plain_decode_seconds / self.seconds_per_token
+
+
+def draft_seconds(step: PhaseStep) -> Number:
+    """A draft step inside the round: everything but the engine's scheduling, which the round pays once."""
+    return step.seconds - step.scheduler_seconds
+
+
+def speculative_round(
+    draft: Draft,
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: HardwareInputs,
+    efficiency: Efficiency,
+    x: InferenceInputs,
+    shape: ReplicaShape,
+    stage_weight_bytes: Number,
+    plain_decode: PhaseStep,
+    new_prompt_tokens: Number,
+) -> SpeculativeRound:
+    k = draft.drafted_tokens
+    verify = decode_step(arch, counts, hw, efficiency, x, shape, stage_weight_bytes, query_tokens=k + 1)
+    d = draft_inputs(x)
+    draft_shape = replace(shape, stage_layers=draft.arch.num_layers)
+    # A head's step reads its own layer and the target's embedding and head; a draft model its weights.
+    draft_read_bytes = mem.weight_bytes(
+        draft.counts, draft.arch, d.tensor_parallel, 1, 1, d.linear_bytes, d.high_precision_bytes, d.embedding_bytes
+    ) + (draft.fusion_parameters * d.linear_bytes / d.tensor_parallel)
+    step = decode_step(draft.arch, draft.counts, hw, efficiency, d, draft_shape, draft_read_bytes)
+    prefill = prefill_step(
+        draft.arch, draft.counts, hw, efficiency, d, draft_shape, draft_read_bytes, new_prompt_tokens, 1
+    )
+    return SpeculativeRound(
+        verify=verify,
+        draft_step=step,
+        drafted_tokens=k,
+        tokens_per_sequence=expected_tokens_per_step(draft.acceptance, k),
+        round_seconds=verify.seconds + k * draft_seconds(step),
+        plain_decode_seconds=plain_decode.seconds,
+        draft_prefill_seconds=draft_seconds(prefill),
+    )
