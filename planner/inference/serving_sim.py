@@ -23,6 +23,8 @@ from typing import Protocol
 
 import numpy as np
 
+SHORT_RUN_STEPS = 12  # a decode run of at most this many steps is costed step by step (numpy calls cost more)
+
 
 class StepCost(Protocol):
     """How long one engine step takes on a replica (seconds), from the same roofline terms as `plan()`
@@ -37,6 +39,8 @@ class StepCost(Protocol):
     ) -> float: ...
 
     def decode_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray: ...
+
+    def decode_step_seconds(self, decode_batch: int, decode_context_tokens: int) -> float: ...
 
     def shortest_decode_seconds(self, decode_batch: int) -> float: ...
 
@@ -211,7 +215,8 @@ class _Replica:
             if not running and not self.waiting:
                 self.now = max(self.now, self._send_time(self.next_arrival))  # idle until the next request
                 continue
-            chunks, running = self._schedule(running)
+            # Only a queued or unfinished prompt can put prompt chunks in the step.
+            chunks, running = self._schedule(running) if self.waiting or self.prefilling else ([], running)
             if chunks:
                 self._mixed_step(chunks)
             elif not running:
@@ -226,6 +231,8 @@ class _Replica:
 
     def _take_arrivals(self) -> None:
         n = self.n
+        if self.next_arrival < n and self.arrivals[self.next_arrival] > self.now + 1e-12:
+            return  # the next request has not arrived, so it cannot have been sent either
         while self.next_arrival < n and (sent := self._send_time(self.next_arrival)) <= self.now + 1e-12:
             i = self.next_arrival
             self.sent[i] = sent
@@ -400,25 +407,47 @@ def _decode_run(
                 hi = mid - 1
         k_max = lo
     gap_seconds = next_arrival - now
-    # Only the steps up to the arrival are needed: every step lasts at least the batch's shortest step, so
-    # cost a prefix that surely holds the arrival (a prefix of a cumulative sum is the same numbers), and
-    # the whole run only if it does not.
+    # Only the steps up to the arrival are needed: every step lasts at least the batch's shortest step.
     steps = min(k_max, _steps_within(gap_seconds, cost.shortest_decode_seconds(b)))
-    durations = cost.decode_seconds(b, decoders.context_tokens_ahead(steps))
-    ends = np.cumsum(durations)
-    if steps < k_max and ends[-1] < gap_seconds:
-        steps = k_max
-        durations = cost.decode_seconds(b, decoders.context_tokens_ahead(steps))
-        ends = np.cumsum(durations)
-    if gap_seconds < np.inf:
-        # Stop after the step during which the next request arrives: the scheduler admits it next step.
-        k = int(np.searchsorted(ends, gap_seconds, side="left")) + 1
-        if k < k_max:
-            k_max = max(1, k)
-            durations = durations[:k_max]
-    decoders.tick += k_max
+    if steps <= SHORT_RUN_STEPS:
+        durations, run_seconds = _short_run(decoders, cost, k_max, gap_seconds)
+    else:
+        durations, run_seconds = _long_run(decoders, cost, k_max, steps, gap_seconds)
+    decoders.tick += len(durations)
     log.run(durations, b, b, blocks_in_use)
-    return now + float(ends[k_max - 1])
+    return now + run_seconds
+
+
+def _short_run(decoders: _Decoders, cost: StepCost, k_max: int, gap_seconds: float) -> tuple[list[float], float]:
+    """Up to `k_max` decode steps, one at a time, through the step during which `gap_seconds` pass; their
+    durations and their sum (accumulated in order, as `np.cumsum` does, so both paths give the same times)."""
+    b = len(decoders)
+    context = decoders.context_tokens()
+    durations: list[float] = []
+    elapsed = 0.0
+    for k in range(k_max):
+        step = cost.decode_step_seconds(b, context + b * k)
+        durations.append(step)
+        elapsed += step
+        if elapsed >= gap_seconds:
+            break
+    return durations, elapsed
+
+
+def _long_run(
+    decoders: _Decoders, cost: StepCost, k_max: int, steps: int, gap_seconds: float
+) -> tuple[np.ndarray, float]:
+    """`_short_run` vectorised: cost `steps` steps, a prefix that surely holds the arrival (a prefix of a
+    cumulative sum is the same numbers), and all `k_max` only if it does not."""
+    b = len(decoders)
+    durations = cost.decode_seconds(b, decoders.context_tokens_ahead(steps))
+    ends = durations.cumsum()
+    if steps < k_max and ends[-1] < gap_seconds:
+        durations = cost.decode_seconds(b, decoders.context_tokens_ahead(k_max))
+        ends = durations.cumsum()
+    # Stop after the step during which the next request arrives: the scheduler admits it next step.
+    k = min(int(ends.searchsorted(gap_seconds, side="left")) + 1, k_max)
+    return durations[:k], float(ends[k - 1])
 
 
 def _steps_within(gap_seconds: float, shortest_step_seconds: float) -> int:
@@ -434,7 +463,7 @@ class _StepLog:
 
     def __init__(self) -> None:
         self.seconds: list[np.ndarray] = []
-        self.single: list[float] = []  # durations of single steps, flushed into `seconds` in order
+        self.single: list[float] = []  # durations of single steps and short runs, flushed into `seconds` in order
         self.counts: list[int] = []
         self.batch: list[int] = []
         self.running: list[int] = []
@@ -447,11 +476,14 @@ class _StepLog:
         self.running.append(running)
         self.kv_blocks.append(kv_blocks)
 
-    def run(self, seconds: np.ndarray, batch: int, running: int, kv_blocks: int) -> None:
-        if self.single:
-            self.seconds.append(np.asarray(self.single))
-            self.single = []
-        self.seconds.append(seconds)
+    def run(self, seconds: np.ndarray | list[float], batch: int, running: int, kv_blocks: int) -> None:
+        if isinstance(seconds, list):
+            self.single.extend(seconds)  # a short run's steps join the single ones (in order all the same)
+        else:
+            if self.single:
+                self.seconds.append(np.asarray(self.single))
+                self.single = []
+            self.seconds.append(seconds)
         self.counts.append(len(seconds))
         self.batch.append(batch)
         self.running.append(running)

@@ -101,8 +101,7 @@ class RooflineStepCost:
         self._peak = hw.peak_flops_per_second
         self._bandwidth = hw.bandwidth_bytes_per_second
         self._efficiency = efficiency
-        self._rows: dict[int, tuple[np.ndarray, np.ndarray, float]] = {}
-        self._shortest: dict[int, float] = {}
+        self._rows: dict[int, _DecodeRows] = {}
 
         tokens = np.arange(max_step_tokens + 1, dtype=float)
         weight_bytes = roofline.decode_weight_read_bytes(
@@ -219,23 +218,30 @@ class RooflineStepCost:
 
     def decode_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
         """Pure decode steps of the same batch at each of the given context sums (a run, vectorised)."""
-        compute_row, memory_row, fixed = self._decode_rows(decode_batch)
-        mean_context = np.asarray(decode_context_tokens, dtype=float) / decode_batch
-        compute = np.interp(mean_context, self._context_grid, compute_row)
-        memory = np.interp(mean_context, self._context_grid, memory_row)
-        return self.pipeline_parallel * np.maximum(compute, memory) + fixed
+        rows = self._decode_rows(decode_batch)
+        mean_context = np.true_divide(decode_context_tokens, decode_batch, dtype=float)
+        step = np.interp(mean_context, self._context_grid, rows.compute)
+        # pp * max(compute, memory) + fixed, in place: a run is short, so allocations cost more than the math.
+        np.maximum(step, np.interp(mean_context, self._context_grid, rows.memory), out=step)
+        if self.pipeline_parallel != 1:
+            step *= self.pipeline_parallel
+        step += rows.fixed_seconds
+        return step
+
+    def decode_step_seconds(self, decode_batch: int, decode_context_tokens: int) -> float:
+        """One pure decode step: `decode_seconds` of a single context sum, bit for bit, in Python floats
+        (cheaper than a numpy call for the few steps of a short run)."""
+        rows = self._decode_rows(decode_batch)
+        grid = self._scalar_tables.context_grid
+        mean_context = decode_context_tokens / decode_batch
+        step = max(interp_one(mean_context, grid, rows.compute_list), interp_one(mean_context, grid, rows.memory_list))
+        return step * self.pipeline_parallel + rows.fixed_seconds
 
     def shortest_decode_seconds(self, decode_batch: int) -> float:
-        """No pure decode step of this batch is shorter (at any context): `decode_seconds` of the rows' minima,
-        which bound every interpolated value from below, through the same monotone arithmetic."""
-        shortest = self._shortest.get(decode_batch)
-        if shortest is None:
-            compute_row, memory_row, fixed = self._decode_rows(decode_batch)
-            shortest = float(self.pipeline_parallel * max(compute_row.min(), memory_row.min()) + fixed)
-            self._shortest[decode_batch] = shortest
-        return shortest
+        """No pure decode step of this batch is shorter, at any context."""
+        return self._decode_rows(decode_batch).shortest_seconds
 
-    def _decode_rows(self, decode_batch: int) -> tuple[np.ndarray, np.ndarray, float]:
+    def _decode_rows(self, decode_batch: int) -> _DecodeRows:
         """Compute and memory seconds of a decode step of this batch over the context grid, and the rest of
         `roofline.pipeline_step_seconds` (pp x (collectives + overhead) + hand-offs) plus the scheduler and
         sampler, cached per batch: a run then costs two interpolations."""
@@ -265,8 +271,25 @@ class RooflineStepCost:
                 + scheduler_seconds(micro, e)
                 + sampler_seconds(micro, self._vocab_size, e)
             )
-            rows = self._rows[decode_batch] = (compute_row, memory_row, fixed)
+            # The rows' minima bound every interpolated value from below, and the arithmetic after the
+            # interpolation is monotone, so no step of this batch is shorter.
+            shortest = float(pp * max(compute_row.min(), memory_row.min()) + fixed)
+            rows = self._rows[decode_batch] = _DecodeRows(
+                compute_row, memory_row, compute_row.tolist(), memory_row.tolist(), fixed, shortest
+            )
         return rows
+
+
+@dataclass(frozen=True, slots=True)
+class _DecodeRows:
+    """A decode batch's step terms over the context grid (arrays for runs, lists for single steps)."""
+
+    compute: np.ndarray
+    memory: np.ndarray
+    compute_list: list[float]
+    memory_list: list[float]
+    fixed_seconds: float
+    shortest_seconds: float
 
 
 def interp_one(x: float, xs: list[float], ys: list[float]) -> float:

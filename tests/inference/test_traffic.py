@@ -241,3 +241,200 @@ def test_capacity_never_exceeds_the_rate_a_replica_sustains():
     engine = _engine(num_requests=200, slo=Slo(e2e_latency_seconds=3600))  # a target every rate meets
     answer = engine.capacity()
     assert answer.max_requests_per_second_per_replica <= engine.static_requests_per_second_per_replica
+
+
+# ------------------------------------------------------------------- the fast loop against a slow one
+
+
+class _StepByStep:
+    """The scheduler of `serving_sim` (vLLM V1) written the slow and obvious way, as an independent check of
+    its fast loop (decode runs advanced at once, O(1) decoder bookkeeping, closed-form KV block counts):
+    one engine step per iteration, every sequence's context and generated tokens counted one by one, every
+    pure decode step costed alone (`decode_seconds` of one context sum) and the clock advanced step by step.
+    """
+
+    def __init__(self, reqs, limits, cost, client_cap=None):
+        self.arrivals = reqs.arrival_seconds.tolist()
+        self.prompts = reqs.prompt_tokens.tolist()
+        self.outputs = reqs.output_tokens.tolist()
+        self.cached = reqs.cached_prompt_tokens.tolist()
+        self.n = len(self.arrivals)
+        self.limits, self.cost, self.cap = limits, cost, client_cap or self.n + 1
+        self.sent = list(self.arrivals)
+        self.scheduled, self.first, self.finish = ([math.nan] * self.n for _ in range(3))
+        self.waiting = []  # [request, context in KV, left to prefill, generated], head first
+        self.running = []  # the same plus the admission number, in admission order
+        self.completions, self.admissions, self.preemptions = [], 0, 0
+        self.next, self.now = 0, 0.0
+        self.steps = []  # (seconds, sequences sampled, sequences holding KV) per step
+
+    def blocks(self, tokens):
+        return -(-tokens // self.limits.block_tokens)
+
+    def send_time(self, i):
+        if i >= self.n:
+            return math.inf
+        if i < self.cap:
+            return self.arrivals[i]
+        if len(self.completions) <= i - self.cap:
+            return math.inf
+        return max(self.arrivals[i], self.completions[i - self.cap])
+
+    def run(self):
+        while len(self.completions) < self.n:
+            while self.send_time(self.next) <= self.now + 1e-12:
+                i = self.next
+                self.sent[i] = self.send_time(i)
+                prefill = max(self.prompts[i] - self.cached[i], 1)
+                self.waiting.append([i, self.prompts[i] - prefill, prefill, 0])
+                self.next += 1
+            if not self.running and not self.waiting:
+                self.now = max(self.now, self.send_time(self.next))
+            elif chunks := self.schedule():
+                self.prompt_step(chunks)
+            elif not self.running:
+                self.admit()  # a prompt larger than all KV memory, served alone
+            elif not self.decode_step():
+                self.preempt_newest()
+
+    def schedule(self):
+        limits, chunked = self.limits, self.limits.chunked_prefill
+        budget = limits.max_num_batched_tokens - (sum(not s[2] for s in self.running) if chunked else 0)
+        chunks = []
+        for s in self.running:
+            if chunked and s[2] and budget > 0:
+                chunks.append((s, min(s[2], budget)))
+                budget -= chunks[-1][1]
+        used = None  # the model's KV count: once taken, a prompt admitted after it counts with its whole need
+        while self.waiting and len(self.running) < limits.max_num_seqs and (budget > 0 or not chunked):
+            _, context, prefill, _ = self.waiting[0]
+            need = self.blocks(context + prefill)
+            if self.running:
+                bound = sum(s[1] for s in self.running) // limits.block_tokens + len(self.running)
+                if bound + need > limits.kv_blocks:
+                    used = sum(self.blocks(s[1]) for s in self.running) if used is None else used
+                    if used + need > limits.kv_blocks:
+                        break
+            if not chunked and chunks and prefill > budget:
+                break
+            s = self.admit()
+            chunks.append((s, min(prefill, budget) if chunked else prefill))
+            budget -= chunks[-1][1]
+            used = None if used is None else used + need
+        return chunks
+
+    def admit(self):
+        s = [*self.waiting.pop(0), self.admissions]
+        self.admissions += 1
+        self.running.append(s)
+        if math.isnan(self.scheduled[s[0]]):
+            self.scheduled[s[0]] = self.now
+        return s
+
+    def prompt_step(self, chunks):
+        decoding = [s for s in self.running if not s[2]] if self.limits.chunked_prefill else []
+        spans = [(s[1], s[1] + chunk) for s, chunk in chunks]
+        seconds = self.cost.mixed_seconds(len(decoding), sum(s[1] for s in decoding), spans)
+        self.now += seconds
+        for s in decoding:
+            s[1], s[3] = s[1] + 1, s[3] + 1
+        for s, chunk in chunks:
+            s[1], s[2] = s[1] + chunk, s[2] - chunk
+            if not s[2]:
+                s[3] += 1
+                if math.isnan(self.first[s[0]]):
+                    self.first[s[0]] = self.now
+        # A prompt that yields the last token it had to make finishes at once; decodes that did are counted.
+        done_at_prompt = sum(not s[2] and s[3] >= self.outputs[s[0]] for s, _ in chunks)
+        sampled = len(decoding) + sum(not s[2] for s, _ in chunks)
+        self.steps.append((seconds, sampled, len(self.running) - done_at_prompt))
+        self.finish_done()
+
+    def decode_step(self):
+        """One step of the decodes; False when the tokens it writes need KV blocks that are not free."""
+        decoding = [s for s in self.running if not s[2]]
+        held = sum(self.blocks(s[1]) for s in self.running)
+        new_blocks = sum(self.blocks(s[1] + 1) - self.blocks(s[1]) for s in decoding)
+        if held + new_blocks > self.limits.kv_blocks:
+            return False
+        seconds = float(self.cost.decode_seconds(len(decoding), np.array([sum(s[1] for s in decoding)]))[0])
+        self.now += seconds
+        for s in decoding:
+            s[1], s[3] = s[1] + 1, s[3] + 1
+        self.steps.append((seconds, len(decoding), len(decoding)))
+        self.finish_done()
+        return True
+
+    def finish_done(self):
+        for s in [s for s in self.running if not s[2] and s[3] >= self.outputs[s[0]]]:
+            self.running.remove(s)
+            self.finish[s[0]] = self.now
+            self.completions.append(self.now)
+
+    def preempt_newest(self):
+        """Recompute preemption: the newest sequence prefills again everything it held (and what it had left)."""
+        victim = max(self.running, key=lambda s: s[4])
+        self.running.remove(victim)
+        self.waiting.insert(0, [victim[0], 0, victim[1] + victim[2], victim[3]])
+        self.preemptions += 1
+
+
+LONG = InferenceScenario(prompt_tokens=8000, output_tokens=2000, concurrency=256)  # KV runs out: preemptions
+
+
+@pytest.mark.parametrize(
+    ("scenario", "traffic", "client_cap"),
+    [
+        (BASE, {"requests_per_second": 0.5, "seed": 1}, None),
+        (BASE, {"requests_per_second": 2.5, "seed": 2, "lengths": "uniform", "range_ratio": 0.5}, None),
+        (BASE, {"requests_per_second": None, "seed": 3, "shared_prefix_fraction": 0.5}, None),
+        (BASE, {"requests_per_second": 1.5, "seed": 4, "chunked_prefill": False}, None),
+        (BASE, {"requests_per_second": None, "seed": 5}, 24),
+        (LONG, {"requests_per_second": None, "seed": 6}, None),
+        (LONG, {"requests_per_second": None, "seed": 7, "chunked_prefill": False, "num_requests": 48}, None),
+        (InferenceScenario(tensor_parallel=2, pipeline_parallel=2), {"requests_per_second": 2.0, "seed": 8}, None),
+        (InferenceScenario(model="gpt-oss-20b", num_gpus=1, tensor_parallel=1), {"requests_per_second": 8.0}, None),
+    ],
+    ids=[
+        "light",
+        "uniform",
+        "burst-prefix",
+        "whole-prompts",
+        "client-cap",
+        "preempt",
+        "preempt-whole",
+        "pp2",
+        "window",
+    ],
+)
+def test_the_fast_loop_serves_exactly_as_one_step_at_a_time(scenario, traffic, client_cap):
+    """Same steps, same batches, same preemptions, same request times (up to the order of adding up steps)."""
+    engine = TrafficEngine.of(scenario, traffic=Traffic(**{"num_requests": 150, **traffic}))
+    reqs = engine.requests()
+    cost = engine.step_cost(reqs)
+    fast = simulate_replica(
+        reqs.arrival_seconds,
+        reqs.prompt_tokens,
+        reqs.output_tokens,
+        reqs.cached_prompt_tokens,
+        np.arange(len(reqs)),
+        engine.limits,
+        cost,
+        client_max_concurrency=client_cap,
+    )
+    slow = _StepByStep(reqs, engine.limits, cost, client_cap)
+    slow.run()
+    seconds, sampled, running = (np.array(column) for column in zip(*slow.steps))
+    assert fast.preemptions == slow.preemptions
+    assert np.array_equal(fast.step_batch, sampled)
+    assert np.array_equal(fast.step_running, running)
+    assert np.array_equal(fast.step_seconds, seconds)  # each step's cost is the same number
+    for got, want in [
+        (fast.sent_seconds, slow.sent),
+        (fast.scheduled_seconds, slow.scheduled),
+        (fast.first_token_seconds, slow.first),
+        (fast.finish_seconds, slow.finish),
+    ]:
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    if scenario is LONG:
+        assert fast.preemptions > 0  # the case exercises preemption
