@@ -11,6 +11,12 @@ names the dashboard's Traffic widgets use: `<prefix>traffic=true` (the scenario 
 for the SLO's. A recorded trace never travels (up to 10^5 rows is no link): the link says `lengths=trace`
 and its reader falls back to fixed lengths with a warning. The blob form (`<prefix>traffic=cfg:...`) is read too.
 
+Speculative decoding (`speculative`) travels the same way, except that its method is the marker's value:
+`<prefix>speculative=mtp` (or `draft_model`, `eagle`; `true` means the default method), then
+`<prefix>speculative_num_speculative_tokens`, `_acceptance_rate`, `_draft_model` where they differ from their
+defaults. A link whose speculative decoding cannot work with its scenario (MTP on a model without MTP modules,
+a draft with another vocabulary, pipeline parallelism) is planned without it, with the engine's sentence.
+
 A calibration travels in the `calibration` parameter: `<fingerprint>~<record id>~<base64url(zlib(JSON))>`
 (the record itself, a few kB), or `<fingerprint>~<record id>` alone when the record is too large for a link
 (the receiver then looks the id up in its own store and checks the fingerprint). A link never carries the
@@ -38,6 +44,7 @@ from planner.calibration.record import CalibrationRecord
 from planner.calibration.store import NOT_STORED, record_from_data
 from planner.errors import PlanningError, explain
 from planner.hardware.catalog import resolve_accelerator
+from planner.inference.draft import SpeculativeDecoding
 from planner.inference.scenario import InferenceScenario
 from planner.inference.workload import Slo, Traffic
 from planner.model.catalog import resolve_model
@@ -67,7 +74,12 @@ LAYOUT_FIELDS = (
 
 # Nested records that travel as one parameter per inner field (see the module docstring), and their inner
 # fields that never travel.
-FLATTENED: dict[str, type[BaseModel]] = {"traffic": Traffic}
+FLATTENED: dict[str, type[BaseModel]] = {"traffic": Traffic, "speculative": SpeculativeDecoding}
+# Flattened records whose marker parameter carries one of their fields (a choice) instead of "true".
+MARKER_FIELDS: dict[str, str] = {"speculative": "method"}
+# Flattened records the plan can do without: when their parameters do not fit together or with the rest of the
+# link, the link is planned without them (the others fall back to a safe value of their own).
+DROPPABLE = ("speculative",)
 NESTED: dict[str, type[BaseModel]] = {"slo": Slo}
 NOT_IN_LINKS = ("trace",)
 ON_TEXTS = ("true", "on", "yes", "1")
@@ -125,8 +137,9 @@ def scenario_to_query_params(scenario, prefix: str = "") -> dict[str, str]:
         if value == field.get_default(call_default_factory=True):
             continue
         if name in FLATTENED and isinstance(value, BaseModel):
-            params[prefix + name] = "true"
-            _flatten(prefix + name, value, params)
+            marker = MARKER_FIELDS.get(name)
+            params[prefix + name] = "true" if marker is None else _to_text(getattr(value, marker))
+            _flatten(prefix + name, value, params, skip=(marker,) if marker else ())
             continue
         if hasattr(value, "model_dump"):
             value = value.model_dump(mode="json")
@@ -134,12 +147,13 @@ def scenario_to_query_params(scenario, prefix: str = "") -> dict[str, str]:
     return params
 
 
-def _flatten(key: str, record: BaseModel, params: dict[str, str]) -> None:
-    """`key_<field>` for each field of `record` that differs from its default (nested records recursively)."""
+def _flatten(key: str, record: BaseModel, params: dict[str, str], skip: tuple[str, ...] = ()) -> None:
+    """`key_<field>` for each field of `record` that differs from its default (nested records recursively),
+    except the fields in `skip` (a marker field, carried by `key` itself)."""
     fields = type(record).model_fields
     for name, field in fields.items():
         value = getattr(record, name)
-        if name in NOT_IN_LINKS or value == field.get_default(call_default_factory=True):
+        if name in NOT_IN_LINKS or name in skip or value == field.get_default(call_default_factory=True):
             continue
         if isinstance(value, BaseModel):
             before = len(params)
@@ -302,6 +316,19 @@ def query_params_to_scenario(
         return cls(**fields), warnings
     except (ValidationError, PlanningError) as exc:
         message = _short(exc)
+    for owner in DROPPABLE:
+        if fields.get(owner) is None:
+            continue
+        without = {k: v for k, v in fields.items() if k != owner}
+        try:
+            scenario = cls(**without)
+        except (ValidationError, PlanningError):
+            continue
+        warnings.append(
+            f"The link's {_RECORD_WORDS.get(owner, owner)} ({prefix + owner}) cannot work with its scenario: "
+            f"{message}. The plan is shown without it."
+        )
+        return scenario, warnings
     layout_given = [f for f in LAYOUT_FIELDS if f in fields]
     retry = {k: v for k, v in fields.items() if k not in LAYOUT_FIELDS}
     try:
@@ -327,9 +354,14 @@ def _read_flattened(
     """
     marker = inner.pop("", None)
     base: dict[str, Any] = {}
+    marker_field = next((f for owner, f in MARKER_FIELDS.items() if FLATTENED[owner] is record_cls), None)
+    choices = _choices(record_cls, marker_field) if marker_field else ()
+    droppable = any(FLATTENED[owner] is record_cls for owner in DROPPABLE)
     if marker is not None:
         text = marker.strip().lower()
-        if marker.startswith(INLINE_PREFIX):
+        if text in choices:
+            base[marker_field] = text
+        elif marker.startswith(INLINE_PREFIX):
             try:
                 base = dict(record_cls.model_validate(decode_inline(marker)).model_dump(exclude_defaults=True))
             except (ValidationError, ValueError) as exc:
@@ -337,6 +369,13 @@ def _read_flattened(
                     f"Link parameter '{key}' is not a valid {record_cls.__name__} ({_short(exc)}); ignored."
                 )
         elif text in OFF_TEXTS:
+            return None
+        elif choices and text not in ON_TEXTS:
+            expected = ", ".join(choices[:-1]) + f" or {choices[-1]}"
+            warnings.append(
+                f"Link parameter '{key}' = '{marker[:40]}' is invalid (expected {expected}, or false); "
+                f"the plan is shown without {_RECORD_WORDS.get(key.rsplit('_', 1)[-1], 'it')}."
+            )
             return None
         elif text not in ON_TEXTS:
             warnings.append(f"Link parameter '{key}' = '{marker[:40]}' is invalid (true or false); it is read as true.")
@@ -348,6 +387,9 @@ def _read_flattened(
     try:
         return record_cls(**fields)
     except (ValidationError, PlanningError) as exc:
+        if droppable:
+            warnings.append(f"The link's {key} parameters do not fit together ({_short(exc)}); it is left out.")
+            return None
         warnings.append(f"The link's {key} parameters do not fit together ({_short(exc)}); fixed lengths are used.")
     try:
         return record_cls(**{**fields, "lengths": "fixed"})
@@ -386,6 +428,14 @@ def _read_inner(record_cls: type[BaseModel], inner: dict[str, str], key: str, wa
         nested_values = _read_inner(nested_cls, nested_inner, f"{key}_{name}", warnings)
         values[name] = nested_cls(**nested_values)
     return values
+
+
+_RECORD_WORDS = {"speculative": "speculative decoding", "traffic": "request stream"}
+
+
+def _choices(record_cls: type[BaseModel], name: str) -> tuple[str, ...]:
+    """The values a Literal field of a record allows, as link text."""
+    return tuple(str(c) for c in typing.get_args(record_cls.model_fields[name].annotation))
 
 
 @cache

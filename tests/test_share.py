@@ -115,3 +115,79 @@ def test_zip_bomb_inline_config_is_rejected():
 def test_inline_round_trip_helpers():
     value = {"a": [1, 2, {"b": None}], "c": "ü"}
     assert decode_inline(encode_inline(value)) == value
+
+
+# ---------------------------------------------------------------------------------- speculative decoding
+
+DEEPSEEK = dict(model="deepseek-v3", gpu="h200", num_gpus=8, tensor_parallel=8)
+
+
+@pytest.mark.parametrize(
+    "speculative, extra, expected",
+    [
+        ({"method": "mtp"}, DEEPSEEK, {"inference_speculative": "mtp"}),
+        ({}, {}, {"inference_speculative": "eagle"}),
+        (
+            {
+                "method": "draft_model",
+                "draft_model": "llama-3.2-1b",
+                "num_speculative_tokens": 5,
+                "acceptance_rate": 0.75,
+            },
+            {},
+            {
+                "inference_speculative": "draft_model",
+                "inference_speculative_num_speculative_tokens": "5",
+                "inference_speculative_acceptance_rate": "0.75",
+                "inference_speculative_draft_model": "llama-3.2-1b",
+            },
+        ),
+    ],
+)
+def test_speculative_decoding_travels_as_readable_parameters_and_round_trips(speculative, extra, expected):
+    scenario = InferenceScenario(speculative=speculative, **extra)
+    params = scenario_to_query_params(scenario, "inference_")
+    assert {k: v for k, v in params.items() if "speculative" in k} == expected
+    back, warnings = query_params_to_scenario(params, "inference", "inference_")
+    assert back == scenario and warnings == []
+
+
+def test_speculative_marker_true_and_the_blob_form_are_read():
+    back, warnings = query_params_to_scenario({"speculative": "true", "speculative_num_speculative_tokens": "2"})
+    assert back.speculative.method == "eagle" and back.speculative.num_speculative_tokens == 2 and not warnings
+    blob = encode_inline({"method": "eagle", "num_speculative_tokens": 4})
+    back, warnings = query_params_to_scenario({"speculative": blob})
+    assert back.speculative.num_speculative_tokens == 4 and not warnings
+    assert query_params_to_scenario({"speculative": "off"})[0].speculative is None
+
+
+@pytest.mark.parametrize(
+    "params, expected_words",
+    [
+        ({"speculative": "bogus"}, ["'speculative' = 'bogus' is invalid", "draft_model, eagle or mtp"]),
+        ({"speculative": "mtp"}, ["ships no multi-token-prediction modules", "shown without it"]),
+        ({"speculative": "draft_model"}, ["needs draft_model"]),
+        (
+            {"speculative": "draft_model", "speculative_draft_model": "qwen3-0.6b"},
+            ["vocabulary of 151,936 tokens", "shown without it"],
+        ),
+        ({"speculative": "eagle", "pipeline_parallel": "2", "tensor_parallel": "2"}, ["pipeline_parallel=1"]),
+    ],
+)
+def test_a_speculative_link_that_cannot_work_is_planned_without_it_and_says_why(params, expected_words):
+    scenario, warnings = query_params_to_scenario(params)
+    assert scenario.speculative is None
+    text = " ".join(warnings)
+    for words in expected_words:
+        assert words in text, text
+    if "pipeline_parallel" in params:
+        assert scenario.pipeline_parallel == 2  # the rest of the link is kept
+
+
+def test_bad_speculative_inner_values_are_named_and_defaulted():
+    scenario, warnings = query_params_to_scenario(
+        {"speculative": "eagle", "speculative_num_speculative_tokens": "99", "speculative_acceptance_rate": "1.5"}
+    )
+    assert scenario.speculative.num_speculative_tokens == 3 and scenario.speculative.acceptance_rate is None
+    assert any("speculative_num_speculative_tokens' = '99'" in w for w in warnings)
+    assert any("speculative_acceptance_rate' = '1.5'" in w for w in warnings)
