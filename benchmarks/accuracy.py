@@ -45,6 +45,7 @@ from planner.inference.scenario import InferenceScenario  # noqa: E402
 from planner.inference.traffic import TrafficEngine  # noqa: E402
 from planner.inference.workload import Traffic  # noqa: E402
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
+from planner.physics.runtimes import DEFAULT_RUNTIME  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
 from planner.uncertainty import band_summary, coverage_notes, coverage_text  # noqa: E402
 
@@ -257,13 +258,14 @@ def inference_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
             kv_cache_dtype=dtype,
             prompt_tokens=prompt,
             output_tokens=output,
+            runtime=_runtime_of(row["framework"]),
         )
         if "max throughput" in row["scenario"]:
             # All requests queued at once: the engine runs as many as fit in its KV pool, up to its
             # maximum batch (TensorRT-LLM's default max_batch_size, 2048 for these runs).
             reading = (
-                "all requests at once: concurrency = min(requests, 2048, what fits at "
-                "gpu_memory_utilization 0.95 - kv_cache_free_gpu_mem_fraction 0.90-0.95)"
+                "all requests at once: concurrency = min(requests, 2048, what fits); runtime "
+                f"{common['runtime']} with its share 0.95 (kv_cache_free_gpu_mem_fraction 0.90-0.95)"
             )
             cases.append(
                 Case(
@@ -322,6 +324,20 @@ def inference_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
         else:
             unmapped.append(Unmapped(row["id"], f"scenario '{row['scenario']}' has no mapping"))
     return cases, unmapped
+
+
+# The engine a reference row was measured on -> the runtime profile that budgets its memory
+# (planner/physics/runtimes.py); rows of other engines keep the default (vLLM V1).
+FRAMEWORK_RUNTIMES = {"tensorrt-llm": "tensorrt-llm", "sglang": "sglang", "nim-trtllm": "tensorrt-llm"}
+
+
+def _runtime_of(framework: str) -> str:
+    """'TensorRT-LLM (v1.0-era docs)' -> 'tensorrt-llm'; an engine without a profile -> the default runtime."""
+    name = framework.strip().lower()
+    for prefix, runtime in FRAMEWORK_RUNTIMES.items():
+        if name.startswith(prefix):
+            return runtime
+    return DEFAULT_RUNTIME
 
 
 def _inference_model(name: str) -> str | None:
@@ -502,14 +518,15 @@ SERVING_METRICS = {  # metric -> (TrafficResult attribute, statistic, scale to t
 VLLM_LARGE_GPU_BYTES = 70 * 2**30
 VLLM_FIRST_V1_DEFAULTS = (0, 9)
 # NVIDIA NIM's TensorRT-LLM profile publishes none of these: batch cap 256 and max_num_tokens 8192
-# (TensorRT-LLM's default) are assumptions, and the KV share is read as gpu_memory_utilization 0.95 like the
-# TensorRT-LLM rows above (kv_cache_free_gpu_mem_fraction 0.9 of what the weights leave); the rows say so.
+# (TensorRT-LLM's default) are assumptions, and the KV share 0.95 is read as the tensorrt-llm runtime's
+# free_gpu_memory_fraction like the TensorRT-LLM rows above (KV = fraction x what the profiling peak leaves).
 SERVING_READINGS = {
     "vllm": "vLLM V1 defaults (OpenAI server): max_num_seqs 1024 / max_num_batched_tokens 8192 on >= 70 GiB GPUs "
     "other than A100, else 256 / 2048; gpu_memory_utilization 0.9 unless the run sets it; KV in bf16; chunked prefill; "
     "lengths fixed at the stated values (or the measured means where a note says so); Poisson arrivals (seed 0) at a "
     "finite rate, all at t=0 for rate inf; the run's request count and client concurrency",
-    "nim-trtllm": "NIM (TensorRT-LLM): batch cap 256, 8192 tokens per step, KV share 0.95 of memory, fp8 KV "
+    "nim-trtllm": "NIM (TensorRT-LLM, runtime tensorrt-llm): batch cap 256, 8192 tokens per step, "
+    "free_gpu_memory_fraction 0.95, fp8 KV "
     "(assumed: the profile's settings are not published); closed loop at the stated concurrency, 10 requests per "
     "client slot",
 }
@@ -625,6 +642,7 @@ def _serving_run(row: dict) -> ServingRun | str:
             concurrency=int(settings["max_num_seqs"]) * (gpus // tp),
             gpu_memory_utilization=float(settings["gpu_memory_utilization"]),
             prefill_chunk_tokens=int(settings["max_num_batched_tokens"]),
+            runtime=_runtime_of(engine),
         )
         traffic = Traffic(
             requests_per_second=None if rate == "inf" else float(rate),

@@ -2,7 +2,9 @@
 
 The full CSV (`plans_to_csv`) is the machine format. Columns: `kind`, `decision`, then `scenario.<field>` for every input (an inline model config or
 custom GPU as JSON), then every numeric or text output of the plan flattened with dots
-(`memory.total_bytes`, `performance.ttft_seconds`, `cost.usd_per_hour`, `memory.components.kv_cache_bytes`).
+(`memory.total_bytes`, `performance.ttft_seconds`, `cost.usd_per_hour`, `memory.components.kv_cache_bytes`;
+with speculative decoding `memory.components.draft_weights_bytes`, `memory.components.draft_kv_cache_bytes` and
+`performance.speculative.*`: speedup, tokens per round, verify and draft steps).
 Reading the file back restores the scenarios exactly (outputs are recomputed, not trusted).
 Text cells starting with = + - @ (or tab/CR) get a leading apostrophe so spreadsheets never run them
 as formulas; the reader removes it again.
@@ -111,6 +113,7 @@ def plans_to_csv(plans: Iterable) -> str:
 
 SUMMARY_DIGITS = 4
 TRAFFIC_PREFIX = "Traffic: "
+SPECULATIVE_PREFIX = "Speculative: "
 IF_IT_FIT_NOTE = "does not fit: speed and cost are what it would give if it fit"
 MEMORY_VERDICT_WORDS = {"met": "fits", "at_risk": "may not fit", "missed": "does not fit"}
 
@@ -154,6 +157,19 @@ SUMMARY_COLUMNS: list[tuple[str, tuple[str, ...], Callable[[Any], Any]]] = [
     ("$ per 1M output tokens", _INF, lambda p: p.cost.usd_per_million_output_tokens),
     ("$ per month", _INF, lambda p: p.cost.usd_per_month),
     ("Max sequences in flight", _INF, lambda p: p.memory.max_concurrency),
+    (SPECULATIVE_PREFIX + "method", _INF, lambda p: _speculative(p, lambda s: s.method)),
+    (SPECULATIVE_PREFIX + "drafted tokens (k)", _INF, lambda p: _speculative(p, lambda s: s.drafted_tokens)),
+    (SPECULATIVE_PREFIX + "acceptance", _INF, lambda p: _speculative(p, lambda s: s.acceptance_rate)),
+    (SPECULATIVE_PREFIX + "acceptance assumed", _INF, lambda p: _speculative(p, lambda s: s.acceptance_is_assumed)),
+    (SPECULATIVE_PREFIX + "tokens per round", _INF, lambda p: _speculative(p, lambda s: s.tokens_per_round)),
+    (SPECULATIVE_PREFIX + "speedup vs plain decode (x)", _INF, lambda p: _speculative(p, lambda s: s.speedup)),
+    (SPECULATIVE_PREFIX + "verify step (ms)", _INF, lambda p: _speculative(p, lambda s: s.verify_step_seconds * _MS)),
+    (SPECULATIVE_PREFIX + "draft step (ms)", _INF, lambda p: _speculative(p, lambda s: s.draft_step_seconds * _MS)),
+    (
+        SPECULATIVE_PREFIX + "draft memory per GPU (GiB)",
+        _INF,
+        lambda p: _speculative(p, lambda s: _draft_bytes(p) / GIB),
+    ),
     (
         "Traffic: requests/s offered",
         _INF,
@@ -201,6 +217,17 @@ def _traffic(plan, read: Callable[[Any], Any]) -> Any:
     return None if traffic is None else read(traffic)
 
 
+def _speculative(plan, read: Callable[[Any], Any]) -> Any:
+    """A speculative decoding answer, blank for a plan that decodes plainly."""
+    summary = getattr(plan.performance, "speculative", None)
+    return None if summary is None else read(summary)
+
+
+def _draft_bytes(plan) -> float:
+    components = plan.memory.components
+    return components.get("draft_weights_bytes", 0.0) + components.get("draft_kv_cache_bytes", 0.0)
+
+
 def _pct(share: float | None) -> float | None:
     return None if share is None else share * _PCT
 
@@ -219,14 +246,18 @@ def _summary_cell(value: Any) -> str:
 
 def plans_to_summary_csv(plans: Iterable) -> str:
     """One row per plan for people (see the module docstring); columns that apply to none of the plans'
-    kinds are left out, and the traffic columns unless a plan simulated a request stream."""
+    kinds are left out, the traffic columns unless a plan simulated a request stream, and the speculative ones
+    unless a plan decodes speculatively."""
     plans = list(plans)
     kinds = {p.kind for p in plans}
     any_traffic = any(getattr(p, "traffic", None) is not None for p in plans)
+    any_speculative = any(getattr(getattr(p, "performance", None), "speculative", None) is not None for p in plans)
     columns = [
         (name, value)
         for name, applies, value in SUMMARY_COLUMNS
-        if kinds & set(applies) and (any_traffic or not name.startswith(TRAFFIC_PREFIX))
+        if kinds & set(applies)
+        and (any_traffic or not name.startswith(TRAFFIC_PREFIX))
+        and (any_speculative or not name.startswith(SPECULATIVE_PREFIX))
     ]
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

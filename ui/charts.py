@@ -27,6 +27,10 @@ from ui.text import component_label
 
 GIB = units.GIB
 TERA = 1e12
+# Speculative decoding's draft: light versions of the target's weights (blue) and KV cache (orange) colours, so
+# the draft reads as "more of the same" next to them. The verify step is a third roofline phase.
+DRAFT_COLOURS = {"draft_weights": palette.SKY, "draft_kv_cache": palette.YELLOW}
+PHASE_COLOURS = {**palette.PHASE_COLOURS, "verify": palette.GREEN}
 
 # Streamlit 1.67 draws its own chart toolbar (fullscreen, "Download as PNG") and switches vega-embed's
 # action menu off whatever the spec says; the request stays in the spec for other renderers (and SVG).
@@ -78,9 +82,13 @@ def memory_frame(components: dict[str, float], plan_label: str = "per GPU", rank
     return pd.DataFrame(rows)
 
 
+def _component_colour(key: str, index: int) -> str:
+    return DRAFT_COLOURS.get(key.removesuffix("_bytes"), palette.component_colour(key, index))
+
+
 def _component_scale(keys: Sequence[str]) -> alt.Scale:
     return alt.Scale(
-        domain=[component_label(k) for k in keys], range=[palette.component_colour(k, i) for i, k in enumerate(keys)]
+        domain=[component_label(k) for k in keys], range=[_component_colour(k, i) for i, k in enumerate(keys)]
     )
 
 
@@ -232,7 +240,7 @@ def _roofline_chart() -> dict:
         "label:N",
         title=None,
         sort=alt.EncodingSortField("order"),
-        scale=alt.Scale(range=list(palette.PHASE_COLOURS.values())),
+        scale=alt.Scale(range=list(PHASE_COLOURS.values())),
         legend=alt.Legend(orient="bottom", direction="horizontal", symbolSize=90, labelLimit=300),
     )
     tooltip = [
@@ -273,9 +281,7 @@ def roofline(peak_flops_per_second: float, bandwidth_bytes_per_second: float, ph
                 "binding": str(item["binding"]).replace("_", " "),
                 "step": units.seconds(item["seconds"]),
                 "label": f"{item['phase']}: {achieved / roof:.0%} of the roof",
-                "order": list(palette.PHASE_COLOURS).index(item["phase"])
-                if item["phase"] in palette.PHASE_COLOURS
-                else 9,
+                "order": list(PHASE_COLOURS).index(item["phase"]) if item["phase"] in PHASE_COLOURS else 9,
             }
         )
     ridge = peak_flops_per_second / bandwidth_bytes_per_second

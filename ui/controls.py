@@ -18,6 +18,10 @@ Session-state keys (``<page>`` is ``inference`` or ``training``)
   drawn in the Inference page's main area (``scenario_form(places=...)``), its widgets bound to the URL in
   ``planner.share``'s flattened format; ``traffic`` is an extra manual field, so this module writes the one
   parameter no widget is bound to (the TPOT target, shown in ms).
+* ``inference_pick_speculative*``: the Speculative decoding section (ui.speculative_controls), in the sidebar;
+  pickers (session state only), so ``speculative`` is an extra manual field whose parameters this module writes
+  (``planner.share``: ``inference_speculative=<method>``, ``inference_speculative_<field>``). Its choices depend
+  on the model picked above it (MTP only for a model with MTP modules; drafts with the model's vocabulary).
 * ``<page>_memo``: one ``FormMemo``, what the form remembers between runs that no widget holds (the
   link's warnings, the last values, the notes about adjusted inputs, the pickers' uploaded config).
 * ``current_<page>`` (``ui.state``): the scenario the page built last, read by the other pages.
@@ -63,7 +67,7 @@ from typing import Any
 import streamlit as st
 
 from planner.share import param_field, query_params_to_scenario, scenario_to_query_params
-from ui import guide, pickers, state, traffic_controls, training_controls
+from ui import guide, pickers, speculative_controls, state, traffic_controls, training_controls
 from ui.pickers import PickerMemo
 from ui.specs import COMMON_LAYOUT, ENGINE, NOTES, FieldFacts, Spec, field_facts
 
@@ -109,6 +113,7 @@ SECTIONS = {
         ("layout", None),
         ("precision", "Precision"),
         ("workload", "Workload"),
+        ("speculative", "Speculative decoding"),
         ("more", "▸ More settings"),
         ("notes", "Notes for the review"),
         ("traffic", None),
@@ -121,13 +126,22 @@ SECTIONS = {
 # error or None)``. A custom section may bind its own widgets to the URL (CUSTOM_BOUND: prefix -> parameters;
 # CUSTOM_SEEDS: ``fn(prefix, seed) -> rerun?`` seeds them like ``_seed_new_widgets``). MAIN_SECTIONS are drawn
 # in the page's main area, where the page places them (``scenario_form(places=...)``), not in the sidebar.
-EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": ("traffic",), "training": ("lora",)}
+EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": ("traffic", "speculative"), "training": ("lora",)}
 CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {
-    "inference": {"traffic": traffic_controls.traffic_section},
+    "inference": {
+        "traffic": traffic_controls.traffic_section,
+        "speculative": speculative_controls.speculative_section,
+    },
     "training": {"lora": training_controls.lora_section},
 }
 CUSTOM_BOUND: dict[str, Callable[[str], set[str]]] = {"inference": traffic_controls.bound_params}
-CUSTOM_SEEDS: dict[str, Callable[[str, Any], bool]] = {"inference": traffic_controls.seed_widgets}
+CUSTOM_SEEDS: dict[str, Callable[[str, Any], bool]] = {
+    "inference": lambda prefix, seed: any(
+        [traffic_controls.seed_widgets(prefix, seed), speculative_controls.seed_widgets(prefix, seed)]
+    )
+}
+# Custom sections whose choices depend on the model picked above them (``fn(prefix, seed, where, model)``).
+MODEL_AWARE = {"speculative"}
 MAIN_SECTIONS: dict[str, tuple[str, ...]] = {"inference": ("traffic",), "training": ()}
 
 # Optional number fields: what an empty box means.
@@ -571,7 +585,10 @@ def scenario_form(
         elif title is not None:
             side.markdown(f"#### {title}")
         if section in custom:
-            fields, error = custom[section](prefix, seed, target)
+            if section in MODEL_AWARE:
+                fields, error = custom[section](prefix, seed, target, model)
+            else:
+                fields, error = custom[section](prefix, seed, target)
             values.update(fields)
             errors += [error] if error else []
         else:

@@ -18,7 +18,7 @@ from planner.export import plans_to_csv, plans_to_summary_csv
 from planner.search.alternatives import alternatives
 from planner.share import scenario_to_query_params
 from planner.verdict import Verdict, memory_verdict
-from ui import bands, calibration_view, charts, state
+from ui import bands, calibration_view, charts, speculative_view, state
 from ui.text import component_label, fmt, gpu_short_name, resource_label
 
 HEADROOM_RISK = 0.10
@@ -352,7 +352,7 @@ def inference_metrics(plan) -> None:
         row1[1],
         "Time per output token",
         units.seconds(perf.tpot_seconds),
-        equation_help(plan, "TPOT", "Decode step"),
+        equation_help(plan, "TPOT", "Decode step", "Decode time per token (speculative)"),
         likely["Time per output token"],
         bands.basis(plan, "performance.tpot_seconds"),
     )
@@ -424,7 +424,8 @@ def memory_chart(plan, budget_label: str = "engine budget") -> None:
 
 def roofline_chart(plan) -> None:
     perf, hw = plan.performance, plan.hardware
-    st.markdown("**Roofline: where prefill and decode sit on this GPU**")
+    verify = " (and speculative decoding's verify step)" if perf.speculative else ""
+    st.markdown(f"**Roofline: where prefill and decode{verify} sit on this GPU**")
     st.caption(
         f"{hw.compute_dtype} peak {units.rate(hw.peak_flops_per_second, 'FLOP/s')}, HBM "
         f"{units.rate(hw.memory_bandwidth_bytes_per_second, 'B/s')}; points at their achieved rate per GPU "
@@ -432,7 +433,7 @@ def roofline_chart(plan) -> None:
     )
     phases = [
         dict(phase=p.phase, flops=p.flops, bytes=p.bytes, seconds=p.seconds, binding=p.binding)
-        for p in (perf.prefill, perf.decode)
+        for p in (perf.prefill, perf.decode, *([perf.speculative.verify] if perf.speculative else []))
     ]
     chart(charts.roofline(hw.peak_flops_per_second, hw.memory_bandwidth_bytes_per_second, phases), width="stretch")
 
@@ -489,6 +490,7 @@ def inference_summary(scenario, plan, calibration=None) -> None:
         nearest_fitting_links(scenario, calibration)
     share_bar("inference", scenario_params(scenario), [plan], "headroom-inference-plan", scenario=scenario)
     inference_metrics(plan)
+    speculative_view.speculative_summary(plan)
     binding(plan)
     plan_warnings(plan)
     left, right = st.columns(2, gap="large")

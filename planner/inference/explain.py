@@ -27,6 +27,7 @@ from planner.inference.steps import PhaseStep
 from planner.model.architecture import ModelArchitecture
 from planner.model.notes import architecture_assumptions, architecture_warnings
 from planner.physics.efficiency import Efficiency
+from planner.physics.runtimes import kv_block_tokens, runtime_profile
 from planner.results import Bottleneck, Equation, MemoryBreakdown, ModelSummary
 from planner.units import count, gib, percent, rate, seconds, usd
 
@@ -157,6 +158,22 @@ def _workload_warnings(s: InferenceScenario) -> list[str]:
 # assumptions
 
 
+def _budget_sentence(s: InferenceScenario) -> str:
+    runtime = runtime_profile(s.runtime)
+    blocks = kv_block_tokens(runtime, s.kv_block_tokens)
+    cache = f"KV cache in paged blocks of {blocks} tokens" if blocks > 1 else "KV cache token by token (no blocks)"
+    if runtime.budget_kind == "profiled":
+        budget = f"Serving engine budget = {percent(s.gpu_memory_utilization)} of device memory (vLLM-style gpu_memory_utilization)"
+    elif runtime.fraction_setting:
+        budget = (
+            f"{runtime.title} budgets the whole device, {runtime.fraction_setting} = "
+            f"{percent(s.gpu_memory_utilization)} (the scenario's gpu_memory_utilization)"
+        )
+    else:
+        budget = f"{runtime.title} has no budget fraction: the plan must fit the device's memory"
+    return f"{budget}; {cache}, every sequence held at its full prompt + output length."
+
+
 def assumptions(
     s: InferenceScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration: CalibrationRecord | None
 ) -> list[str]:
@@ -164,9 +181,7 @@ def assumptions(
     out = [
         "Memory is per GPU on the most loaded pipeline stage; memory.total_bytes is what the scenario needs, "
         "not what an engine pre-reserves.",
-        f"Serving engine budget = {percent(s.gpu_memory_utilization)} of device memory (vLLM-style "
-        "gpu_memory_utilization); KV cache in paged blocks of "
-        f"{s.kv_block_tokens} tokens, every sequence held at its full prompt + output length.",
+        _budget_sentence(s),
         f"Efficiencies ({efficiency.source}): prefill GEMMs at {percent(efficiency.prefill_compute)} and decode at "
         f"{percent(efficiency.decode_compute)} of dense peak FLOP/s, HBM at {percent(efficiency.memory_bandwidth)} "
         f"of peak bandwidth, collectives at {percent(efficiency.communication)} of link bandwidth, plus "

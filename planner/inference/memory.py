@@ -16,14 +16,7 @@ from planner.inference.speculative import Draft, draft_kv_bytes_per_sequence, dr
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.cache import context_tokens_for_cache_bytes
 from planner.physics import memory as mem
-from planner.physics.runtimes import (
-    non_torch_bytes,
-    profiled_step_tokens,
-    runtime_profile,
-    sampler_excess_bytes,
-    sampler_peak_bytes,
-    sampler_rows,
-)
+from planner.physics.runtimes import kv_block_tokens, runtime_memory, runtime_profile
 from planner.units import gib
 
 
@@ -41,6 +34,11 @@ class InferenceMemory:
     draft_weights_bytes: Number = 0.0
     draft_kv_cache_bytes: Number = 0.0
     has_draft: bool = False
+    # Memory the runtime keeps outside its KV budget, under the runtime's own name (`RuntimeProfile.
+    # reserve_component`: SGLang's static pool reserve, TensorRT-LLM's free memory reserve, llama.cpp's compute
+    # buffers); none for vLLM, whose budget fraction leaves it outside.
+    reserve_bytes: Number = 0.0
+    reserve_component: str | None = None
 
     def components(self) -> dict[str, Number]:
         """The named components, in the order the total adds them (`MemoryBreakdown.components`)."""
@@ -51,6 +49,8 @@ class InferenceMemory:
             "logits_bytes": self.logits_bytes,
             "runtime_overhead_bytes": self.runtime_overhead_bytes,
         }
+        if self.reserve_component is not None:
+            named[self.reserve_component] = self.reserve_bytes
         if self.has_draft:
             named |= {
                 "draft_weights_bytes": self.draft_weights_bytes,
@@ -66,6 +66,7 @@ class InferenceMemory:
             + self.activations_bytes
             + self.logits_bytes
             + self.runtime_overhead_bytes
+            + self.reserve_bytes
             + self.draft_weights_bytes
             + self.draft_kv_cache_bytes
         )
@@ -104,17 +105,39 @@ def inference_memory(
     whatever the workload), the sampler's fp32 logits copies over max_num_seqs rows (the replica's sequences,
     the smallest batch cap that runs them) and the non-torch memory its budget counts (plus a calibration's
     correction). The profiling run's torch peak is the larger of the forward's and the sampler's (the forward's
-    intermediates are freed before sampling), so `logits_bytes` is the sampler's excess over the forward peak."""
+    intermediates are freed before sampling), so `logits_bytes` is the sampler's excess over the forward peak.
+    Other runtimes budget the whole device and name what they keep outside their KV budget
+    (`runtimes.runtime_memory`)."""
     tp, pp = x.tensor_parallel, x.pipeline_parallel
     context = x.prompt_tokens + x.output_tokens
     runtime = runtime_profile(x.runtime)
-    step_tokens = profiled_step_tokens(x.prefill_chunk_tokens, shape.micro_batch)
-    forward_peak = mem.inference_activation_bytes(arch, tp, step_tokens, x.activation_bytes)
-    sampler_peak = sampler_peak_bytes(runtime, arch, sampler_rows(shape.sequences, x.prefill_chunk_tokens))
+    weights = mem.weight_bytes(
+        counts,
+        arch,
+        tp,
+        pp,
+        x.expert_parallel,
+        x.linear_bytes,
+        x.high_precision_bytes,
+        x.embedding_bytes,
+    )
+    reserves = runtime_memory(
+        runtime,
+        arch,
+        tensor_parallel=tp,
+        capacity_bytes=hw.memory_capacity_bytes,
+        fraction=x.memory_utilization,
+        is_accelerator=hw.is_accelerator,
+        weights_bytes=weights,
+        prefill_chunk_tokens=x.prefill_chunk_tokens,
+        decode_rows=shape.micro_batch,
+        sequences=shape.sequences,
+        prompt_tokens=x.prompt_tokens,
+        activation_bytes=x.activation_bytes,
+        correction_bytes=x.runtime_overhead_correction_bytes,
+    )
     return InferenceMemory(
-        weights_bytes=mem.weight_bytes(
-            counts, arch, tp, pp, x.expert_parallel, x.linear_bytes, x.high_precision_bytes, x.embedding_bytes
-        ),
+        weights_bytes=weights,
         kv_cache_bytes=mem.kv_cache_bytes(
             arch,
             tp,
@@ -122,14 +145,16 @@ def inference_memory(
             shape.sequences,
             context,
             x.kv_bytes,
-            x.kv_block_tokens,
+            kv_block_tokens(runtime, x.kv_block_tokens),
             x.honor_sliding_window,
             x.activation_bytes,
         ),
-        activations_bytes=forward_peak,
-        logits_bytes=sampler_excess_bytes(forward_peak, sampler_peak),
-        runtime_overhead_bytes=non_torch_bytes(runtime, hw.is_accelerator, tp) + x.runtime_overhead_correction_bytes,
-        budget_bytes=hw.memory_capacity_bytes * x.memory_utilization,
+        activations_bytes=reserves.activations_bytes,
+        logits_bytes=reserves.logits_bytes,
+        runtime_overhead_bytes=reserves.runtime_overhead_bytes,
+        budget_bytes=reserves.budget_bytes,
+        reserve_bytes=reserves.reserve_bytes,
+        reserve_component=runtime.reserve_component,
         draft_weights_bytes=draft_weight_bytes(draft, x) if draft else 0.0,
         draft_kv_cache_bytes=shape.sequences * draft_kv_bytes_per_sequence(draft, x) if draft else 0.0,
         has_draft=draft is not None,
@@ -139,6 +164,21 @@ def inference_memory(
 def runtime_assumption(x: InferenceInputs, memory: InferenceMemory) -> str:
     """The plan's sentence on which runtime it assumes and what that runtime reserves, per GPU."""
     runtime = runtime_profile(x.runtime)
+    if runtime.budget_kind != "profiled":
+        share = (
+            f"gpu_memory_utilization {float(x.memory_utilization):g} is read as {runtime.fraction_setting}"
+            if runtime.fraction_setting
+            else "gpu_memory_utilization does not apply"
+        )
+        reserve = (
+            f"; {runtime.reserve_component.removesuffix('_bytes').replace('_', ' ')} {gib(float(memory.reserve_bytes))}"
+            if runtime.reserve_component
+            else ""
+        )
+        return (
+            f"Runtime: {runtime.title} ({runtime.version}): {runtime.budget_rule}; {share}{reserve}; non-torch memory "
+            f"{gib(float(memory.runtime_overhead_bytes))}. Source: {runtime.sources[0]}."
+        )
     return (
         f"Runtime: {runtime.title} ({runtime.version}); KV pool = budget - weights - profiling-step activations "
         f"({gib(float(memory.activations_bytes))}, {int(x.prefill_chunk_tokens):,} tokens) - the sampler's excess "
@@ -159,6 +199,7 @@ def headroom(
     A speculative draft's cache grows with the sequences too: concurrency counts both caches; context and
     blocks count the target's share of the room (exact at the scenario's context)."""
     tp, pp = x.tensor_parallel, x.pipeline_parallel
+    block_tokens = kv_block_tokens(runtime_profile(x.runtime), x.kv_block_tokens)
     room = memory.kv_room_bytes
     per_sequence = mem.kv_cache_bytes_per_sequence(
         arch,
@@ -166,7 +207,7 @@ def headroom(
         pp,
         x.prompt_tokens + x.output_tokens,
         x.kv_bytes,
-        x.kv_block_tokens,
+        block_tokens,
         x.honor_sliding_window,
         x.activation_bytes,
     )
@@ -183,11 +224,11 @@ def headroom(
             pp,
             x.kv_bytes,
             room / shape.sequences,
-            x.kv_block_tokens,
+            block_tokens,
             x.honor_sliding_window,
             x.activation_bytes,
         ),
-        kv_blocks=np.floor(room / mem.kv_block_bytes(arch, tp, pp, x.kv_bytes, x.kv_block_tokens)),
+        kv_blocks=np.floor(room / mem.kv_block_bytes(arch, tp, pp, x.kv_bytes, block_tokens)),
     )
 
 

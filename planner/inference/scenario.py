@@ -55,8 +55,12 @@ class InferenceScenario(ScenarioBase):
     runtime: RuntimeName = Field(
         default=DEFAULT_RUNTIME,
         description="serving engine whose memory accounting sizes the KV pool: vllm (V1: the budget holds weights, "
-        "the profiling run's activations and sampler, and the NCCL / all-reduce buffers that grow with TP) or "
-        "vllm-v0 (v0.1-0.2, the PagedAttention paper's engine: only the torch peak counts)",
+        "the profiling run's activations and sampler, and the NCCL / all-reduce buffers that grow with TP), "
+        "vllm-v0 (v0.1-0.2, the PagedAttention paper's engine: only the torch peak counts), sglang "
+        "(gpu_memory_utilization read as mem_fraction_static: a static pool of weights and KV), tensorrt-llm (read "
+        "as free_gpu_memory_fraction of what the profiling peak leaves), hf-transformers (generate(): no paging, "
+        "the whole prompt's activations, no fraction) or llama.cpp (the whole context's KV and compute buffers "
+        "allocated up front, no fraction)",
     )
     prefill_chunk_tokens: int = Field(default=8192, ge=16, le=MAX_TOKENS, description="max tokens per prefill step")
     honor_sliding_window: bool = Field(

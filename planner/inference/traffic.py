@@ -33,6 +33,7 @@ from planner.inference.step_cost import RooflineStepCost
 from planner.inference.traffic_results import CapacityAnswer, LoadCurve, LoadPoint, TrafficResult, summarize
 from planner.inference.workload import Requests, Slo, Traffic, generate_requests
 from planner.physics.cost import HOURS_PER_MONTH
+from planner.physics.runtimes import kv_block_tokens, runtime_profile
 
 ROUTING = "round robin (request i to replica i mod replicas)"
 KNEE_TTFT_GROWTH = 3.0  # the knee: the first rate whose p99 TTFT is this many times the light-load p99 TTFT
@@ -83,7 +84,7 @@ class TrafficEngine:
             max_num_batched_tokens=scenario.prefill_chunk_tokens,
             chunked_prefill=traffic.chunked_prefill,
             kv_blocks=kv_blocks,
-            block_tokens=scenario.kv_block_tokens,
+            block_tokens=int(kv_block_tokens(runtime_profile(scenario.runtime), scenario.kv_block_tokens)),
         )
         replicas = int(m.shape.replicas)
         return cls(

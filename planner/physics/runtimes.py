@@ -5,9 +5,21 @@ commit in `sources`). The terms below size its reserves per GPU; `planner.infere
 weights, and whatever the budget leaves is the KV pool. Every term broadcasts over numpy arrays (the sweep
 calls the same functions).
 
-Only engines whose accounting was read from their code are listed; SGLang (`mem_fraction_static`),
-TensorRT-LLM (`free_gpu_memory_fraction` of the memory left after the engine loads), HF `generate()` (no
-paging) and llama.cpp (a fixed `n_ctx`) budget differently and are not modelled yet.
+Five budget rules (`RuntimeProfile.budget_kind`), one per engine family, each read from the engine's code:
+
+- "profiled" (vLLM V1, vLLM v0): budget = gpu_memory_utilization x capacity, holding weights, the profiling
+  run's torch peak and (V1) the non-torch memory that grows during it; the KV pool is what is left.
+- "static_pool" (SGLang): mem_fraction_static x the memory free after start-up is a static pool of weights and
+  KV; activations, CUDA graphs and the custom all-reduce buffers live in the other (1 - fraction)
+  (`static_pool_reserve_bytes`).
+- "free_fraction" (TensorRT-LLM): after a profiling run, KV = free_gpu_memory_fraction x (capacity - the run's
+  peak of weights, activations and non-torch memory); the rest stays free (`free_fraction_reserve_bytes`).
+- "device" (HF transformers `generate()`): no pool and no fraction: every sequence's cache is a contiguous tensor
+  of its full length, and the whole prompt's activations are held during prefill; it fits if all fits the GPU.
+- "preallocated" (llama.cpp): the KV cache of n_ctx cells is allocated at start-up for the whole context, plus
+  compute buffers reserved for the worst-case graph (`compute_buffer_bytes`).
+
+A runtime that keeps memory outside its pool names it (`reserve_component`): the memory bar shows it by name.
 """
 
 from __future__ import annotations
@@ -21,7 +33,8 @@ from planner.physics import memory as mem
 
 GIB = 1 << 30
 
-RuntimeName = Literal["vllm", "vllm-v0"]
+RuntimeName = Literal["vllm", "vllm-v0", "sglang", "tensorrt-llm", "hf-transformers", "llama.cpp"]
+BudgetKind = Literal["profiled", "static_pool", "free_fraction", "device", "preallocated"]
 DEFAULT_RUNTIME: RuntimeName = "vllm"
 
 
@@ -47,6 +60,18 @@ class RuntimeProfile:
     # so is charged to the budget (NCCL channel buffers connect lazily on the first collective, custom
     # all-reduce buffers). Empty: the engine does not count non-torch memory at all.
     non_torch_bytes_by_tensor_parallel: tuple[tuple[int, float], ...]
+    budget_kind: BudgetKind = "profiled"
+    # The engine setting the scenario's gpu_memory_utilization stands for (None: the engine has no such share).
+    fraction_setting: str | None = "gpu_memory_utilization"
+    # The component (a `*_bytes` key) that holds the memory the runtime keeps outside its KV budget, if any.
+    reserve_component: str | None = None
+    # KV tokens per block: None = the scenario's kv_block_tokens (paged engines whose block size is a setting).
+    kv_block_tokens: int | None = None
+    # Whether tensor-parallel all-reduces can use custom peer-memory kernels (one-shot / two-shot) inside an
+    # NVLink-class domain (planner.physics.collectives); NCCL alone otherwise.
+    custom_allreduce: bool = True
+    # Tokens of the step whose activations the engine reserves (None: the scenario's prefill chunk).
+    reserved_step_tokens: int | None = None
 
 
 RUNTIMES: dict[str, RuntimeProfile] = {
@@ -87,11 +112,197 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         sampler_fp32_copies=3,
         non_torch_bytes_by_tensor_parallel=(),
     ),
+    "sglang": RuntimeProfile(
+        name="sglang",
+        title="SGLang",
+        version="as read at commit 001ccef (2025, v0.5-era SRT runtime)",
+        sources=(
+            "sgl-project/sglang@001ccef0072a python/sglang/srt/model_executor/model_runner_kv_cache_mixin.py "
+            "profile_max_num_token: rest_memory = available_gpu_memory (after the weights load) - "
+            "total_gpu_memory x (1 - mem_fraction_static); max tokens = rest_memory // cell_size (the same rule in "
+            "model_runner.py profile_max_num_token of earlier releases)",
+            "total_gpu_memory is the free memory measured after torch.distributed / NCCL start-up (min over ranks), "
+            "so the CUDA context sits outside both shares",
+            "CUDA context and NCCL start-up bytes: planner/physics/memory.py CUDA_CONTEXT_BYTES and "
+            "COMMUNICATION_BUFFER_BYTES (documented defaults, not re-measured for SGLang)",
+        ),
+        budget_rule="mem_fraction_static x the memory free after start-up is a static pool of weights and KV "
+        "cache; activations, CUDA graphs and the custom all-reduce buffers use the other (1 - fraction), shown as "
+        "'static pool reserve'",
+        sampler_fp32_copies=0,
+        non_torch_bytes_by_tensor_parallel=((1, 0.5 * GIB), (2, 0.75 * GIB)),
+        budget_kind="static_pool",
+        fraction_setting="mem_fraction_static",
+        reserve_component="static_pool_reserve_bytes",
+        kv_block_tokens=1,  # server_args page_size defaults to 1: a token-granular pool
+    ),
+    "tensorrt-llm": RuntimeProfile(
+        name="tensorrt-llm",
+        title="TensorRT-LLM (PyTorch backend)",
+        version="v0.20-v1.0-era PyTorch backend (trtllm-serve / trtllm-bench, KvCacheConfig default fraction 0.9)",
+        sources=(
+            "NVIDIA/TensorRT-LLM tensorrt_llm/_torch/pyexecutor/_util.py cal_max_tokens: available_kv_mem = "
+            "(total_gpu_memory - peak_memory + alloc_kv_tokens x kv_size_per_token) x fraction, peak_memory = the "
+            "torch + non-torch peak of a profiling run of max_num_tokens tokens with a small KV cache of "
+            "alloc_kv_tokens (added back); get_fraction_from_executor_config: free_gpu_memory_fraction, 0.9 if unset",
+            "tensorrt_llm/llmapi/llm_args.py KvCacheConfig.free_gpu_memory_fraction (default 0.9); tokens_per_block "
+            "32 (the KV block size of the same releases)",
+            "non-torch memory in the peak: the CUDA context (planner/physics/memory.py CUDA_CONTEXT_BYTES, 0.5 GiB; "
+            "total - free counts it) plus the NCCL / custom all-reduce growth vLLM logs show for the same libraries "
+            "(0.25 GiB at TP1, 2.1 GiB at TP2-4, 5.7 GiB at TP8; issue 13), not re-measured for TensorRT-LLM; the "
+            "sampler's fp32 logits of the profiling batch: one copy (assumed)",
+        ),
+        budget_rule="KV = free_gpu_memory_fraction x (memory - the profiling run's peak of weights, activations, "
+        "logits and non-torch memory); the other (1 - fraction) of that free memory stays unallocated, shown as "
+        "'free memory reserve'",
+        sampler_fp32_copies=1,
+        non_torch_bytes_by_tensor_parallel=((1, 0.75 * GIB), (2, 2.6 * GIB), (8, 6.2 * GIB)),
+        budget_kind="free_fraction",
+        fraction_setting="free_gpu_memory_fraction",
+        reserve_component="free_memory_reserve_bytes",
+        kv_block_tokens=32,
+    ),
+    "hf-transformers": RuntimeProfile(
+        name="hf-transformers",
+        title="Hugging Face transformers generate()",
+        version="transformers 4.45-4.5x (DynamicCache, logits of the last position only)",
+        sources=(
+            "huggingface/transformers src/transformers/cache_utils.py DynamicCache.update: each layer's keys and "
+            "values are one contiguous tensor per batch, grown with torch.cat along the sequence (no paging, no "
+            "pool, padded to the longest sequence)",
+            "src/transformers/generation/utils.py GenerationMixin._sample: the prompt goes through one forward "
+            "(no chunking); next_token_logits = outputs.logits[:, -1, :].to(copy=True, dtype=torch.float32), then "
+            "softmax probabilities when sampling (two fp32 copies over batch x vocab)",
+            "CUDA context and NCCL bytes: planner/physics/memory.py CUDA_CONTEXT_BYTES and COMMUNICATION_BUFFER_BYTES",
+        ),
+        budget_rule="no budget fraction and no paging: every sequence holds a contiguous cache of its full "
+        "length, the whole prompt's activations are live during prefill, and the plan fits if everything fits in "
+        "the GPU's memory",
+        sampler_fp32_copies=2,
+        non_torch_bytes_by_tensor_parallel=((1, 0.5 * GIB), (2, 0.75 * GIB)),
+        budget_kind="device",
+        fraction_setting=None,
+        kv_block_tokens=1,
+        custom_allreduce=False,  # tp_plan="auto" all-reduces through torch.distributed (NCCL)
+    ),
+    "llama.cpp": RuntimeProfile(
+        name="llama.cpp",
+        title="llama.cpp (llama-server, CUDA)",
+        version="2025 releases (b5000-era llama_context / llama_kv_cache; n_ubatch 512, f16 KV, flash attention)",
+        sources=(
+            "ggml-org/llama.cpp src/llama-context.cpp llama_context::llama_context: 'init scheduler and compute "
+            "buffers, reserve worst-case graphs' for n_ubatch tokens (default 512) at the full n_ctx; "
+            "output_reserve: n_seq_max x n_vocab fp32 logits (as vendored in ollama/ollama "
+            "llama/llama.cpp/src/llama-context.cpp)",
+            "src/llama-kv-cache.cpp: K and V tensors of n_ctx cells per layer (type_k / type_v f16 by default) "
+            "allocated when the context is created; llama-server --parallel splits n_ctx among its slots",
+            "CUDA context: planner/physics/memory.py CUDA_CONTEXT_BYTES",
+        ),
+        budget_rule="the KV cache of the whole context (n_ctx = sequences x context) is allocated up front, with "
+        "compute buffers for the worst-case graph of one 512-token micro-batch and its fp32 logits, shown as "
+        "'compute buffers'; no budget fraction: it fits if everything fits in the GPU's memory",
+        sampler_fp32_copies=0,
+        non_torch_bytes_by_tensor_parallel=((1, 0.5 * GIB),),
+        budget_kind="preallocated",
+        fraction_setting=None,
+        reserve_component="compute_buffers_bytes",
+        kv_block_tokens=1,
+        custom_allreduce=False,
+        reserved_step_tokens=512,
+    ),
 }
 
 
 def runtime_profile(name: str) -> RuntimeProfile:
     return RUNTIMES[name]
+
+
+def kv_block_tokens(profile: RuntimeProfile, scenario_block_tokens):
+    """KV tokens per block under this runtime: its own block size, or the scenario's for engines where it is a
+    setting (vLLM's block_size)."""
+    return scenario_block_tokens if profile.kv_block_tokens is None else profile.kv_block_tokens
+
+
+def static_pool_reserve_bytes(fraction, capacity_bytes, before_pool_bytes):
+    """SGLang, per GPU: the share outside the static pool, (1 - mem_fraction_static) x the memory free when the
+    pool is sized (capacity - what start-up took: CUDA context, NCCL); activations, CUDA graphs and the custom
+    all-reduce buffers live there (model_runner_kv_cache_mixin.py profile_max_num_token)."""
+    return (1 - fraction) * (capacity_bytes - before_pool_bytes)
+
+
+def free_fraction_reserve_bytes(fraction, capacity_bytes, peak_bytes):
+    """TensorRT-LLM, per GPU: what free_gpu_memory_fraction leaves unallocated, (1 - fraction) x (capacity - the
+    profiling run's peak) (_util.py cal_max_tokens). Never negative."""
+    return (1 - fraction) * maximum(capacity_bytes - peak_bytes, 0.0)
+
+
+def compute_buffer_bytes(
+    arch: ModelArchitecture, tensor_parallel, ubatch_tokens, sequences, activation_bytes
+) -> Number:
+    """llama.cpp, per GPU: the compute buffer reserved for the worst-case graph of one micro-batch of
+    `ubatch_tokens` tokens (its widest layer moment, `memory.inference_activation_bytes`, plus the graph's fp32
+    logits of every position) and the output buffer of fp32 logits for `sequences` rows (n_seq_max)."""
+    graph = mem.inference_activation_bytes(arch, tensor_parallel, ubatch_tokens, activation_bytes)
+    return graph + mem.logits_bytes(arch, ubatch_tokens) + mem.logits_bytes(arch, sequences)
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeMemory:
+    """What a runtime holds per GPU besides the weights and the KV cache, and the budget both must fit."""
+
+    activations_bytes: Number
+    logits_bytes: Number
+    runtime_overhead_bytes: Number
+    reserve_bytes: Number  # under `RuntimeProfile.reserve_component` (0 for runtimes without one)
+    budget_bytes: Number
+
+
+def runtime_memory(
+    profile: RuntimeProfile,
+    arch: ModelArchitecture,
+    *,
+    tensor_parallel,
+    capacity_bytes,
+    fraction,
+    is_accelerator,
+    weights_bytes,
+    prefill_chunk_tokens,
+    decode_rows,
+    sequences,
+    prompt_tokens,
+    activation_bytes,
+    correction_bytes: Number = 0.0,
+) -> RuntimeMemory:
+    """The runtime's reserves per GPU under its `budget_kind` (the module docstring gives each rule).
+
+    `fraction` is the scenario's gpu_memory_utilization, read as the runtime's own share
+    (`RuntimeProfile.fraction_setting`); `correction_bytes` is a calibration's memory correction, added to the
+    non-torch memory. Runtimes other than "profiled" budget the whole device: their shares become named reserves,
+    so `weights + KV + reserves <= capacity` is the same inequality the engine solves for its KV pool."""
+    overhead = non_torch_bytes(profile, is_accelerator, tensor_parallel) + correction_bytes
+    kind = profile.budget_kind
+    if kind == "static_pool":
+        reserve = static_pool_reserve_bytes(fraction, capacity_bytes, overhead)
+        return RuntimeMemory(0.0, 0.0, overhead, reserve, capacity_bytes)
+    if kind == "preallocated":
+        ubatch = profile.reserved_step_tokens or prefill_chunk_tokens
+        reserve = compute_buffer_bytes(arch, tensor_parallel, ubatch, sequences, activation_bytes)
+        return RuntimeMemory(0.0, 0.0, overhead, reserve, capacity_bytes)
+    if kind == "device":
+        # generate() runs the whole batch's prompts in one forward: sequences x prompt tokens (or the decode rows)
+        step_tokens = maximum(sequences * prompt_tokens, decode_rows)
+    else:
+        step_tokens = profiled_step_tokens(prefill_chunk_tokens, decode_rows)
+    forward = mem.inference_activation_bytes(arch, tensor_parallel, step_tokens, activation_bytes)
+    rows = sequences if kind == "device" else sampler_rows(sequences, prefill_chunk_tokens)
+    logits = sampler_excess_bytes(forward, sampler_peak_bytes(profile, arch, rows))
+    if kind == "free_fraction":
+        peak = weights_bytes + forward + logits + overhead
+        reserve = free_fraction_reserve_bytes(fraction, capacity_bytes, peak)
+        return RuntimeMemory(forward, logits, overhead, reserve, capacity_bytes)
+    if kind == "device":
+        return RuntimeMemory(forward, logits, overhead, 0.0, capacity_bytes)
+    return RuntimeMemory(forward, logits, overhead, 0.0, fraction * capacity_bytes)
 
 
 def profiled_step_tokens(max_num_batched_tokens, decode_rows):

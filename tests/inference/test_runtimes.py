@@ -114,7 +114,9 @@ def test_sampler_reserve_scales_with_vocabulary_not_model_size():
 def test_every_runtime_cites_its_source_and_version():
     for profile in RUNTIMES.values():
         assert profile.sources and profile.version and profile.budget_rule
-        assert all("vllm" in source.lower() or "issue" in source for source in profile.sources)
+        # the first source is the engine's own code: repository and file
+        first = profile.sources[0]
+        assert "/" in first and (".py" in first or ".cpp" in first)
 
 
 def test_plan_assumptions_name_the_runtime():
@@ -157,3 +159,96 @@ def test_sweep_uses_the_same_runtime_terms(runtime):
         assert row.runtime_overhead_bytes == pytest.approx(single.memory.components["runtime_overhead_bytes"])
         assert row.logits_bytes == pytest.approx(single.memory.components["logits_bytes"])
         assert row.max_concurrency == single.memory.max_concurrency
+
+
+# Llama-3.1-8B in bf16 on one H100 (85,520,809,984 B in the catalog): weights 8,030,261,248 x 2 B = 16,060,522,496 B;
+# KV per token 32 layers x 8 KV heads x 128 x 2 (K, V) x 2 B = 131,072 B; the widest layer moment per token
+# (2 x 4096 + 3 x 14,336) x 2 B = 102,400 B; vocabulary 128,256.
+H100_BYTES = 85_520_809_984
+LLAMA_8B_WEIGHTS = 16_060_522_496
+LLAMA_8B_KV_PER_TOKEN = 131_072
+LLAMA_8B_ACTIVATION_PER_TOKEN = 102_400
+
+
+def _llama_8b(**fields) -> InferenceScenario:
+    return InferenceScenario(model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tensor_parallel=1, **fields)
+
+
+def test_sglang_static_pool_worked_by_hand():
+    # mem_fraction_static 0.88 (read from gpu_memory_utilization). Start-up (CUDA context) takes 0.5 GiB =
+    # 536,870,912 B before the pool is sized; the pool is 0.88 x (85,520,809,984 - 536,870,912) = 0.88 x
+    # 84,983,939,072 = 74,785,866,383.36 B of weights and KV; the other 0.12 = 10,198,072,688.64 B is the reserve.
+    p = plan(_llama_8b(runtime="sglang", gpu_memory_utilization=0.88, concurrency=64))
+    c = p.memory.components
+    assert p.memory.capacity_bytes == H100_BYTES and p.memory.budget_bytes == H100_BYTES
+    assert c["weights_bytes"] == LLAMA_8B_WEIGHTS
+    assert c["runtime_overhead_bytes"] == 536_870_912
+    assert c["static_pool_reserve_bytes"] == pytest.approx(10_198_072_688.64)
+    assert c["activations_bytes"] == 0.0 and c["logits_bytes"] == 0.0  # outside the pool, in the reserve
+    # KV pool = 74,785,866,383.36 - 16,060,522,496 = 58,725,343,887.36 B = 448,038 tokens of 131,072 B (page 1)
+    assert _kv_pool_bytes(p) == pytest.approx(58_725_343_887.36)
+    assert p.memory.max_concurrency == 448_038 // 2560  # 2560-token sequences: 175
+    assert any(a.startswith("Runtime: SGLang") and "mem_fraction_static" in a for a in p.assumptions)
+
+
+def test_tensorrt_llm_free_fraction_worked_by_hand():
+    # free_gpu_memory_fraction 0.9; profiling run of 8192 tokens: 8192 x 102,400 = 838,860,800 B of activations;
+    # its sampler (one fp32 copy of 64 x 128,256 logits = 32,833,536 B) stays under them; non-torch at TP1 0.75 GiB
+    # (CUDA context 0.5 + 0.25 growth) = 805,306,368 B. Peak = 16,060,522,496 + 838,860,800 + 805,306,368 =
+    # 17,704,689,664 B; free = 67,816,120,320 B; KV = 0.9 x free = 61,034,508,288 B; reserve = 6,781,612,032 B.
+    p = plan(_llama_8b(runtime="tensorrt-llm", gpu_memory_utilization=0.9, concurrency=64))
+    c = p.memory.components
+    assert c["activations_bytes"] == 838_860_800 and c["logits_bytes"] == 0.0
+    assert c["runtime_overhead_bytes"] == 805_306_368
+    assert c["free_memory_reserve_bytes"] == pytest.approx(6_781_612_032)
+    assert _kv_pool_bytes(p) == pytest.approx(61_034_508_288)
+    # 2560-token sequences in 32-token blocks: 80 blocks x 32 x 131,072 = 335,544,320 B each -> 181 sequences
+    assert p.memory.max_concurrency == 181
+    # vLLM V1 at the same share keeps less: 0.9 x capacity - weights - activations - 0.25 GiB non-torch
+    vllm = plan(_llama_8b(gpu_memory_utilization=0.9, concurrency=64))
+    assert _kv_pool_bytes(vllm) == pytest.approx(0.9 * H100_BYTES - LLAMA_8B_WEIGHTS - 838_860_800 - 0.25 * GIB)
+    assert _kv_pool_bytes(vllm) < _kv_pool_bytes(p)
+
+
+def test_hf_transformers_holds_the_whole_prompt_and_contiguous_caches():
+    # 8 sequences of 2048 + 128 tokens: prefill runs 8 x 2048 = 16,384 tokens at once: 16,384 x 102,400 =
+    # 1,677,721,600 B; KV is contiguous at full length, no blocks: 8 x 2176 x 131,072 = 2,281,701,376 B; sampler
+    # 2 fp32 copies x 8 x 128,256 x 4 B = 8,208,384 B < the forward: no excess. No budget fraction.
+    p = plan(_llama_8b(runtime="hf-transformers", prompt_tokens=2048, output_tokens=128, concurrency=8))
+    c = p.memory.components
+    assert c["activations_bytes"] == 1_677_721_600
+    assert c["kv_cache_bytes"] == 8 * 2176 * LLAMA_8B_KV_PER_TOKEN == 2_281_701_376
+    assert c["logits_bytes"] == 0.0 and c["runtime_overhead_bytes"] == 536_870_912
+    assert p.memory.budget_bytes == H100_BYTES
+    assert set(c) == {"weights_bytes", "kv_cache_bytes", "activations_bytes", "logits_bytes", "runtime_overhead_bytes"}
+    # It fits when everything fits the device: 16,060,522,496 + 2,281,701,376 + 1,677,721,600 + 536,870,912
+    assert p.memory.total_bytes == pytest.approx(20_556_816_384)
+
+
+def test_llama_cpp_preallocates_the_context_and_compute_buffers():
+    # 4 slots x 4096 tokens: n_ctx 16,384 cells x 131,072 B = 2,147,483,648 B of f16 KV. Compute buffers: one
+    # 512-token micro-batch, 512 x 102,400 = 52,428,800 B, its fp32 logits 512 x 128,256 x 4 = 262,668,288 B,
+    # and the output buffer 4 x 128,256 x 4 = 2,052,096 B: 317,149,184 B (302.5 MiB).
+    p = plan(_llama_8b(runtime="llama.cpp", prompt_tokens=3968, output_tokens=128, concurrency=4))
+    c = p.memory.components
+    assert c["kv_cache_bytes"] == 16_384 * LLAMA_8B_KV_PER_TOKEN
+    assert c["compute_buffers_bytes"] == 317_149_184
+    assert c["activations_bytes"] == 0.0 and c["logits_bytes"] == 0.0
+    assert p.memory.budget_bytes == H100_BYTES
+
+
+def test_default_vllm_plan_keeps_its_components():
+    p = plan(InferenceScenario())
+    assert list(p.memory.components) == [
+        "weights_bytes",
+        "kv_cache_bytes",
+        "activations_bytes",
+        "logits_bytes",
+        "runtime_overhead_bytes",
+    ]
+
+
+def test_only_engines_with_custom_all_reduce_use_peer_memory():
+    assert runtime_profile("vllm").custom_allreduce and runtime_profile("sglang").custom_allreduce
+    assert runtime_profile("tensorrt-llm").custom_allreduce
+    assert not runtime_profile("hf-transformers").custom_allreduce and not runtime_profile("llama.cpp").custom_allreduce
