@@ -48,6 +48,7 @@ from planner.inference.draft import SpeculativeDecoding
 from planner.inference.scenario import InferenceScenario
 from planner.inference.workload import Slo, Traffic
 from planner.model.catalog import resolve_model
+from planner.model.checkpoint_precision import checkpoint_weight_dtypes
 from planner.safe_json import load_json
 from planner.training.scenario import TrainingScenario
 
@@ -134,7 +135,7 @@ def scenario_to_query_params(scenario, prefix: str = "") -> dict[str, str]:
         if name == "kind":
             continue
         value = getattr(scenario, name)
-        if value == field.get_default(call_default_factory=True):
+        if value == field.get_default(call_default_factory=True) and not _derived_when_absent(scenario, name):
             continue
         if name in FLATTENED and isinstance(value, BaseModel):
             marker = MARKER_FIELDS.get(name)
@@ -145,6 +146,14 @@ def scenario_to_query_params(scenario, prefix: str = "") -> dict[str, str]:
             value = value.model_dump(mode="json")
         params[prefix + name] = _to_text(value)
     return params
+
+
+def _derived_when_absent(scenario, name: str) -> bool:
+    """A field whose absence means something else than its default: an inference scenario that names no
+    weight format serves a quantized checkpoint as stored, so a link must say "bf16" when bf16 was chosen."""
+    if name != "weight_dtype" or getattr(scenario, "kind", None) != "inference":
+        return False
+    return checkpoint_weight_dtypes(scenario.architecture()) is not None
 
 
 def _flatten(key: str, record: BaseModel, params: dict[str, str], skip: tuple[str, ...] = ()) -> None:

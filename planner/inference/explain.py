@@ -25,6 +25,7 @@ from planner.inference.scenario import InferenceScenario
 from planner.inference.speculative import draft_seconds
 from planner.inference.steps import PhaseStep
 from planner.model.architecture import ModelArchitecture
+from planner.model.checkpoint_precision import checkpoint_weight_dtypes
 from planner.model.notes import architecture_assumptions, architecture_warnings
 from planner.physics.efficiency import Efficiency
 from planner.physics.runtimes import kv_block_tokens, runtime_profile
@@ -217,7 +218,32 @@ def _model_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[st
             "MoE: uniform top-k routing; a decode step reads only the experts its tokens are routed to "
             "(expected distinct experts E(1-(1-k/E)^T)); routed experts split over max(TP, EP) GPUs."
         )
-    return out + architecture_assumptions(arch) + cache_assumptions(s, arch)
+    return out + architecture_assumptions(arch) + cache_assumptions(s, arch) + _checkpoint_precision(s, arch)
+
+
+def _checkpoint_precision(s: InferenceScenario, arch: ModelArchitecture) -> list[str]:
+    """What the checkpoint stores, and whether the plan serves it as stored."""
+    attention = s.attention_weight_dtype or s.weight_dtype
+    serves = f"MLP/experts {s.weight_dtype}, attention {attention}"
+    q = arch.quantization
+    if q is None:
+        return (
+            [] if s.attention_weight_dtype is None else [f"Weights: {serves} (per-module formats set by the scenario)."]
+        )
+    stored = checkpoint_weight_dtypes(arch)
+    groups = ", ".join(g.replace("_", " ") for g in q.quantized_groups) or "no module group"
+    words = (
+        f"Checkpoint quantization_config ({q.method}): {groups} stored in {q.weight_format}"
+        + (f" with {'x'.join(map(str, q.weight_block_size))} block scales" if q.weight_block_size else "")
+        + f", the rest in {q.unquantized_dtype}. This plan serves {serves}"
+    )
+    if stored is None:
+        return [
+            words + f"; {q.weight_format} is not a format the planner models, so it does not follow the checkpoint."
+        ]
+    if (s.weight_dtype, s.attention_weight_dtype) == stored:
+        return [words + ", as stored."]
+    return [words + ": not as stored, so it needs a checkpoint quantized (or dequantized) to these formats."]
 
 
 def _precision_assumptions(

@@ -71,6 +71,7 @@ class InferenceInputs:
     honor_sliding_window: bool
     runtime_overhead_correction_bytes: Number  # from a calibration; 0 without one (per GPU type in a sweep)
     runtime: str = DEFAULT_RUNTIME  # planner.physics.runtimes: the engine's memory accounting
+    attention_linear_bytes: Number | None = None  # attention projections when stored apart from linear_bytes
 
     @classmethod
     def from_scenario(cls, s: InferenceScenario, runtime_overhead_correction_bytes: Number = 0.0) -> InferenceInputs:
@@ -96,6 +97,9 @@ class InferenceInputs:
             honor_sliding_window=s.honor_sliding_window,
             runtime_overhead_correction_bytes=runtime_overhead_correction_bytes,
             runtime=s.runtime,
+            attention_linear_bytes=None
+            if s.attention_weight_dtype is None
+            else weight_bytes_per_element(s.attention_weight_dtype, s.weight_group_size),
         )
 
 

@@ -120,6 +120,7 @@ def inference_memory(
         x.linear_bytes,
         x.high_precision_bytes,
         x.embedding_bytes,
+        x.attention_linear_bytes,
     )
     reserves = runtime_memory(
         runtime,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -11,6 +11,8 @@ from planner.errors import PlanningError
 from planner.inference.draft import SpeculativeDecoding, draft_architecture
 from planner.inference.workload import Traffic
 from planner.model.architecture import ModelArchitecture
+from planner.model.catalog import resolve_model
+from planner.model.checkpoint_precision import checkpoint_weight_dtypes
 from planner.physics.runtimes import DEFAULT_RUNTIME, RuntimeName
 from planner.scenario_base import MAX_TOKENS, ScenarioBase
 
@@ -30,6 +32,12 @@ class InferenceScenario(ScenarioBase):
         description="storage format of the linear-layer weights; fp8, int8 and nvfp4/mxfp4 run their GEMMs in "
         "that format where the GPU has tensor cores for it (fp4: Blackwell) and are dequantized to bf16 elsewhere; "
         "int4 is weight-only (GPTQ/AWQ) and computes in bf16",
+    )
+    attention_weight_dtype: DType | None = Field(
+        default=None,
+        description="storage format of the attention projections when it differs from weight_dtype (FP8 checkpoints "
+        "that keep attention in BF16, gpt-oss's MXFP4 experts beside BF16 attention); empty: weight_dtype. Both "
+        "default to what the checkpoint's quantization_config declares",
     )
     kv_cache_dtype: KVDType = Field(
         default="bf16",
@@ -83,6 +91,23 @@ class InferenceScenario(ScenarioBase):
         description="speculative decoding: a draft (separate model, EAGLE-style head or the checkpoint's MTP "
         "modules) proposes tokens the model verifies in one step; absent: plain decoding",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _checkpoint_precision(cls, data: Any) -> Any:
+        """A scenario that names no weight format serves the checkpoint as stored: its quantization_config's
+        format for the quantized groups (DeepSeek-R1: fp8; gpt-oss: MXFP4 experts, BF16 attention)."""
+        if not isinstance(data, dict) or "weight_dtype" in data:
+            return data
+        try:
+            arch = resolve_model(data.get("model", ScenarioBase.model_fields["model"].default))
+        except (PlanningError, ValueError, TypeError):
+            return data  # the field validators say what is wrong with the model
+        stored = checkpoint_weight_dtypes(arch)
+        if stored is None:
+            return data
+        weights, attention = stored
+        return {**data, "weight_dtype": weights, **({"attention_weight_dtype": attention} if attention else {})}
 
     @model_validator(mode="after")
     def _valid_layout(self) -> InferenceScenario:

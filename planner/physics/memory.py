@@ -41,17 +41,21 @@ def stage_share(arch: ModelArchitecture, pipeline_parallel, whole_model):
 
 
 def _layer_weight_bytes(
-    layer: LayerParameters, arch: ModelArchitecture, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes
+    layer: LayerParameters,
+    arch: ModelArchitecture,
+    tensor_parallel,
+    expert_shards,
+    linear_bytes,
+    high_precision_bytes,
+    attention_bytes,
 ):
     # K/V projections replicate once TP exceeds the KV heads: each rank keeps max(kv/tp, 1) heads.
     kv_share = maximum(1 / tensor_parallel, 1 / arch.num_kv_heads)
     # Attention sinks split with their heads; the routed experts' biases (gpt-oss) with the experts. Both
     # stay in the high-precision dtype, as the checkpoints keep them.
-    linear = (
-        layer.attention_sharded / tensor_parallel
-        + layer.attention_kv * kv_share
-        + layer.attention_replicated
-        + layer.mlp_dense / tensor_parallel
+    attention = layer.attention_sharded / tensor_parallel + layer.attention_kv * kv_share + layer.attention_replicated
+    mlp = (
+        layer.mlp_dense / tensor_parallel
         + layer.experts_routed / expert_shards
         + layer.experts_shared / tensor_parallel
     )
@@ -65,7 +69,9 @@ def _layer_weight_bytes(
         + layer.router
         + layer.norms
     )
-    return linear * linear_bytes + small * high_precision_bytes
+    if attention_bytes is linear_bytes:  # one format for every matrix: a single product, as exact as before
+        return (attention + mlp) * linear_bytes + small * high_precision_bytes
+    return attention * attention_bytes + mlp * linear_bytes + small * high_precision_bytes
 
 
 def _per_layer_weight_bytes(
@@ -77,10 +83,11 @@ def _per_layer_weight_bytes(
     expert_shards,
     linear_bytes,
     high_precision_bytes,
+    attention_bytes,
 ):
     """One layer's bytes averaged over the `layers` layers of its kind: from their exact sum when the
     layers differ (a mean rounded down per field would miss a few elements), else from the mean."""
-    args = (arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes)
+    args = (arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes, attention_bytes)
     if exact_sum is None or layers == 0:
         return _layer_weight_bytes(mean, *args)
     return _layer_weight_bytes(exact_sum, *args) / layers
@@ -95,8 +102,13 @@ def weight_bytes(
     linear_bytes,
     high_precision_bytes,
     embedding_bytes,
+    attention_bytes=None,
 ):
     """Parameter bytes resident on one GPU of the most loaded pipeline stage.
+
+    `linear_bytes` per element of the MLP and expert matrices, `attention_bytes` of the attention projections
+    (None: the same; FP8 checkpoints that keep attention in BF16, gpt-oss's MXFP4 experts beside BF16
+    attention).
 
     Linear layers are split across tensor-parallel ranks (Megatron column/row parallel), the vocabulary
     of embedding and lm_head too (vocab-parallel); routed experts are split across max(TP, EP) ranks;
@@ -110,7 +122,8 @@ def weight_bytes(
     expert_shards = maximum(tensor_parallel, expert_parallel)
     moe_layers = stage_moe_layers(arch, pipeline_parallel)
     dense_layers = stage_layers(arch, pipeline_parallel) - moe_layers
-    common = (arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes)
+    attention_bytes = linear_bytes if attention_bytes is None else attention_bytes
+    common = (arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes, attention_bytes)
     layers = dense_layers * _per_layer_weight_bytes(
         counts.dense_layer, counts.dense_layers_sum, counts.num_dense_layers, *common
     )
