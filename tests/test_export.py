@@ -173,3 +173,33 @@ def test_summary_csv_mixes_kinds_and_neutralises_text():
     assert float(training["Time to train (h)"]) == pytest.approx(
         expected.performance.time_to_train_seconds / 3600, rel=5e-4
     )
+
+
+def test_a_speculative_plan_exports_its_draft_and_round_and_reads_back():
+    import csv as csv_module
+    import io as io_module
+
+    from planner import plan
+    from planner.export import plans_to_csv, plans_to_summary_csv, scenarios_from_csv
+    from planner.inference.scenario import InferenceScenario
+
+    scenario = InferenceScenario(speculative={"method": "draft_model", "draft_model": "llama-3.2-1b"})
+    expected = plan(scenario)
+    text = plans_to_csv([expected])
+    row = next(csv_module.DictReader(io_module.StringIO(text)))
+    assert float(row["memory.components.draft_weights_bytes"]) == expected.memory.components["draft_weights_bytes"]
+    assert float(row["memory.components.draft_kv_cache_bytes"]) > 0
+    assert float(row["performance.speculative.speedup"]) == expected.performance.speculative.speedup
+    assert float(row["performance.speculative.tokens_per_round"]) == expected.performance.speculative.tokens_per_round
+    assert scenarios_from_csv(text) == [scenario]
+
+    summary = list(
+        csv_module.DictReader(io_module.StringIO(plans_to_summary_csv([expected, plan(InferenceScenario())])))
+    )
+    assert summary[0]["Speculative: method"] == "draft_model"
+    assert summary[0]["Speculative: acceptance assumed"] == "yes"
+    assert float(summary[0]["Speculative: speedup vs plain decode (x)"]) > 0
+    assert summary[1]["Speculative: speedup vs plain decode (x)"] == ""  # the plain plan: blank
+    # A plan without speculative decoding keeps the summary's columns as they were.
+    plain_header = plans_to_summary_csv([plan(InferenceScenario())]).splitlines()[0]
+    assert "Speculative" not in plain_header

@@ -241,7 +241,7 @@ def _roofline_chart() -> dict:
         title=None,
         sort=alt.EncodingSortField("order"),
         scale=alt.Scale(range=list(PHASE_COLOURS.values())),
-        legend=alt.Legend(orient="bottom", direction="horizontal", symbolSize=90, labelLimit=300),
+        legend=alt.Legend(orient="bottom", direction="horizontal", columns=2, symbolSize=90, labelLimit=300),
     )
     tooltip = [
         alt.Tooltip("phase:N", title="Phase"),

@@ -424,8 +424,8 @@ def memory_chart(plan, budget_label: str = "engine budget") -> None:
 
 def roofline_chart(plan) -> None:
     perf, hw = plan.performance, plan.hardware
-    verify = " (and speculative decoding's verify step)" if perf.speculative else ""
-    st.markdown(f"**Roofline: where prefill and decode{verify} sit on this GPU**")
+    phases = "prefill, decode and the verify step" if perf.speculative else "prefill and decode"
+    st.markdown(f"**Roofline: where {phases} sit on this GPU**")
     st.caption(
         f"{hw.compute_dtype} peak {units.rate(hw.peak_flops_per_second, 'FLOP/s')}, HBM "
         f"{units.rate(hw.memory_bandwidth_bytes_per_second, 'B/s')}; points at their achieved rate per GPU "

@@ -215,10 +215,8 @@ def speculative_section(prefix: str, seed, where, model: Any = None) -> tuple[di
         key=k["acceptance"],
         persist_state="session",
         placeholder=default_acceptance_text(method),
-        help=af.help(),
+        help=f"{af.help()}. Empty: the method's default, marked assumed in the results.",
     )
-    if values["acceptance_rate"] is None:
-        where.caption(f"Acceptance {default_acceptance_text(method)}: set it to what your workload measures.")
     if absent:
         where.caption(" ".join(absent))
     try:

@@ -37,7 +37,7 @@ def speculative_summary(plan) -> None:
     k = spec.drafted_tokens
     with st.container(border=True, key="inference_speculative_summary"):
         st.markdown(
-            f"**Speculative decoding: {METHOD_TITLES.get(spec.method, spec.method)}** · draft "
+            f"**Speculative decoding** ({METHOD_TITLES.get(spec.method, spec.method)}) · draft: "
             f"{render.md_escape(spec.draft)} · k = {k} drafted tokens per round"
         )
         cols = st.columns(4)

@@ -42,8 +42,8 @@ COMPONENT_WORDS = {
     "optimizer_step": "Optimizer step",
     "offload_transfer": "Offload transfers",
     "sharding_buffers": "ZeRO/FSDP buffers",
-    "draft_weights": "Draft weights (speculative)",
-    "draft_kv_cache": "Draft KV cache (speculative)",
+    "draft_weights": "Draft weights",
+    "draft_kv_cache": "Draft KV cache",
 }
 
 

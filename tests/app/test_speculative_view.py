@@ -203,4 +203,6 @@ def test_memory_chart_names_the_draft_components():
     scenario = InferenceScenario(speculative={"method": "draft_model", "draft_model": "llama-3.2-1b"})
     at = open_page(params=scenario_to_query_params(scenario, "inference_"))
     memory = next(c.value for c in at.caption if "total" in c.value and "Weights" in c.value)
-    assert "Draft weights (speculative)" in memory and "Draft KV cache (speculative)" in memory
+    components = plan(scenario).memory.components
+    assert f"Draft weights {units.gib(components['draft_weights_bytes'])}" in memory
+    assert f"Draft KV cache {units.gib(components['draft_kv_cache_bytes'])}" in memory
