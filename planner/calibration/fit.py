@@ -18,7 +18,8 @@ Fitting, in order (each step uses what the previous ones fixed):
    compute-bound (else the square-GEMM ceiling);
 3. training compute from the training step's forward + backward, the same way (the training plan has
    no per-layer overhead term);
-4. communication from the all-reduce bus bandwidth of the largest message (default without 2 GPUs);
+4. communication (beta) from the slope of the all-reduce time between its two largest messages, and the link's
+   per-step latency (alpha) from its smallest (`fit_allreduce`; default without 2 GPUs);
 5. host link: not measured (default).
 
 Each efficiency is achieved / the reference accelerator's catalog peak, clamped to (0, 1].
@@ -109,6 +110,72 @@ class Reference:
             link_latency_seconds=10e-6,
             is_accelerator=is_accelerator,
         )
+
+
+# ---------------------------------------------------------------------------------------------
+# the all-reduce: alpha and beta
+
+
+@dataclass(frozen=True)
+class AllReduceFit:
+    """The link's alpha-beta parameters fitted to the all-reduce microbenchmark (NCCL: ring and tree only)."""
+
+    efficiency: float  # beta: achieved / catalog link bandwidth
+    latency_seconds: float  # alpha: per-step latency of the link
+    note: str
+
+
+def fit_allreduce(measurements, ref: Reference, default_efficiency: float) -> AllReduceFit:
+    """alpha and beta of `planner.physics.collectives` from the all-reduce timings of one group size.
+
+    beta (the bandwidth efficiency) from the slope between the two largest messages, where NCCL's ring is
+    bandwidth-bound: dt / dM = 2(n-1)/n / (link x eff). alpha from the smallest message: the per-step latency
+    at which the engine's fastest NCCL algorithm (ring or tree, each with its fixed kernel cost) takes the
+    measured time, found by bisection (0 when the message ran faster than the fixed costs alone). With one
+    message size only beta is fitted, with the catalog's alpha subtracted."""
+    ordered = sorted(measurements, key=lambda a: a.message_bytes)
+    largest, n = ordered[-1], ordered[-1].world_size
+    crossing = 2 * (n - 1) / n
+    alpha = ref.link_latency_seconds
+    efficiency = None
+    if len(ordered) >= 2 and ordered[-2].message_bytes < largest.message_bytes:
+        slope = (largest.seconds - ordered[-2].seconds) / (largest.message_bytes - ordered[-2].message_bytes)
+        if slope > 0:
+            efficiency = clamp(crossing / (ref.link_bytes_per_second * slope))
+    if efficiency is None:
+        fixed = collectives.RING_BASE_SECONDS + 2 * (n - 1) * alpha
+        bandwidth_time = largest.seconds - fixed if largest.seconds > fixed else largest.seconds
+        efficiency = clamp(crossing * largest.message_bytes / (ref.link_bytes_per_second * bandwidth_time))
+    how = f"beta from the {len(ordered)} message sizes' slope"
+    if len(ordered) >= 2:
+        smallest = ordered[0]
+
+        def predicted(latency: float) -> float:
+            return float(
+                collectives.allreduce_seconds(smallest.message_bytes, n, ref.link_bytes_per_second, latency, efficiency)
+            )
+
+        lo, hi = 0.0, max(smallest.seconds, 1e-9)
+        if predicted(lo) >= smallest.seconds:
+            alpha = 0.0
+        else:
+            for _ in range(60):
+                mid = (lo + hi) / 2
+                lo, hi = (mid, hi) if predicted(mid) < smallest.seconds else (lo, mid)
+            alpha = (lo + hi) / 2
+        how += f"; alpha {alpha * 1e6:.2f} us per step from the {_size(smallest.message_bytes)} message"
+    else:
+        how = f"beta from one message size, the catalog's alpha {alpha * 1e6:.2f} us subtracted"
+    note = (
+        f"all-reduce over {n} GPUs ({largest.backend}, {_size(ordered[0].message_bytes)} to "
+        f"{_size(largest.message_bytes)}; bus bandwidth {largest.bus_bytes_per_second / 1e9:.1f} GB/s at the largest): "
+        f"{how} (catalog alpha {ref.link_latency_seconds * 1e6:.2f} us)"
+    )
+    return AllReduceFit(efficiency, alpha, note)
+
+
+def _size(message_bytes: int) -> str:
+    return f"{message_bytes >> 20} MiB" if message_bytes >= 1 << 20 else f"{message_bytes >> 10} KiB"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -297,19 +364,9 @@ def fit_efficiency(
     e_comm = d.communication
     notes["communication"] = "default (fewer than 2 GPUs: all-reduce not measured)"
     if ceilings.allreduce:
-        # The engine's all-reduce time: 2(n-1)/n x message / (link x eff) + log2(n) x latency. Solved for eff
-        # at the largest message (bandwidth-bound); the smaller ones test the latency term.
-        largest = max(ceilings.allreduce, key=lambda a: a.message_bytes)
-        n = largest.world_size
-        bandwidth_time = largest.seconds - math.log2(n) * ref.link_latency_seconds
-        if bandwidth_time <= 0:
-            bandwidth_time = largest.seconds
-        e_comm = clamp(2 * (n - 1) / n * largest.message_bytes / (ref.link_bytes_per_second * bandwidth_time))
-        notes["communication"] = (
-            f"all-reduce of {largest.message_bytes >> 20} MiB over {n} GPUs "
-            f"({largest.backend}; bus bandwidth "
-            f"{largest.bus_bytes_per_second / 1e9:.1f} GB/s)"
-        )
+        allreduce_fit = fit_allreduce(ceilings.allreduce, ref, d.communication)
+        e_comm = allreduce_fit.efficiency
+        notes["communication"] = allreduce_fit.note
     notes["host_link"] = "default (not measured)"
     # The probe times bare torch forwards: no scheduler, no sampler, no API server, so these engine costs
     # keep their published defaults (planner.physics.efficiency); a serving benchmark could fit them.
@@ -468,13 +525,15 @@ def comparison_rows(
             )
         )
     if ceilings.allreduce:
-        largest = max(a.message_bytes for a in ceilings.allreduce)
+        fitted_alpha = fit_allreduce(ceilings.allreduce, ref, d.communication).latency_seconds
+        sizes = sorted({a.message_bytes for a in ceilings.allreduce})
+        fit_sizes = {sizes[0], *sizes[-2:]}  # fit_allreduce: beta from the two largest, alpha from the smallest
         for a in sorted(ceilings.allreduce, key=lambda a: a.message_bytes):
 
-            def allreduce(eff, a=a):
+            def allreduce(eff, latency=ref.link_latency_seconds, a=a):
                 return float(
                     collectives.allreduce_seconds(
-                        a.message_bytes, a.world_size, ref.link_bytes_per_second, ref.link_latency_seconds, eff
+                        a.message_bytes, a.world_size, ref.link_bytes_per_second, latency, eff
                     )
                 )
 
@@ -483,11 +542,12 @@ def comparison_rows(
                     quantity=f"all-reduce {a.message_bytes >> 20} MiB over {a.world_size} ranks",
                     phase="allreduce",
                     unit="s",
-                    role="fit" if a.message_bytes == largest else "holdout",
+                    role="fit" if a.message_bytes in fit_sizes else "holdout",
                     measured=a.seconds,
                     predicted=allreduce(d.communication),
-                    predicted_calibrated=allreduce(efficiency.communication),
-                    note="performance.allreduce_seconds (ring, 2(n-1)/n of the message per link)",
+                    predicted_calibrated=allreduce(efficiency.communication, fitted_alpha),
+                    note="collectives.allreduce_seconds (NCCL: the faster of ring and tree; calibrated with the "
+                    "fitted alpha and beta)",
                 )
             )
 

@@ -16,7 +16,7 @@ from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import ModelArchitecture
 from planner.physics import collectives
 from planner.physics import memory as mem
-from planner.physics.runtimes import DEFAULT_RUNTIME
+from planner.physics.runtimes import DEFAULT_RUNTIME, runtime_profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +32,9 @@ class HardwareInputs:
     gpus_per_node: Number
     is_accelerator: Flag  # False for a CPU "device" (no CUDA context, graphs or NCCL buffers)
     usd_per_gpu_hour: Number
+    # The interconnect lets GPUs map each other's memory (NVLink / NVSwitch / xGMI): custom one-shot / two-shot
+    # all-reduce kernels run inside its domain (planner.physics.collectives.has_peer_link).
+    peer_link: Flag = False
 
     @classmethod
     def from_accelerator(cls, accel: Accelerator, weight_dtype: str, usd_per_gpu_hour: float) -> HardwareInputs:
@@ -45,6 +48,7 @@ class HardwareInputs:
             gpus_per_node=accel.gpus_per_node,
             is_accelerator=accel.vendor != "cpu",
             usd_per_gpu_hour=usd_per_gpu_hour,
+            peer_link=collectives.has_peer_link(accel.interconnect.name if accel.interconnect else None),
         )
 
 
@@ -114,15 +118,20 @@ class Link:
 
     bytes_per_second: Number
     latency_seconds: Number
+    # All-reduces over this link may use custom peer-memory kernels (one-shot / two-shot): the runtime has them
+    # and the group sits inside an NVLink-class domain.
+    peer_access: Flag = False
 
     @classmethod
-    def spanning(cls, group_span_gpus, hw: HardwareInputs) -> Link:
+    def spanning(cls, group_span_gpus, hw: HardwareInputs, custom_allreduce: bool = False) -> Link:
         """The interconnect while the group stays inside a node, the network once it spans nodes."""
+        peer = collectives.link_peer_access(group_span_gpus, hw.gpus_per_node, hw.peer_link)
         return cls(
             collectives.link_bandwidth(
                 group_span_gpus, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second
             ),
             collectives.link_latency(group_span_gpus, hw.gpus_per_node, hw.link_latency_seconds),
+            peer if custom_allreduce else False,
         )
 
 
@@ -154,7 +163,7 @@ class ReplicaShape:
             sequences=sequences,
             micro_batch=ceil_div(sequences, pp),
             stage_layers=mem.stage_layers(arch, pp),
-            tensor_link=Link.spanning(tp, hw),
+            tensor_link=Link.spanning(tp, hw, runtime_profile(x.runtime).custom_allreduce),
             pipeline_link=Link.spanning(tp * pp, hw),
             expert_link=Link.spanning(x.expert_parallel, hw),
         )

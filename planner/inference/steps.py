@@ -178,12 +178,18 @@ def activation_message_bytes(arch: ModelArchitecture, tokens, activation_bytes):
 
 def tensor_parallel_seconds(stage_layers, message_bytes, tensor_parallel, link: Link, efficiency: Efficiency):
     """Tensor-parallel all-reduces of one step on one stage: two per layer (after attention and after
-    the MLP; Megatron-LM, Shoeybi et al. 2019, Sec. 3)."""
+    the MLP; Megatron-LM, Shoeybi et al. 2019, Sec. 3), each by the fastest algorithm for its message size on
+    this link (`collectives.allreduce_seconds`: one-shot / two-shot where `link.peer_access`, ring / tree)."""
     return (
         stage_layers
         * 2
         * collectives.allreduce_seconds(
-            message_bytes, tensor_parallel, link.bytes_per_second, link.latency_seconds, efficiency.communication
+            message_bytes,
+            tensor_parallel,
+            link.bytes_per_second,
+            link.latency_seconds,
+            efficiency.communication,
+            link.peer_access,
         )
     )
 

@@ -1,38 +1,173 @@
 """Collectives and point-to-point transfers between GPUs, and the link each one runs over.
 
+A latency-bandwidth (alpha-beta) model per algorithm: time = a fixed kernel cost + steps x alpha +
+bytes crossing each GPU's link / (link bandwidth x efficiency). alpha is the link's per-step latency (the
+accelerator catalog's figure for the interconnect inside a node, `INTER_NODE_LATENCY_SECONDS` across nodes);
+a calibration with two or more GPUs fits both alpha and the bandwidth efficiency
+(`planner.calibration.fit.fit_allreduce`).
+
+The catalog's per-step latencies sit where NCCL's own tuning model puts one step of its Simple protocol:
+NVLink 3 us (NCCL 3.4 us), PCIe and the network 10 us (NCCL 5.7 and 9.6 us); NVIDIA/nccl@01afd20
+src/graph/tuning.cc `hwLat`, whose `baseLat` (3.6 us ring, 4.4 us tree, LL protocol) gives the fixed kernel
+costs below.
+
+All-reduce algorithms (`ALLREDUCE_ALGORITHMS`), the fastest available one per message size:
+
+- ring (NCCL): 2(n-1) steps; 2(n-1)/n of the message crosses each link (Patarasuk & Yuan 2009; the
+  bus-bandwidth convention of nccl-tests PERFORMANCE.md);
+- tree (NCCL's double binary tree, Sanders et al. 2009): 2 log2(n) steps; the whole message twice per link
+  (NCCL tuning.cc converts a tree's bus bandwidth to algorithm bandwidth with a ratio of 0.5);
+- one-shot (peer access): each rank reads the n-1 peers' buffers directly and reduces locally: one
+  synchronisation step, (n-1) x the message over its link;
+- two-shot (peer access): reduce-scatter then all-gather through peer memory: two steps, 2(n-1)/n of the
+  message per link.
+
+One-shot and two-shot are vLLM's custom all-reduce (csrc/custom_all_reduce.cuh cross_device_reduce_1stage /
+_2stage; TensorRT-LLM and SGLang have the same pair): they need every GPU to map every other's memory, so
+only inside an NVLink / NVSwitch / xGMI domain, for at most 8 GPUs and messages up to its 8 MiB buffer
+(vllm/distributed/device_communicators/custom_all_reduce.py, max_size = 8192 * 1024). Their kernels move
+medium messages at a fraction of what NCCL reaches (`PEER_BANDWIDTH_SHARE`).
+
 All functions broadcast over numpy arrays (DESIGN rule 4). Times are seconds; bandwidths bytes/s.
 """
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
-from planner.arrays import minimum, where
+from planner.arrays import Number, minimum, where
+
+# Fixed cost of one collective kernel beyond its steps (NCCL tuning.cc baseLat, LL protocol, us -> s).
+RING_BASE_SECONDS = 3.6e-6
+TREE_BASE_SECONDS = 4.4e-6
+# The custom (peer-access) kernels start the same way (a flag handshake polled in device memory).
+PEER_BASE_SECONDS = 3.6e-6
+# What the one-shot / two-shot kernels reach of the bandwidth NCCL reaches (efficiency.communication, 0.75 of
+# the link by default). SGLang PR #2904 measured vLLM's custom all-reduce on 8 x H100 SXM (NVLink 450 GB/s per
+# direction), bf16, 0.5 -> 2 MiB: +13.7 us at TP2 (one-shot), +19.6 us at TP4 and +20.9 us at TP8 (two-shot)
+# for the extra 1.5 MiB. Bus bandwidth: 1 x 1.5 MiB / 13.7 us = 115 GB/s, 1.5 x 1.5 MiB / 19.6 us = 120 GB/s,
+# 1.75 x 1.5 MiB / 20.9 us = 132 GB/s; mean 122 GB/s = 0.27 of 450 GB/s = 0.36 x 0.75.
+PEER_BANDWIDTH_SHARE = 0.36
+PEER_MAX_MESSAGE_BYTES = 8 << 20  # vLLM CustomAllreduce max_size (8 MiB)
+PEER_MAX_PARTICIPANTS = 8  # vLLM CustomAllreduce _SUPPORTED_WORLD_SIZES = [2, 4, 6, 8]
+
+ALLREDUCE_ALGORITHMS = ("ring", "tree", "one-shot", "two-shot")
 
 
-def allreduce_seconds(message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency):
-    """One ring all-reduce of `message_bytes` over `participants` GPUs.
+def _log2(n):
+    return math.log2(max(n, 1)) if isinstance(n, (int, float)) else np.log2(np.maximum(n, 1))
 
-    Bandwidth term: each GPU sends and receives 2(n-1)/n of the message (Patarasuk & Yuan 2009;
-    NCCL's "bus bandwidth" convention). Latency term: log2(n) link latencies, the tree/one-shot
-    algorithms NCCL picks for small messages. Zero for one participant.
-    """
+
+def _bandwidth_seconds(crossing_bytes, link_bytes_per_second, efficiency):
+    return crossing_bytes / (link_bytes_per_second * efficiency)
+
+
+def ring_allreduce_seconds(message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency):
+    """Ring all-reduce (reduce-scatter + all-gather around a ring): 2(n-1) steps, 2(n-1)/n of the message
+    through each GPU's link."""
     n = participants
-    bandwidth = 2 * (n - 1) / n * message_bytes / (link_bytes_per_second * efficiency)
-    latency = np.log2(np.maximum(n, 1)) * link_latency_seconds
-    return where(n > 1, bandwidth + latency, 0.0)
+    return (
+        RING_BASE_SECONDS
+        + 2 * (n - 1) * link_latency_seconds
+        + _bandwidth_seconds(2 * (n - 1) / n * message_bytes, link_bytes_per_second, efficiency)
+    )
+
+
+def tree_allreduce_seconds(message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency):
+    """Double-binary-tree all-reduce (reduce up, broadcast down): 2 log2(n) steps, the whole message twice
+    through each GPU's link."""
+    return (
+        TREE_BASE_SECONDS
+        + 2 * _log2(participants) * link_latency_seconds
+        + _bandwidth_seconds(2 * message_bytes, link_bytes_per_second, efficiency)
+    )
+
+
+def one_shot_allreduce_seconds(message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency):
+    """One-shot all-reduce through peer memory: one synchronisation step, then each GPU reads the n-1 peers'
+    whole buffers (at the custom kernels' share of the bandwidth)."""
+    n = participants
+    return (
+        PEER_BASE_SECONDS
+        + link_latency_seconds
+        + _bandwidth_seconds((n - 1) * message_bytes, link_bytes_per_second, efficiency * PEER_BANDWIDTH_SHARE)
+    )
+
+
+def two_shot_allreduce_seconds(message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency):
+    """Two-shot all-reduce through peer memory: reduce-scatter then all-gather, two synchronisation steps,
+    2(n-1)/n of the message through each GPU's link (at the custom kernels' share of the bandwidth)."""
+    n = participants
+    return (
+        PEER_BASE_SECONDS
+        + 2 * link_latency_seconds
+        + _bandwidth_seconds(2 * (n - 1) / n * message_bytes, link_bytes_per_second, efficiency * PEER_BANDWIDTH_SHARE)
+    )
+
+
+def peer_allreduce_available(message_bytes, participants, peer_access):
+    """Whether the custom one-shot / two-shot kernels run: peer access (the group inside an NVLink-class
+    domain), at most `PEER_MAX_PARTICIPANTS` GPUs and a message within their `PEER_MAX_MESSAGE_BYTES` buffer."""
+    fits = (participants <= PEER_MAX_PARTICIPANTS) & (message_bytes <= PEER_MAX_MESSAGE_BYTES)
+    return where(peer_access, fits, False)
+
+
+def allreduce_algorithm_seconds(
+    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access=False
+) -> dict[str, Number]:
+    """Each algorithm's time (`ALLREDUCE_ALGORITHMS` order); infinite where it is not available."""
+    args = (message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency)
+    peer = peer_allreduce_available(message_bytes, participants, peer_access)
+    return {
+        "ring": ring_allreduce_seconds(*args),
+        "tree": tree_allreduce_seconds(*args),
+        "one-shot": where(peer, one_shot_allreduce_seconds(*args), math.inf),
+        "two-shot": where(peer, two_shot_allreduce_seconds(*args), math.inf),
+    }
+
+
+def allreduce_seconds(
+    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access=False
+):
+    """One all-reduce of `message_bytes` over `participants` GPUs: the fastest available algorithm
+    (`allreduce_algorithm_seconds`). `peer_access`: the group sits inside an NVLink / NVSwitch / xGMI domain
+    and the runtime has custom peer-memory kernels (vLLM, SGLang, TensorRT-LLM); NCCL alone (training) has
+    ring and tree only. Zero for one participant."""
+    times = allreduce_algorithm_seconds(
+        message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access
+    )
+    fastest = times["ring"]
+    for name in ALLREDUCE_ALGORITHMS[1:]:
+        fastest = minimum(fastest, times[name])
+    return where(participants > 1, fastest, 0.0)
+
+
+def allreduce_algorithm(
+    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access=False
+) -> str:
+    """The algorithm `allreduce_seconds` picks for one message (scalars; for the plan's explanation)."""
+    times = allreduce_algorithm_seconds(
+        message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access
+    )
+    return min(ALLREDUCE_ALGORITHMS, key=lambda name: float(times[name]))
 
 
 def allgather_seconds(message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency):
-    """All-gather (or reduce-scatter) of a `message_bytes` result: (n-1)/n of it crosses each link."""
+    """All-gather (or reduce-scatter) of a `message_bytes` result, NCCL's ring (its only algorithm for these,
+    tuning.cc): n-1 steps, (n-1)/n of it crosses each link. Zero for one participant."""
     n = participants
-    bandwidth = (n - 1) / n * message_bytes / (link_bytes_per_second * efficiency)
-    latency = np.log2(np.maximum(n, 1)) * link_latency_seconds
-    return where(n > 1, bandwidth + latency, 0.0)
+    ring = (
+        RING_BASE_SECONDS
+        + (n - 1) * link_latency_seconds
+        + _bandwidth_seconds((n - 1) / n * message_bytes, link_bytes_per_second, efficiency)
+    )
+    return where(n > 1, ring, 0.0)
 
 
 def p2p_seconds(message_bytes, link_bytes_per_second, link_latency_seconds, efficiency):
-    """One point-to-point send (pipeline hand-off of activations)."""
+    """One point-to-point send (pipeline hand-off of activations): one step."""
     return message_bytes / (link_bytes_per_second * efficiency) + link_latency_seconds
 
 
@@ -52,3 +187,19 @@ INTER_NODE_LATENCY_SECONDS = 10e-6  # InfiniBand/RoCE message latency, planning 
 
 def link_latency(group_span_gpus, gpus_per_node, intra_node_latency_seconds):
     return where(group_span_gpus > gpus_per_node, INTER_NODE_LATENCY_SECONDS, intra_node_latency_seconds)
+
+
+def link_peer_access(group_span_gpus, gpus_per_node, has_peer_link):
+    """Whether a group's GPUs can map each other's memory: an NVLink-class interconnect (`has_peer_link`)
+    and the group inside its domain."""
+    return where(group_span_gpus > gpus_per_node, False, has_peer_link)
+
+
+PEER_LINK_WORDS = ("NVLink", "xGMI", "Infinity Fabric")
+
+
+def has_peer_link(interconnect_name: str | None) -> bool:
+    """Whether an accelerator's interconnect lets GPUs map each other's memory for the custom all-reduce
+    kernels: NVLink / NVSwitch (vLLM custom_all_reduce.py requires full NVLink beyond two GPUs) or AMD's
+    xGMI / Infinity Fabric (vLLM's ROCm custom all-reduce); not PCIe, Ethernet or Thunderbolt."""
+    return interconnect_name is not None and any(word in interconnect_name for word in PEER_LINK_WORDS)

@@ -69,8 +69,9 @@ def test_speculation_pays_at_batch_one_and_not_once_decode_is_compute_bound():
 def test_deepseek_v3_mtp_is_near_its_published_speedup():
     """DeepSeek-V3 technical report (arXiv 2412.19437) Sec. 5.4.3: with one MTP module, 85-90% of second
     tokens are accepted and decoding runs at 1.8x the tokens per second. The plan at acceptance 0.85 on
-    8 x H200 (FP8) over batches 1-128 stays within 1.4-1.85x: MoE verify steps touch more experts per extra
-    token, so the plan's speed-up is below the acceptance-only bound 1.85."""
+    8 x H200 (FP8) over batches 1-128 stays within 1.35-1.85x: MoE verify steps touch more experts per extra
+    token, and their all-reduces carry twice the tokens (at batch 32, 917 KB instead of 459 KB: two-shot or
+    tree, planner.physics.collectives), so the plan's speed-up is below the acceptance-only bound 1.85."""
     for concurrency in (1, 32, 128):
         p = plan(
             InferenceScenario(
@@ -85,7 +86,7 @@ def test_deepseek_v3_mtp_is_near_its_published_speedup():
         )
         s = p.performance.speculative
         assert s.acceptance_rate == 0.85 and s.acceptance_is_assumed and "2412.19437" in s.acceptance_source
-        assert 1.4 <= s.speedup <= 1.85, (concurrency, s.speedup)
+        assert 1.35 <= s.speedup <= 1.85, (concurrency, s.speedup)
 
 
 @pytest.mark.parametrize(
