@@ -10,8 +10,12 @@ recompute preemption). A step's duration comes from a `StepCost` — the rooflin
 so the simulation adds queueing and batching dynamics, not a second physics.
 
 Runs of pure decode steps between events (an arrival that can be admitted, a completion, a KV block
-running out) are advanced at once with a vectorised cost over the run, so the loop count grows with
-requests, not with tokens.
+running out) are advanced at once, so the loop count grows with requests, not with tokens. The speed
+target (10,000 requests on one configuration in a second on one core, `benchmarks/traffic_speed.py`) sets
+how a run is costed: only up to the step in which the next request arrives, with the vectorised cost for
+a long run and step by step in Python floats for a short one (numpy's per-call overhead outweighs a few
+steps of arithmetic); both give the same numbers bit for bit, and the tests hold the whole loop to a
+plain one-step-at-a-time scheduler.
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ from typing import Protocol
 
 import numpy as np
 
-SHORT_RUN_STEPS = 12  # a decode run of at most this many steps is costed step by step (numpy calls cost more)
+# A decode run of at most this many steps is costed step by step: a vectorised run costs ~10 us of numpy
+# calls whatever its length, one step in Python floats ~1.5 us.
+SHORT_RUN_STEPS = 8
 
 
 class StepCost(Protocol):

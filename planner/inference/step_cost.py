@@ -219,7 +219,7 @@ class RooflineStepCost:
     def decode_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
         """Pure decode steps of the same batch at each of the given context sums (a run, vectorised)."""
         rows = self._decode_rows(decode_batch)
-        mean_context = np.true_divide(decode_context_tokens, decode_batch, dtype=float)
+        mean_context = np.asarray(decode_context_tokens) / decode_batch  # float64, as float(sum) / batch
         step = np.interp(mean_context, self._context_grid, rows.compute)
         # pp * max(compute, memory) + fixed, in place: a run is short, so allocations cost more than the math.
         np.maximum(step, np.interp(mean_context, self._context_grid, rows.memory), out=step)
@@ -232,10 +232,11 @@ class RooflineStepCost:
         """One pure decode step: `decode_seconds` of a single context sum, bit for bit, in Python floats
         (cheaper than a numpy call for the few steps of a short run)."""
         rows = self._decode_rows(decode_batch)
-        grid = self._scalar_tables.context_grid
         mean_context = decode_context_tokens / decode_batch
-        step = max(interp_one(mean_context, grid, rows.compute_list), interp_one(mean_context, grid, rows.memory_list))
-        return step * self.pipeline_parallel + rows.fixed_seconds
+        compute, memory = interp_two(
+            mean_context, self._scalar_tables.context_grid, rows.compute_list, rows.memory_list
+        )
+        return max(compute, memory) * self.pipeline_parallel + rows.fixed_seconds
 
     def shortest_decode_seconds(self, decode_batch: int) -> float:
         """No pure decode step of this batch is shorter, at any context."""
@@ -304,6 +305,19 @@ def interp_one(x: float, xs: list[float], ys: list[float]) -> float:
         return ys[j]
     slope = (ys[j + 1] - ys[j]) / (xs[j + 1] - xs[j])
     return slope * (x - xs[j]) + ys[j]
+
+
+def interp_two(x: float, xs: list[float], ys: list[float], zs: list[float]) -> tuple[float, float]:
+    """`interp_one` of two rows over the same grid, sharing the bracket search."""
+    j = bisect_right(xs, x) - 1
+    if j < 0:
+        return ys[0], zs[0]
+    if j >= len(xs) - 1:
+        return ys[-1], zs[-1]
+    if xs[j] == x:
+        return ys[j], zs[j]
+    width, offset = xs[j + 1] - xs[j], x - xs[j]
+    return (ys[j + 1] - ys[j]) / width * offset + ys[j], (zs[j + 1] - zs[j]) / width * offset + zs[j]
 
 
 def context_grid(arch: ModelArchitecture, max_tokens: int) -> np.ndarray:
