@@ -11,6 +11,7 @@ from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
 from planner.training import memory as tmem
+from planner.training import step_time
 from planner.training.inputs import RECOMPUTE_LEVEL
 from planner.training.results import MicroBatchOption, TrainingCost, TrainingLayout, TrainingPerformance
 from planner.training.scenario import TrainingScenario
@@ -84,7 +85,14 @@ def warnings_for(
             f"sequence_length {s.sequence_length:,} exceeds {arch.name}'s trained context of "
             f"{arch.max_context_tokens:,} tokens."
         )
-    if arch.num_layers % s.pipeline_parallel:
+    uneven = s.stage_layer_counts()
+    if uneven is not None:
+        first, middle, last = uneven
+        out.append(
+            f"Uneven pipeline stages: {first} layers on the first stage, {middle} on each middle stage, {last} on the "
+            f"last; memory is charged to the most loaded stage and the step to the slowest one."
+        )
+    elif arch.num_layers % s.pipeline_parallel:
         out.append(
             f"{arch.num_layers} layers do not split evenly over {s.pipeline_parallel} pipeline stages; the "
             f"plan charges every stage {stage_layers(arch, s.pipeline_parallel)} layers (the heaviest)."
@@ -104,10 +112,25 @@ def warnings_for(
             "Tensor parallelism without sequence parallelism keeps norm and dropout activations replicated on "
             "every TP rank (Korthikanti et al.: 10 sbh of 34 sbh per layer)."
         )
-    if s.flash_attention and s.activation_checkpointing == "selective":
+    if s.flash_attention and s.recompute_module_set == ("core_attn",):
         out.append(
-            "Selective recomputation only drops the attention score matrix, which FlashAttention never stores: "
-            "with flash_attention it saves no memory (Megatron-core can recompute more modules)."
+            "Selective recomputation of core_attn (Megatron-core's default module) drops the attention score matrix, "
+            "which FlashAttention never stores: it frees only the kernel's log-sum-exp yet runs the attention forward "
+            "again. Add layernorm, mlp, moe_act or moe to recompute_modules, or use op or full recomputation, to save "
+            "memory. (Plans made before recompute_modules existed charged this recomputation no FLOPs.)"
+        )
+    if s.activation_checkpointing == "full" and s.recompute_method == "block":
+        per_chunk = stage_layers(arch, s.pipeline_parallel) / s.virtual_pipeline_stages
+        if s.recompute_num_layers >= per_chunk:
+            out.append(
+                f"recompute_num_layers={s.recompute_num_layers} covers every layer of a stage ({per_chunk:g} per "
+                "model chunk): block recomputation is full recomputation here."
+            )
+    if s.precision == "fp8" and not accel.peak_flops_per_second.get("fp8"):
+        out.append(
+            f"{accel.name} has no FP8 tensor cores: Transformer Engine's FP8 needs compute capability 8.9 or newer "
+            "(Ada, Hopper, Blackwell). The plan runs the GEMMs at the bf16 peak and keeps FP8's memory, which such a "
+            "GPU could not use."
         )
     if not s.flash_attention and s.activation_checkpointing == "none":
         out.append(
@@ -148,14 +171,64 @@ def warnings_for(
     return out
 
 
+def recompute_assumption(s: TrainingScenario, arch: ModelArchitecture) -> str | None:
+    """What the chosen recomputation keeps and repeats, with its source."""
+    mode = s.activation_checkpointing
+    if mode == "selective":
+        return (
+            f"Selective recomputation of {', '.join(s.recompute_module_set)} (Megatron-core --recompute-granularity "
+            "selective --recompute-modules; TransformerConfig.recompute_modules in megatron/core/transformer/"
+            "transformer_config.py): core_attn checkpoints the attention kernel (drops the score matrix, or only "
+            "FlashAttention's log-sum-exp, and runs its forward again); layernorm discards the two normalized inputs "
+            "and recomputes the norms (output-discarding checkpoint; assumes norms not fused into the QKV/FC1 "
+            "linear); mlp / moe / shared_experts checkpoint that block (keep its input, repeat its matmuls and its "
+            "tensor-parallel reduction); moe_act discards the experts' activation output; mla_up_proj discards MLA's "
+            "q, k and kv up-projection outputs and repeats those matmuls. Elementwise recomputation is not charged "
+            "FLOPs."
+        )
+    if mode == "op":
+        return (
+            "Op-level recomputation as torchtitan's selective_ac_option 'op' (torchtitan/distributed/"
+            "activation_checkpoint.py: the save list holds aten.mm and the SDPA kernels, and the policy 'saves "
+            "output of all compute ops, except every second mm'): per layer the input, the outputs of q, v, the "
+            "first MLP projection and the down projection (the 1st, 3rd, 5th, 7th matmul), and the fused attention's "
+            "output and log-sum-exp are kept; norms, RoPE, activations and the k, o and up projections are "
+            "recomputed (their matmul FLOPs charged). A MoE layer's expert block is kept whole."
+        )
+    if mode == "full":
+        if s.recompute_method == "block":
+            return (
+                f"Full recomputation, block method: the first {s.recompute_num_layers} layers of each stage (model "
+                "chunk) keep only their input and run their forward again; the rest keep everything (Megatron-core "
+                "--recompute-method block --recompute-num-layers)."
+            )
+        if s.recompute_num_layers > 1:
+            return (
+                f"Full recomputation, uniform method in groups of {s.recompute_num_layers} layers: one input kept per "
+                "group, the whole group rebuilt while its backward runs (Megatron-core --recompute-method uniform "
+                "--recompute-num-layers)."
+            )
+    return None
+
+
 def assumptions_for(
     s: TrainingScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration: CalibrationRecord | None
 ) -> list[str]:
     p = tmem.PRECISIONS[s.precision]
-    out = [
+    uneven = s.stage_layer_counts()
+    stages = (
         "Memory is per GPU on the most loaded pipeline stage (the first stage holds the most in-flight micro-batches, "
-        "the last the output head and logits; the larger total is reported). The budget for training is the full "
-        "device capacity; allocator fragmentation (typically 5-10 %) is not modelled.",
+        "the last the output head and logits; the larger total is reported). "
+        if uneven is None
+        else f"Memory is per GPU on the most loaded of the first ({uneven[0]} layers, p micro-batches in flight), the "
+        f"second ({uneven[1]} layers, p - 1 in flight; Megatron 1F1B) and the last stage ({uneven[2]} layers, the "
+        "output head and logits), as Megatron-core's --decoder-first-pipeline-num-layers / "
+        "--decoder-last-pipeline-num-layers place them (TransformerConfig.num_layers_in_first_pipeline_stage / "
+        "num_layers_in_last_pipeline_stage); the step runs at the pace of the stage with the most work. "
+    )
+    out = [
+        stages + "The budget for training is the full device capacity; allocator fragmentation (typically 5-10 %) is "
+        "not modelled.",
         f"Precision {s.precision}: {p.description}.",
         "Model states follow ZeRO (Rajbhandari et al. 2020): stage 1 shards optimizer state and fp32 master weights, "
         "2 also gradients, 3 also parameters, over the data-parallel (x context-parallel) group; routed experts over "
@@ -206,6 +279,28 @@ def assumptions_for(
         )
     if s.precision == "fp32":
         out.append("fp32 matmuls at the fp32 (non-tensor-core) peak; enabling TF32 would run them much faster.")
+    recompute = recompute_assumption(s, arch)
+    if recompute is not None:
+        out.append(recompute)
+    if s.precision == "fp8":
+        scaling = (
+            "delayed scaling (DelayedScaling: scale from an amax history, 1024 steps by default, kept per tensor; "
+            "negligible memory)"
+            if s.fp8_recipe == "delayed"
+            else "current scaling (Float8CurrentScaling: each tensor's amax computed just before its cast, one extra "
+            "read of the tensor, not charged)"
+        )
+        out.append(
+            f"FP8 training with Transformer Engine, Format.HYBRID (E4M3 forward, E5M2 gradients), {scaling}: the "
+            "layer GEMMs (forward, data and weight gradients, recomputed ones) run at the GPU's dense FP8 peak with "
+            "the same efficiency as 16-bit GEMMs; attention, norms, the embedding and the output head stay in bf16 "
+            "(Megatron-core's output layer is not a TE module). Memory: bf16 parameters and gradients, fp32 master "
+            "weights and optimizer state unchanged; an FP8 copy and an FP8 transpose of every layer GEMM weight "
+            "(2 B per element, cached across micro-batches, in weights_bytes); GEMM inputs saved for backward in "
+            "FP8. MFU and HFU are against the dense bf16 peak. Sources: Transformer Engine Common API "
+            "(transformer_engine.common.recipe, release 2.x docs) and Micikevicius et al. 2022, 'FP8 Formats for "
+            "Deep Learning'."
+        )
     if calibration is not None:
         out.append(f"Calibrated with '{calibration.label}': efficiencies and runtime overhead from a measured profile.")
     return out
@@ -226,8 +321,61 @@ def equations_for(
     return [
         *_memory_equations(s, arch, counts, layout, memory),
         *_time_equations(s, counts, eff, layout, perf, hardware),
+        *_feature_equations(s, arch, counts),
         *_cost_equations(s, perf, cost),
     ]
+
+
+def _feature_equations(s: TrainingScenario, arch: ModelArchitecture, counts: ParameterCounts) -> list[Equation]:
+    """Recomputation's extra FLOPs and FP8's weight copies, when the scenario uses them."""
+    out: list[Equation] = []
+    recompute = RECOMPUTE_LEVEL[s.activation_checkpointing]
+    if recompute:
+        modules = s.recompute_module_set or ("core_attn",)
+        fraction = tmem.full_recompute_fraction(
+            stage_layers(arch, s.pipeline_parallel),
+            s.recompute_method,
+            s.recompute_num_layers,
+            s.virtual_pipeline_stages,
+        )
+        args = (s.sequence_length, s.flash_attention)
+        lora = (s.lora is not None, s.lora.rank if s.lora else 0, tuple(s.lora.target_modules) if s.lora else ())
+        _, with_recompute = step_time.model_training_flops_per_token(
+            counts, arch, *args, recompute, *lora, modules, fraction
+        )
+        _, without = step_time.model_training_flops_per_token(counts, arch, *args, 0, *lora)
+        what = {
+            1: f"selective modules {', '.join(modules)}: their matmuls (+ attention forward for core_attn)",
+            2: f"full: {percent(float(fraction))} of the layers' forward again",
+            3: "op: every second matmul of each layer (k, o, up/down)",
+        }[recompute]
+        out.append(
+            Equation(
+                name="Recomputation FLOPs per token",
+                formula="hardware FLOPs with recomputation - without",
+                substituted=f"{count(float(with_recompute))} - {count(float(without))} ({what})",
+                value=float(with_recompute - without),
+                unit="FLOPs",
+                source="Megatron-core recompute_modules / torchtitan op SAC / Korthikanti et al. 2022",
+            )
+        )
+    p = tmem.PRECISIONS[s.precision]
+    if p.gemm_weight_copy:
+        elements = float(
+            tmem.stage_gemm_weight_elements(counts, arch, s.tensor_parallel, s.pipeline_parallel, s.expert_parallel)
+        )
+        zero3 = s.dp * s.context_parallel if s.effective_zero_stage >= 3 else 1
+        out.append(
+            Equation(
+                name="FP8 weight copies per GPU",
+                formula="FP8 copy + FP8 transpose (2 B) x layer GEMM weights per GPU (/ DP x CP with ZeRO-3)",
+                substituted=f"{p.gemm_weight_copy:g} B x {count(elements)} / {zero3}",
+                value=p.gemm_weight_copy * elements / zero3,
+                unit="bytes",
+                source="Transformer Engine (weights cast once per step, is_first_microbatch)",
+            )
+        )
+    return out
 
 
 def _memory_equations(
@@ -251,6 +399,14 @@ def _memory_equations(
         p.activation,
         s.lora.rank if s.lora else 0,
         tuple(s.lora.target_modules) if s.lora else (),
+        s.recompute_module_set or ("core_attn",),
+        p.gemm_input_activation,
+    )
+    uneven = s.stage_layer_counts()
+    stage_text = (
+        f"{stage_layers(arch, s.pipeline_parallel)} layers"
+        if uneven is None
+        else f"{uneven[0]} / {uneven[1]} / {uneven[2]} layers on the first / middle / last stage, the heaviest kept"
     )
     opt_per_elem = tmem.optimizer_state_bytes_per_element(s.optimizer, p.state)
     opt_text = "factored (Adafactor)" if opt_per_elem is None else f"{p.master:g} + {opt_per_elem:g}"
@@ -281,6 +437,7 @@ def _memory_equations(
             name="Weights per GPU",
             formula="parameters per GPU x bytes / (DP x CP if ZeRO-3)",
             substituted=f"{count(layout.parameters_trainable_per_gpu)} x {p.param:g} B, ZeRO-{zero}, group {group}"
+            + (" + FP8 weight copies (below)" if p.gemm_weight_copy else "")
             if s.lora is None
             else f"frozen base + adapters, ZeRO-{zero}",
             value=memory.components["weights_bytes"],
@@ -307,10 +464,13 @@ def _memory_equations(
         Equation(
             name="Activations per token per layer",
             formula="norms x (h B + stats) + 2 h B + attention (q, k, v, out) + MLP (4 f B SwiGLU / 2 f B GeLU)"
-            " [/TP]; full recompute: h B",
+            " [/TP] - what recomputation frees (selective: its modules; op: all but every other matmul output; "
+            "full: all but h B)" + ("; GEMM inputs at 1 B (FP8)" if p.gemm_input_activation is not None else ""),
             substituted=f"h {arch.hidden_size}, heads {arch.num_attention_heads}, KV heads {arch.num_kv_heads}, "
             f"MLP {arch.intermediate_size or arch.expert_intermediate_size}, TP {s.tensor_parallel}, "
-            f"{s.activation_checkpointing} recompute, flash {s.flash_attention}",
+            f"{s.activation_checkpointing} recompute"
+            + (f" ({', '.join(s.recompute_module_set)})" if s.recompute_module_set else "")
+            + f", flash {s.flash_attention}",
             value=float(per_token_layer),
             unit="bytes",
             source="Korthikanti et al. 2022, Table 2 (adapted)",
@@ -320,8 +480,7 @@ def _memory_equations(
             formula="micro-batch x s / CP x (stage layers x per-layer x in-flight micro-batches + edges "
             "+ one recomputed layer)",
             substituted=f"{s.micro_batch_size} x {s.sequence_length:,} / {s.context_parallel} x "
-            f"({stage_layers(arch, s.pipeline_parallel)} layers, in flight "
-            f"{in_flight:g})",
+            f"({stage_text}, in flight {in_flight:g} on the first stage)",
             value=memory.components["activations_bytes"],
             unit="bytes",
             source="Korthikanti et al. 2022, Eq. 5",
@@ -365,7 +524,8 @@ def _time_equations(
         ),
         Equation(
             name="Micro-batch compute on one GPU",
-            formula="stage hardware FLOPs / (peak x efficiency)",
+            formula="stage hardware FLOPs / (peak x efficiency)"
+            + ("; layer GEMMs count peak / FP8 peak of their FLOPs" if s.precision == "fp8" else ""),
             substituted=f"{count(perf.forward_backward.flops)}FLOP / "
             f"({rate(hardware.peak_flops_per_second, 'FLOP/s')} x {eff.training_compute:g})",
             value=perf.forward_backward.compute_seconds,

@@ -89,13 +89,14 @@ class StageMemory:
 
 @dataclass(frozen=True, slots=True)
 class TrainingMemory:
-    """The heavier stage's memory, and both stages' totals."""
+    """The heavier stage's memory, and the stages' totals."""
 
     components: MemoryComponents
     host_bytes: Number
     capacity_bytes: Number
     first_stage_total_bytes: Number
     last_stage: StageMemory  # the step time runs on the last stage (its layers plus the head)
+    middle_stage_total_bytes: Number = 0.0  # the second stage, evaluated only when stages are uneven
 
     @property
     def total_bytes(self) -> Number:
@@ -104,6 +105,12 @@ class TrainingMemory:
     @property
     def first_stage_is_heaviest(self) -> Flag:
         return self.first_stage_total_bytes >= self.last_stage.components.total_bytes
+
+    @property
+    def middle_stage_is_heaviest(self) -> Flag:
+        return (self.middle_stage_total_bytes > self.first_stage_total_bytes) & (
+            self.middle_stage_total_bytes > self.last_stage.components.total_bytes
+        )
 
     @property
     def fits(self) -> Flag:
@@ -125,14 +132,19 @@ def _optimizer_states(
 
 
 def _full_model_shard(
-    arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs, first_stage: bool
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    inputs: TrainingInputs,
+    first_stage: bool,
+    layers=None,
+    edges: bool = True,
 ) -> ModelStateShard:
     """Full training: every parameter is trainable."""
     lay, p = inputs.layout, inputs.precision
     tp, pp, ep = lay.tensor_parallel, lay.pipeline_parallel, lay.expert_parallel
-    layer_elements = tmem.stage_layer_parameter_elements(counts, arch, tp, pp, ep)
-    expert_elements = tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep)
-    edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage)
+    layer_elements = tmem.stage_layer_parameter_elements(counts, arch, tp, pp, ep, layers=layers)
+    expert_elements = tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep, layers=layers)
+    edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage) if edges else 0.0
     # One FSDP unit: the largest layer (a MoE layer when there is one) or the embedding/head matrix.
     unit_layer_elements = tmem.stage_layer_parameter_elements(counts, arch, tp, arch.num_layers, ep)
     unit_elements = maximum(unit_layer_elements, arch.vocab_size * arch.hidden_size / tp)
@@ -141,7 +153,7 @@ def _full_model_shard(
         inputs,
         trainable_dense,
         expert_elements,
-        lambda: tmem.adafactor_state_elements(counts, arch, tp, pp, ep, first_stage),
+        lambda: tmem.adafactor_state_elements(counts, arch, tp, pp, ep, first_stage, layers=layers, edges=edges),
     )
     return ModelStateShard(
         param_dense_bytes=trainable_dense * p.param,
@@ -157,7 +169,12 @@ def _full_model_shard(
 
 
 def _lora_model_shard(
-    arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs, first_stage: bool
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    inputs: TrainingInputs,
+    first_stage: bool,
+    layers=None,
+    edges: bool = True,
 ) -> ModelStateShard:
     """LoRA/QLoRA: a frozen base in the activation dtype (bf16; fp32 only for fp32 recipes), its linear
     layers in NF4 for QLoRA; only the adapters are trainable (in the recipe's parameter dtype)."""
@@ -166,11 +183,13 @@ def _lora_model_shard(
     tp, pp, ep = lay.tensor_parallel, lay.pipeline_parallel, lay.expert_parallel
     other_b = p.activation
     linear_b = tmem.nf4_bytes_per_element(lora.double_quantization) if lora.quantize_base else other_b
-    base_layers = tmem.stage_layer_parameter_elements(counts, arch, tp, pp, ep, linear_b, other_b)
-    base_expert = tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep) * linear_b
-    edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage)
-    adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep)
-    trainable_expert = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, experts_only=True)
+    base_layers = tmem.stage_layer_parameter_elements(counts, arch, tp, pp, ep, linear_b, other_b, layers=layers)
+    base_expert = tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep, layers=layers) * linear_b
+    edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage) if edges else 0.0
+    adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, layers=layers)
+    trainable_expert = tmem.lora_adapter_elements(
+        arch, lora.rank, lora.target_modules, tp, pp, ep, experts_only=True, layers=layers
+    )
     trainable_dense = adapters - trainable_expert
     unit_adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, arch.num_layers, ep)
     unit_base = tmem.stage_layer_parameter_elements(counts, arch, tp, arch.num_layers, ep, linear_b, other_b)
@@ -179,7 +198,9 @@ def _lora_model_shard(
         inputs,
         trainable_dense,
         trainable_expert,
-        lambda: tmem.adafactor_state_elements(counts, arch, tp, pp, ep, first_stage, lora.rank, lora.target_modules),
+        lambda: tmem.adafactor_state_elements(
+            counts, arch, tp, pp, ep, first_stage, lora.rank, lora.target_modules, layers=layers, edges=edges
+        ),
     )
     return ModelStateShard(
         param_dense_bytes=base_layers - base_expert + edge_elements * other_b + trainable_dense * p.param,
@@ -195,25 +216,69 @@ def _lora_model_shard(
 
 
 def model_state_shard(
-    arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs, first_stage: bool
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    inputs: TrainingInputs,
+    first_stage: bool,
+    layers=None,
+    edges: bool = True,
 ) -> ModelStateShard:
     if inputs.lora is None:
-        return _full_model_shard(arch, counts, inputs, first_stage)
-    return _lora_model_shard(arch, counts, inputs, first_stage)
+        return _full_model_shard(arch, counts, inputs, first_stage, layers, edges)
+    return _lora_model_shard(arch, counts, inputs, first_stage, layers, edges)
+
+
+def stage_layer_counts(arch: ModelArchitecture, inputs: TrainingInputs):
+    """(first, middle, last) stage layers with uneven stages (Megatron `--decoder-first-pipeline-num-layers` /
+    `--decoder-last-pipeline-num-layers`: the other stages split the rest evenly); None for the even split."""
+    lay = inputs.layout
+    first, last = lay.first_stage_layers, lay.last_stage_layers
+    if first is None and last is None:
+        return None
+    given = (first is not None) + (last is not None)
+    rest = arch.num_layers - (first or 0) - (last or 0)
+    middle = rest / maximum(lay.pipeline_parallel - given, 1)
+    return (middle if first is None else first), middle, (middle if last is None else last)
+
+
+def fp8_weight_copy_bytes(
+    arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs, layers=None
+) -> Number:
+    """Transformer Engine's cached FP8 weights on one GPU: `gemm_weight_copy` bytes (an FP8 copy and its
+    transpose) per element of the stage's layer GEMM weights; zero without FP8. With ZeRO-3 only the gathered
+    unit is cast, so the copies shrink with the parameter shards."""
+    p, lay = inputs.precision, inputs.layout
+    if not p.gemm_weight_copy:
+        return 0.0
+    elements = tmem.stage_gemm_weight_elements(
+        counts, arch, lay.tensor_parallel, lay.pipeline_parallel, lay.expert_parallel, layers
+    )
+    return p.gemm_weight_copy * elements / tmem.zero_shards(inputs.recipe.zero_stage, lay.dense_group, 3)
 
 
 def stage_memory(
-    arch: ModelArchitecture, counts: ParameterCounts, hw: TrainingHardware, inputs: TrainingInputs, first_stage: bool
+    arch: ModelArchitecture,
+    counts: ParameterCounts,
+    hw: TrainingHardware,
+    inputs: TrainingInputs,
+    first_stage: bool,
+    layers=None,
+    middle: bool = False,
 ) -> StageMemory:
-    """Every memory component on one GPU of the first or the last stage (with one stage: both are it)."""
+    """Every memory component on one GPU of the first or the last stage (with one stage: both are it), or of
+    the second stage (`middle`: no embedding or head, p - 1 micro-batches in flight) when stages are uneven.
+    `layers`: the stage's layers when stages are uneven."""
     lay, batch, recipe, p = inputs.layout, inputs.batch, inputs.recipe, inputs.precision
     tp, pp, zero = lay.tensor_parallel, lay.pipeline_parallel, recipe.zero_stage
     dense_group, expert_group = lay.dense_group, lay.expert_group
-    s = model_state_shard(arch, counts, inputs, first_stage)
+    s = model_state_shard(arch, counts, inputs, first_stage, layers, edges=not middle)
+    in_flight = tmem.second_stage_in_flight_microbatches(pp, inputs.microbatches) if middle else None
+    is_last = False if middle else where(pp == 1, True, not first_stage)
     components = MemoryComponents(
         weights_bytes=tmem.weights_bytes(
             s.param_dense_bytes, s.param_expert_bytes, zero, dense_group, expert_group, recipe.offload_parameters
-        ),
+        )
+        + fp8_weight_copy_bytes(arch, counts, inputs, layers),
         gradients_bytes=tmem.gradients_bytes(
             s.trainable_dense_elements * p.grad, s.trainable_expert_elements * p.grad, zero, dense_group, expert_group
         ),
@@ -249,8 +314,15 @@ def stage_memory(
             p.activation,
             inputs.lora_rank,
             inputs.lora_targets,
+            recipe.recompute_modules,
+            p.gemm_input_activation,
+            recipe.recompute_method,
+            recipe.recompute_num_layers,
+            layers,
+            in_flight,
+            edges=not middle,
         ),
-        logits_bytes=tmem.logits_bytes(arch, tp, inputs.tokens_per_microbatch, where(pp == 1, True, not first_stage)),
+        logits_bytes=tmem.logits_bytes(arch, tp, inputs.tokens_per_microbatch, is_last),
         runtime_overhead_bytes=base_memory.runtime_overhead_bytes(hw.is_accelerator, lay.num_gpus)
         + inputs.runtime_overhead_correction_bytes,
     )
@@ -269,24 +341,36 @@ def stage_memory(
 def training_memory(
     arch: ModelArchitecture, counts: ParameterCounts, hw: TrainingHardware, inputs: TrainingInputs
 ) -> TrainingMemory:
-    """Memory per GPU on the most loaded pipeline stage."""
-    first = stage_memory(arch, counts, hw, inputs, first_stage=True)
-    last = stage_memory(arch, counts, hw, inputs, first_stage=False)
+    """Memory per GPU on the most loaded pipeline stage: the first or the last, and with uneven stages also
+    the second (more layers than the first, one micro-batch fewer in flight)."""
+    uneven = stage_layer_counts(arch, inputs)
+    first_layers, middle_layers, last_layers = uneven if uneven is not None else (None, None, None)
+    first = stage_memory(arch, counts, hw, inputs, first_stage=True, layers=first_layers)
+    last = stage_memory(arch, counts, hw, inputs, first_stage=False, layers=last_layers)
     first_total = first.components.total_bytes
     first_heavier = first_total >= last.components.total_bytes
-    if isinstance(first_heavier, np.ndarray):
-        heavier = MemoryComponents(
-            *(
-                np.where(first_heavier, getattr(first.components, n), getattr(last.components, n))
-                for n in _COMPONENT_NAMES
-            )
-        )
-    else:
-        heavier = first.components if first_heavier else last.components
+    heavier = _pick(first_heavier, first.components, last.components)
+    host = where(first_heavier, first.host_bytes, last.host_bytes)
+    middle_total: Number = 0.0
+    if uneven is not None and np.any(np.asarray(inputs.layout.pipeline_parallel) > 2):
+        middle = stage_memory(arch, counts, hw, inputs, first_stage=False, layers=middle_layers, middle=True)
+        middle_total = where(inputs.layout.pipeline_parallel > 2, middle.components.total_bytes, 0.0)
+        middle_heavier = middle_total > heavier.total_bytes
+        heavier = _pick(middle_heavier, middle.components, heavier)
+        host = where(middle_heavier, middle.host_bytes, host)
     return TrainingMemory(
         components=heavier,
-        host_bytes=where(first_heavier, first.host_bytes, last.host_bytes),
+        host_bytes=host,
         capacity_bytes=hw.memory_capacity_bytes,
         first_stage_total_bytes=first_total,
         last_stage=last,
+        middle_stage_total_bytes=middle_total,
     )
+
+
+def _pick(condition, when_true: MemoryComponents, when_false: MemoryComponents) -> MemoryComponents:
+    if isinstance(condition, np.ndarray):
+        return MemoryComponents(
+            *(np.where(condition, getattr(when_true, n), getattr(when_false, n)) for n in _COMPONENT_NAMES)
+        )
+    return when_true if condition else when_false

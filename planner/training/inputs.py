@@ -15,7 +15,9 @@ from planner.hardware.catalog import Accelerator
 from planner.training.memory import PRECISIONS, PrecisionBytes
 from planner.training.scenario import TrainingScenario
 
-RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2}
+# 0 none, 1 selective (Megatron-core modules), 2 full (layers), 3 op (torchtitan op-level SAC). Formulas compare
+# with ==, never >=: op is not "more" than full.
+RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2, "op": 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,6 +34,8 @@ class TrainingHardware:
     gpus_per_node: Number
     is_accelerator: Flag
     usd_per_gpu_hour: Number
+    # The layer GEMMs' peak: the FP8 dense peak with an FP8 recipe on a GPU that has it, else the peak above.
+    gemm_peak_flops_per_second: Number
 
     @classmethod
     def from_accelerator(
@@ -41,6 +45,7 @@ class TrainingHardware:
         usd_per_gpu_hour: float,
         gpus_per_node: int,
         inter_node_bytes_per_second: float,
+        gemm_dtype: str | None = None,
     ) -> TrainingHardware:
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
@@ -53,6 +58,7 @@ class TrainingHardware:
             gpus_per_node=gpus_per_node,
             is_accelerator=accel.vendor != "cpu",
             usd_per_gpu_hour=usd_per_gpu_hour,
+            gemm_peak_flops_per_second=accel.peak_flops(gemm_dtype or compute_dtype),
         )
 
 
@@ -76,6 +82,9 @@ class LayoutInputs:
     virtual_stages: Number
     sequence_parallel: Flag  # in effect: only with tensor_parallel > 1
     num_gpus: Number
+    # Uneven stages (Megatron --decoder-first/last-pipeline-num-layers); None: Megatron's even split.
+    first_stage_layers: Number | None = None
+    last_stage_layers: Number | None = None
     # Derived once here (and again by every dataclasses.replace, which calls __init__), never passed in:
     dense_group: Number = field(init=False)  # GPUs that share one dense parameter shard and split its ZeRO states
     expert_group: Number = field(init=False)  # GPUs that share one routed-expert shard: DP x CP / EP
@@ -103,11 +112,15 @@ class RecipeInputs:
     zero_stage: Number  # effective: Megatron's distributed optimizer counts as 1
     offload_optimizer: Flag
     offload_parameters: Flag
-    recompute: Number  # 0 none, 1 selective, 2 full (RECOMPUTE_LEVEL)
+    recompute: Number  # 0 none, 1 selective, 2 full, 3 op (RECOMPUTE_LEVEL)
     flash_attention: Flag
     dropout: Flag
     grad_accumulation_fp32: Flag
     overlap_grad_reduce: Flag
+    # Which modules selective recomputation recomputes (Megatron-core names); Megatron's default is core_attn.
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    recompute_method: str = "uniform"  # full recomputation: uniform groups or a block of layers per stage
+    recompute_num_layers: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +174,8 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             virtual_stages=scenario.virtual_pipeline_stages,
             sequence_parallel=scenario.sequence_parallel and scenario.tensor_parallel > 1,
             num_gpus=scenario.num_gpus,
+            first_stage_layers=scenario.first_pipeline_stage_layers,
+            last_stage_layers=scenario.last_pipeline_stage_layers,
         ),
         batch=BatchInputs(
             micro_batch_size=scenario.micro_batch_size,
@@ -178,6 +193,9 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             dropout=scenario.dropout,
             grad_accumulation_fp32=scenario.grad_accumulation_fp32,
             overlap_grad_reduce=scenario.overlap_grad_reduce,
+            recompute_modules=tuple(m for m in scenario.recompute_modules.split(",") if m),
+            recompute_method=scenario.recompute_method,
+            recompute_num_layers=scenario.recompute_num_layers,
         ),
         precision=PRECISIONS[scenario.precision],
         lora=lora,
@@ -189,10 +207,12 @@ def training_hardware(scenario: TrainingScenario, accel: Accelerator) -> Trainin
     """The accelerator's numbers in the scenario's compute dtype, its price (or the reference price), and
     the cluster's node size and network."""
     price = scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
+    precision = PRECISIONS[scenario.precision]
     return TrainingHardware.from_accelerator(
         accel,
-        PRECISIONS[scenario.precision].compute_dtype,
+        precision.compute_dtype,
         price,
         scenario.gpus_per_node_on(accel),
         scenario.inter_node_bandwidth_bytes_per_second,
+        precision.gemm_dtype,
     )

@@ -34,8 +34,11 @@ class PrecisionBytes:
     master: float  # fp32 master copy the optimizer updates (0 when the parameters are the master)
     state: float  # optimizer moments
     activation: float  # saved activations (16-bit tensors; fp32 statistics are counted separately)
-    compute_dtype: str  # tensor-core format of the matmuls
+    compute_dtype: str  # tensor-core format of the matmuls (FP8 recipes: of everything but the layers' GEMMs)
     description: str
+    gemm_dtype: str | None = None  # format of the transformer layers' GEMMs; None: compute_dtype
+    gemm_weight_copy: float = 0.0  # extra bytes per layer GEMM weight element (TE's FP8 copy and its transpose)
+    gemm_input_activation: float | None = None  # bytes of a saved GEMM input (TE keeps it in FP8); None: activation
 
 
 PRECISIONS: dict[str, PrecisionBytes] = {
@@ -72,6 +75,25 @@ PRECISIONS: dict[str, PrecisionBytes] = {
         2, 2, 0, 2, 2, "bf16", "pure bf16: parameters, gradients and optimizer state in bf16, no master copy"
     ),
     "fp32": PrecisionBytes(4, 4, 0, 4, 4, "fp32", "everything in fp32"),
+    # Transformer Engine FP8 (Micikevicius et al. 2022; TE recipes DelayedScaling / Float8CurrentScaling with
+    # Format.HYBRID: E4M3 forward, E5M2 gradients): model states as mixed_bf16; every layer GEMM runs in FP8
+    # from an FP8 copy of its weight (row-wise for the forward, column-wise/transposed for the data gradient on
+    # Hopper), cached across the micro-batches of a step (TE `is_first_microbatch`); the inputs TE's Linear /
+    # LayerNormLinear save for the weight gradient are kept in FP8.
+    "fp8": PrecisionBytes(
+        2,
+        2,
+        4,
+        4,
+        2,
+        "bf16",
+        "Transformer Engine FP8 (hybrid E4M3/E5M2): bf16 parameters and gradients, fp32 master weights and optimizer "
+        "state as mixed_bf16; layer GEMMs in FP8 from a cached FP8 weight copy and its transpose (2 B per GEMM "
+        "weight); GEMM inputs saved for backward in FP8; attention, norms, embedding and output head in bf16",
+        gemm_dtype="fp8",
+        gemm_weight_copy=2.0,
+        gemm_input_activation=1.0,
+    ),
 }
 
 # bitsandbytes 8-bit optimizers: uint8 states quantized block-wise (256 values) with one fp32 absmax per block.
@@ -196,6 +218,16 @@ def _layers_only(counts: ParameterCounts) -> ParameterCounts:
     return layers
 
 
+def stage_layer_split(arch: ModelArchitecture, pipeline_parallel, layers=None):
+    """(dense, MoE) layers on one stage: Megatron's even split (the most loaded stage, `physics.memory`) or,
+    for uneven stages, `layers` layers of which as many are MoE as the model has (the stage with the most)."""
+    if layers is None:
+        moe = base_memory.stage_moe_layers(arch, pipeline_parallel)
+        return base_memory.stage_layers(arch, pipeline_parallel) - moe, moe
+    moe = minimum(layers, arch.num_moe_layers)
+    return layers - moe, moe
+
+
 def stage_layer_parameter_elements(
     counts: ParameterCounts,
     arch: ModelArchitecture,
@@ -204,29 +236,65 @@ def stage_layer_parameter_elements(
     expert_parallel,
     linear_bytes: Number = 1.0,
     other_bytes: Number = 1.0,
+    layers=None,
 ):
     """Parameters of the transformer layers on one GPU of the most loaded stage (elements, or bytes when
     `linear_bytes`/`other_bytes` are given). Reuses `planner.memory.weight_bytes` with the embedding and
-    head removed; routed experts are split over TP x EP (Megatron-core expert-TP = TP)."""
-    return base_memory.weight_bytes(
-        _layers_only(counts),
-        arch,
-        tensor_parallel,
-        pipeline_parallel,
-        tensor_parallel * expert_parallel,
-        linear_bytes,
-        other_bytes,
-        other_bytes,
-    )
+    head removed; routed experts are split over TP x EP (Megatron-core expert-TP = TP). `layers`: a stage of
+    that many layers (uneven stages), priced per layer kind."""
+
+    def weights(stages):
+        return base_memory.weight_bytes(
+            _layers_only(counts),
+            arch,
+            tensor_parallel,
+            stages,
+            tensor_parallel * expert_parallel,
+            linear_bytes,
+            other_bytes,
+            other_bytes,
+        )
+
+    if layers is None:
+        return weights(pipeline_parallel)
+    one = weights(arch.num_layers)  # one layer: a MoE layer when the model has any
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
+    if not arch.is_moe:
+        return layers * one
+    dense_one = (weights(1) - arch.num_moe_layers * one) / arch.num_dense_layers if arch.num_dense_layers else 0.0
+    return moe_layers * one + dense_layers * dense_one
 
 
 def stage_expert_parameter_elements(
-    counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel, expert_parallel
+    counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel, expert_parallel, layers=None
 ):
     """Routed-expert parameters on one GPU of the stage with the most MoE layers (they shard over the
     expert-data-parallel group, DP / EP, instead of DP)."""
     routed = counts.moe_layer.experts_routed if counts.moe_layer else 0
-    return base_memory.stage_moe_layers(arch, pipeline_parallel) * routed / (tensor_parallel * expert_parallel)
+    _, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
+    return moe_layers * routed / (tensor_parallel * expert_parallel)
+
+
+def stage_gemm_weight_elements(
+    counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel, expert_parallel, layers=None
+):
+    """Elements of the layers' GEMM weights (attention projections, MLP and expert matrices; not norms, biases or
+    routers) on one GPU of the stage: what Transformer Engine keeps FP8 copies of."""
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
+
+    def per_layer(moe_layer: bool):
+        total = 0.0
+        for m in layer_matrices(arch, moe_layer):
+            if m.module == "router":
+                continue
+            d_in, d_out, copies = _local_shape(m, arch, tensor_parallel, expert_parallel)
+            total = total + copies * d_in * d_out
+        return total
+
+    total = dense_layers * per_layer(False)
+    if arch.is_moe:
+        total = total + moe_layers * per_layer(True)
+    return total
 
 
 def edge_parameter_elements(counts: ParameterCounts, tensor_parallel, pipeline_parallel, first_stage: bool):
@@ -251,6 +319,7 @@ def lora_adapter_elements(
     pipeline_parallel,
     expert_parallel,
     experts_only=False,
+    layers=None,
 ):
     """LoRA adapter parameters (A: r x d_in, B: d_out x r per targeted projection) on one GPU of the most
     loaded stage. Column-parallel projections keep A whole and split B; row-parallel ones split A and keep
@@ -267,8 +336,7 @@ def lora_adapter_elements(
             total = total + copies * rank * (d_in + d_out)
         return total
 
-    moe_layers = base_memory.stage_moe_layers(arch, pipeline_parallel)
-    dense_layers = base_memory.stage_layers(arch, pipeline_parallel) - moe_layers
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
     total = dense_layers * per_layer(False)
     if arch.is_moe:
         total = total + moe_layers * per_layer(True)
@@ -284,6 +352,8 @@ def adafactor_state_elements(
     first_stage: bool,
     lora_rank=None,
     lora_targets=(),
+    layers=None,
+    edges: bool = True,
 ):
     """Adafactor's factored second moment on one GPU (Shazeer & Stern 2018; torch.optim.Adafactor):
     a row and a column vector (d_out + d_in) per matrix, a full vector per bias/norm; no first moment.
@@ -308,12 +378,11 @@ def adafactor_state_elements(
             )
         return matrices + vectors
 
-    moe_layers = base_memory.stage_moe_layers(arch, pipeline_parallel)
-    dense_layers = base_memory.stage_layers(arch, pipeline_parallel) - moe_layers
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
     total = dense_layers * per_layer(False)
     if arch.is_moe:
         total = total + moe_layers * per_layer(True)
-    if lora_rank is None:
+    if lora_rank is None and edges:
         h = arch.hidden_size
         embedding = (arch.vocab_size / t + h) + (
             arch.learned_position_embeddings + h if counts.position_embedding else 0
@@ -397,20 +466,56 @@ def sharding_buffer_bytes(zero_stage, dense_group, unit_param_bytes, layer_param
 # activations (Korthikanti et al. 2022)
 
 
-def layer_activation_bytes_per_token(
+@dataclass(frozen=True)
+class LayerActivationTerms:
+    """Per-token bytes one layer saves for backward under each recomputation level, on one GPU. `none` is
+    everything (score matrix included); `selective` what Megatron-core's modules leave; `op` what torchtitan's
+    op-level policy saves; `full` the layer input only. See `layer_activation_terms`."""
+
+    none: Number
+    selective: Number
+    op: Number
+    full: Number
+
+    def stored(self, recompute):
+        """The bytes kept at `recompute` (0 none, 1 selective, 2 full, 3 op)."""
+        return where(
+            recompute == 2, self.full, where(recompute == 3, self.op, where(recompute == 1, self.selective, self.none))
+        )
+
+
+def _op_saved_matrices(arch: ModelArchitecture, moe_layer: bool) -> list[Matrix]:
+    """The projections whose outputs torchtitan's op-level policy saves: the layer's matmuls in forward order
+    (q, k, v, o, then the dense MLP's gate, up, down), saving the 1st, 3rd, 5th... and recomputing every second
+    one (`_custom_policy`: "saves output of all compute ops, except every second mm"). A MoE layer's expert block
+    is kept whole (grouped GEMMs and all-to-alls are saved), so only its attention matmuls are counted."""
+    order = [m for m in layer_matrices(arch, moe_layer) if not moe_layer or m.module in ("q", "k", "v", "o")]
+    return order[0::2]
+
+
+def op_recomputed_matrices(arch: ModelArchitecture, moe_layer: bool) -> list[Matrix]:
+    """The projections torchtitan's op-level policy recomputes: every second matmul of the layer (k, o, and the
+    dense MLP's up projection when gated, its down projection otherwise)."""
+    order = [m for m in layer_matrices(arch, moe_layer) if not moe_layer or m.module in ("q", "k", "v", "o")]
+    return order[1::2]
+
+
+def layer_activation_terms(
     arch: ModelArchitecture,
     moe_layer: bool,
     tensor_parallel,
     sequence_parallel,
     flash_attention,
-    recompute,
     dropout,
     sequence_length,
     activation_bytes=2.0,
     lora_rank=0,
     lora_targets=(),
-):
-    """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU.
+    recompute_modules=("core_attn",),
+    gemm_input_bytes=None,
+) -> LayerActivationTerms:
+    """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU, at every
+    recomputation level.
 
     Korthikanti et al.'s accounting (Table 2: every tensor a backward kernel reads is counted once),
     applied to the real architecture. With B = bytes per 16-bit element, per token:
@@ -423,7 +528,7 @@ def layer_activation_bytes_per_token(
       them unexpanded, while unfused attention expands them to the query heads first), the output that
       feeds o_proj, FlashAttention's fp32 log-sum-exp (4 B per head). Without FlashAttention: the softmax
       output (B per score) and, with dropout, its 1-byte mask and the dropped copy: 5 a s bytes in GPT,
-      2 a s without dropout; recomputation (selective or full) removes these. GPT: 4 + 2 + 2 = 8 sbh.
+      2 a s without dropout. GPT: 4 + 2 + 2 = 8 sbh.
       In a hybrid stack only the softmax-attention layers keep scores (averaged over the layers); the
       mixers of linear-attention and Mamba layers are counted with the attention layer's tensors.
     * dense MLP (split by TP): GeLU: the activation input and output (2 f B; GPT: 16 sbh);
@@ -432,17 +537,37 @@ def layer_activation_bytes_per_token(
       the expert output kept for the probability weighting (2 h B) and the expert's MLP tensors (4 f_e B / TP);
       shared experts like a dense SwiGLU MLP.
     * LoRA: the rank-r product x A of every targeted projection (r B; k copies for expert projections).
-    * full recomputation keeps only the layer input (h B, split with sequence parallelism).
+    * FP8 (`gemm_input_bytes` = 1): the inputs Transformer Engine's GEMMs save for the weight gradient (the two
+      normalized inputs, the attention output, the MLP's and experts' down-projection inputs, the dispatched
+      tokens) are kept in FP8 instead of B.
+
+    Recomputation levels:
+
+    * selective (Megatron-core `--recompute-modules`, TransformerConfig.recompute_modules): core_attn drops the
+      score matrix and, with FlashAttention, only its log-sum-exp (its q, k, v inputs and the output o_proj
+      reads stay); layernorm discards the two normalized inputs (output-discarding checkpoint); mlp drops a
+      dense layer's MLP tensors; moe a MoE layer's router, dispatch and expert tensors; moe_act the expert
+      activation output feeding the down projection; shared_experts the shared experts' tensors; mla_up_proj
+      MLA's q, k and kv up-projection outputs.
+    * op (torchtitan op-level SAC, needs fused attention): the layer input, the outputs of every other matmul
+      (`_op_saved_matrices`), and the fused attention's output and log-sum-exp; norms, RoPE, activations and
+      the other matmuls are recomputed. A MoE layer keeps its expert block whole.
+    * full keeps only the layer input (h B, split with sequence parallelism).
 
     Small tensors (int64 token and routing indices, RoPE tables) are not counted.
     """
     t = tensor_parallel
     b16 = activation_bytes
+    bg = b16 if gemm_input_bytes is None else gemm_input_bytes
+    fp8_saving = b16 - bg  # bytes saved per GEMM-input element kept in FP8 (0 without FP8)
+    modules = set(recompute_modules)
     h = arch.hidden_size
     heads = arch.num_attention_heads
     sp_split = where(sequence_parallel, t, 1)
     norm_stats = 8 if arch.norm_has_bias else 4
     residual = (arch.norms_per_layer * (h * b16 + norm_stats) + 2 * h * b16 + where(dropout, 2 * h, 0)) / sp_split
+    gemm_inputs = 2 * h / sp_split  # elements: the normalized inputs of the attention and MLP projections
+    layer_input = h * b16 / sp_split
 
     if arch.uses_mla:
         qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
@@ -452,6 +577,8 @@ def layer_activation_bytes_per_token(
         sharded = heads / t * (qk + qk + arch.qk_nope_head_dim + arch.v_head_dim + arch.v_head_dim) * b16
         attention = latent + sharded
         lse_heads = heads / t
+        attention_out = heads / t * arch.v_head_dim
+        up_projection_outputs = heads / t * (qk + qk + arch.qk_nope_head_dim + arch.v_head_dim) * b16
     else:
         d = arch.head_dim
         q = heads * d / t
@@ -461,7 +588,11 @@ def layer_activation_bytes_per_token(
         if arch.qk_norm:
             attention = attention + (q + kv_heads * d) * b16 + (heads / t + kv_heads) * 4
         lse_heads = heads / t
-    attention = attention + where(flash_attention, 4 * lse_heads, 0)
+        attention_out = q
+        up_projection_outputs = 0.0
+    gemm_inputs = gemm_inputs + attention_out
+    lse = where(flash_attention, 4 * lse_heads, 0)
+    attention = attention + lse
     scores = where(flash_attention, 0.0, heads / t * sequence_length * (b16 + where(dropout, 1 + b16, 0)))
     if arch.is_hybrid:  # only softmax-attention layers have a score matrix: the layers' mean share of it
         scores = scores * arch.num_attention_layers / arch.num_layers
@@ -473,8 +604,16 @@ def layer_activation_bytes_per_token(
             + k * (2 * h * b16 + 4 * arch.expert_intermediate_size * b16 / t)
             + 4 * arch.shared_expert_intermediate_size * b16 / t
         )
+        expert_act_out = k * arch.expert_intermediate_size / t  # elements feeding the experts' down projections
+        shared = 4 * arch.shared_expert_intermediate_size * b16 / t
+        shared_gemm_inputs = arch.shared_expert_intermediate_size / t
+        mlp_gemm_inputs = k * h + expert_act_out + shared_gemm_inputs
     else:
         mlp = (4 if arch.mlp_gated else 2) * arch.intermediate_size * b16 / t
+        expert_act_out = 0.0
+        shared = shared_gemm_inputs = 0.0
+        mlp_gemm_inputs = arch.intermediate_size / t
+    gemm_inputs = gemm_inputs + mlp_gemm_inputs
 
     lora = 0.0
     if lora_rank:
@@ -482,9 +621,70 @@ def layer_activation_bytes_per_token(
             if m.module in lora_targets:
                 lora = lora + (arch.experts_per_token if m.expert else 1) * lora_rank * b16
 
-    everything = residual + attention + mlp + lora
-    stored = where(recompute >= 2, h * b16 / sp_split, everything + where(recompute >= 1, 0.0, scores))
-    return stored
+    everything = residual + attention + mlp + lora - fp8_saving * gemm_inputs
+
+    # Megatron-core selective recomputation: what each module frees (at the bytes FP8 leaves them).
+    freed = 0.0
+    if "core_attn" in modules:
+        freed = freed + lse
+    if "layernorm" in modules:
+        freed = freed + 2 * h * bg / sp_split
+    if "mlp" in modules and not moe_layer:
+        freed = freed + mlp - fp8_saving * mlp_gemm_inputs
+    if "moe" in modules and moe_layer:
+        freed = freed + mlp - fp8_saving * mlp_gemm_inputs
+    else:
+        if "moe_act" in modules and moe_layer:
+            freed = freed + expert_act_out * bg
+        if "shared_experts" in modules and moe_layer:
+            freed = freed + shared - fp8_saving * shared_gemm_inputs
+    if "mla_up_proj" in modules:
+        freed = freed + up_projection_outputs
+    selective = everything + where("core_attn" in modules, 0.0, scores) - freed
+
+    # torchtitan op-level SAC (bf16 outputs of the saved matmuls; fused attention's output and log-sum-exp).
+    saved_outputs = 0.0
+    for m in _op_saved_matrices(arch, moe_layer):
+        _, d_out, _ = _local_shape(m, arch, t, 1)  # a row-parallel output is the full width before its reduction
+        saved_outputs = saved_outputs + d_out * b16
+    op = layer_input + saved_outputs + attention_out * b16 + lse
+    if moe_layer:  # the expert block kept whole, with its normalized input
+        op = op + mlp - fp8_saving * mlp_gemm_inputs + h * b16 / sp_split
+    return LayerActivationTerms(none=everything + scores, selective=selective, op=op, full=layer_input)
+
+
+def layer_activation_bytes_per_token(
+    arch: ModelArchitecture,
+    moe_layer: bool,
+    tensor_parallel,
+    sequence_parallel,
+    flash_attention,
+    recompute,
+    dropout,
+    sequence_length,
+    activation_bytes=2.0,
+    lora_rank=0,
+    lora_targets=(),
+    recompute_modules=("core_attn",),
+    gemm_input_bytes=None,
+):
+    """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU, at `recompute`
+    (0 none, 1 selective with `recompute_modules`, 2 full, 3 op). The terms: `layer_activation_terms`."""
+    terms = layer_activation_terms(
+        arch,
+        moe_layer,
+        tensor_parallel,
+        sequence_parallel,
+        flash_attention,
+        dropout,
+        sequence_length,
+        activation_bytes,
+        lora_rank,
+        lora_targets,
+        recompute_modules,
+        gemm_input_bytes,
+    )
+    return terms.stored(recompute)
 
 
 def layer_recompute_working_bytes_per_token(
@@ -499,13 +699,27 @@ def layer_recompute_working_bytes_per_token(
     activation_bytes=2.0,
     lora_rank=0,
     lora_targets=(),
+    recompute_modules=("core_attn",),
+    gemm_input_bytes=None,
 ):
     """What recomputation rebuilds for one layer while its backward runs (per token): the difference between
     keeping everything and what `recompute` keeps. Zero without recomputation. Korthikanti et al. leave this
     transient out of Table 2; the plan adds one layer of it (for one micro-batch) to the peak."""
-    args = (arch, moe_layer, tensor_parallel, sequence_parallel, flash_attention)
-    rest = (dropout, sequence_length, activation_bytes, lora_rank, lora_targets)
-    return layer_activation_bytes_per_token(*args, 0, *rest) - layer_activation_bytes_per_token(*args, recompute, *rest)
+    terms = layer_activation_terms(
+        arch,
+        moe_layer,
+        tensor_parallel,
+        sequence_parallel,
+        flash_attention,
+        dropout,
+        sequence_length,
+        activation_bytes,
+        lora_rank,
+        lora_targets,
+        recompute_modules,
+        gemm_input_bytes,
+    )
+    return terms.none - terms.stored(recompute)
 
 
 def in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages=1):
@@ -517,6 +731,12 @@ def in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages=1):
     """
     warmup = where(virtual_stages > 1, pipeline_parallel + (pipeline_parallel - 1) / virtual_stages, pipeline_parallel)
     return where(pipeline_parallel > 1, minimum(warmup, maximum(microbatches, 1)), 1)
+
+
+def second_stage_in_flight_microbatches(pipeline_parallel, microbatches):
+    """Micro-batches the second stage of a 1F1B pipeline holds at its peak: p - 1 warm-up slots (stage i holds
+    p - i; Narayanan et al. 2021), capped by the micro-batches there are."""
+    return minimum(maximum(pipeline_parallel - 1, 1), maximum(microbatches, 1))
 
 
 def edge_activation_bytes_per_token(
@@ -557,6 +777,17 @@ def logits_bytes(arch: ModelArchitecture, tensor_parallel, tokens, is_last_stage
     return where(is_last_stage, 3 * logits_saved_bytes_per_token(arch, tensor_parallel) * tokens, 0.0)
 
 
+def full_recompute_fraction(
+    stage_layers, recompute_method: str = "uniform", recompute_num_layers: Number = 1, virtual_stages: Number = 1
+):
+    """Share of a stage's layers that full recomputation recomputes: all of them (uniform), or the first
+    `recompute_num_layers` of each model chunk (block; Megatron-core `--recompute-method block`)."""
+    if recompute_method != "block":
+        return 1.0
+    per_chunk = stage_layers / virtual_stages
+    return minimum(recompute_num_layers, per_chunk) / per_chunk
+
+
 def stage_activation_bytes(
     arch: ModelArchitecture,
     tensor_parallel,
@@ -574,32 +805,66 @@ def stage_activation_bytes(
     activation_bytes=2.0,
     lora_rank=0,
     lora_targets=(),
+    recompute_modules=("core_attn",),
+    gemm_input_bytes=None,
+    recompute_method="uniform",
+    recompute_num_layers=1,
+    layers=None,
+    in_flight=None,
+    edges: bool = True,
 ):
     """Saved activations of one stage on one GPU at its peak: the layers of every in-flight micro-batch
-    (`in_flight_microbatches` on the first stage, one on the last), the stage's edge activations, and one
-    layer's recomputation working set. Tokens per GPU = micro-batch x sequence / CP (context parallelism
-    splits every sequence; Megatron-core CP)."""
+    (`in_flight_microbatches` on the first stage, one on the last, or `in_flight`), the stage's edge activations,
+    and one layer's recomputation working set. Tokens per GPU = micro-batch x sequence / CP (context parallelism
+    splits every sequence; Megatron-core CP). `layers`: the stage's layer count when stages are uneven; `edges`
+    False for a middle stage (no embedding, no head).
+
+    Full recomputation (Megatron-core `--recompute-method` / `--recompute-num-layers`): uniform with groups of k
+    layers keeps one input per group, ceil(L_s / k), and rebuilds a whole group (k layers) while its backward
+    runs; block with n layers recomputes the first n layers of each chunk and keeps everything of the rest."""
     tokens = micro_batch_size * sequence_length / context_parallel
-    moe_layers = base_memory.stage_moe_layers(arch, pipeline_parallel)
-    dense_layers = base_memory.stage_layers(arch, pipeline_parallel) - moe_layers
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
     common = (
         tensor_parallel,
         sequence_parallel,
         flash_attention,
-        recompute,
         dropout,
         sequence_length,
         activation_bytes,
         lora_rank,
         lora_targets,
+        recompute_modules,
+        gemm_input_bytes,
     )
-    per_token = dense_layers * layer_activation_bytes_per_token(arch, False, *common)
-    working = layer_recompute_working_bytes_per_token(arch, False, *common) * where(dense_layers > 0, 1, 0)
+    dense = layer_activation_terms(arch, False, *common)
+    per_token = dense_layers * dense.stored(recompute)
+    working = (dense.none - dense.stored(recompute)) * where(dense_layers > 0, 1, 0)
+    none_per_token = dense_layers * dense.none
+    largest_layer = dense.none * where(dense_layers > 0, 1, 0)
     if arch.is_moe:
-        per_token = per_token + moe_layers * layer_activation_bytes_per_token(arch, True, *common)
-        working = maximum(working, layer_recompute_working_bytes_per_token(arch, True, *common))
-    in_flight = in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages) if first_stage else 1
-    edges = edge_activation_bytes_per_token(
+        moe = layer_activation_terms(arch, True, *common)
+        per_token = per_token + moe_layers * moe.stored(recompute)
+        working = maximum(working, moe.none - moe.stored(recompute))
+        none_per_token = none_per_token + moe_layers * moe.none
+        largest_layer = maximum(largest_layer, moe.none)
+    if recompute_method != "uniform" or recompute_num_layers != 1:
+        stage_layer_count = dense_layers + moe_layers
+        if recompute_method == "block":
+            recomputed = stage_layer_count * full_recompute_fraction(
+                stage_layer_count, recompute_method, recompute_num_layers, virtual_stages
+            )
+            kept = none_per_token * (1 - recomputed / stage_layer_count)
+            full_stored = recomputed * dense.full + kept
+            full_working = largest_layer - dense.full
+        else:
+            groups = -(-stage_layer_count // recompute_num_layers)
+            full_stored = groups * dense.full
+            full_working = minimum(recompute_num_layers, stage_layer_count) * largest_layer - dense.full
+        per_token = where(recompute == 2, full_stored, per_token)
+        working = where(recompute == 2, full_working, working)
+    if in_flight is None:
+        in_flight = in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages) if first_stage else 1
+    edge = edge_activation_bytes_per_token(
         arch,
         tensor_parallel,
         sequence_parallel,
@@ -609,11 +874,14 @@ def stage_activation_bytes(
         activation_bytes,
         frozen_head=lora_rank > 0,
     )
-    return tokens * (per_token * in_flight + edges + working)
+    if not edges:
+        edge = 0.0
+    return tokens * (per_token * in_flight + edge + working)
 
 
 __all__ = [
     "PRECISIONS",
+    "LayerActivationTerms",
     "Matrix",
     "PrecisionBytes",
     "adafactor_state_elements",
@@ -621,20 +889,26 @@ __all__ = [
     "edge_parameter_elements",
     "gradient_accumulation_bytes",
     "gradients_bytes",
+    "full_recompute_fraction",
     "in_flight_microbatches",
     "layer_activation_bytes_per_token",
+    "layer_activation_terms",
     "layer_matrices",
     "layer_recompute_working_bytes_per_token",
     "logits_bytes",
     "logits_saved_bytes_per_token",
     "lora_adapter_elements",
     "nf4_bytes_per_element",
+    "op_recomputed_matrices",
+    "second_stage_in_flight_microbatches",
     "optimizer_state_bytes_per_element",
     "optimizer_states_bytes",
     "sharding_buffer_bytes",
     "stage_activation_bytes",
     "stage_expert_parameter_elements",
+    "stage_gemm_weight_elements",
     "stage_layer_parameter_elements",
+    "stage_layer_split",
     "weights_bytes",
     "zero_shards",
 ]

@@ -235,6 +235,8 @@ def _layout(
 ) -> TrainingLayout:
     if scenario.pipeline_parallel == 1:
         heaviest = "only"
+    elif bool(memory.middle_stage_is_heaviest):
+        heaviest = "middle"
     else:
         heaviest = "first" if memory.first_stage_is_heaviest else "last"
     return TrainingLayout(

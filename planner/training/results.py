@@ -45,7 +45,7 @@ class TrainingLayout(_Frozen):
     tokens_per_step: int
     parameters_trainable: int  # whole model (LoRA: the adapters)
     parameters_trainable_per_gpu: float  # this GPU's TP/PP/EP shard, before ZeRO sharding
-    heaviest_stage: Literal["first", "last", "only"]
+    heaviest_stage: Literal["first", "middle", "last", "only"]
 
 
 class TrainingPerformance(_Frozen):

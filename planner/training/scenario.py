@@ -17,9 +17,23 @@ from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
 from planner.scenario_base import MAX_TOKENS, ModelRef, ScenarioBase
 
-Precision = Literal["mixed_bf16", "mixed_fp16", "amp_bf16", "bf16", "fp32"]
+Precision = Literal["mixed_bf16", "mixed_fp16", "amp_bf16", "bf16", "fp32", "fp8"]
 Optimizer = Literal["adamw", "adam8bit", "sgd", "sgd_momentum", "adafactor"]
-Checkpointing = Literal["none", "selective", "full"]
+Checkpointing = Literal["none", "selective", "op", "full"]
+RecomputeMethod = Literal["uniform", "block"]
+Fp8Recipe = Literal["delayed", "current"]
+
+# Megatron-core's `--recompute-modules` (TransformerConfig.recompute_modules, megatron/core/transformer/
+# transformer_config.py): the modules selective recomputation may checkpoint, in this canonical order.
+RECOMPUTE_MODULES: tuple[str, ...] = (
+    "core_attn",
+    "layernorm",
+    "mlp",
+    "moe",
+    "moe_act",
+    "shared_experts",
+    "mla_up_proj",
+)
 LoraModule = Literal["q", "k", "v", "o", "gate", "up", "down"]
 
 ALL_LINEAR: tuple[str, ...] = ("q", "k", "v", "o", "gate", "up", "down")
@@ -116,8 +130,46 @@ class TrainingScenario(ScenarioBase):
     sequence_length: int = Field(default=4096, ge=1, le=MAX_TOKENS, description="tokens per training sequence")
     activation_checkpointing: Checkpointing = Field(
         default="none",
-        description="recompute activations in the backward pass: selective recomputes attention internals, full "
-        "recomputes each layer's forward",
+        description="recompute activations in the backward pass: selective recomputes the recompute_modules "
+        "(Megatron-core), op saves every other matmul output and recomputes the rest (torchtitan op-level SAC), "
+        "full recomputes whole layers (recompute_method / recompute_num_layers)",
+    )
+    recompute_modules: str = Field(
+        default="core_attn",
+        max_length=200,
+        description="modules selective recomputation recomputes, comma-separated (Megatron-core --recompute-modules): "
+        "core_attn, layernorm, mlp, moe, moe_act, shared_experts, mla_up_proj",
+    )
+    recompute_method: RecomputeMethod = Field(
+        default="uniform",
+        description="full recomputation: uniform checkpoints every group of recompute_num_layers layers; block "
+        "recomputes only the first recompute_num_layers layers of each stage and keeps the rest (Megatron-core)",
+    )
+    recompute_num_layers: int = Field(
+        default=1,
+        ge=1,
+        le=1024,
+        description="full recomputation: layers per checkpointed group (uniform) or recomputed layers per pipeline "
+        "stage (block)",
+    )
+    first_pipeline_stage_layers: int | None = Field(
+        default=None,
+        ge=0,
+        le=10_000,
+        description="layers on the first pipeline stage (Megatron --decoder-first-pipeline-num-layers); empty: an "
+        "even split; the other stages share the rest evenly",
+    )
+    last_pipeline_stage_layers: int | None = Field(
+        default=None,
+        ge=0,
+        le=10_000,
+        description="layers on the last pipeline stage (Megatron --decoder-last-pipeline-num-layers), which also holds "
+        "the output head and loss; empty: an even split",
+    )
+    fp8_recipe: Fp8Recipe = Field(
+        default="delayed",
+        description="precision fp8 (Transformer Engine, hybrid E4M3 forward / E5M2 gradients): delayed scaling from "
+        "an amax history, or current (per-tensor, just-in-time) scaling",
     )
     flash_attention: bool = Field(default=True, description="fused attention that never stores the score matrix")
     dropout: bool = Field(default=False, description="hidden/attention dropout (GPT-3/Megatron); modern LLMs use none")
@@ -138,6 +190,35 @@ class TrainingScenario(ScenarioBase):
         default=50e9, gt=0, le=1e13, description="network bandwidth per GPU between nodes, one direction"
     )
     lora: LoraConfig | None = None
+
+    @field_validator("recompute_modules")
+    @classmethod
+    def _known_modules(cls, text: str) -> str:
+        names = [n.strip() for n in text.replace(";", ",").replace(" ", ",").split(",") if n.strip()]
+        unknown = [n for n in names if n not in RECOMPUTE_MODULES]
+        if unknown:
+            raise ValueError(
+                f"unknown recompute module(s) {', '.join(unknown)}; choose from {', '.join(RECOMPUTE_MODULES)}"
+            )
+        return ",".join(m for m in RECOMPUTE_MODULES if m in names)
+
+    @property
+    def recompute_module_set(self) -> tuple[str, ...]:
+        """The selective-recomputation modules as a tuple (canonical order); empty unless selective."""
+        if self.activation_checkpointing != "selective":
+            return ()
+        return tuple(m for m in self.recompute_modules.split(",") if m)
+
+    def stage_layer_counts(self) -> tuple[int, int, int] | None:
+        """(first, middle, last) stage layers with uneven stages; None for Megatron's even split."""
+        first, last = self.first_pipeline_stage_layers, self.last_pipeline_stage_layers
+        if first is None and last is None:
+            return None
+        pp, layers = self.pipeline_parallel, self.architecture().num_layers
+        given = (first is not None) + (last is not None)
+        rest = layers - (first or 0) - (last or 0)
+        middle = rest // (pp - given) if pp > given else 0
+        return (first if first is not None else middle, middle, last if last is not None else middle)
 
     @model_validator(mode="after")
     def _valid_layout(self) -> TrainingScenario:
@@ -210,7 +291,92 @@ class TrainingScenario(ScenarioBase):
             raise PlanningError("offload_optimizer needs zero_stage >= 1 or distributed_optimizer (ZeRO-Offload)")
         if self.lora is not None and self.lora.quantize_base and self.precision == "fp32":
             raise PlanningError("QLoRA computes in 16 bits; use precision mixed_bf16, amp_bf16 or bf16 with it")
+        self._check_recompute(arch)
+        self._check_uneven_stages(arch)
+        if self.precision == "fp8" and self.lora is not None:
+            raise PlanningError(
+                "precision fp8 plans Transformer Engine full training; LoRA adapters on a frozen base are planned in "
+                "16 bits (mixed_bf16, amp_bf16 or bf16)"
+            )
+        if self.fp8_recipe != "delayed" and self.precision != "fp8":
+            raise PlanningError(f"fp8_recipe={self.fp8_recipe} needs precision fp8 (Transformer Engine)")
         return self
+
+    def _check_recompute(self, arch) -> None:
+        mode = self.activation_checkpointing
+        modules = tuple(m for m in self.recompute_modules.split(",") if m)
+        if mode != "selective" and self.recompute_modules != "core_attn":
+            raise PlanningError(
+                f"recompute_modules={self.recompute_modules} needs activation_checkpointing selective (it is {mode})"
+            )
+        if mode == "selective" and not modules:
+            raise PlanningError(
+                "selective recomputation needs at least one recompute module (core_attn, layernorm, mlp, moe, "
+                "moe_act, shared_experts, mla_up_proj)"
+            )
+        if mode != "full" and (self.recompute_method != "uniform" or self.recompute_num_layers != 1):
+            raise PlanningError(
+                f"recompute_method / recompute_num_layers choose which layers full recomputation recomputes; "
+                f"activation_checkpointing is {mode}, not full"
+            )
+        if "mlp" in modules and arch.num_dense_layers == 0:
+            raise PlanningError(
+                f"recompute module mlp recomputes dense MLP layers and {arch.name} has none; use moe (or moe_act)"
+            )
+        for name in ("moe", "moe_act"):
+            if name in modules and not arch.is_moe:
+                raise PlanningError(f"recompute module {name} needs a mixture-of-experts model; {arch.name} is dense")
+        if "shared_experts" in modules and not arch.shared_expert_intermediate_size:
+            raise PlanningError(f"recompute module shared_experts needs shared experts; {arch.name} has none")
+        if "mla_up_proj" in modules and not arch.uses_mla:
+            raise PlanningError(
+                f"recompute module mla_up_proj recomputes multi-latent attention's up-projections; {arch.name} "
+                "does not use MLA"
+            )
+        if mode == "op" and arch.uses_mla:
+            raise PlanningError(
+                "op-level recomputation (torchtitan) is planned for standard attention; for multi-latent attention "
+                "use selective with recompute_modules mla_up_proj (Megatron-core)"
+            )
+        if mode == "op" and not self.flash_attention:
+            raise PlanningError(
+                "op-level recomputation saves the fused attention kernel's output (torchtitan's save list names the "
+                "SDPA kernels); turn flash_attention on"
+            )
+        if mode == "op" and self.lora is not None:
+            raise PlanningError("op-level recomputation is planned for full training, not LoRA; use full or none")
+
+    def _check_uneven_stages(self, arch) -> None:
+        first, last = self.first_pipeline_stage_layers, self.last_pipeline_stage_layers
+        if first is None and last is None:
+            return
+        pp, layers = self.pipeline_parallel, arch.num_layers
+        if pp == 1:
+            raise PlanningError("first_pipeline_stage_layers / last_pipeline_stage_layers need pipeline_parallel > 1")
+        if self.virtual_pipeline_stages > 1:
+            raise PlanningError(
+                "uneven first/last pipeline stages are planned for the 1F1B schedule; use virtual_pipeline_stages 1"
+            )
+        given = (first is not None) + (last is not None)
+        rest = layers - (first or 0) - (last or 0)
+        others = pp - given
+        named = " + ".join(
+            f"{label} {value}" for label, value in (("first", first), ("last", last)) if value is not None
+        )
+        if rest < 0:
+            raise PlanningError(f"{named} stage layers exceed the model's {layers} layers")
+        if others == 0:
+            if rest:
+                raise PlanningError(
+                    f"with {pp} stages, {named} layers must add up to the model's {layers} layers (they give "
+                    f"{layers - rest})"
+                )
+            return
+        if rest % others or rest == 0:
+            raise PlanningError(
+                f"the {rest} layers left after {named} do not split evenly over the other {others} pipeline "
+                f"stage{'s' if others > 1 else ''} (Megatron needs an even split of the rest)"
+            )
 
     def gpus_per_node_on(self, accel: Accelerator) -> int:
         """GPUs per node the collectives see: the scenario's figure, else `accel`'s scale-up domain."""

@@ -16,15 +16,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 
-from planner.arrays import Number, maximum, where
+from planner.arrays import Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import roofline
 from planner.physics.collectives import link_bandwidth, link_latency
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.training import step_time
-from planner.training.footprint import ModelStateShard, TrainingMemory
+from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
 from planner.training.inputs import TrainingHardware, TrainingInputs
+from planner.training.memory import full_recompute_fraction
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +37,9 @@ class TrainingFlops:
     hardware_flops_per_token: Number
     stage_hardware_flops_per_token: Number
     stage_backward_share: Number
+    stage_gemm_flops_per_token: Number = 0.0  # the slowest stage's layer GEMMs (what FP8 speeds up)
+    recompute_fraction: Number = 1.0  # share of layers full recomputation repeats (block method: fewer)
+    stage_layers: Number = 0.0  # layers of the stage the step time runs on (the slowest)
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,26 +175,63 @@ class StepTime:
     step: TrainingStep
 
 
+def recompute_fraction_of(arch: ModelArchitecture, inputs: TrainingInputs) -> Number:
+    """Share of a stage's layers full recomputation repeats (`memory.full_recompute_fraction`) on the most loaded
+    stage of the even split."""
+    recipe, lay = inputs.recipe, inputs.layout
+    return full_recompute_fraction(
+        stage_layers(arch, lay.pipeline_parallel),
+        recipe.recompute_method,
+        recipe.recompute_num_layers,
+        lay.virtual_stages,
+    )
+
+
 def training_flops(arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs) -> TrainingFlops:
+    """FLOPs per token: the whole model, and the slowest stage (the last, with the output head; with uneven
+    stages the stage with the most work among the first, a middle and the last)."""
+    recipe, lay = inputs.recipe, inputs.layout
+    fraction = recompute_fraction_of(arch, inputs)
     flop_args = (
         inputs.batch.sequence_length,
-        inputs.recipe.flash_attention,
-        inputs.recipe.recompute,
+        recipe.flash_attention,
+        recipe.recompute,
         inputs.lora is not None,
         inputs.lora_rank,
         inputs.lora_targets,
+        recipe.recompute_modules,
+        fraction,
     )
     model, hardware = step_time.model_training_flops_per_token(counts, arch, *flop_args)
-    pp = inputs.layout.pipeline_parallel
-    stage_hardware = step_time.stage_hardware_flops_per_token(counts, arch, pp, *flop_args)
-    stage_forward = step_time.stage_forward_flops_per_token(
-        counts, arch, pp, inputs.batch.sequence_length, inputs.recipe.flash_attention
-    )
+    pp = lay.pipeline_parallel
+    seq, flash = inputs.batch.sequence_length, recipe.flash_attention
+    gemm_args = (seq, flash, recipe.recompute, recipe.recompute_modules, fraction)
+    uneven = stage_layer_counts(arch, inputs)
+    if uneven is None:
+        stage_hardware = step_time.stage_hardware_flops_per_token(counts, arch, pp, *flop_args)
+        stage_forward = step_time.stage_forward_flops_per_token(counts, arch, pp, seq, flash)
+        stage_gemm = step_time.stage_gemm_flops_per_token(counts, arch, pp, *gemm_args)
+        layers = stage_layers(arch, pp)
+    else:
+        first, middle, last = uneven
+        candidates = [
+            (step_time.stage_hardware_flops_per_token(counts, arch, pp, *flop_args, layers=n, head=head), n)
+            for n, head in ((last, True), (first, False), (middle, False))
+        ]
+        stage_hardware, layers = candidates[0]
+        for work, n in candidates[1:]:
+            slower = work > stage_hardware
+            stage_hardware, layers = where(slower, work, stage_hardware), where(slower, n, layers)
+        stage_forward = step_time.stage_forward_flops_per_token(counts, arch, pp, seq, flash, layers=layers)
+        stage_gemm = step_time.stage_gemm_flops_per_token(counts, arch, pp, *gemm_args, layers=layers)
     return TrainingFlops(
         model_flops_per_token=model,
         hardware_flops_per_token=hardware,
         stage_hardware_flops_per_token=stage_hardware,
         stage_backward_share=1 - stage_forward / stage_hardware,
+        stage_gemm_flops_per_token=stage_gemm,
+        recompute_fraction=fraction,
+        stage_layers=layers,
     )
 
 
@@ -255,21 +296,26 @@ def microbatch_communication(
     inputs: TrainingInputs,
     states: ModelStateShard,
     data_parallel: DataParallelCollectives,
+    flops: TrainingFlops | None = None,
 ) -> MicrobatchCommunication:
     lay, recipe = inputs.layout, inputs.recipe
     tp, pp, cp, ep = lay.tensor_parallel, lay.pipeline_parallel, lay.context_parallel, lay.expert_parallel
     tokens, h, act_b = inputs.tokens_per_microbatch, arch.hidden_size, inputs.precision.activation
     eff, recompute, zero = efficiency.communication, recipe.recompute, recipe.zero_stage
-    layers = stage_layers(arch, pp)
+    fraction = flops.recompute_fraction if flops is not None else 1.0
+    tp_again, ep_again, cp_again = step_time.recomputed_collectives(recompute, recipe.recompute_modules, fraction)
+    uneven = flops is not None and stage_layer_counts(arch, inputs) is not None
+    layers = flops.stage_layers if flops is not None and uneven else stage_layers(arch, pp)
+    moe_layers = minimum(layers, arch.num_moe_layers) if uneven else stage_moe_layers(arch, pp)
     tp_link = group_link(hw, tp)
     tensor_parallel = step_time.tensor_parallel_comm_seconds(
-        layers, tokens, h, act_b, tp, recompute, tp_link.bytes_per_second, tp_link.latency_seconds, eff
+        layers, tokens, h, act_b, tp, recompute, tp_link.bytes_per_second, tp_link.latency_seconds, eff, tp_again
     )
     expert_parallel = 0.0
     if arch.is_moe:
         ep_link = group_link(hw, tp * cp * ep)
         expert_parallel = step_time.expert_all_to_all_seconds(
-            stage_moe_layers(arch, pp),
+            moe_layers,
             tokens,
             arch.experts_per_token,
             h,
@@ -279,6 +325,7 @@ def microbatch_communication(
             ep_link.bytes_per_second,
             ep_link.latency_seconds,
             eff,
+            ep_again,
         )
     cp_link = group_link(hw, tp * cp)
     context_parallel = step_time.context_parallel_comm_seconds(
@@ -291,6 +338,7 @@ def microbatch_communication(
         cp_link.bytes_per_second,
         cp_link.latency_seconds,
         eff,
+        cp_again,
     )
     # The next stage sits a whole TP x CP x DP block away.
     pp_link = group_link(hw, where(pp > 1, tp * cp * lay.data_parallel * 2, 1))
@@ -341,12 +389,19 @@ def microbatch_time(
     tokens = inputs.tokens_per_microbatch
     states = memory.last_stage.states
     stage_flops = tokens * flops.stage_hardware_flops_per_token / inputs.layout.tensor_parallel
-    compute = roofline.compute_seconds(stage_flops, hw.peak_flops_per_second, efficiency.training_compute)
+    compute = roofline.compute_seconds(
+        fp8_equivalent_flops(
+            stage_flops, tokens * flops.stage_gemm_flops_per_token / inputs.layout.tensor_parallel, hw
+        ),
+        hw.peak_flops_per_second,
+        efficiency.training_compute,
+    )
     stage_bytes = step_time.microbatch_memory_bytes(
         states.param_bytes,
         memory.last_stage.components.activations_bytes,
         states.trainable_elements * inputs.precision.grad,
         inputs.recipe.recompute,
+        flops.recompute_fraction,
     )
     return MicrobatchTime(
         tokens=tokens,
@@ -357,6 +412,14 @@ def microbatch_time(
         communication=communication,
         overlapped_exposed_seconds=maximum(communication.overlapped_seconds - compute, 0.0),
     )
+
+
+def fp8_equivalent_flops(stage_flops, gemm_flops, hw: TrainingHardware):
+    """The stage's FLOPs in units of the 16-bit peak: the layer GEMMs run at `gemm_peak_flops_per_second` (the FP8
+    peak with an FP8 recipe), so they count peak / gemm_peak of their FLOPs; everything else (attention, head)
+    counts whole. Equal to `stage_flops` when the GEMM peak is the peak (every recipe but FP8, or a GPU without
+    FP8 tensor cores)."""
+    return stage_flops - gemm_flops * (1 - hw.peak_flops_per_second / hw.gemm_peak_flops_per_second)
 
 
 def optimizer_step(
@@ -395,7 +458,7 @@ def training_step(
     states = memory.last_stage.states
     flops = training_flops(arch, counts, inputs)
     dp = data_parallel_collectives(hw, efficiency, inputs, states)
-    per_microbatch = microbatch_communication(arch, hw, efficiency, inputs, states, dp)
+    per_microbatch = microbatch_communication(arch, hw, efficiency, inputs, states, dp, flops)
     microbatch = microbatch_time(hw, efficiency, inputs, memory, flops, per_microbatch)
     optimizer = optimizer_step(hw, efficiency, inputs, states)
 

@@ -20,8 +20,7 @@ from planner.model.architecture import (
 )
 from planner.physics import collectives
 from planner.physics.flops import head_forward_flops_per_token, layer_matmul_parameters
-from planner.physics.memory import stage_layers, stage_moe_layers
-from planner.training.memory import layer_matrices
+from planner.training.memory import layer_matrices, op_recomputed_matrices, stage_layer_split
 
 # ---------------------------------------------------------------------------------------------
 # FLOPs per token
@@ -55,6 +54,74 @@ def lora_forward_flops_per_token(arch: ModelArchitecture, rank, target_modules, 
     return total
 
 
+def matrices_forward_flops_per_token(arch: ModelArchitecture, moe_layer: bool, matrices) -> float:
+    """Forward FLOPs of the given projections of one layer for one token: 2 x d_in x d_out each (a token runs
+    k of the routed experts)."""
+    total = 0.0
+    for m in matrices:
+        copies = arch.experts_per_token if m.expert else m.count
+        total += 2 * copies * m.d_in * m.d_out
+    return total
+
+
+def selective_recompute_matmul_flops_per_token(arch: ModelArchitecture, moe_layer: bool, recompute_modules) -> float:
+    """Matmul FLOPs per token that Megatron-core's selective modules repeat in one layer: mlp the dense MLP's
+    projections, moe the router, routed (k per token) and shared experts, shared_experts the shared experts,
+    mla_up_proj MLA's q and kv up-projections. core_attn repeats attention (`attention_forward_flops_per_token`);
+    layernorm and moe_act repeat elementwise kernels only (memory-bound, not counted as FLOPs)."""
+    modules = set(recompute_modules)
+    matrices = layer_matrices(arch, moe_layer)
+    mlp_names = ("gate", "up", "down", "router")
+    chosen = []
+    if moe_layer and "moe" in modules:
+        chosen += [m for m in matrices if m.module in mlp_names]
+    elif moe_layer and "shared_experts" in modules:
+        chosen += [m for m in matrices if m.module in mlp_names and not m.expert and m.module != "router"]
+    if not moe_layer and "mlp" in modules:
+        chosen += [m for m in matrices if m.module in mlp_names]
+    if "mla_up_proj" in modules and arch.uses_mla:
+        chosen += [m for m in matrices if m.module in ("q", "v") and m.split == "column"]
+    return matrices_forward_flops_per_token(arch, moe_layer, chosen)
+
+
+def layer_recompute_flops_per_token(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    moe_layer: bool,
+    sequence_length,
+    flash_attention,
+    recompute,
+    lora_rank=0,
+    lora_targets=(),
+    recompute_modules=("core_attn",),
+    recompute_fraction: Number = 1.0,
+):
+    """(matmul, attention) FLOPs per token that recomputation repeats in one layer's backward.
+
+    Full: the layer's forward (matmuls with adapters, and the attention the kernels execute) for the
+    `recompute_fraction` of layers recomputed. Selective (Megatron-core modules): core_attn repeats the
+    attention forward, FlashAttention included (Megatron checkpoints the fused kernel and runs it again);
+    the other modules their matmuls (`selective_recompute_matmul_flops_per_token`). Op (torchtitan): every
+    second matmul (`op_recomputed_matrices`); fused attention is saved, not repeated."""
+    executed_attention = attention_forward_flops_per_token(arch, sequence_length, flash_attention)
+    adapters = lora_forward_flops_per_token(arch, lora_rank, lora_targets, moe_layer)
+    full_matmul = 2 * layer_matmul_parameters(counts, moe_layer) + adapters
+    selective_matmul = selective_recompute_matmul_flops_per_token(arch, moe_layer, recompute_modules)
+    selective_attention = executed_attention if "core_attn" in recompute_modules else 0.0
+    op_matmul = matrices_forward_flops_per_token(arch, moe_layer, op_recomputed_matrices(arch, moe_layer))
+    matmul = where(
+        recompute == 2,
+        full_matmul * recompute_fraction,
+        where(recompute == 1, selective_matmul, where(recompute == 3, op_matmul, 0.0)),
+    )
+    attention = where(
+        recompute == 2,
+        executed_attention * recompute_fraction,
+        where(recompute == 1, selective_attention, 0.0),
+    )
+    return matmul, attention
+
+
 def layer_training_flops_per_token(
     counts: ParameterCounts,
     arch: ModelArchitecture,
@@ -65,27 +132,64 @@ def layer_training_flops_per_token(
     frozen_base=False,
     lora_rank=0,
     lora_targets=(),
+    recompute_modules=("core_attn",),
+    recompute_fraction: Number = 1.0,
 ):
     """(model FLOPs, hardware FLOPs) of one layer for one token over forward + backward (+ recomputation).
 
     Backward = 2 x forward for trained matrices (input and weight gradients); a frozen base (LoRA) needs only
-    the input gradient (1 x forward). Attention's backward is 2 x its forward either way. Full recomputation
-    repeats the layer's forward; selective recomputation repeats the attention core when it is not fused
-    (FlashAttention's own backward recomputation is inside its kernel and counted in neither). Model FLOPs
-    use causal attention, hardware FLOPs the attention the kernels execute."""
+    the input gradient (1 x forward). Attention's backward is 2 x its forward either way. Recomputation adds
+    `layer_recompute_flops_per_token` (FlashAttention's own backward recomputation of the scores is inside its
+    kernel and counted in neither). Model FLOPs use causal attention, hardware FLOPs the attention the kernels
+    execute."""
     matmul = 2 * layer_matmul_parameters(counts, moe_layer)
     matmul_passes = where(frozen_base, 2, 3)
     adapters = lora_forward_flops_per_token(arch, lora_rank, lora_targets, moe_layer)
     useful_attention = attention_forward_flops_per_token(arch, sequence_length, True)
     executed_attention = attention_forward_flops_per_token(arch, sequence_length, flash_attention)
     model = matmul_passes * matmul + 3 * useful_attention + 3 * adapters
-    recomputed = where(
-        recompute >= 2,
-        matmul + executed_attention + adapters,
-        where(recompute >= 1, where(flash_attention, 0.0, executed_attention), 0.0),
+    recomputed_matmul, recomputed_attention = layer_recompute_flops_per_token(
+        counts,
+        arch,
+        moe_layer,
+        sequence_length,
+        flash_attention,
+        recompute,
+        lora_rank,
+        lora_targets,
+        recompute_modules,
+        recompute_fraction,
     )
-    hardware = matmul_passes * matmul + 3 * executed_attention + 3 * adapters + recomputed
+    hardware = (
+        matmul_passes * matmul + 3 * executed_attention + 3 * adapters + (recomputed_matmul + recomputed_attention)
+    )
     return model, hardware
+
+
+def layer_gemm_flops_per_token(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    moe_layer: bool,
+    sequence_length,
+    flash_attention,
+    recompute,
+    recompute_modules=("core_attn",),
+    recompute_fraction: Number = 1.0,
+):
+    """Hardware FLOPs per token of one layer's weight GEMMs (forward, both backward GEMMs, recomputed ones): the
+    part an FP8 recipe runs at the FP8 peak. Attention scores stay in 16 bits."""
+    matmul = 2 * layer_matmul_parameters(counts, moe_layer)
+    recomputed, _ = layer_recompute_flops_per_token(
+        counts,
+        arch,
+        moe_layer,
+        sequence_length,
+        flash_attention,
+        recompute,
+        recompute_modules=recompute_modules,
+        recompute_fraction=recompute_fraction,
+    )
+    return 3 * matmul + recomputed
 
 
 def head_training_flops_per_token(counts: ParameterCounts, frozen_base=False):
@@ -102,10 +206,21 @@ def model_training_flops_per_token(
     frozen_base=False,
     lora_rank=0,
     lora_targets=(),
+    recompute_modules=("core_attn",),
+    recompute_fraction: Number = 1.0,
 ):
     """(model, hardware) FLOPs per trained token, whole model. For a dense model without recomputation
     this is 6 N + 6 x causal attention (Kaplan et al. 2020's 6N plus attention)."""
-    args = (sequence_length, flash_attention, recompute, frozen_base, lora_rank, lora_targets)
+    args = (
+        sequence_length,
+        flash_attention,
+        recompute,
+        frozen_base,
+        lora_rank,
+        lora_targets,
+        recompute_modules,
+        recompute_fraction,
+    )
     dense_model, dense_hw = layer_training_flops_per_token(counts, arch, False, *args)
     model = arch.num_dense_layers * dense_model
     hardware = arch.num_dense_layers * dense_hw
@@ -127,27 +242,60 @@ def stage_hardware_flops_per_token(
     frozen_base=False,
     lora_rank=0,
     lora_targets=(),
+    recompute_modules=("core_attn",),
+    recompute_fraction: Number = 1.0,
+    layers=None,
+    head: bool = True,
 ):
     """Hardware FLOPs per token of the last pipeline stage (the slowest): its layers, MoE layers counted as
-    `stage_moe_layers` places them, plus the output head; before the tensor-parallel split."""
-    args = (sequence_length, flash_attention, recompute, frozen_base, lora_rank, lora_targets)
-    moe_layers = stage_moe_layers(arch, pipeline_parallel)
-    dense_layers = stage_layers(arch, pipeline_parallel) - moe_layers
+    `stage_moe_layers` places them, plus the output head; before the tensor-parallel split. `layers`: the
+    stage's layers when stages are uneven; `head` False for a stage without the output head."""
+    args = (
+        sequence_length,
+        flash_attention,
+        recompute,
+        frozen_base,
+        lora_rank,
+        lora_targets,
+        recompute_modules,
+        recompute_fraction,
+    )
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
     _, dense = layer_training_flops_per_token(counts, arch, False, *args)
-    total = dense_layers * dense + head_training_flops_per_token(counts, frozen_base)
+    total = dense_layers * dense + (head_training_flops_per_token(counts, frozen_base) if head else 0.0)
     if arch.is_moe:
         _, moe = layer_training_flops_per_token(counts, arch, True, *args)
         total = total + moe_layers * moe
     return total
 
 
+def stage_gemm_flops_per_token(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    pipeline_parallel,
+    sequence_length,
+    flash_attention,
+    recompute,
+    recompute_modules=("core_attn",),
+    recompute_fraction: Number = 1.0,
+    layers=None,
+):
+    """Layer-GEMM hardware FLOPs per token of one stage (no output head: it stays in 16 bits, as Megatron-core's
+    non-TE output layer), before the tensor-parallel split: what FP8 runs at the FP8 peak."""
+    args = (sequence_length, flash_attention, recompute, recompute_modules, recompute_fraction)
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
+    total = dense_layers * layer_gemm_flops_per_token(counts, arch, False, *args)
+    if arch.is_moe:
+        total = total + moe_layers * layer_gemm_flops_per_token(counts, arch, True, *args)
+    return total
+
+
 def stage_forward_flops_per_token(
-    counts: ParameterCounts, arch: ModelArchitecture, pipeline_parallel, sequence_length, flash_attention
+    counts: ParameterCounts, arch: ModelArchitecture, pipeline_parallel, sequence_length, flash_attention, layers=None
 ):
     """Forward FLOPs per token of the last stage's layers (matmuls and executed attention, no adapters) and the
     output head: what the backward's share of `stage_hardware_flops_per_token` is measured against."""
-    moe_layers = stage_moe_layers(arch, pipeline_parallel)
-    dense_layers = stage_layers(arch, pipeline_parallel) - moe_layers
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
     attention = attention_forward_flops_per_token(arch, sequence_length, flash_attention)
     total = dense_layers * (2 * layer_matmul_parameters(counts, False) + attention)
     if arch.is_moe:
@@ -186,11 +334,13 @@ def tensor_parallel_comm_seconds(
     link_bytes_per_second,
     link_latency_seconds,
     efficiency,
+    recompute_collectives=None,
 ):
     """Megatron TP: two all-reduces of the layer's activations (tokens x h) per layer in the forward, two in
-    the backward, two more when the forward is recomputed; with sequence parallelism each becomes an
-    all-gather + reduce-scatter of the same volume (Korthikanti Sec. 4.2.2). Not overlapped with compute."""
-    count = 4 + where(recompute >= 2, 2, 0)
+    the backward, two more when the forward is recomputed (`recompute_collectives`: the repeated ones per layer,
+    `recomputed_collectives`); with sequence parallelism each becomes an all-gather + reduce-scatter of the
+    same volume (Korthikanti Sec. 4.2.2). Not overlapped with compute."""
+    count = 4 + (where(recompute == 2, 2, 0) if recompute_collectives is None else recompute_collectives)
     return (
         layers
         * count
@@ -211,10 +361,12 @@ def expert_all_to_all_seconds(
     link_bytes_per_second,
     link_latency_seconds,
     efficiency,
+    recompute_collectives=None,
 ):
     """MoE dispatch and combine: an all-to-all of tokens x k x h each way per MoE layer in forward and backward
-    (and again when recomputed); (EP - 1)/EP of it leaves the GPU. Not overlapped."""
-    count = 4 + where(recompute >= 2, 2, 0)
+    (and again when recomputed: `recompute_collectives` per layer); (EP - 1)/EP of it leaves the GPU. Not
+    overlapped."""
+    count = 4 + (where(recompute == 2, 2, 0) if recompute_collectives is None else recompute_collectives)
     message = tokens * experts_per_token * hidden * activation_bytes
     return (
         moe_layers
@@ -235,11 +387,12 @@ def context_parallel_comm_seconds(
     link_bytes_per_second,
     link_latency_seconds,
     efficiency,
+    recompute_collectives=None,
 ):
     """Ring attention (Megatron-core CP): every rank receives the other ranks' K and V in the forward, K and V
-    again and their gradients in the backward (plus a forward's worth when recomputed). Runs alongside the
-    attention blocks; the plan hides it behind the micro-batch's compute."""
-    count = 3 + where(recompute >= 2, 1, 0)
+    again and their gradients in the backward (plus a forward's worth when recomputed: `recompute_collectives`).
+    Runs alongside the attention blocks; the plan hides it behind the micro-batch's compute."""
+    count = 3 + (where(recompute == 2, 1, 0) if recompute_collectives is None else recompute_collectives)
     message = tokens * context_parallel * kv_elements_per_token * activation_bytes
     return (
         layers
@@ -302,11 +455,31 @@ def optimizer_step_bytes(optimizer_state_bytes, trainable_elements, grad_bytes, 
     return 2 * optimizer_state_bytes + trainable_elements * (2 * grad_bytes + params)
 
 
-def microbatch_memory_bytes(stage_param_bytes, stored_activation_bytes, grad_bytes, recompute):
+def microbatch_memory_bytes(
+    stage_param_bytes, stored_activation_bytes, grad_bytes, recompute, recompute_fraction: Number = 1.0
+):
     """HBM traffic of one micro-batch's forward and backward on one GPU: the stage's weights read three times
-    (forward, input gradient, weight gradient; four with full recomputation), the saved activations written
-    and read once, the gradients accumulated (read and written). A lower bound for the memory roofline."""
-    return stage_param_bytes * (3 + where(recompute >= 2, 1, 0)) + 2 * stored_activation_bytes + 2 * grad_bytes
+    (forward, input gradient, weight gradient; four with full recomputation of the recomputed share), the saved
+    activations written and read once, the gradients accumulated (read and written). A lower bound for the
+    memory roofline."""
+    extra = where(recompute == 2, recompute_fraction, 0)
+    return stage_param_bytes * (3 + extra) + 2 * stored_activation_bytes + 2 * grad_bytes
+
+
+def recomputed_collectives(recompute, recompute_modules=("core_attn",), recompute_fraction: Number = 1.0):
+    """Collectives per layer that recomputation repeats, as (tensor-parallel all-reduces, expert all-to-alls,
+    ring-attention K/V rounds). Full: the forward's 2, 2 and 1 for the recomputed share of layers. Selective:
+    mlp / moe / shared_experts repeat the MLP's reduction (1; moe also its dispatch and combine, 2), core_attn
+    the ring exchange (1). Op: none (torchtitan saves collective outputs)."""
+    modules = set(recompute_modules)
+    mlp = 1 if modules & {"mlp", "moe", "shared_experts"} else 0
+    a2a = 2 if "moe" in modules else 0
+    ring = 1 if "core_attn" in modules else 0
+    f = recompute_fraction
+    tp = where(recompute == 2, 2 * f, where(recompute == 1, mlp, 0))
+    ep = where(recompute == 2, 2 * f, where(recompute == 1, a2a, 0))
+    cp = where(recompute == 2, 1 * f, where(recompute == 1, ring, 0))
+    return tp, ep, cp
 
 
 def kv_elements_per_token_for_cp(arch: ModelArchitecture, tensor_parallel):
