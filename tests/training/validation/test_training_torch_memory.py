@@ -86,14 +86,26 @@ def engine_saved_bytes(s: TrainingScenario) -> float:
     """The engine's activation term for what autograd saves: every layer, the stage edges and the fp32
     log-probabilities (no recomputation working set: it is not saved state)."""
     arch = s.architecture()
-    recompute = {"none": 0, "selective": 1, "full": 2}[s.activation_checkpointing]
+    recompute = {"none": 0, "selective": 1, "full": 2, "op": 3}[s.activation_checkpointing]
+    modules = s.recompute_module_set or ("core_attn",)
     rank = s.lora.rank if s.lora else 0
     targets = tuple(s.lora.target_modules) if s.lora else ()
     per_token = 0.0
     for moe, layers in ((False, arch.num_dense_layers), (True, arch.num_moe_layers)):
         if layers:
             per_token += layers * tmem.layer_activation_bytes_per_token(
-                arch, moe, 1, False, s.flash_attention, recompute, s.dropout, s.sequence_length, 2.0, rank, targets
+                arch,
+                moe,
+                1,
+                False,
+                s.flash_attention,
+                recompute,
+                s.dropout,
+                s.sequence_length,
+                2.0,
+                rank,
+                targets,
+                modules,
             )
     per_token += tmem.edge_activation_bytes_per_token(arch, 1, False, s.dropout, 1, True, 2.0, frozen_head=rank > 0)
     per_token += tmem.logits_saved_bytes_per_token(arch, 1)
@@ -239,6 +251,28 @@ def test_full_recomputation_saves_only_layer_inputs():
     s = scenario(DENSE_CONFIG, activation_checkpointing="full")
     assert measured["activations"] == engine_saved_bytes(s)
     # and backward still works through the checkpoints
+    measured["result"].backward()
+    assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.parametrize("modules", ["core_attn", "mlp", "core_attn,mlp"])
+def test_selective_modules_save_what_checkpointing_them_leaves(modules):
+    """Megatron-core's selective modules as torch.utils.checkpoint regions: core_attn around the fused attention
+    kernel (its q, k, v inputs stay; o_proj keeps the output; only the log-sum-exp goes), mlp around the SwiGLU
+    block (its normalized input stays, its four tensors go). Exact against the engine's selective level."""
+    torch.manual_seed(0)
+    cfg = dict(DENSE, recompute_modules=tuple(modules.split(",")))
+    model = LlamaStyle(cfg, torch.bfloat16)
+    tokens, targets = batch(cfg)
+    measured = saved_activation_bytes(lambda: model(tokens, targets), model_constants(model))
+    s = scenario(DENSE_CONFIG, activation_checkpointing="selective", recompute_modules=modules)
+    assert measured["activations"] == engine_saved_bytes(s)
+    plain = engine_saved_bytes(scenario(DENSE_CONFIG))
+    tokens_total = BATCH * DENSE["seq"]
+    # what each module frees, per token per layer: core_attn the fp32 log-sum-exp, 4 B x 4 heads = 16 B; mlp the
+    # SwiGLU tensors, 4 x 352 x 2 B = 2,816 B; 2 layers
+    freed = {"core_attn": 16, "mlp": 2816, "core_attn,mlp": 16 + 2816}[modules]
+    assert plain - measured["activations"] == tokens_total * 2 * freed
     measured["result"].backward()
     assert all(p.grad is not None for p in model.parameters())
 

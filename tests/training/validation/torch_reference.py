@@ -15,6 +15,8 @@ Models:
   fp32 cross-entropy. Attention runs through `F.scaled_dot_product_attention` (FlashAttention-style
   kernel: saves q, k, v, output and the log-sum-exp, never the score matrix) or through an unfused
   path (expanded K/V, bf16 softmax, as Megatron's fused-softmax core attention).
+  `cfg["recompute_modules"]` puts Megatron-core's selective modules core_attn (the attention kernel) and mlp / moe
+  (the MLP block) under torch.utils.checkpoint.
 * `GPTLayer`: Korthikanti et al.'s GPT layer (LayerNorm, MHA, GeLU 4h MLP, dropout after attention,
   on the probabilities and after the MLP) to measure the paper's 34 sbh + 5 a s^2 b directly.
 
@@ -139,6 +141,11 @@ class Attention(nn.Module):
         self.v = linear(h, kv * d, dtype, lora_rank)
         self.o = linear(a * d, h, dtype, lora_rank)
         self.flash = cfg.get("flash", True)
+        # Megatron-core's selective module core_attn: the attention kernel under torch.utils.checkpoint.
+        self.checkpoint_core = "core_attn" in cfg.get("recompute_modules", ())
+
+    def core(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
 
     def forward(self, x, cos, sin, mask):
         b, s, _ = x.shape
@@ -149,8 +156,10 @@ class Attention(nn.Module):
         v = self.v(x).view(b, s, self.kv, self.d).transpose(1, 2)
         q = q * cos + rotate_half(q) * sin
         k = k * cos + rotate_half(k) * sin
-        if self.flash:
-            out = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+        if self.flash and self.checkpoint_core:
+            out = checkpoint(self.core, q, k, v, use_reentrant=False)
+        elif self.flash:
+            out = self.core(q, k, v)
         else:
             group = self.a // self.kv
             k = k[:, :, None].expand(b, self.kv, group, s, self.d).reshape(b, self.a, s, self.d)
@@ -226,9 +235,13 @@ class DecoderLayer(nn.Module):
             self.mlp = MoE(h, cfg["expert_ffn"], cfg["experts"], cfg["top_k"], dtype)
         else:
             self.mlp = SwiGLU(h, cfg["ffn"], dtype, lora_rank)
+        # Megatron-core's selective modules mlp / moe: the MLP block under torch.utils.checkpoint.
+        self.checkpoint_mlp = bool({"mlp", "moe"} & set(cfg.get("recompute_modules", ())))
 
     def forward(self, x, cos, sin, mask):
         x = x + self.attn(self.norm1(x), cos, sin, mask)
+        if self.checkpoint_mlp:
+            return x + checkpoint(self.mlp, self.norm2(x), use_reentrant=False)
         return x + self.mlp(self.norm2(x))
 
 
