@@ -368,7 +368,7 @@ def _read_flattened(
     droppable = any(FLATTENED[owner] is record_cls for owner in DROPPABLE)
     if marker is not None:
         text = marker.strip().lower()
-        if text in choices:
+        if text in choices and marker_field is not None:
             base[marker_field] = text
         elif marker.startswith(INLINE_PREFIX):
             try:

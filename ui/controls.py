@@ -66,6 +66,9 @@ from typing import Any
 
 import streamlit as st
 
+from planner.errors import PlanningError
+from planner.model.catalog import resolve_model
+from planner.model.checkpoint_precision import checkpoint_weight_dtypes
 from planner.share import param_field, query_params_to_scenario, scenario_to_query_params
 from ui import guide, pickers, speculative_controls, state, traffic_controls, training_controls
 from ui.pickers import PickerMemo
@@ -86,8 +89,11 @@ INFERENCE_SPECS: tuple[Spec, ...] = (
         Spec("expert_parallel", "EP (experts)", "number", section="layout"),
         Spec("weight_dtype", "Weights", "select", section="precision", column=0),
         Spec("kv_cache_dtype", "KV cache", "select", section="precision", column=1),
+        Spec("attention_weight_dtype", "Attention weights", "select", section="precision"),
         Spec("prompt_tokens", "Prompt tokens", "number", section="workload", column=0, step=256),
         Spec("output_tokens", "Output tokens", "number", section="workload", column=1, step=64),
+        Spec("images_per_request", "Images per request", "number", section="workload", column=0),
+        Spec("tokens_per_image", "Tokens per image", "number", section="workload", column=1, step=16),
         Spec("concurrency", "Concurrency (sequences in flight)", "concurrency", section="workload"),
         Spec(
             "gpu_memory_utilization", "GPU memory the engine may use", "number", section="more", step=0.01, fmt="%.2f"
@@ -150,6 +156,8 @@ PLACEHOLDERS = {
     "target_requests_per_second": "none",
     "data_parallel": "auto",
     "gpus_per_node": "the GPU's NVLink domain",
+    "tokens_per_image": "the model's",
+    "attention_weight_dtype": "same as the weights",
 }
 
 
@@ -207,6 +215,7 @@ class FormMemo:
     exact: dict[str, tuple[Any, Any]] = field(default_factory=dict)  # scaled widgets: (shown, exact value)
     link: tuple[Any, list[str]] | None = None  # the link's scenario and its warnings
     notes: tuple[dict[str, Any], list[str]] | None = None  # adjusted inputs: (values after, sentences)
+    last_model: Any = None  # the model the form planned last run (a new one brings its checkpoint's formats)
     pickers: PickerMemo = field(default_factory=PickerMemo)  # the model and GPU pickers' (ui.pickers)
 
 
@@ -370,6 +379,9 @@ def _widget(kind: str, spec: Spec, where, from_state: bool) -> Any:
         )
     if w == "select":
         options = list(facts.options())
+        if facts.optional:  # empty means the field's own default rule (its placeholder says which)
+            options = [None, *options]
+            common["format_func"] = lambda v: PLACEHOLDERS.get(spec.name, "default") if v is None else str(v)
         index = None if from_state else options.index(default)
         return where.selectbox(spec.label, options, index=index, **common)
     if w == "toggle":
@@ -469,7 +481,9 @@ class FormResult:
     scenario: Any
     error: str | None
     link_warnings: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # inputs the form adjusted to keep the plan possible
+    notes: list[str] = field(
+        default_factory=list
+    )  # inputs the form adjusted (a layout kept possible, a new model's formats)
 
 
 def _seed_new_widgets(kind: str, seed, memo: FormMemo) -> bool:
@@ -526,6 +540,31 @@ def _guide_inputs(kind: str, memo: FormMemo, written: set[str]) -> None:
         memo.notes = (after, [a.note for a in adjustments])
 
 
+def _follow_checkpoint_formats(kind: str, model: Any, memo: FormMemo, written: set[str]) -> None:
+    """A newly picked model is served as its checkpoint stores it (planner.model.checkpoint_precision: an
+    FP8 DeepSeek-R1 in fp8, gpt-oss with MXFP4 experts and BF16 attention, an unquantized one in bf16), as a
+    scenario that names no format is; the weight widgets take those formats before they are drawn, with a
+    note. The first run keeps the seed's (a link's) formats."""
+    previous, memo.last_model = memo.last_model, model
+    if previous is None or previous == model:
+        return
+    try:
+        arch = resolve_model(model)
+    except (PlanningError, ValueError, TypeError):
+        return  # the picker's own error says what is wrong
+    weights, attention = checkpoint_weight_dtypes(arch) or ("bf16", None)
+    ss = st.session_state
+    after = {"weight_dtype": weights, "attention_weight_dtype": attention}
+    if all(ss.get(f"{kind}_{name}") == value for name, value in after.items()):
+        return
+    for name, value in after.items():
+        ss[f"{kind}_{name}"] = value
+        written.add(f"{kind}_{name}")
+    served = f"{weights}" + (f", attention {attention}" if attention else "")
+    stored = "as its quantization_config stores it" if arch.quantization is not None else "as its checkpoint stores it"
+    memo.notes = (after, [f"Weights follow {arch.name}: {served}, {stored}. Pick another format to requantize."])
+
+
 def _show_notes(kind: str, memo: FormMemo, values: dict[str, Any]) -> list[str]:
     """The adjustment notes, while the inputs are still the ones the adjustment produced."""
     if memo.notes is None:
@@ -535,7 +574,7 @@ def _show_notes(kind: str, memo: FormMemo, values: dict[str, Any]) -> list[str]:
     if any(not specs[name].same(values.get(name), value) for name, value in after.items() if name in specs):
         memo.notes = None
         return []
-    st.info(" ".join(["**Adjusted to keep the plan possible:**", *notes]), icon=":material/tune:")
+    st.info(" ".join(["**Inputs adjusted:**", *notes]), icon=":material/tune:")
     return notes
 
 
@@ -569,6 +608,8 @@ def scenario_form(
     side.markdown("#### Model")
     model, error = pickers.model_picker(prefix, seed.model, side, memo.pickers)
     errors += [error] if error else []
+    if kind == "inference" and not error:
+        _follow_checkpoint_formats(kind, model, memo, written)
     side.markdown("#### Hardware")
     gpu, error = pickers.gpu_picker(prefix, seed.gpu, side, memo.pickers)
     errors += [error] if error else []

@@ -19,7 +19,7 @@ from planner.search.alternatives import alternatives
 from planner.share import scenario_to_query_params
 from planner.verdict import Verdict, memory_verdict
 from ui import bands, calibration_view, charts, speculative_view, state
-from ui.text import component_label, fmt, gpu_short_name, resource_label
+from ui.text import component_label, equation_help, fmt, gpu_short_name, md_escape, resource_label
 
 HEADROOM_RISK = 0.10
 
@@ -30,34 +30,6 @@ HEADROOM_RISK = 0.10
 def chart(spec: dict, **kwargs) -> None:
     """Draw a compiled chart from ui.charts (Vega-Lite built with Altair; data attached per run)."""
     st.vega_lite_chart(spec=spec, **kwargs)
-
-
-def md_escape(text: str) -> str:
-    """Escape Markdown (and Streamlit's $…$ LaTeX) in engine text; intraword underscores stay as they are."""
-    return re.sub(r"([\\`*{}\[\]<>#|~$])", r"\\\1", str(text))
-
-
-def equation(plan, name: str):
-    for eq in getattr(plan, "equations", []) or []:
-        if eq.name == name:
-            return eq
-    return None
-
-
-def equation_help(plan, *names: str, note: str = "") -> str | None:
-    """Markdown for a metric's help tooltip: each named equation with the numbers filled in."""
-    parts = []
-    for name in names:
-        eq = equation(plan, name)
-        if eq is None:
-            continue
-        parts.append(
-            f"**{md_escape(eq.name)}** = {md_escape(eq.formula)}\n\n"
-            f"= {md_escape(eq.substituted)}\n\n= **{md_escape(fmt(eq.value, eq.unit))}**"
-        )
-    if note:
-        parts.append(note)
-    return "\n\n---\n\n".join(parts) or None
 
 
 def plan_title(plan) -> str:

@@ -10,8 +10,8 @@ import streamlit as st
 
 from planner import units
 from planner.inference.draft import METHOD_TITLES
-from ui import render
 from ui.speculative_controls import DEFAULT_SOURCES
+from ui.text import equation_help, md_escape
 
 
 def speedup_text(speedup: float) -> str:
@@ -38,7 +38,7 @@ def speculative_summary(plan) -> None:
     with st.container(border=True, key="inference_speculative_summary"):
         st.markdown(
             f"**Speculative decoding** ({METHOD_TITLES.get(spec.method, spec.method)}) · draft: "
-            f"{render.md_escape(spec.draft)} · k = {k} drafted tokens per round"
+            f"{md_escape(spec.draft)} · k = {k} drafted tokens per round"
         )
         cols = st.columns(4)
         cols[0].metric(
@@ -51,7 +51,7 @@ def speculative_summary(plan) -> None:
         cols[1].metric(
             "Speedup vs plain decode",
             speedup_text(spec.speedup),
-            help=render.equation_help(
+            help=equation_help(
                 plan,
                 "Decode time per token (speculative)",
                 note=f"Plain decode step {units.seconds(spec.plain_decode_step_seconds)} divided by the round "
@@ -63,7 +63,7 @@ def speculative_summary(plan) -> None:
         cols[2].metric(
             "Verify step",
             units.seconds(spec.verify_step_seconds),
-            help=render.equation_help(
+            help=equation_help(
                 plan,
                 *([verify] if verify else []),
                 note=f"The model over {k + 1} tokens per sequence; {spec.verify.binding.replace('_', ' ')}-bound.",
@@ -78,7 +78,7 @@ def speculative_summary(plan) -> None:
         if spec.acceptance_is_assumed:
             acceptance = (
                 f"Acceptance per drafted token: **{spec.acceptance_rate:g} (assumed)**: "
-                f"{render.md_escape(spec.acceptance_source)}. It depends on the workload: measure it (vLLM logs the "
+                f"{md_escape(spec.acceptance_source)}. It depends on the workload: measure it (vLLM logs the "
                 "draft acceptance rate) and type it in the sidebar."
             )
         else:

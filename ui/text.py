@@ -6,6 +6,7 @@ planner.units is the one formatting module; this file only picks which of its fu
 from __future__ import annotations
 
 import math
+import re
 
 from planner import units
 
@@ -95,3 +96,31 @@ def tokens(value: float | None) -> str:
 
 def gpu_short_name(name: str) -> str:
     return name.removeprefix("NVIDIA ").removeprefix("AMD ").removeprefix("Instinct ")
+
+
+def md_escape(text: str) -> str:
+    """Escape Markdown (and Streamlit's $…$ LaTeX) in engine text; intraword underscores stay as they are."""
+    return re.sub(r"([\\`*{}\[\]<>#|~$])", r"\\\1", str(text))
+
+
+def equation(plan, name: str):
+    for eq in getattr(plan, "equations", []) or []:
+        if eq.name == name:
+            return eq
+    return None
+
+
+def equation_help(plan, *names: str, note: str = "") -> str | None:
+    """Markdown for a metric's help tooltip: each named equation with the numbers filled in."""
+    parts = []
+    for name in names:
+        eq = equation(plan, name)
+        if eq is None:
+            continue
+        parts.append(
+            f"**{md_escape(eq.name)}** = {md_escape(eq.formula)}\n\n"
+            f"= {md_escape(eq.substituted)}\n\n= **{md_escape(fmt(eq.value, eq.unit))}**"
+        )
+    if note:
+        parts.append(note)
+    return "\n\n---\n\n".join(parts) or None

@@ -218,7 +218,30 @@ def _model_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[st
             "MoE: uniform top-k routing; a decode step reads only the experts its tokens are routed to "
             "(expected distinct experts E(1-(1-k/E)^T)); routed experts split over max(TP, EP) GPUs."
         )
-    return out + architecture_assumptions(arch) + cache_assumptions(s, arch) + _checkpoint_precision(s, arch)
+    return (
+        out
+        + architecture_assumptions(arch)
+        + cache_assumptions(s, arch)
+        + _checkpoint_precision(s, arch)
+        + _image_assumptions(s, arch)
+    )
+
+
+def _image_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[str]:
+    if not s.images_per_request:
+        return []
+    per_image = s.image_tokens_per_request // s.images_per_request
+    patches = per_image * arch.vision_patches_per_image / arch.vision_tokens_per_image
+    default = "" if s.tokens_per_image else " (the model's default)"
+    return [
+        f"Images: {s.images_per_request} per request x {per_image:,} tokens{default} = "
+        f"{s.image_tokens_per_request:,} prompt tokens beside the {s.prompt_tokens:,} of text; the language model "
+        f"prefills and caches them like text. The {arch.vision_model_type} tower ({count(arch.vision_encoder_parameters)} "
+        f"parameters with its projector) encodes each image's {patches:,.0f} patches in the request's prefill: "
+        "2 x parameters x patches + 4 x layers x patches^2 x width FLOPs, at the prefill efficiency, tensor-parallel, "
+        "no encoder cache (a repeated image is encoded again). Its activations and vLLM's encoder cache are not "
+        "counted in memory (estimated below 1 GiB for these towers: a guess, not measured)."
+    ]
 
 
 def _checkpoint_precision(s: InferenceScenario, arch: ModelArchitecture) -> list[str]:

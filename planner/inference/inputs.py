@@ -16,6 +16,7 @@ from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import ModelArchitecture
 from planner.physics import collectives
 from planner.physics import memory as mem
+from planner.physics.flops import vision_encoder_flops
 from planner.physics.runtimes import DEFAULT_RUNTIME, runtime_profile
 
 
@@ -76,6 +77,7 @@ class InferenceInputs:
     runtime_overhead_correction_bytes: Number  # from a calibration; 0 without one (per GPU type in a sweep)
     runtime: str = DEFAULT_RUNTIME  # planner.physics.runtimes: the engine's memory accounting
     attention_linear_bytes: Number | None = None  # attention projections when stored apart from linear_bytes
+    image_encoder_flops: Number = 0.0  # the vision tower's FLOPs for one request's images (whole replica)
 
     @classmethod
     def from_scenario(cls, s: InferenceScenario, runtime_overhead_correction_bytes: Number = 0.0) -> InferenceInputs:
@@ -91,7 +93,7 @@ class InferenceInputs:
             embedding_bytes=linear if s.quantize_embeddings else high_precision,
             kv_bytes=kv_bytes_per_element(s.kv_cache_dtype),
             activation_bytes=activation_bytes_per_element(s.weight_dtype),
-            prompt_tokens=s.prompt_tokens,
+            prompt_tokens=s.prompt_tokens + s.image_tokens_per_request,  # the language model sees both
             output_tokens=s.output_tokens,
             concurrency=s.concurrency,
             kv_block_tokens=s.kv_block_tokens,
@@ -101,6 +103,9 @@ class InferenceInputs:
             honor_sliding_window=s.honor_sliding_window,
             runtime_overhead_correction_bytes=runtime_overhead_correction_bytes,
             runtime=s.runtime,
+            image_encoder_flops=vision_encoder_flops(
+                s.architecture(), s.images_per_request, s.image_tokens_per_request / max(s.images_per_request, 1)
+            ),
             attention_linear_bytes=None
             if s.attention_weight_dtype is None
             else weight_bytes_per_element(s.attention_weight_dtype, s.weight_group_size),

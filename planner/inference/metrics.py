@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.arrays import Number, maximum, minimum
+from planner.arrays import Number, maximum, minimum, where
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
 from planner.inference.memory import Headroom, InferenceMemory, headroom, inference_memory
 from planner.inference.speculative import Draft, SpeculativeRound, speculative_round
@@ -24,6 +24,7 @@ from planner.inference.steps import (
     uncached_prompt_tokens,
 )
 from planner.model.architecture import ModelArchitecture, ParameterCounts
+from planner.physics import memory as mem
 from planner.physics.cost import usd_per_hour, usd_per_million_tokens
 from planner.physics.efficiency import Efficiency
 
@@ -98,7 +99,7 @@ def inference_metrics(
     new_tokens = uncached_prompt_tokens(x.prompt_tokens, x.prefix_cache_hit_rate)
     prefill = prefill_step(arch, counts, hw, efficiency, x, shape, weights, new_tokens, 1)
     request_overhead = request_overhead_seconds(efficiency)
-    decode = decode_step(arch, counts, hw, efficiency, x, shape, weights)
+    decode = decode_step(arch, counts, hw, efficiency, x, shape, decode_read_weight_bytes(counts, x, weights))
     speculation = None
     if draft is not None:
         speculation = speculative_round(draft, arch, counts, hw, efficiency, x, shape, weights, decode, new_tokens)
@@ -127,6 +128,15 @@ def inference_metrics(
             ),
         ),
     )
+
+
+def decode_read_weight_bytes(counts: ParameterCounts, x: InferenceInputs, stage_weight_bytes: Number) -> Number:
+    """Weights a decode step reads: the stage's, less a vision tower that decoding never runs (with one
+    stage; with several the most loaded stage may be the last, which holds none, so nothing is taken off)."""
+    if not counts.vision_encoder:
+        return stage_weight_bytes
+    vision = mem.vision_weight_bytes(counts, x.tensor_parallel, x.high_precision_bytes)
+    return where(x.pipeline_parallel == 1, stage_weight_bytes - vision, stage_weight_bytes)
 
 
 def batched_prefill_seconds_per_request(

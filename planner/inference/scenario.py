@@ -49,6 +49,20 @@ class InferenceScenario(ScenarioBase):
     )
     quantize_embeddings: bool = Field(default=False, description="also quantize embedding and lm_head")
     prompt_tokens: int = Field(default=2048, ge=1, le=MAX_TOKENS, description="tokens in each request's prompt")
+    images_per_request: int = Field(
+        default=0,
+        ge=0,
+        le=64,
+        description="images in each request's prompt (multimodal models): each runs through the vision encoder "
+        "and adds its tokens to the prompt",
+    )
+    tokens_per_image: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="prompt tokens one image becomes; empty: the model's (Gemma 3: 256; Llama 4: 144 per tile; "
+        "Pixtral: its largest image, fewer for smaller ones)",
+    )
     output_tokens: int = Field(default=512, ge=1, le=MAX_TOKENS, description="tokens generated per request")
     concurrency: int = Field(default=64, ge=1, le=MAX_TOKENS, description="sequences in flight, whole deployment")
     kv_block_tokens: int = Field(
@@ -136,7 +150,19 @@ class InferenceScenario(ScenarioBase):
                 )
         if self.speculative is not None:
             self._check_speculative(arch, self.speculative)
+        if self.images_per_request and not arch.vision_tokens_per_image:
+            raise PlanningError(
+                f"images_per_request={self.images_per_request} needs a multimodal model; {arch.name} has no vision "
+                "encoder the planner counts"
+            )
         return self
+
+    @property
+    def image_tokens_per_request(self) -> int:
+        """Prompt tokens the request's images add (0 without images)."""
+        if not self.images_per_request:
+            return 0
+        return self.images_per_request * (self.tokens_per_image or self.architecture().vision_tokens_per_image)
 
     def _check_speculative(self, arch: ModelArchitecture, spec: SpeculativeDecoding) -> None:
         if self.pipeline_parallel > 1:
@@ -157,4 +183,4 @@ class InferenceScenario(ScenarioBase):
 
     @property
     def context_tokens(self) -> int:
-        return self.prompt_tokens + self.output_tokens
+        return self.prompt_tokens + self.image_tokens_per_request + self.output_tokens

@@ -89,6 +89,13 @@ def prefill_step_flops(
     )
 
 
+def image_encoder_step_flops(encoder_flops_per_request, prompts, tensor_parallel, pipeline_parallel):
+    """The vision tower's work for the step's prompts per GPU: it runs tensor-parallel on the first stage, so
+    over the pipeline's PP x stage time it costs as if spread over every stage (no encoder cache: each
+    request's images are encoded once, with its prefill)."""
+    return encoder_flops_per_request * prompts / (tensor_parallel * pipeline_parallel)
+
+
 def prefill_chunks(tokens, prefill_chunk_tokens):
     """Engine steps a prefill of `tokens` tokens takes with chunked prefill (each step reads the weights)."""
     return np.ceil(tokens / prefill_chunk_tokens)
@@ -272,7 +279,9 @@ def prefill_step(
     prefix cache), in chunks of at most `prefill_chunk_tokens`."""
     tp, pp = x.tensor_parallel, x.pipeline_parallel
     tokens = new_tokens * prompts
-    flops = prefill_step_flops(counts, arch, x.prompt_tokens, new_tokens, prompts, tp, pp)
+    flops = prefill_step_flops(counts, arch, x.prompt_tokens, new_tokens, prompts, tp, pp) + image_encoder_step_flops(
+        x.image_encoder_flops, prompts, tp, pp
+    )
     kv_written = prefill_kv_write_bytes(
         arch,
         tp,

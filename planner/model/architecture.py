@@ -200,6 +200,12 @@ class ModelArchitecture(BaseModel):
     # A multimodal checkpoint's vision tower and projector, counted apart from the language model
     vision_encoder_parameters: int = Field(default=0, ge=0)
     vision_model_type: str | None = None
+    # One image through the tower: its patches (the encoder's sequence), the language-model tokens it becomes,
+    # and the tower's width and depth (planner.model.vision.vision_geometry); 0 without a vision tower.
+    vision_patches_per_image: int = Field(default=0, ge=0, le=1_000_000)
+    vision_tokens_per_image: int = Field(default=0, ge=0, le=1_000_000)
+    vision_hidden_size: int = Field(default=0, ge=0, le=65_536)
+    vision_num_layers: int = Field(default=0, ge=0, le=1024)
     checkpoint_dtype: str | None = None  # the config's torch_dtype / dtype
     # Multi-token-prediction modules shipped beside the model (DeepSeek-V3's num_nextn_predict_layers,
     # MiniMax-M2's num_mtp_modules): not part of the language model's parameters; a speculative draft.

@@ -24,7 +24,7 @@ from planner.model.architecture import (
     ModuleGroup,
 )
 from planner.model.checkpoint_check import stored_counts, with_parameter_check
-from planner.model.vision import vision_encoder_parameters
+from planner.model.vision import vision_encoder_parameters, vision_geometry
 
 LLAMA_LIKE_FIELDS = (
     "hidden_size",
@@ -970,6 +970,7 @@ def _fields(config: dict) -> dict:
         fields.update(
             vision_encoder_parameters=vision,
             vision_model_type=vision_type,
+            **(vision_geometry(config) if vision else {}),
             assumptions=tuple(fields.get("assumptions", ())) + notes,
         )
         if isinstance(config.get("quantization_config"), dict):

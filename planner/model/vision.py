@@ -144,3 +144,42 @@ def vision_encoder_parameters(config: dict[str, Any], text_hidden: int) -> tuple
     if wrapper not in DEFAULT_TOWER:
         notes += (f"multimodal projector of {wrapper!r} is not counted",)
     return tower(vision) + projector_parameters(config, text_hidden), kind, notes
+
+
+def vision_geometry(config: dict[str, Any]) -> dict[str, int]:
+    """What one image costs a multimodal wrapper `config`: the encoder's patches (its sequence length), the
+    language-model tokens it becomes, and the tower's width and depth (for its FLOPs). Empty for a tower the
+    planner does not count.
+
+    gemma3: SigLIP over (image/patch)^2 patches, pooled to `mm_tokens_per_image` tokens (default 256).
+    llama4: one 336-px tile is (image/patch)^2 patches + a class token; pixel shuffle (ratio 0.5) keeps
+    ratio^2 of the patches as tokens (144 per tile). mistral3/ministral3 (Pixtral): patches of the largest
+    image (`image_size`), merged spatial_merge_size^2 to one token (a smaller image has fewer; set
+    tokens_per_image in the scenario)."""
+    vision = config.get("vision_config")
+    wrapper = config.get("model_type")
+    vision = vision if isinstance(vision, dict) else {}
+    kind = vision.get("model_type") or DEFAULT_TOWER.get(str(wrapper))
+    if kind not in VISION_TOWERS:
+        return {}
+    defaults = {
+        "siglip_vision_model": (224, 16, 768, 12),
+        "llama4_vision_model": (448, 14, 768, 34),
+        "pixtral": (1024, 16, 1024, 24),
+    }
+    size, patch_default, hidden_default, layers_default = defaults[kind]
+    grid = (_int(vision, "image_size", size) // _int(vision, "patch_size", patch_default)) ** 2
+    if kind == "llama4_vision_model":
+        ratio = vision.get("pixel_shuffle_ratio", 0.5)
+        ratio = ratio if isinstance(ratio, (int, float)) and 0 < ratio <= 1 else 0.5
+        patches, tokens = grid + 1, int(grid * ratio * ratio)
+    elif kind == "pixtral":
+        patches, tokens = grid, grid // _int(config, "spatial_merge_size", 2) ** 2
+    else:
+        patches, tokens = grid, _int(config, "mm_tokens_per_image", 256)
+    return {
+        "vision_patches_per_image": patches,
+        "vision_tokens_per_image": max(tokens, 1),
+        "vision_hidden_size": _int(vision, "hidden_size", hidden_default),
+        "vision_num_layers": _int(vision, "num_hidden_layers", layers_default),
+    }

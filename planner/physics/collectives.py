@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from planner.arrays import Number, minimum, where
+from planner.arrays import Flag, Number, minimum, where
 
 # Fixed cost of one collective kernel beyond its steps (NCCL tuning.cc baseLat, LL protocol, us -> s).
 RING_BASE_SECONDS = 3.6e-6
@@ -115,7 +115,7 @@ def peer_allreduce_available(message_bytes, participants, peer_access):
 
 
 def allreduce_algorithm_seconds(
-    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access=False
+    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access: Flag = False
 ) -> dict[str, Number]:
     """Each algorithm's time (`ALLREDUCE_ALGORITHMS` order); infinite where it is not available."""
     args = (message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency)
@@ -129,7 +129,7 @@ def allreduce_algorithm_seconds(
 
 
 def allreduce_seconds(
-    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access=False
+    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access: Flag = False
 ):
     """One all-reduce of `message_bytes` over `participants` GPUs: the fastest available algorithm
     (`allreduce_algorithm_seconds`). `peer_access`: the group sits inside an NVLink / NVSwitch / xGMI domain
@@ -145,7 +145,7 @@ def allreduce_seconds(
 
 
 def allreduce_algorithm(
-    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access=False
+    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access: Flag = False
 ) -> str:
     """The algorithm `allreduce_seconds` picks for one message (scalars; for the plan's explanation)."""
     times = allreduce_algorithm_seconds(

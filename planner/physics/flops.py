@@ -81,3 +81,17 @@ def decode_flops(counts: ParameterCounts, arch: ModelArchitecture, batch, contex
     attention = attention_score_flops_per_token(arch, attended_tokens_per_layer_sum(arch, context_tokens), "decode")
     mixing = attention + indexer_score_flops_per_key(arch) * context_tokens + recurrent_mixer_flops_per_token(arch)
     return batch * (2 * matmul_parameters_per_token(counts) + head_forward_flops_per_token(counts) + mixing)
+
+
+def vision_encoder_flops(arch: ModelArchitecture, images, tokens_per_image) -> Number:
+    """Forward FLOPs of the vision tower over `images` images of `tokens_per_image` language-model tokens each:
+    2 x tower parameters per patch (its matmuls; the projector is in the count) + full, non-causal attention
+    over the image's patches, 4 x patches^2 x width per layer. Patches scale with the tokens an image becomes
+    (the model's patches-per-token ratio: 16 for Gemma 3's SigLIP, 4 for Llama 4 and Pixtral)."""
+    if not arch.vision_tokens_per_image:
+        return 0.0
+    patches = tokens_per_image * arch.vision_patches_per_image / arch.vision_tokens_per_image
+    per_image = (
+        2 * arch.vision_encoder_parameters * patches + 4 * arch.vision_num_layers * patches**2 * arch.vision_hidden_size
+    )
+    return images * per_image

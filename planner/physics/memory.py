@@ -143,6 +143,12 @@ def weight_bytes(
     return layers + edges
 
 
+def vision_weight_bytes(counts: ParameterCounts, tensor_parallel, high_precision_bytes):
+    """The vision tower and projector on one GPU of the first stage (in `weight_bytes`): resident, but read
+    only when an image is encoded, never by a decode step."""
+    return counts.vision_encoder / tensor_parallel * high_precision_bytes
+
+
 # ---------------------------------------------------------------------------------------------
 # KV cache
 

@@ -73,8 +73,13 @@ def test_every_widget_offers_exactly_its_fields_range_default_and_help(kind):
             assert high == bounds["le"], spec.name
         elif spec.widget == "select":
             args = typing.get_args(info.annotation)
+            optional = type(None) in args
+            if optional:  # Literal[...] | None: the empty choice first, shown by its placeholder
+                (literal,) = [a for a in args if a is not type(None)]
+                args = (None, *typing.get_args(literal))
             expected = args if args else tuple(range(bounds["ge"], bounds["le"] + 1))
-            assert [str(o) for o in expected] == widget.options, spec.name
+            shown = [controls.PLACEHOLDERS[spec.name] if o is None else str(o) for o in expected]
+            assert shown == widget.options, spec.name
             assert proto.default == list(expected).index(info.default), spec.name
         elif spec.widget in ("text", "textarea"):
             assert proto.max_chars == next(m.max_length for m in info.metadata if hasattr(m, "max_length"))

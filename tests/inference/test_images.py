@@ -1,0 +1,78 @@
+"""Images in the prompt of a multimodal model: the tokens an image becomes, the vision tower's FLOPs in
+prefill (worked by hand from the tower's shape), decode never reading the tower, and clear refusals."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from pydantic import ValidationError
+
+from planner import plan
+from planner.inference.plan import TRAFFIC_NOT_SIMULATED
+from planner.inference.scenario import InferenceScenario
+from planner.inference.workload import Traffic
+from planner.model.catalog import MODELS_DIR, resolve_model
+from planner.share import query_params_to_scenario, scenario_to_query_params
+
+GEMMA = dict(model="gemma-3-27b", gpu="h100-sxm", num_gpus=1, tensor_parallel=1, concurrency=8)
+# Gemma 3's SigLIP tower (config: 896 px images, 14 px patches, width 1152, 27 layers) and its projector:
+# 423,060,336 parameters (tests/model pins the count against the published ~400M encoder).
+SIGLIP_PARAMETERS, SIGLIP_PATCHES, SIGLIP_LAYERS, SIGLIP_WIDTH = 423_060_336, (896 // 14) ** 2, 27, 1152
+
+
+def _siglip_flops(patches):
+    return 2 * SIGLIP_PARAMETERS * patches + 4 * SIGLIP_LAYERS * patches**2 * SIGLIP_WIDTH
+
+
+def test_the_tokens_an_image_becomes():
+    gemma = resolve_model("gemma-3-27b")
+    assert (gemma.vision_patches_per_image, gemma.vision_tokens_per_image) == (4096, 256)  # mm_tokens_per_image
+    scout = resolve_model("llama-4-scout")
+    # One 336-px tile: (336 / 14)^2 = 576 patches + a class token; pixel shuffle 0.5 keeps 576 x 0.25 = 144.
+    assert (scout.vision_patches_per_image, scout.vision_tokens_per_image) == (577, 144)
+    assert InferenceScenario(**GEMMA, images_per_request=3).image_tokens_per_request == 768
+    assert InferenceScenario(**GEMMA, images_per_request=3, tokens_per_image=512).image_tokens_per_request == 1536
+
+
+def test_image_tokens_are_prompt_tokens_for_the_language_model():
+    with_image = plan(InferenceScenario(**GEMMA, images_per_request=1)).memory.components
+    as_text = plan(InferenceScenario(**{**GEMMA, "prompt_tokens": 2048 + 256})).memory.components
+    assert with_image["kv_cache_bytes"] == as_text["kv_cache_bytes"]
+
+
+@pytest.mark.parametrize(("images", "tokens_per_image", "patches"), [(1, None, 4096), (2, None, 4096), (1, 512, 8192)])
+def test_prefill_adds_the_towers_flops_worked_by_hand(images, tokens_per_image, patches):
+    """One GPU: the prefill FLOPs are the language model's over text + image tokens plus, per image,
+    2 x tower parameters x patches + 4 x layers x patches^2 x width (patches scale with the tokens asked:
+    16 SigLIP patches per Gemma 3 image token)."""
+    scenario = InferenceScenario(**GEMMA, images_per_request=images, tokens_per_image=tokens_per_image)
+    text_only = InferenceScenario(**{**GEMMA, "prompt_tokens": 2048 + scenario.image_tokens_per_request})
+    added = plan(scenario).performance.prefill.flops - plan(text_only).performance.prefill.flops
+    assert added == pytest.approx(images * _siglip_flops(patches), rel=1e-9)
+
+
+def test_decode_never_reads_the_vision_tower():
+    """The tower is resident (2 bytes x 423,060,336 on one GPU) but a decode step reads only the language
+    model's weights and the cache: exactly the decode bytes of the same language model without a tower
+    (Gemma 3's own text_config)."""
+    config = json.loads((MODELS_DIR / "gemma-3-27b.json").read_text())
+    text_only = {**GEMMA, "model": config["text_config"]}
+    multimodal, text = plan(InferenceScenario(**GEMMA)), plan(InferenceScenario(**text_only))
+    weights = multimodal.memory.components["weights_bytes"] - text.memory.components["weights_bytes"]
+    assert weights == 2 * SIGLIP_PARAMETERS
+    assert multimodal.performance.decode.bytes == text.performance.decode.bytes
+
+
+def test_images_need_a_multimodal_model_and_are_not_simulated_in_a_stream():
+    with pytest.raises(ValidationError, match="needs a multimodal model; Llama 3.1 70B has no vision encoder"):
+        InferenceScenario(images_per_request=1)
+    p = plan(InferenceScenario(**GEMMA, images_per_request=1, traffic=Traffic(requests_per_second=1, num_requests=20)))
+    assert p.traffic is None
+    assert any(w.startswith(TRAFFIC_NOT_SIMULATED) and "images" in w for w in p.warnings)
+
+
+def test_a_link_carries_the_images():
+    scenario = InferenceScenario(**GEMMA, images_per_request=2, tokens_per_image=300)
+    decoded, warnings = query_params_to_scenario(scenario_to_query_params(scenario))
+    assert not warnings and decoded == scenario
