@@ -81,7 +81,7 @@ def test_invalid_training_params_warn_by_name():
         "training",
         {
             "training_zero_stage": "7",
-            "training_precision": "fp8",
+            "training_precision": "fp4",
             "training_micro_batch_size": "0",
             "training_lora": "cfg:garbage",
         },
@@ -145,3 +145,54 @@ def test_a_job_that_does_not_fit_keeps_its_cost_out_of_plain_sight():
         alternative, warnings = query_params_to_scenario(parse_qs(urlsplit(url).query), "training", "training_")
         assert warnings == [] and alternative != scenario
         assert plan(alternative).memory.fits, url
+
+
+def test_efficiency_controls_replan_like_the_engine():
+    """The issue-13 training options are sidebar widgets whose ranges and help come from the scenario's fields,
+    and choosing them changes the plan exactly as plan() does: FP8 with Megatron's layernorm + mlp selective
+    recomputation, then uneven pipeline stages (Llama 3 405B: 7 / 8 x 14 / 7)."""
+    at = open_page("training")
+    layers = at.number_input(key="training_recompute_num_layers")
+    assert (layers.min, layers.max) == (1, 1024)
+    assert "group" in layers.help and "block" in layers.help
+    assert "Megatron" in at.text_input(key="training_recompute_modules").help
+    assert "op" in at.selectbox(key="training_activation_checkpointing").options
+    assert "fp8" in at.selectbox(key="training_precision").options
+    assert at.number_input(key="training_first_pipeline_stage_layers").value is None
+
+    at.selectbox(key="training_precision").set_value("fp8")
+    at.selectbox(key="training_activation_checkpointing").set_value("selective")
+    at.text_input(key="training_recompute_modules").set_value("mlp,layernorm").run()
+    assert_clean(at)
+    expected = TrainingScenario(
+        precision="fp8", activation_checkpointing="selective", recompute_modules="layernorm,mlp"
+    )
+    assert at.session_state["current_training"] == expected
+    assert_metrics_match(at, expected)
+    before = plan(TrainingScenario())
+    assert plan(expected).performance.step_seconds != before.performance.step_seconds
+
+    # uneven stages arrive through a link; the stage widgets show them and moving one replans
+    s405 = TrainingScenario(
+        model="llama-3.1-405b",
+        num_gpus=128,
+        tensor_parallel=8,
+        pipeline_parallel=16,
+        global_batch_size=16,
+        first_pipeline_stage_layers=7,
+        last_pipeline_stage_layers=7,
+    )
+    at = open_page("training", scenario_to_query_params(s405, "training_"))
+    assert_clean(at)
+    assert at.session_state["current_training"] == s405
+    assert at.number_input(key="training_first_pipeline_stage_layers").value == 7
+    assert plan(s405).layout.heaviest_stage == "middle"
+    assert_metrics_match(at, s405)
+    at.number_input(key="training_first_pipeline_stage_layers").set_value(6)
+    at.number_input(key="training_last_pipeline_stage_layers").set_value(None).run()
+    assert_clean(at)
+    moved = TrainingScenario(
+        **{**s405.model_dump(), "first_pipeline_stage_layers": 6, "last_pipeline_stage_layers": None}
+    )
+    assert at.session_state["current_training"] == moved
+    assert_metrics_match(at, moved)
