@@ -136,7 +136,7 @@ def _band(plan, path: str, end: str, scale: float) -> float | None:
 
 def _name(plan) -> str:
     s = plan.scenario
-    return s.get("label") or f"{plan.model.name} on {s['num_gpus']}× {plan.hardware.name}"
+    return s.label or f"{plan.model.name} on {s.num_gpus}× {plan.hardware.name}"
 
 
 _BOTH, _INF, _TRAIN = ("inference", "training"), ("inference",), ("training",)
@@ -173,7 +173,7 @@ SUMMARY_COLUMNS: list[tuple[str, tuple[str, ...], Callable[[Any], Any]]] = [
     (
         "Traffic: requests/s offered",
         _INF,
-        lambda p: _traffic(p, lambda t: p.scenario["traffic"]["requests_per_second"]),
+        lambda p: _traffic(p, lambda t: p.scenario.traffic.requests_per_second),
     ),
     (TRAFFIC_PREFIX + "p50 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p50 * _MS)),
     (TRAFFIC_PREFIX + "p99 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p99 * _MS)),
@@ -198,16 +198,16 @@ SUMMARY_COLUMNS: list[tuple[str, tuple[str, ...], Callable[[Any], Any]]] = [
     ("Step time likely high (s)", _TRAIN, lambda p: _band(p, "performance.step_seconds", "high", 1.0)),
     ("Model", _BOTH, lambda p: p.model.name),
     ("GPU", _BOTH, lambda p: p.hardware.name),
-    ("GPUs", _BOTH, lambda p: p.scenario["num_gpus"]),
-    ("Prompt tokens", _INF, lambda p: p.scenario["prompt_tokens"]),
-    ("Output tokens", _INF, lambda p: p.scenario["output_tokens"]),
-    ("Sequences in flight", _INF, lambda p: p.scenario["concurrency"]),
-    ("Weights dtype", _INF, lambda p: p.scenario["weight_dtype"]),
-    ("KV cache dtype", _INF, lambda p: p.scenario["kv_cache_dtype"]),
+    ("GPUs", _BOTH, lambda p: p.scenario.num_gpus),
+    ("Prompt tokens", _INF, lambda p: p.scenario.prompt_tokens),
+    ("Output tokens", _INF, lambda p: p.scenario.output_tokens),
+    ("Sequences in flight", _INF, lambda p: p.scenario.concurrency),
+    ("Weights dtype", _INF, lambda p: p.scenario.weight_dtype),
+    ("KV cache dtype", _INF, lambda p: p.scenario.kv_cache_dtype),
     ("Global batch (sequences)", _TRAIN, lambda p: p.layout.global_batch_size),
     ("Sequence length (tokens)", _TRAIN, lambda p: p.layout.sequence_length),
     ("Training tokens", _TRAIN, lambda p: p.performance.training_tokens),
-    ("Decision", _BOTH, lambda p: p.scenario.get("decision") or ""),
+    ("Decision", _BOTH, lambda p: p.scenario.decision or ""),
 ]
 
 

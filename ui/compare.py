@@ -14,7 +14,7 @@ from ui.text import gpu_short_name
 
 def plan_name(number: int, plan) -> str:
     s = plan.scenario
-    name = s.get("label") or f"{plan.model.name} · {s['num_gpus']}× {gpu_short_name(plan.hardware.name)}"
+    name = s.label or f"{plan.model.name} · {s.num_gpus}× {gpu_short_name(plan.hardware.name)}"
     return f"{number} · {name}"
 
 
@@ -93,7 +93,7 @@ def pinned_list(plans) -> None:
     for number, (pin, plan) in enumerate(plans, start=1):
         with st.container(border=True):
             cols = st.columns([6, 1.4, 1.4, 1.2], vertical_alignment="center")
-            decision = plan.scenario.get("decision") or ""
+            decision = plan.scenario.decision or ""
             cols[0].markdown(
                 f"**{render.md_escape(plan_name(number, plan))}** · {plan.kind} · from {pin.source}"
                 + (
@@ -141,17 +141,16 @@ INFERENCE_ROWS = [
     ("Fits", lambda p: "yes" if p.memory.fits else "no"),
     ("Headroom", lambda p: units.percent(p.memory.headroom_fraction)),
     ("Memory per GPU", lambda p: units.gib(p.memory.total_bytes)),
-    ("GPUs", lambda p: f"{p.scenario['num_gpus']} × {gpu_short_name(p.hardware.name)}"),
+    ("GPUs", lambda p: f"{p.scenario.num_gpus} × {gpu_short_name(p.hardware.name)}"),
     (
         "Layout",
         lambda p: (
-            f"TP {p.scenario['tensor_parallel']} · PP {p.scenario['pipeline_parallel']}"
-            f" · EP {p.scenario['expert_parallel']}"
+            f"TP {p.scenario.tensor_parallel} · PP {p.scenario.pipeline_parallel} · EP {p.scenario.expert_parallel}"
         ),
     ),
-    ("Precision (weights / KV)", lambda p: f"{p.scenario['weight_dtype']} / {p.scenario['kv_cache_dtype']}"),
-    ("Prompt + output tokens", lambda p: f"{p.scenario['prompt_tokens']:,} + {p.scenario['output_tokens']:,}"),
-    ("Concurrency", lambda p: f"{p.scenario['concurrency']:,}"),
+    ("Precision (weights / KV)", lambda p: f"{p.scenario.weight_dtype} / {p.scenario.kv_cache_dtype}"),
+    ("Prompt + output tokens", lambda p: f"{p.scenario.prompt_tokens:,} + {p.scenario.output_tokens:,}"),
+    ("Concurrency", lambda p: f"{p.scenario.concurrency:,}"),
     ("Time to first token", if_it_fit(lambda p: units.seconds(p.performance.ttft_seconds))),
     ("Time per output token", if_it_fit(lambda p: units.seconds(p.performance.tpot_seconds))),
     ("Output tokens/s", if_it_fit(lambda p: units.count(p.performance.output_tokens_per_second))),
@@ -159,14 +158,14 @@ INFERENCE_ROWS = [
     ("$ per 1M output tokens", if_it_fit(lambda p: units.usd(p.cost.usd_per_million_output_tokens))),
     ("$ per month", lambda p: units.usd(p.cost.usd_per_month)),
     ("Binding resource", lambda p: p.bottleneck.replace("_", " ")),
-    ("Decision", lambda p: p.scenario.get("decision") or ""),
+    ("Decision", lambda p: p.scenario.decision or ""),
 ]
 
 TRAINING_ROWS = [
     ("Fits", lambda p: "yes" if p.memory.fits else "no"),
     ("Headroom", lambda p: units.percent(p.memory.headroom_fraction)),
     ("Memory per GPU", lambda p: units.gib(p.memory.total_bytes)),
-    ("GPUs", lambda p: f"{p.scenario['num_gpus']} × {gpu_short_name(p.hardware.name)}"),
+    ("GPUs", lambda p: f"{p.scenario.num_gpus} × {gpu_short_name(p.hardware.name)}"),
     (
         "Layout",
         lambda p: (
@@ -185,7 +184,7 @@ TRAINING_ROWS = [
     ("Time to train", if_it_fit(lambda p: units.seconds(p.performance.time_to_train_seconds))),
     ("Cost to train", if_it_fit(lambda p: units.usd(p.cost.usd_total))),
     ("Binding resource", lambda p: p.bottleneck.replace("_", " ")),
-    ("Decision", lambda p: p.scenario.get("decision") or ""),
+    ("Decision", lambda p: p.scenario.decision or ""),
 ]
 
 INFERENCE_CHARTS = [

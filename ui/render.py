@@ -34,9 +34,9 @@ def chart(spec: dict, **kwargs) -> None:
 
 def plan_title(plan) -> str:
     scenario = plan.scenario
-    if scenario.get("label"):
-        return scenario["label"]
-    return f"{plan.model.name} · {scenario['num_gpus']}× {gpu_short_name(plan.hardware.name)}"
+    if scenario.label:
+        return scenario.label
+    return f"{plan.model.name} · {scenario.num_gpus}× {gpu_short_name(plan.hardware.name)}"
 
 
 def link_warnings(warnings: Sequence[str]) -> None:
@@ -284,12 +284,12 @@ def binding(plan) -> None:
 
 def inference_header(plan) -> None:
     s = plan.scenario
-    layout = f"TP {s['tensor_parallel']}"
-    if s["pipeline_parallel"] > 1:
-        layout += f" · PP {s['pipeline_parallel']}"
-    if s.get("expert_parallel", 1) > 1:
-        layout += f" · EP {s['expert_parallel']}"
-    replicas = s["num_gpus"] // (s["tensor_parallel"] * s["pipeline_parallel"])
+    layout = f"TP {s.tensor_parallel}"
+    if s.pipeline_parallel > 1:
+        layout += f" · PP {s.pipeline_parallel}"
+    if s.expert_parallel > 1:
+        layout += f" · EP {s.expert_parallel}"
+    replicas = s.num_gpus // (s.tensor_parallel * s.pipeline_parallel)
     st.caption(
         f"**{md_escape(plan.model.name)}** ({units.count(plan.model.params_total)} parameters"
         + (
@@ -297,10 +297,10 @@ def inference_header(plan) -> None:
             if plan.model.params_active != plan.model.params_total
             else ""
         )
-        + f") on **{s['num_gpus']} × {md_escape(plan.hardware.name)}** · {layout} · {replicas} "
-        f"replica{'s' if replicas != 1 else ''} · weights {s['weight_dtype']}, KV cache {s['kv_cache_dtype']} · "
-        f"{s['prompt_tokens']:,} prompt + {s['output_tokens']:,} output tokens × {s['concurrency']:,} in flight"
-        + (" · serving a simulated stream (below)" if s.get("traffic") else "")
+        + f") on **{s.num_gpus} × {md_escape(plan.hardware.name)}** · {layout} · {replicas} "
+        f"replica{'s' if replicas != 1 else ''} · weights {s.weight_dtype}, KV cache {s.kv_cache_dtype} · "
+        f"{s.prompt_tokens:,} prompt + {s.output_tokens:,} output tokens × {s.concurrency:,} in flight"
+        + (" · serving a simulated stream (below)" if s.traffic else "")
     )
 
 
@@ -357,25 +357,25 @@ def inference_metrics(plan) -> None:
         "At a fixed price per GPU-hour the cost per token moves inversely with throughput. "
         + bands.basis(plan, "performance.output_tokens_per_second"),
     )
-    context = s["prompt_tokens"] + s["output_tokens"]
+    context = s.context_tokens
     memory_cols = facts if facts is not None else row2[1:]
     memory_cols[0].metric(
         "Max concurrency",
         f"{mem.max_concurrency:,}" if mem.max_concurrency is not None else "n/a",
         help=f"Most sequences of {context:,} tokens whose KV cache fits in the memory left per GPU after "
         f"weights, activations and overhead, over all replicas ({mem.kv_blocks or 0:,} KV blocks "
-        f"of {s['kv_block_tokens']} tokens per GPU).",
+        f"of {s.kv_block_tokens} tokens per GPU).",
     )
     memory_cols[1].metric(
         "Max context",
         units.count(mem.max_context_tokens) + " tokens" if mem.max_context_tokens is not None else "n/a",
-        help=f"Longest context each of the {s['concurrency']:,} sequences could hold with the same memory "
+        help=f"Longest context each of the {s.concurrency:,} sequences could hold with the same memory "
         f"(capped at the model's {plan.model.max_context_tokens:,} tokens).",
     )
     if plan.cost.gpus_needed is not None:
         group.caption(
-            f"To serve {s['target_requests_per_second']:g} requests/s: **{plan.cost.gpus_needed} GPUs** "
-            f"({plan.cost.replicas_needed} replicas of {s['tensor_parallel'] * s['pipeline_parallel']})."
+            f"To serve {s.target_requests_per_second:g} requests/s: **{plan.cost.gpus_needed} GPUs** "
+            f"({plan.cost.replicas_needed} replicas of {s.tensor_parallel * s.pipeline_parallel})."
         )
 
 
@@ -494,17 +494,13 @@ def training_header(plan) -> None:
         parts.append(f"CP {lay.context_parallel}")
     if lay.expert_parallel > 1:
         parts.append(f"EP {lay.expert_parallel}")
-    lora = s.get("lora")
-    job = (
-        ("QLoRA" if lora and lora.get("quantize_base") else "LoRA") + f" rank {lora['rank']}"
-        if lora
-        else "full training"
-    )
+    lora = getattr(s, "lora", None)
+    job = ("QLoRA" if lora and lora.quantize_base else "LoRA") + f" rank {lora.rank}" if lora else "full training"
     st.caption(
         f"**{md_escape(plan.model.name)}** ({units.count(plan.model.params_total)} parameters, "
-        f"{units.count(lay.parameters_trainable)} trainable, {job}) on **{s['num_gpus']} × "
-        f"{md_escape(plan.hardware.name)}** · {' · '.join(parts)} · ZeRO {lay.zero_stage} · {s['precision']} · "
-        f"{s['optimizer']} · batch {lay.global_batch_size:,} × {lay.sequence_length:,} tokens "
+        f"{units.count(lay.parameters_trainable)} trainable, {job}) on **{s.num_gpus} × "
+        f"{md_escape(plan.hardware.name)}** · {' · '.join(parts)} · ZeRO {lay.zero_stage} · {s.precision} · "
+        f"{s.optimizer} · batch {lay.global_batch_size:,} × {lay.sequence_length:,} tokens "
         f"(micro-batch {lay.micro_batch_size}, {lay.gradient_accumulation_steps} accumulation steps)"
     )
 

@@ -51,21 +51,17 @@ class Check:
         }.get(self.status, ":gray[:material/remove_circle_outline:]")
 
 
-def _scenario(plan) -> dict:
-    return plan.scenario
-
-
 def title(plan, number: int | None = None) -> str:
-    s = _scenario(plan)
-    name = s.get("label") or f"{plan.model.name} on {s['num_gpus']}× {gpu_short_name(plan.hardware.name)}"
+    s = plan.scenario
+    name = s.label or f"{plan.model.name} on {s.num_gpus}× {gpu_short_name(plan.hardware.name)}"
     kind = "Inference" if plan.kind == "inference" else "Training"
     return (f"Plan {number}: " if number is not None else "") + f"{name} ({kind.lower()})"
 
 
 def workload_sentence(plan) -> str:
     """What the plan is asked to do, in plain words: the requests (inference) or the job (training)."""
-    s = _scenario(plan)
-    gpus = f"{s['num_gpus']} × {gpu_short_name(plan.hardware.name)}"
+    s = plan.scenario
+    gpus = f"{s.num_gpus} × {gpu_short_name(plan.hardware.name)}"
     if plan.kind == "inference":
         traffic = _traffic(plan)
         stream = (
@@ -74,18 +70,14 @@ def workload_sentence(plan) -> str:
             else ""
         )
         return (
-            f"Serves {plan.model.name} on {gpus} to {s['concurrency']:,} conversations at once "
-            f"(sequences in flight), each with a {s['prompt_tokens']:,}-token prompt and a "
-            f"{s['output_tokens']:,}-token answer; weights in {s['weight_dtype']}, cached conversation in "
-            f"{s['kv_cache_dtype']}.{stream}"
+            f"Serves {plan.model.name} on {gpus} to {s.concurrency:,} conversations at once "
+            f"(sequences in flight), each with a {s.prompt_tokens:,}-token prompt and a "
+            f"{s.output_tokens:,}-token answer; weights in {s.weight_dtype}, cached conversation in "
+            f"{s.kv_cache_dtype}.{stream}"
         )
     lay, perf = plan.layout, plan.performance
-    lora = s.get("lora")
-    job = (
-        ("QLoRA" if lora.get("quantize_base") else "LoRA") + f" fine-tuning (rank {lora['rank']})"
-        if lora
-        else "full training"
-    )
+    lora = getattr(s, "lora", None)
+    job = ("QLoRA" if lora.quantize_base else "LoRA") + f" fine-tuning (rank {lora.rank})" if lora else "full training"
     return (
         f"Trains {plan.model.name} on {gpus} ({job}): {units.count(perf.training_tokens)} tokens in batches of "
         f"{lay.global_batch_size:,} sequences × {lay.sequence_length:,} tokens "
@@ -146,7 +138,7 @@ def checks(plan, targets: Targets) -> list[Check]:
 
 
 def _traffic(plan) -> Traffic | None:
-    data = _scenario(plan).get("traffic")
+    data = getattr(plan.scenario, "traffic", None)
     return Traffic.model_validate(data) if data else None
 
 
@@ -162,16 +154,14 @@ def traffic_checks(plan) -> list[Check]:
 
 
 def resources_sentence(plan) -> str:
-    s = _scenario(plan)
-    gpus = f"{s['num_gpus']} × {plan.hardware.name}"
+    s = plan.scenario
+    gpus = f"{s.num_gpus} × {plan.hardware.name}"
     fits = plan.memory.fits
     if plan.kind == "inference":
         money = f"{units.usd(plan.cost.usd_per_month)} per month ({units.usd(plan.cost.usd_per_hour)} per hour)"
         line = f"Needs {gpus}: {money}" if fits else f"{gpus} cost {money}, but the plan does not fit on them"
         if plan.cost.gpus_needed is not None and fits:
-            line += (
-                f"; {plan.cost.gpus_needed} GPUs to serve the target of {s['target_requests_per_second']:g} requests/s"
-            )
+            line += f"; {plan.cost.gpus_needed} GPUs to serve the target of {s.target_requests_per_second:g} requests/s"
         return line + "."
     if not fits:
         return (
@@ -194,18 +184,21 @@ def binding_details(plan) -> str:
 
 
 def _untested_dtypes(plan) -> list[str]:
-    s = _scenario(plan)
+    s = plan.scenario
     try:
-        accel = resolve_accelerator(s["gpu"])
+        accel = resolve_accelerator(s.gpu)
     except Exception:  # a custom GPU that no longer validates: the plan itself says so
         return []
     out = []
     if plan.kind == "inference":
-        for what, dtype in (("weights", s.get("weight_dtype")), ("KV cache", s.get("kv_cache_dtype"))):
+        for what, dtype in (
+            ("weights", getattr(s, "weight_dtype", None)),
+            ("KV cache", getattr(s, "kv_cache_dtype", None)),
+        ):
             if dtype in FORMATS and accel.dequantizes(dtype):  # the plan's own rule (its precision warning)
                 out.append(f"{what} in {dtype}")
     else:
-        precision = s.get("precision", "")
+        precision = getattr(s, "precision", "")
         dtype = "bf16" if "bf16" in precision else "fp16" if "fp16" in precision else None
         if dtype and not accel.supports(dtype):
             out.append(f"{dtype} compute")

@@ -149,7 +149,7 @@ def plan_section(number: int, key: str, plan, targets: Targets, calibration=None
     with st.container(border=True, key=f"review_plan_{key}" if number == 1 else f"review_plan_next_{key}"):
         st.subheader(review.title(plan, number), anchor=False)
         st.markdown(f"**Workload.** {render.md_escape(review.workload_sentence(plan))}")
-        decision = plan.scenario.get("decision") or ""
+        decision = plan.scenario.decision or ""
         if decision:
             st.markdown(f"**Decision.** {render.md_escape(decision)}")
         else:

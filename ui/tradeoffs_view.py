@@ -81,7 +81,7 @@ def kv_warning(plan) -> None:
         kv, weights = over
         st.warning(
             f"**The KV cache ({units.gib(kv)} per GPU) is larger than the weights ({units.gib(weights)}) at "
-            f"{plan.scenario['concurrency']:,} sequences in flight.** Memory now grows with concurrency and "
+            f"{plan.scenario.concurrency:,} sequences in flight.** Memory now grows with concurrency and "
             "context, not with the model: KV-cache quantization, a shorter context, fewer sequences per "
             "replica or more replicas buy more than shrinking the weights.",
             icon=":material/warning:",

@@ -52,7 +52,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
     speculative_assumptions, speculative_warnings = explain.speculative_notes(scenario, performance)
     model = _model_summary(scenario, arch, counts, kv_cache_bytes_per_token(arch, float(x.kv_bytes)))
     return InferencePlan(
-        scenario=scenario.model_dump(mode="json"),
+        scenario=scenario,
         model=model,
         hardware=_hardware_summary(scenario, accel, hw, price),
         memory=memory,

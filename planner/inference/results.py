@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
+from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic_results import TrafficResult
 from planner.results import (
     Bottleneck,
@@ -65,7 +66,7 @@ class InferenceCost(Frozen):
 
 class InferencePlan(Frozen):
     kind: Literal["inference"] = "inference"
-    scenario: dict
+    scenario: InferenceScenario
     model: ModelSummary
     hardware: HardwareSummary
     memory: MemoryBreakdown

@@ -55,7 +55,7 @@ def plan_training(scenario: TrainingScenario, calibration: CalibrationRecord | N
     options = _micro_batch_options(scenario, arch, counts, hw, efficiency, inputs)
     binding, reason = bottleneck(memory, performance)
     return TrainingPlan(
-        scenario=scenario.model_dump(mode="json"),
+        scenario=scenario,
         model=_model_summary(scenario, arch, counts),
         hardware=hardware,
         layout=layout,

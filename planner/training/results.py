@@ -20,6 +20,7 @@ from planner.results import (
     ModelSummary,
     PhaseRoofline,
 )
+from planner.training.scenario import TrainingScenario
 from planner.uncertainty import Band
 
 
@@ -93,7 +94,7 @@ class MicroBatchOption(_Frozen):
 
 class TrainingPlan(_Frozen):
     kind: Literal["training"] = "training"
-    scenario: dict
+    scenario: TrainingScenario
     model: ModelSummary
     hardware: HardwareSummary
     layout: TrainingLayout
