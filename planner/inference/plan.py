@@ -7,12 +7,14 @@ sweep runs over arrays) and wraps its numbers into the plan's records, with the 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planner.calibration.record import CalibrationRecord
 from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
 from planner.inference import explain
 from planner.inference.draft import ACCEPTANCE_SOURCES, draft_architecture
-from planner.inference.inputs import HardwareInputs
+from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.memory import runtime_assumption
 from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan, SpeculativeSummary
@@ -24,7 +26,8 @@ from planner.inference.traffic import TrafficEngine
 from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token
 from planner.physics import roofline
 from planner.physics.cost import HOURS_PER_MONTH, replicas_for_request_rate
-from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
+from planner.physics.efficiency import Efficiency
+from planner.results import Equation, HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
 from planner.uncertainty import inference_bands
 
 TRAFFIC_NOT_SIMULATED = "The request stream was not simulated: "  # a warning's prefix; the reason follows
@@ -51,7 +54,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
     bottleneck, reason = explain.bottleneck(memory, performance)
     speculative_assumptions, speculative_warnings = explain.speculative_notes(scenario, performance)
     model = _model_summary(scenario, arch, counts, kv_cache_bytes_per_token(arch, float(x.kv_bytes)))
-    return InferencePlan(
+    result = InferencePlan(
         scenario=scenario,
         model=model,
         hardware=_hardware_summary(scenario, accel, hw, price),
@@ -65,7 +68,6 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         + [runtime_assumption(x, m.memory)]
         + speculative_assumptions
         + (traffic.assumptions() if traffic is not None else []),
-        equations=explain.equations(scenario, arch, model, hw, efficiency, x, m),
         uncertainty=inference_bands(
             memory.total_bytes,
             performance.ttft_seconds,
@@ -76,6 +78,24 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         calibration=calibration.label if calibration is not None else None,
         traffic=traffic.simulate() if traffic is not None else None,
     )
+    result._explain = _Equations(scenario, arch, model, hw, efficiency, x, m)
+    return result
+
+
+@dataclass(frozen=True)
+class _Equations:
+    """A plan's equations, built when first read: picklable (st.cache_data) and equal for equal plans."""
+
+    scenario: InferenceScenario
+    arch: ModelArchitecture
+    model: ModelSummary
+    hw: HardwareInputs
+    efficiency: Efficiency
+    x: InferenceInputs
+    m: InferenceMetrics
+
+    def __call__(self) -> list[Equation]:
+        return explain.equations(self.scenario, self.arch, self.model, self.hw, self.efficiency, self.x, self.m)
 
 
 def _traffic_engine(

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import cached_property
 from typing import Literal
+
+from pydantic import PrivateAttr, computed_field
 
 from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic_results import TrafficResult
@@ -76,7 +80,15 @@ class InferencePlan(Frozen):
     bottleneck_reason: str
     warnings: list[str]
     assumptions: list[str]
-    equations: list[Equation]
     uncertainty: dict[str, Band] = {}  # headline field (dotted path) -> range the measured value likely falls in
     calibration: str | None = None
     traffic: TrafficResult | None = None  # the scenario's request stream, simulated (absent without `traffic`)
+    # Builds `equations` from the plan's own inputs on first use: most plans (search, trade-off variants,
+    # capacity bisection) are compared and never shown, so they never format their equations.
+    _explain: Callable[[], list[Equation]] | None = PrivateAttr(default=None)
+
+    @computed_field
+    @cached_property
+    def equations(self) -> list[Equation]:
+        """The headline numbers, each with its formula and this scenario's numbers substituted."""
+        return self._explain() if self._explain is not None else []
