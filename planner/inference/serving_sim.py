@@ -343,7 +343,8 @@ class _Replica:
         for entry in self.prefilling:
             if entry[0] == victim:
                 self.prefilling.remove(entry)
-                context, generated = entry[1], entry[3]
+                # what it had cached and what it had left: the whole prompt is prefilled again
+                context, generated = entry[1] + entry[2], entry[3]
                 break
         else:
             decoders = self.decoders
