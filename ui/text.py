@@ -45,6 +45,7 @@ COMPONENT_WORDS = {
     "sharding_buffers": "ZeRO/FSDP buffers",
     "draft_weights": "Draft weights",
     "draft_kv_cache": "Draft KV cache",
+    "vision_encoder": "Vision encoder (images)",
 }
 
 

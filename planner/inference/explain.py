@@ -239,8 +239,10 @@ def _image_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[st
         f"prefills and caches them like text. The {arch.vision_model_type} tower ({count(arch.vision_encoder_parameters)} "
         f"parameters with its projector) encodes each image's {patches:,.0f} patches in the request's prefill: "
         "2 x parameters x patches + 4 x layers x patches^2 x width FLOPs, at the prefill efficiency, tensor-parallel, "
-        "no encoder cache (a repeated image is encoded again). Its activations and vLLM's encoder cache are not "
-        "counted in memory (estimated below 1 GiB for these towers: a guess, not measured)."
+        "no encoder cache (a repeated image is encoded again). Memory adds what vLLM V1's profiling run holds for "
+        "images: the tower's peak over the images one prefill chunk's encoder budget takes (beyond the language "
+        "model's forward peak) and their outputs at the model's width (`vision_encoder_bytes`; the tower's MLP "
+        "taken as 4x its width)."
     ]
 
 

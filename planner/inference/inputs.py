@@ -78,6 +78,8 @@ class InferenceInputs:
     runtime: str = DEFAULT_RUNTIME  # planner.physics.runtimes: the engine's memory accounting
     attention_linear_bytes: Number | None = None  # attention projections when stored apart from linear_bytes
     image_encoder_flops: Number = 0.0  # the vision tower's FLOPs for one request's images (whole replica)
+    images_per_request: Number = 0
+    tokens_per_image: Number = 0  # language-model tokens one image becomes
 
     @classmethod
     def from_scenario(cls, s: InferenceScenario, runtime_overhead_correction_bytes: Number = 0.0) -> InferenceInputs:
@@ -103,6 +105,8 @@ class InferenceInputs:
             honor_sliding_window=s.honor_sliding_window,
             runtime_overhead_correction_bytes=runtime_overhead_correction_bytes,
             runtime=s.runtime,
+            images_per_request=s.images_per_request,
+            tokens_per_image=s.image_tokens_per_request / max(s.images_per_request, 1),
             image_encoder_flops=vision_encoder_flops(
                 s.architecture(), s.images_per_request, s.image_tokens_per_request / max(s.images_per_request, 1)
             ),

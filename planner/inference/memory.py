@@ -34,6 +34,10 @@ class InferenceMemory:
     draft_weights_bytes: Number = 0.0
     draft_kv_cache_bytes: Number = 0.0
     has_draft: bool = False
+    # Encoding the profiled batch of images (multimodal prompts only): the tower's peak beyond the language
+    # model's forward, and the encoder outputs held for it.
+    vision_encoder_bytes: Number = 0.0
+    has_images: bool = False
     # Memory the runtime keeps outside its KV budget, under the runtime's own name (`RuntimeProfile.
     # reserve_component`: SGLang's static pool reserve, TensorRT-LLM's free memory reserve, llama.cpp's compute
     # buffers); none for vLLM, whose budget fraction leaves it outside.
@@ -56,6 +60,8 @@ class InferenceMemory:
                 "draft_weights_bytes": self.draft_weights_bytes,
                 "draft_kv_cache_bytes": self.draft_kv_cache_bytes,
             }
+        if self.has_images:
+            named["vision_encoder_bytes"] = self.vision_encoder_bytes
         return named
 
     @property
@@ -69,6 +75,7 @@ class InferenceMemory:
             + self.reserve_bytes
             + self.draft_weights_bytes
             + self.draft_kv_cache_bytes
+            + self.vision_encoder_bytes
         )
 
     @property
@@ -158,8 +165,28 @@ def inference_memory(
         reserve_component=runtime.reserve_component,
         draft_weights_bytes=draft_weight_bytes(draft, x) if draft else 0.0,
         draft_kv_cache_bytes=shape.sequences * draft_kv_bytes_per_sequence(draft, x) if draft else 0.0,
+        vision_encoder_bytes=_vision_encoder_bytes(arch, x, shape, reserves.activations_bytes),
+        has_images=bool(x.images_per_request),
         has_draft=draft is not None,
     )
+
+
+def profiled_images(x: InferenceInputs, shape: ReplicaShape):
+    """Images vLLM V1 encodes in its profiling run: as many as the encoder budget (max_num_batched_tokens, the
+    prefill chunk) holds, at least one, at most what the replica's sequences bring."""
+    per_chunk = maximum(np.floor(x.prefill_chunk_tokens / maximum(x.tokens_per_image, 1)), 1)
+    return minimum(per_chunk, shape.sequences * x.images_per_request)
+
+
+def _vision_encoder_bytes(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, forward_peak) -> Number:
+    """The encoder outputs held for the language model plus the tower's peak where it exceeds the language
+    model's forward peak (the profiling run encodes first, then runs the forward with the outputs cached)."""
+    if not x.images_per_request:
+        return 0.0
+    peak, outputs = mem.vision_encoder_profile_bytes(
+        arch, profiled_images(x, shape), x.tokens_per_image, x.tensor_parallel, x.activation_bytes
+    )
+    return outputs + maximum(peak - forward_peak, 0.0)
 
 
 def runtime_assumption(x: InferenceInputs, memory: InferenceMemory) -> str:

@@ -149,6 +149,24 @@ def vision_weight_bytes(counts: ParameterCounts, tensor_parallel, high_precision
     return counts.vision_encoder / tensor_parallel * high_precision_bytes
 
 
+def vision_encoder_profile_bytes(
+    arch: ModelArchitecture, images, tokens_per_image, tensor_parallel, activation_bytes: Number = 2.0
+):
+    """What encoding `images` images at once holds on one GPU beyond the language model: (the tower's peak
+    activations, the encoder outputs kept for the language model). The tower frees each layer's intermediates,
+    so its peak is one layer's widest moment over all the images' patches: the residual and its normalized copy
+    (2 x width) plus the MLP's up projection and activation (2 x 4 x width / TP; the towers' MLPs are ~4x their
+    width: SigLIP 4304/1152, Llama 4 5632/1408, Pixtral 4096/1024). The outputs are the images' tokens at the
+    language model's width."""
+    if not arch.vision_tokens_per_image:
+        return 0.0, 0.0
+    patches = images * tokens_per_image * arch.vision_patches_per_image / arch.vision_tokens_per_image
+    width = arch.vision_hidden_size
+    peak = patches * (2 * width + 8 * width / tensor_parallel) * activation_bytes
+    outputs = images * tokens_per_image * arch.hidden_size * activation_bytes
+    return peak, outputs
+
+
 # ---------------------------------------------------------------------------------------------
 # KV cache
 

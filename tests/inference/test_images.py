@@ -76,3 +76,20 @@ def test_a_link_carries_the_images():
     scenario = InferenceScenario(**GEMMA, images_per_request=2, tokens_per_image=300)
     decoded, warnings = query_params_to_scenario(scenario_to_query_params(scenario))
     assert not warnings and decoded == scenario
+
+
+def test_the_profiled_image_batch_is_counted_in_memory():
+    """vLLM V1's profiling encodes as many images as a prefill chunk's encoder budget holds: 8,192 / 256 = 32
+    Gemma 3 images (16 sequences x 4 images bring 64). SigLIP's peak over their 32 x 4,096 patches is one
+    layer's residual + normed copy + MLP up/activation, (2 + 8) x 1,152 x 2 bytes per patch on one GPU; the
+    outputs are 32 x 256 tokens at Gemma's width 5,376 in bf16. The component is the outputs plus the peak
+    beyond the language model's own forward peak (the activations component)."""
+    p = plan(InferenceScenario(**{**GEMMA, "concurrency": 16}, images_per_request=4))
+    peak = 32 * SIGLIP_PATCHES * (2 + 8) * SIGLIP_WIDTH * 2
+    outputs = 32 * 256 * 5376 * 2
+    forward = p.memory.components["activations_bytes"]
+    assert p.memory.components["vision_encoder_bytes"] == pytest.approx(outputs + peak - forward, rel=1e-12)
+    # One image at one sequence: the tower's peak stays under the language model's; only the outputs remain.
+    single = plan(InferenceScenario(**{**GEMMA, "concurrency": 1}, images_per_request=1)).memory.components
+    assert single["vision_encoder_bytes"] == 256 * 5376 * 2
+    assert "vision_encoder_bytes" not in plan(InferenceScenario(**GEMMA)).memory.components
