@@ -39,7 +39,7 @@ from planner.model.architecture import (
     ParameterCounts,
     parameter_counts,
 )
-from planner.physics import collectives
+from planner.physics import collectives, gemm_efficiency
 from planner.physics import memory as base_memory
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, ENGINE_COST_FIELDS, Efficiency
 from planner.physics.roofline import (
@@ -47,6 +47,7 @@ from planner.physics.roofline import (
     decode_weight_read_bytes,
     memory_seconds,
     pipeline_step_seconds,
+    shaped_compute_seconds,
 )
 from planner.training import memory as tmem
 from planner.training import step_time
@@ -75,6 +76,18 @@ class Reference:
     link_latency_seconds: float
     is_accelerator: bool
     accelerator: Accelerator | None = None
+
+    def gemm_ceiling_ratio(self, dtype: str) -> float:
+        """The device's GEMM ceiling relative to the reference GPU (`physics.gemm_efficiency.ceiling_ratio`),
+        as `plan()` applies it; 1.0 for a device the catalog does not know (its own ceilings are its peaks)."""
+        if self.accelerator is None:
+            return 1.0
+        return gemm_efficiency.ceiling_ratio(self.gpu_id, self.accelerator.gemm_dtype(dtype))
+
+    @property
+    def gemm_tail_seconds(self) -> float:
+        """The fixed time per GEMM kernel `plan()` adds on this device (`physics.gemm_efficiency`)."""
+        return gemm_efficiency.gemm_tail_seconds(self.is_accelerator)
 
     def peak_flops(self, dtype: str) -> float:
         """Catalog dense peak for `dtype` (with the catalog's fallbacks), or the measured ceiling."""
@@ -283,16 +296,34 @@ def _compute_efficiency(efficiency: Efficiency, phase: str) -> float:
 
 
 def predicted_seconds(
-    phase: str, flops: float, bytes_moved: float, peak: float, bandwidth: float, efficiency: Efficiency, layers: int = 0
+    phase: str,
+    flops: float,
+    bytes_moved: float,
+    peak: float,
+    bandwidth: float,
+    efficiency: Efficiency,
+    layers: int = 0,
+    ceiling_ratio: float = 1.0,
+    tail_seconds: float = 0.0,
 ) -> float:
     """What the engine plans for one step on one GPU without communication: for inference steps
     `roofline.pipeline_step_seconds` with one stage, max(compute, memory) + `layers` x the per-layer
-    overhead (`inference.steps.launch_overhead_seconds`); for training max(compute, memory) (no such term)."""
-    compute = compute_seconds(flops, peak, _compute_efficiency(efficiency, phase))
+    overhead (`inference.steps.launch_overhead_seconds`), compute by GEMM ceiling and kernel tail as
+    `inference.steps.step_compute_seconds` (one pass through `layers`); for training max(compute, memory)
+    (no such terms)."""
     memory = memory_seconds(bytes_moved, bandwidth, efficiency.memory_bandwidth)
     if phase in ("prefill", "decode"):
+        compute = shaped_compute_seconds(
+            flops,
+            peak,
+            _compute_efficiency(efficiency, phase),
+            ceiling_ratio,
+            layers * gemm_efficiency.GEMMS_PER_LAYER,
+            tail_seconds,
+        )
         overhead = steps.launch_overhead_seconds(layers, efficiency)
         return float(pipeline_step_seconds(compute, memory, 0.0, overhead, 0.0, 1))
+    compute = compute_seconds(flops, peak, _compute_efficiency(efficiency, phase))
     return float(max(compute, memory))
 
 
@@ -303,6 +334,26 @@ def optimizer_seconds(bytes_moved: float, bandwidth: float, efficiency: Efficien
 
 # ---------------------------------------------------------------------------------------------
 # fitting
+
+
+@dataclass(frozen=True)
+class GemmShape:
+    """How `plan()` turns an inference compute efficiency into time on this device
+    (`inference.steps.step_compute_seconds`): x the GEMM ceiling ratio, + a fixed time per GEMM kernel."""
+
+    ratio: float
+    tail_seconds: float
+
+    def compute_seconds(self, flops: float, peak: float, efficiency: float, layers: int) -> float:
+        kernels = layers * gemm_efficiency.GEMMS_PER_LAYER
+        return float(shaped_compute_seconds(flops, peak, efficiency, self.ratio, kernels, self.tail_seconds))
+
+    def efficiency_for(self, flops: float, peak: float, seconds: float, layers: int) -> float:
+        """The phase efficiency at which `compute_seconds` equals `seconds` (the kernels' fixed time off first,
+        at most half of it taken so a tiny step still yields a finite efficiency)."""
+        kernels = layers * gemm_efficiency.GEMMS_PER_LAYER
+        busy = max(seconds - kernels * self.tail_seconds, 0.5 * seconds)
+        return flops / (peak * busy * self.ratio)
 
 
 @dataclass
@@ -333,19 +384,20 @@ def fit_efficiency(
 
     probe = by_name.get("overhead_probe")
     overhead = d.layer_overhead_seconds
+    shape = GemmShape(ref.gemm_ceiling_ratio(dtype), ref.gemm_tail_seconds)
     fitted = _fit_rooflines(
-        overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square, skinny
+        overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square, skinny, shape
     )
     if probe is not None:
         # Fixed point: the overhead is the probe's time minus its roofline at the fitted efficiencies, and
         # the efficiencies are fitted to the phase times minus the overhead. Converges in a few rounds
         # because the probe's roofline is a small share of its time.
         e_mem, e_decode = e_copy, e_skinny
-        for _ in range(4):
-            roofline = max(probe.flops / (peak * e_decode), probe.bytes / (bw * e_mem))
+        for _ in range(12):
+            roofline = max(shape.compute_seconds(probe.flops, peak, e_decode, probe.layers), probe.bytes / (bw * e_mem))
             overhead = min(max(probe.seconds - roofline, 0.0) / probe.layers, 1e-2)
             fitted = _fit_rooflines(
-                overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square, skinny
+                overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square, skinny, shape
             )
             e_mem, e_decode = fitted["memory_bandwidth"], fitted["decode_compute"]
     notes = dict(fitted.pop("notes"))
@@ -400,8 +452,13 @@ def _fit_rooflines(
     copy,
     square,
     skinny,
+    shape: GemmShape,
 ) -> dict:
-    """Steps 1-3 for a given per-layer overhead: memory bandwidth, decode, prefill and training compute."""
+    """Steps 1-3 for a given per-layer overhead: memory bandwidth, decode, prefill and training compute.
+
+    Inference compute efficiencies are fitted as `plan()` applies them (`GemmShape`): the kernels' fixed time
+    is taken off the busy time and the device's GEMM ceiling ratio divided out, so the fitted efficiency
+    reproduces the measured step."""
     d = DEFAULT_EFFICIENCY
     notes: dict[str, str] = {}
 
@@ -418,19 +475,23 @@ def _fit_rooflines(
         f, b = decode.flops, decode.bytes
         # Two explanations of the decode time; each keeps the other resource at its ceiling (or just fast
         # enough not to bind).
-        bandwidth_bound = (clamp(b / (bw * t)), clamp(max(e_skinny, f / (peak * t))))
-        compute_bound = (clamp(max(e_copy, b / (bw * t))), clamp(f / (peak * t)))
+        bandwidth_bound = (clamp(b / (bw * t)), clamp(max(e_skinny, shape.efficiency_for(f, peak, t, decode.layers))))
+        compute_bound = (clamp(max(e_copy, b / (bw * t))), clamp(shape.efficiency_for(f, peak, t, decode.layers)))
         if holdout is not None and (holdout_busy := busy(holdout)) is not None:
             # The second decode point (other batch and context) picks the explanation that predicts it.
             def miss(candidate: tuple[float, float]) -> float:
                 em, ec = candidate
-                predicted = max(holdout.flops / (peak * ec), holdout.bytes / (bw * em))
+                predicted = max(
+                    shape.compute_seconds(holdout.flops, peak, ec, holdout.layers), holdout.bytes / (bw * em)
+                )
                 return abs(math.log(predicted / holdout_busy))
 
             use_compute = miss(compute_bound) < miss(bandwidth_bound)
             how = "chosen by which explanation predicts the second decode point"
         else:
-            use_compute = (f / (skinny or peak * d.decode_compute)) > (b / (copy or bw * d.memory_bandwidth))
+            use_compute = (f / (skinny or peak * d.decode_compute * shape.ratio)) > (
+                b / (copy or bw * d.memory_bandwidth)
+            )
             how = "chosen from the skinny-GEMM and copy ceilings"
         if use_compute:
             e_mem, e_decode = compute_bound
@@ -447,7 +508,7 @@ def _fit_rooflines(
     if prefill is not None and (prefill_busy := busy(prefill)) is not None:
         memory_time = prefill.bytes / (bw * e_mem)
         if memory_time < prefill_busy:
-            e_prefill = clamp(prefill.flops / (peak * prefill_busy))
+            e_prefill = clamp(shape.efficiency_for(prefill.flops, peak, prefill_busy, prefill.layers))
             notes["prefill_compute"] = f"fitted to the prefill step ({prefill.tokens} tokens, {dtype})"
         else:
             notes["prefill_compute"] += " (the prefill step was bandwidth-bound at the fitted bandwidth)"
@@ -554,6 +615,7 @@ def comparison_rows(
     if geometry is None:
         return rows
     peak = ref.peak_flops(dtype)
+    ratio, tail = ref.gemm_ceiling_ratio(dtype), ref.gemm_tail_seconds
 
     # ---- phase times
     for ph in phases:
@@ -577,8 +639,10 @@ def comparison_rows(
                     unit="s",
                     role=role,
                     measured=ph.seconds,
-                    predicted=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, d, layers),
-                    predicted_calibrated=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, efficiency, layers),
+                    predicted=predicted_seconds(ph.phase, ph.flops, ph.bytes, peak, bw, d, layers, ratio, tail),
+                    predicted_calibrated=predicted_seconds(
+                        ph.phase, ph.flops, ph.bytes, peak, bw, efficiency, layers, ratio, tail
+                    ),
                     note=note,
                 )
             )

@@ -445,13 +445,22 @@ def step_equation(
         parts.append(float(draft_prefill_seconds))
         draft_formula, draft_sub = " + draft's prompt pass", f" + {seconds(float(draft_prefill_seconds))}"
     terms = " + ".join(seconds(v) for v in parts)
+    # Compute by GEMM generation and shape (inference.steps.step_compute_seconds): the phase efficiency x the
+    # GPU's GEMM ceiling ratio (capped at 1), plus the fixed time of the step's GEMM kernels.
+    ratio = float(hw.gemm_ceiling_ratio)
+    achieved = min(compute_efficiency * ratio, 1.0)
+    kernel_tails = max(
+        float(step.compute_seconds) - float(step.flops) / (float(hw.peak_flops_per_second) * achieved), 0.0
+    )
     return Equation(
         name=name,
-        formula=f"{request_formula}PP x (max(FLOPs / (peak x eff), {bytes_words} / (BW x eff)) + all-reduces + "
+        formula=f"{request_formula}PP x (max(FLOPs / (peak x eff x GEMM ceiling ratio) + GEMM kernels x tail, "
+        f"{bytes_words} / (BW x eff)) + all-reduces + "
         "layers x overhead) + hand-offs + scheduler (per step + sequences x per sequence) + sampler (sequences x "
         f"vocabulary x per logit){draft_formula}",
         substituted=f"{request_sub}{int(step.pipeline_parallel)} x (max({count(float(step.flops))}FLOP / "
-        f"({rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g}), "
+        f"({rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g} x {ratio:.3g}) + "
+        f"{seconds(kernel_tails)}, "
         f"{gib(float(step.bytes))} / ({rate(float(hw.bandwidth_bytes_per_second), 'B/s')} x "
         f"{efficiency.memory_bandwidth:g})) + {seconds(float(step.collective_seconds))} + "
         f"{int(stage_layers)} x {seconds(efficiency.layer_overhead_seconds)}) + "

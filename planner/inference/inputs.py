@@ -14,7 +14,7 @@ from planner.dtypes import BYTES_PER_ELEMENT, high_precision_dtype, kv_bytes_per
 from planner.hardware.catalog import Accelerator
 from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import ModelArchitecture
-from planner.physics import collectives
+from planner.physics import collectives, gemm_efficiency
 from planner.physics import memory as mem
 from planner.physics.flops import vision_encoder_flops
 from planner.physics.runtimes import DEFAULT_RUNTIME, runtime_profile
@@ -36,6 +36,10 @@ class HardwareInputs:
     # The interconnect lets GPUs map each other's memory (NVLink / NVSwitch / xGMI): custom one-shot / two-shot
     # all-reduce kernels run inside its domain (planner.physics.collectives.has_peer_link).
     peer_link: Flag = False
+    # GEMM ceiling (MAMF / peak) of this device and compute format relative to the reference GPU the phase
+    # efficiencies are stated for, and the fixed time per GEMM kernel (planner.physics.gemm_efficiency).
+    gemm_ceiling_ratio: Number = 1.0
+    gemm_tail_seconds: Number = 0.0
 
     @classmethod
     def from_accelerator(cls, accel: Accelerator, weight_dtype: str, usd_per_gpu_hour: float) -> HardwareInputs:
@@ -50,6 +54,8 @@ class HardwareInputs:
             is_accelerator=accel.vendor != "cpu",
             usd_per_gpu_hour=usd_per_gpu_hour,
             peer_link=collectives.has_peer_link(accel.interconnect.name if accel.interconnect else None),
+            gemm_ceiling_ratio=gemm_efficiency.ceiling_ratio(accel.id, accel.gemm_dtype(weight_dtype)),
+            gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(accel.vendor not in ("cpu", "apple")),
         )
 
 

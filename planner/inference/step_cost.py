@@ -43,6 +43,7 @@ from planner.inference.steps import (
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import roofline
 from planner.physics.efficiency import Efficiency
+from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
 
 CONTEXT_GRID_POINTS = 96  # log-spaced decode contexts; kinks (windows) are added exactly
 
@@ -124,6 +125,11 @@ class RooflineStepCost:
             tokens.shape,
         ).copy()
         self._overhead_seconds = float(launch_overhead_seconds(shape.stage_layers, efficiency))
+        # Compute by GEMM ceiling and kernel tail (steps.step_compute_seconds): the ceiling ratio scales the
+        # phase efficiencies; one pass through the stage's layers pays every GEMM kernel's fixed time once.
+        self._prefill_efficiency = float(phase_compute_efficiency(efficiency.prefill_compute, hw.gemm_ceiling_ratio))
+        self._decode_efficiency = float(phase_compute_efficiency(efficiency.decode_compute, hw.gemm_ceiling_ratio))
+        self._kernel_tail_seconds = float(shape.stage_layers * GEMMS_PER_LAYER * hw.gemm_tail_seconds)
 
         self._context_grid = context_grid(arch, max_position_tokens)
         self._decode_flops_per_sequence = np.asarray(
@@ -192,8 +198,10 @@ class RooflineStepCost:
             prefill_flops += flops_to[end] - flops_to[start] + flops_to[0]
             kv_written += kv_to[end] - kv_to[start]
         e = self._efficiency
-        compute = roofline.compute_seconds(prefill_flops, self._peak, e.prefill_compute) + roofline.compute_seconds(
-            decode_flops, self._peak, e.decode_compute
+        compute = (
+            roofline.compute_seconds(prefill_flops, self._peak, self._prefill_efficiency)
+            + roofline.compute_seconds(decode_flops, self._peak, self._decode_efficiency)
+            + self._kernel_tail_seconds
         )
         bytes_moved = t.weight_bytes[step_tokens] + decode_kv_bytes + kv_written
         sequences = micro + len(prefill_spans)  # every scheduled sequence is sampled (partial prefills too)
@@ -251,8 +259,9 @@ class RooflineStepCost:
             pp = self.pipeline_parallel
             micro = -(-decode_batch // pp)
             e = self._efficiency
-            compute_row = roofline.compute_seconds(
-                micro * self._decode_flops_per_sequence, self._peak, e.decode_compute
+            compute_row = (
+                roofline.compute_seconds(micro * self._decode_flops_per_sequence, self._peak, self._decode_efficiency)
+                + self._kernel_tail_seconds
             )
             memory_row = roofline.memory_seconds(
                 self._weight_bytes[micro] + micro * self._kv_read_bytes_per_sequence,

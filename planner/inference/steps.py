@@ -21,6 +21,7 @@ from planner.physics import collectives, roofline
 from planner.physics import memory as mem
 from planner.physics.efficiency import Efficiency
 from planner.physics.flops import decode_flops, prefill_flops
+from planner.physics.gemm_efficiency import GEMMS_PER_LAYER
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,6 +176,26 @@ def decode_kv_read_bytes(
 
 
 # ---------------------------------------------------------------------------------------------
+# compute time by GEMM shape and GPU generation
+
+
+def step_compute_seconds(flops, layer_passes, hw: HardwareInputs, phase_efficiency):
+    """Compute time of a step on one GPU, one stage (`roofline.shaped_compute_seconds`): its FLOPs at the phase
+    efficiency x this GPU generation's GEMM ceiling relative to the reference (MAMF; `physics.gemm_efficiency`),
+    plus the fixed time of each GEMM kernel it launches (`GEMMS_PER_LAYER` per layer per forward pass; a chunked
+    prefill passes the stage's layers once per chunk). The fixed time is what makes a small step (a short prompt,
+    a small decode batch) reach less of the peak than a large one."""
+    return roofline.shaped_compute_seconds(
+        flops,
+        hw.peak_flops_per_second,
+        phase_efficiency,
+        hw.gemm_ceiling_ratio,
+        layer_passes * GEMMS_PER_LAYER,
+        hw.gemm_tail_seconds,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # time beyond the roofline: communication and launch overhead
 
 
@@ -300,7 +321,7 @@ def prefill_step(
         tokens,
         flops,
         bytes_moved,
-        roofline.compute_seconds(flops, hw.peak_flops_per_second, efficiency.prefill_compute),
+        step_compute_seconds(flops, chunks * shape.stage_layers, hw, efficiency.prefill_compute),
         roofline.memory_seconds(bytes_moved, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
         tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency),
         launch_overhead_seconds(shape.stage_layers, efficiency),
@@ -353,7 +374,7 @@ def decode_step(
         tokens,
         flops,
         bytes_moved,
-        roofline.compute_seconds(flops, hw.peak_flops_per_second, efficiency.decode_compute),
+        step_compute_seconds(flops, shape.stage_layers, hw, efficiency.decode_compute),
         roofline.memory_seconds(bytes_moved, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
         collectives_s,
         launch_overhead_seconds(shape.stage_layers, efficiency),

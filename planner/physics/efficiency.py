@@ -12,7 +12,15 @@ class Efficiency(BaseModel):
     """Achieved / peak ratios. Defaults are typical of well-tuned serving and training stacks on
     datacenter GPUs (vLLM/TensorRT-LLM GEMMs reach 60-70 % of dense peak on large prefills; decode
     kernels stream weights at 75-85 % of HBM bandwidth; NCCL reaches ~70-80 % of link bandwidth;
-    Megatron-style training sustains 40-55 % model FLOPs utilization before communication)."""
+    Megatron-style training sustains 40-55 % model FLOPs utilization before communication).
+
+    The compute efficiencies (prefill, decode) are stated for GEMMs on the reference GPU, H100 SXM in BF16.
+    `planner.physics.gemm_efficiency` carries them to other generations and shapes with published data: x the
+    device's Maximum Achievable Matmul FLOPS / peak relative to H100's (Bekman, ml-engineering MAMF table: A100
+    86.9 %, H100/H200 80.3 % BF16, H100 FP8 70.9 %, H200 FP8 73.4 %, B200 77.6 %, ...), plus 6.6 us per GEMM
+    kernel (fitted to published B200 cuBLAS timings at 2048^3 and 4096^3), which is what makes small steps reach
+    less of the peak than large ones. A calibration fits them on the user's device the same way, so it
+    reproduces its measured steps."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 

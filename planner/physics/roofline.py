@@ -8,12 +8,21 @@ All functions broadcast over numpy arrays.
 
 from __future__ import annotations
 
-from planner.arrays import maximum
+from planner.arrays import maximum, minimum
 
 
 def compute_seconds(flops, peak_flops_per_second, efficiency):
     """Time to execute `flops` at `efficiency` x the dense peak."""
     return flops / (peak_flops_per_second * efficiency)
+
+
+def shaped_compute_seconds(flops, peak_flops_per_second, phase_efficiency, ceiling_ratio, gemm_kernels, tail_seconds):
+    """Compute time of a step by GEMM shape and GPU generation (`planner.physics.gemm_efficiency`): its FLOPs at
+    the phase efficiency (stated for the reference GEMM ceiling) x this device's `ceiling_ratio`, capped at 1,
+    plus the fixed `tail_seconds` of each of its `gemm_kernels` GEMM kernels. With ratio 1 and no tail it is
+    `compute_seconds`."""
+    efficiency = minimum(phase_efficiency * ceiling_ratio, 1.0)
+    return flops / (peak_flops_per_second * efficiency) + gemm_kernels * tail_seconds
 
 
 def memory_seconds(bytes_moved, bandwidth_bytes_per_second, efficiency):

@@ -30,6 +30,7 @@ from planner.calibration.record import (
 from planner.model.catalog import resolve_model
 from planner.physics import collectives
 from planner.physics.efficiency import Efficiency
+from planner.physics.gemm_efficiency import GEMMS_PER_LAYER
 
 TRUE = Efficiency(
     prefill_compute=0.55,
@@ -63,6 +64,23 @@ def _phase(name, phase, layers, batch, tokens, context, flops, moved, seconds, b
     )
 
 
+def engine_seconds(phase, flops, bytes_moved, peak, bandwidth, efficiency, layers=0):
+    """The engine's own prediction on the reference GPU, with its GEMM ceiling ratio and kernel tail
+    (`planner.physics.gemm_efficiency`), as `plan()` applies them there."""
+    ref = Reference.from_catalog(GPU)
+    return predicted_seconds(
+        phase,
+        flops,
+        bytes_moved,
+        peak,
+        bandwidth,
+        efficiency,
+        layers,
+        ref.gemm_ceiling_ratio(DTYPE),
+        ref.gemm_tail_seconds,
+    )
+
+
 def partially_overlapping_seconds(phase, flops, bytes_moved, peak, bandwidth, efficiency, layers=0):
     """A device that is *not* the engine's roofline: compute and memory traffic overlap only partly
     (30% of the shorter one stays exposed), as on real kernels that neither stream nor compute at full
@@ -70,12 +88,14 @@ def partially_overlapping_seconds(phase, flops, bytes_moved, peak, bandwidth, ef
     compute = flops / (peak * (efficiency.training_compute if phase == "train" else efficiency.prefill_compute))
     if phase == "decode":
         compute = flops / (peak * efficiency.decode_compute)
+    if phase != "train":  # a GPU's GEMM kernels each pay their fixed tail (planner.physics.gemm_efficiency)
+        compute += layers * GEMMS_PER_LAYER * Reference.from_catalog(GPU).gemm_tail_seconds
     memory = bytes_moved / (bandwidth * efficiency.memory_bandwidth)
     overhead = layers * efficiency.layer_overhead_seconds if phase != "train" else 0.0
     return max(compute, memory) + 0.3 * min(compute, memory) + overhead
 
 
-def measurements(true: Efficiency = TRUE, world_size: int = 2, device_seconds=predicted_seconds):
+def measurements(true: Efficiency = TRUE, world_size: int = 2, device_seconds=engine_seconds):
     """`device_seconds(phase, flops, bytes, peak, bandwidth, efficiency, layers)` is the imaginary
     device's timing; the default is the engine's own roofline (a round trip, not a test of prediction)."""
     ref = Reference.from_catalog(GPU)

@@ -28,7 +28,9 @@ def test_recovers_the_true_efficiencies_of_a_roofline_device():
     assert e.prefill_compute == pytest.approx(TRUE.prefill_compute, rel=1e-6)
     assert e.training_compute == pytest.approx(TRUE.training_compute, rel=1e-6)
     assert e.communication == pytest.approx(TRUE.communication, rel=1e-6)
-    assert e.layer_overhead_seconds == pytest.approx(TRUE.layer_overhead_seconds, rel=1e-6)
+    # The probe's GEMM kernels' fixed time makes its compute bind, so the decode efficiency it cannot identify
+    # (0.35 fitted, 0.30 true) moves its tiny FLOP time: 2e-10 s per layer.
+    assert e.layer_overhead_seconds == pytest.approx(TRUE.layer_overhead_seconds, rel=1e-4)
     assert e.source == "calibration 'synthetic'"
     # Decode at batch 16 on an H100 is bandwidth-bound: its compute efficiency is not identifiable, so it
     # keeps the skinny-GEMM ceiling (0.35), which must not make compute bind.

@@ -1,0 +1,128 @@
+"""GEMM efficiency by shape and GPU generation: what fraction of the dense peak a matmul of shape (M, N, K)
+reaches on a given accelerator, from published measurements.
+
+Two published effects, one function each:
+
+1. **The generation's ceiling** (`gemm_ceiling`): even a large, perfectly aligned GEMM does not reach the
+   datasheet peak, and how far it stays below differs by generation and number format. Figures are the
+   Maximum Achievable Matmul FLOPS (MAMF) of Stas Bekman's ml-engineering handbook
+   (github.com/stas00/ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS
+   comparison table", mean of 100 iterations after 50 warm-up, torch 2.5-2.10), MAMF / dense peak:
+
+   | accelerator | BF16 | FP8 |
+   |---|---|---|
+   | A100 SXM   | 271.2 / 312 = 86.9 % | (no FP8 tensor cores) |
+   | H100 SXM   | 794.5 / 989 = 80.3 % | 1402.6 / 1979 = 70.9 % |
+   | H200 SXM   | "the same" as H100 = 80.3 % | 1453.4 / 1979 = 73.4 % |
+   | B200 SXM   | 1745.0 / 2250 = 77.6 % | 3432.5 / 4500 = 76.3 % |
+   | B300 SXM   | 1769.0 / 2250 = 78.6 % | 3353.3 / 4500 = 74.5 % |
+   | GB200      | 1822.0 / 2500 = 72.9 % | 3615.6 / 5000 = 72.3 % |
+   | MI300X     | 668.4 / 1300 = 51.4 % | - |
+   | MI325X     | 784.9 / 1300 = 60.4 % | - |
+   | MI355X     | 1565.0 / 2300 = 68.0 % | - |
+   | Gaudi 3    | 1243.0 / 1677 = 74.1 % | 1289.5 / 1677 = 76.9 % |
+
+   and NVFP4 on B200: 6624 / 9000 = 73.6 % (Bekman, ml-engineering training/dtype.md "FP4 formats", torch 2.14).
+   A format that runs at the same tensor-core rate as a measured one reads its figure (fp16 -> BF16, int8 ->
+   FP8); one with neither falls back to BF16.
+
+   Devices without a published MAMF use `REFERENCE_CEILING` (H100 SXM BF16), so their plans do not move.
+
+2. **The fixed cost of a GEMM kernel** (`GEMM_TAIL_SECONDS`, `gemm_fraction`): a small GEMM cannot fill the
+   GPU for its whole duration (pipeline fill and drain, the last partial wave of tiles; NVIDIA, "Matrix
+   Multiplication Background User's Guide", Sec. 3 "Dimension quantization effects"). Modelled as a fixed time
+   per kernel on top of the work at the ceiling rate: t = 2MNK / (ceiling x peak) + t0. t0 from published
+   cuBLAS timings on B200 (pyptx.dev/performance, "cuBLAS TFLOPS" column, PyTorch 2.8 / CUDA 12.8, BF16):
+   4096 x 8192 x 8192 at 1652 TFLOP/s (saturated), 2048^3 at 1006 and 4096^3 at 1532 TFLOP/s:
+   2048^3: 2 x 2048^3 / 1006e12 - 2 x 2048^3 / 1652e12 = 17.08 - 10.40 = 6.68 us;
+   4096^3: 2 x 4096^3 / 1532e12 - 2 x 4096^3 / 1652e12 = 89.71 - 83.20 = 6.51 us; mean 6.6 us.
+
+How the engine uses them (`planner.physics.roofline.shaped_compute_seconds`): the phase efficiencies in
+`planner.physics.efficiency.Efficiency` are stated for a large GEMM on the reference generation; a step's
+compute time is its FLOPs at phase efficiency x (ceiling / REFERENCE_CEILING), plus t0 for each GEMM kernel
+it launches. A calibration fitted on the user's device divides both out at the probe's own shape, so it
+reproduces its fitted points (`planner.calibration.fit`).
+
+Everything broadcasts over numpy arrays (DESIGN rule 4).
+"""
+
+from __future__ import annotations
+
+from planner.arrays import minimum
+
+# H100 SXM BF16 MAMF / peak: the GPU and format the documented phase efficiencies are stated for.
+REFERENCE_CEILING = 794.5 / 989.0
+
+# Per catalog accelerator id: {compute format: MAMF / dense peak} (table in the module docstring).
+MAMF_FRACTIONS: dict[str, dict[str, float]] = {
+    "a100-40gb": {"bf16": 271.2 / 312.0},
+    "a100-80gb": {"bf16": 271.2 / 312.0},
+    "h100-sxm": {"bf16": 794.5 / 989.0, "fp8": 1402.6 / 1979.0},
+    "h200": {"bf16": 794.5 / 989.0, "fp8": 1453.4 / 1979.0},
+    "b200": {"bf16": 1745.0 / 2250.0, "fp8": 3432.5 / 4500.0, "fp4": 6624.0 / 9000.0},
+    "b300": {"bf16": 1769.0 / 2250.0, "fp8": 3353.3 / 4500.0},
+    "gb200-nvl72": {"bf16": 1822.0 / 2500.0, "fp8": 3615.6 / 5000.0},
+    "mi300x": {"bf16": 668.4 / 1300.0},
+    "mi325x": {"bf16": 784.9 / 1300.0},
+    "mi355x": {"bf16": 1565.0 / 2300.0},
+    "gaudi3": {"bf16": 1243.0 / 1677.0, "fp8": 1289.5 / 1677.0},
+}
+
+# Fixed time per GEMM kernel beyond its work at the ceiling rate (docstring, item 2), seconds.
+GEMM_TAIL_SECONDS = 6.6e-6
+
+# GEMM kernels per transformer layer in a forward pass: QKV, attention output, MLP up (+gate, fused), MLP down.
+GEMMS_PER_LAYER = 4
+
+
+def gemm_ceiling(gpu_id: str, compute_dtype: str) -> float:
+    """MAMF / dense peak of `gpu_id` for GEMMs in `compute_dtype` (the tensor-core format: "bf16", "fp8", ...).
+
+    fp16 reads the BF16 figure and int8 the FP8 one (the same tensor-core rate); a format without a published
+    figure (fp8 on AMD, fp4 but on B200) or a device without any falls back to BF16, then to `REFERENCE_CEILING`."""
+    fractions = MAMF_FRACTIONS.get(gpu_id, {})
+    key = {"fp16": "bf16", "int8": "fp8"}.get(compute_dtype, compute_dtype)
+    return fractions.get(key, fractions.get("bf16", REFERENCE_CEILING))
+
+
+def ceiling_ratio(gpu_id: str, compute_dtype: str) -> float:
+    """The device's GEMM ceiling relative to the reference (H100 SXM BF16): what the documented phase
+    efficiencies are multiplied by on this device. 1.0 where nothing is published."""
+    return gemm_ceiling(gpu_id, compute_dtype) / REFERENCE_CEILING
+
+
+def gemm_tail_seconds(is_gpu: bool) -> float:
+    """The fixed time per GEMM kernel on this device: `GEMM_TAIL_SECONDS` on a GPU; 0 on a CPU or other host
+    device, where waves of thread blocks do not apply."""
+    return GEMM_TAIL_SECONDS if is_gpu else 0.0
+
+
+def gemm_fraction(m, n, k, ceiling, peak_flops_per_second, tail_seconds: float = GEMM_TAIL_SECONDS):
+    """Achieved fraction of the dense peak for one (M x K) @ (K x N) GEMM: its 2MNK FLOPs at `ceiling` x peak
+    plus the kernel's fixed `tail_seconds`, as a fraction of peak:
+
+        fraction = ceiling x W / (W + t0 x ceiling x peak),  W = 2 M N K.
+
+    Tends to `ceiling` for large GEMMs and falls as the work shrinks below t0 x the achievable rate
+    (6.6 us x 794.5 TFLOP/s = 5.2 GFLOP on H100, e.g. M = 160 tokens at N = K = 4096)."""
+    work = 2.0 * m * n * k
+    return ceiling * work / (work + tail_seconds * ceiling * peak_flops_per_second)
+
+
+def phase_compute_efficiency(phase_efficiency, ratio):
+    """A phase efficiency (stated for the reference GEMM ceiling) on a device whose ceiling is `ratio` x the
+    reference's, never above 1."""
+    return minimum(phase_efficiency * ratio, 1.0)
+
+
+__all__ = [
+    "GEMMS_PER_LAYER",
+    "GEMM_TAIL_SECONDS",
+    "MAMF_FRACTIONS",
+    "REFERENCE_CEILING",
+    "ceiling_ratio",
+    "gemm_ceiling",
+    "gemm_fraction",
+    "gemm_tail_seconds",
+    "phase_compute_efficiency",
+]
