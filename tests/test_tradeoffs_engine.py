@@ -327,6 +327,58 @@ def test_training_offers_no_precision_the_engine_cannot_plan():
             assert plan(TrainingScenario.model_validate(e.scenario)).kind == "training"
 
 
+def test_training_offers_op_recompute_module_lists_frequency_and_fp8_and_each_plans():
+    """The efficiency mechanisms are offered as planned variants where they apply (H100: FP8 tensor cores,
+    FlashAttention on), and each offered variant is a scenario the engine validates and plans."""
+    effects = {(e.technique, e.variant): e for e in training_techniques(TrainingScenario())}
+    offered = {
+        ("Activation checkpointing", "none → op"),
+        ("Activation checkpointing", "none → selective (layernorm, mlp)"),
+        ("Checkpoint frequency", "none → full on 16 of 32 layers per stage (block)"),
+        ("FP8 training", "mixed_bf16 → fp8 (Transformer Engine, delayed scaling)"),
+    }
+    assert offered <= set(effects)
+    for key in offered:
+        e = effects[key]
+        assert e.applicable and not e.derived and e.scenario is not None, key
+        assert plan(TrainingScenario.model_validate(e.scenario)).kind == "training"
+        assert e.delta_memory_bytes < 0 or key[0] == "FP8 training", key  # each frees activations
+    assert effects[("FP8 training", "mixed_bf16 → fp8 (Transformer Engine, delayed scaling)")].changes_numerics
+    # Going back from a recomputation level to one that keeps more relieves compute, as the deltas say.
+    back = {e.variant: e for e in training_techniques(TrainingScenario(activation_checkpointing="full"))}
+    assert back["full → op"].delta_memory_bytes > 0 and back["full → op"].relieves.startswith("compute")
+    # No FP8 tensor cores (A100): the row says why instead of planning a speed-up that cannot happen.
+    a100 = next(e for e in training_techniques(TrainingScenario(gpu="a100-80gb")) if e.technique == "FP8 training")
+    assert not a100.applicable and "no FP8 tensor cores" in a100.reason and a100.scenario is None
+    # Op recomputation needs FlashAttention; without it the row is not applicable and says so.
+    no_flash = {e.variant: e for e in training_techniques(TrainingScenario(flash_attention=False))}
+    assert not no_flash["none → op"].applicable and "flash_attention" in no_flash["none → op"].reason
+
+
+def test_training_fp8_and_op_recompute_deltas_match_the_arithmetic():
+    """Llama 3.1 8B on one 8-GPU H100 node (TP 1, PP 1, FlashAttention, no dropout, micro-batch 1 x 4096 tokens),
+    worked by hand from the layer shapes: hidden 4096, 32 query heads and 8 KV heads of 128, MLP 14336 gated."""
+    h, kv, ffn, layers, tokens = 4096, 1024, 14336, 32, 4096
+    effects = {e.variant: e for e in training_techniques(TrainingScenario())}
+    # FP8 (Transformer Engine): +2 B per layer GEMM weight (the cached FP8 copy and its transpose; ZeRO-1 keeps
+    # every weight whole) and -1 B per element of every GEMM input saved for backward (kept in FP8): the
+    # attention and MLP projections' normalized inputs (2 h), o_proj's input (h) and down_proj's input (ffn).
+    gemm_weights = layers * (2 * h * h + 2 * h * kv + 3 * h * ffn)
+    gemm_inputs = layers * tokens * (2 * h + h + ffn)
+    fp8 = effects["mixed_bf16 → fp8 (Transformer Engine, delayed scaling)"]
+    assert fp8.delta_memory_bytes == pytest.approx(2 * gemm_weights - gemm_inputs, rel=1e-12)
+    # Op recomputation (torchtitan SAC) keeps the layer input (2 h B), the outputs of q, v, gate and down (every
+    # second matmul: 2 (h + kv + ffn + h) B), the attention output (2 h B) and FlashAttention's fp32 log-sum-exp
+    # (4 B x 32 heads) per token and layer, against everything without recomputation: two RMSNorm inputs and
+    # statistics (2 (2 h + 4)), the two normalized projection inputs (2 x 2 h), q, k, v and the attention output
+    # (2 (h + 2 kv + h)), the log-sum-exp, and the gated MLP's gate, up, activation and product (4 x 2 ffn).
+    everything = 2 * (2 * h + 4) + 2 * 2 * h + 2 * (h + 2 * kv + h) + 4 * 32 + 4 * 2 * ffn
+    op_kept = 2 * h + 2 * (h + kv + ffn + h) + 2 * h + 4 * 32
+    # Every layer saves the difference; one layer's worth comes back while its backward recomputes.
+    op = effects["none → op"]
+    assert op.delta_memory_bytes == pytest.approx(-(layers - 1) * (everything - op_kept) * tokens, rel=1e-12)
+
+
 # ----------------------------------------------------------------------------- alternatives, checklist
 
 

@@ -158,6 +158,8 @@ PLACEHOLDERS = {
     "gpus_per_node": "the GPU's NVLink domain",
     "tokens_per_image": "the model's",
     "attention_weight_dtype": "same as the weights",
+    "first_pipeline_stage_layers": "even split",
+    "last_pipeline_stage_layers": "even split",
 }
 
 
@@ -384,6 +386,8 @@ def _widget(kind: str, spec: Spec, where, from_state: bool) -> Any:
             common["format_func"] = lambda v: PLACEHOLDERS.get(spec.name, "default") if v is None else str(v)
         index = None if from_state else options.index(default)
         return where.selectbox(spec.label, options, index=index, **common)
+    if w == "multiselect":  # state-driven (not bound): seeded with the field's names as a list
+        return where.multiselect(spec.label, list(facts.options()), **common)
     if w == "toggle":
         return where.toggle(spec.label, value=False if from_state else bool(default), **common)
     if w == "text":

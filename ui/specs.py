@@ -16,8 +16,9 @@ import annotated_types
 
 # Widget kinds: "number" (number_input; empty allowed when the field is optional), "slider" (float slider),
 # "concurrency" (log-scale select_slider plus a number box for exact values), "select", "toggle", "text",
-# "textarea".
-WIDGETS = ("number", "slider", "concurrency", "select", "toggle", "text", "textarea")
+# "textarea", "multiselect" (a comma-separated text field offered as its choices: the field's "choices" in
+# json_schema_extra, the names its own validator accepts).
+WIDGETS = ("number", "slider", "concurrency", "select", "toggle", "text", "textarea", "multiselect")
 
 
 @dataclass(frozen=True)
@@ -40,14 +41,19 @@ class Spec:
     @property
     def bound(self) -> bool:
         """Bound to the URL by Streamlit: the widget holds the scenario's own units, so the URL text is the
-        same as ``planner.share`` writes. A scaled widget (billions, GB/s) is not; ui.controls writes its
-        parameter."""
-        return self.scale == 1.0
+        same as ``planner.share`` writes. A scaled widget (billions, GB/s) is not, nor a multiselect (a list,
+        where the field and its URL parameter are one comma-separated text); ui.controls writes their
+        parameters."""
+        return self.scale == 1.0 and self.widget != "multiselect"
 
     def to_widget(self, value: Any) -> Any:
+        if self.widget == "multiselect":
+            return [name for name in value.split(",") if name]
         return value if value is None or self.scale == 1.0 else value / self.scale
 
     def from_widget(self, value: Any) -> Any:
+        if self.widget == "multiselect":
+            return ",".join(value)
         return value if value is None or self.scale == 1.0 else value * self.scale
 
     def same(self, a: Any, b: Any) -> bool:
@@ -69,7 +75,7 @@ class FieldFacts:
     lo_open: bool = False  # gt rather than ge
     hi: float | None = None
     hi_open: bool = False  # lt rather than le
-    choices: tuple = ()  # Literal arguments
+    choices: tuple = ()  # Literal arguments, or a text field's names (json_schema_extra "choices")
     max_chars: int | None = None
     description: str | None = None
 
@@ -118,7 +124,8 @@ def field_facts(cls: type, name: str) -> FieldFacts:
     optional = type(None) in args
     if optional:
         (annotation,) = [a for a in args if a is not type(None)]
-    choices: tuple = ()
+    extra = info.json_schema_extra
+    choices: tuple = tuple(extra.get("choices", ())) if isinstance(extra, dict) else ()  # type: ignore[arg-type]
     if typing.get_origin(annotation) is typing.Literal:
         choices = typing.get_args(annotation)
         kind = type(choices[0])

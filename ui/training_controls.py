@@ -40,7 +40,7 @@ TRAINING_SPECS: tuple[Spec, ...] = (
         Spec("training_tokens", "Tokens to train on (billions)", "number", section="batch", scale=1e9, fmt="%g"),
         Spec("zero_stage", "ZeRO stage", "select", section="memory", column=0),
         Spec("activation_checkpointing", "Recompute", "select", section="memory", column=1),
-        Spec("recompute_modules", "Recompute modules (selective)", "text", section="memory"),
+        Spec("recompute_modules", "Recompute modules (selective)", "multiselect", section="memory"),
         Spec("recompute_method", "Full recompute method", "select", section="memory", column=0),
         Spec("recompute_num_layers", "Full recompute layers", "number", section="memory", column=1),
         Spec("distributed_optimizer", "Megatron distributed optimizer", "toggle", section="memory"),

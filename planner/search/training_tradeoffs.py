@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from planner.search.techniques import TechniqueEffect, _try_variant
 from planner.training.plan import plan_training
+from planner.training.scenario import RECOMPUTE_MODULES
 from planner.units import percent
 
 
@@ -26,21 +27,13 @@ def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
     def variant(name, label, changes, **info):
         effects.append(_try_variant(name, label, scenario, numbers, _numbers, changes, calibration, **info))
 
-    levels = ("none", "selective", "full")
-    for level in levels:
-        if level == scenario.activation_checkpointing:
-            continue
-        variant(
-            "Activation checkpointing",
-            f"{scenario.activation_checkpointing} → {level}",
-            {"activation_checkpointing": level},
-            changes_numerics=False,
-            relieves="capacity (activations)"
-            if levels.index(level) > levels.index(scenario.activation_checkpointing)
-            else "compute (no recompute)",
-            costs="recomputes the forward (full: ~33% more FLOPs; selective: attention only)",
-            watch="full recomputation is rarely needed with FlashAttention + selective",
-        )
+    arch = scenario.architecture()
+    for name, label, changes, info in _checkpointing_variants(scenario, arch):
+        variant(name, label, changes, **info)
+        effect = effects[-1]
+        if effect.applicable and effect.delta_memory_bytes > 0:  # it keeps more than the scenario: it buys time
+            effects[-1] = effect.model_copy(update={"relieves": "compute (less recomputation)"})
+    _fp8_variant(scenario, variant, effects)
     accumulation = scenario.gradient_accumulation_steps
     if scenario.micro_batch_size > 1:
         half = scenario.micro_batch_size // 2
@@ -116,7 +109,6 @@ def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
             costs="pipeline bubble (p-1)/m; halves data parallelism",
             watch="needs many micro-batches per step",
         )
-    arch = scenario.architecture()
     if arch.is_moe and dp % 2 == 0 and arch.num_experts % (scenario.expert_parallel * 2) == 0:
         variant(
             "Expert parallelism",
@@ -129,6 +121,134 @@ def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
         )
     effects.append(_gradient_compression(scenario, base))
     return effects
+
+
+# What each recomputation level relieves, repeats and asks to watch, in the trade-off rows' words. A variant that
+# keeps more activations than the scenario relieves compute instead (`training_techniques` reads its delta).
+_LEVEL_WORDS = {
+    "none": ("compute (no recomputation)", "keeps every activation: the most activation memory", ""),
+    "selective": (
+        "capacity (attention's saved activations)",
+        "recomputes the attention core (Megatron-core core_attn)",
+        "with FlashAttention core_attn frees little (the kernel already keeps no score matrix); add mlp or layernorm",
+    ),
+    "op": (
+        "capacity (activations: every second matmul output)",
+        "recomputes every second matmul of each layer (k, o and the MLP's up or down projection)",
+        "torchtitan op-level SAC; needs FlashAttention; MoE expert blocks are kept whole",
+    ),
+    "full": (
+        "capacity (activations: only each layer's input is kept)",
+        "recomputes each layer's whole forward (~33% more FLOPs)",
+        "full recomputation is rarely needed with FlashAttention + selective or op",
+    ),
+}
+# Checkpointing settings that only one level takes: every level variant resets them to the defaults.
+_RECOMPUTE_DEFAULTS = {"recompute_modules": "core_attn", "recompute_method": "uniform", "recompute_num_layers": 1}
+
+
+def _checkpointing_variants(scenario, arch):
+    """(technique, label, changes, info) of every recomputation choice but the scenario's own: the levels, a
+    Megatron-core module list that frees real memory, and full recomputation on part of each stage."""
+    current = scenario.activation_checkpointing
+    for level, (relieves, costs, watch) in _LEVEL_WORDS.items():
+        if level == current:
+            continue
+        yield (
+            "Activation checkpointing",
+            f"{current} → {level}",
+            {**_RECOMPUTE_DEFAULTS, "activation_checkpointing": level},
+            dict(changes_numerics=False, relieves=relieves, costs=costs, watch=watch),
+        )
+    modules = _memory_saving_modules(scenario, arch)
+    if current != "selective" or scenario.recompute_modules != modules:
+        yield (
+            "Activation checkpointing",
+            f"{current} → selective ({modules.replace(',', ', ')})",
+            {**_RECOMPUTE_DEFAULTS, "activation_checkpointing": "selective", "recompute_modules": modules},
+            dict(
+                changes_numerics=False,
+                relieves="capacity (norm inputs and MLP or expert activations)",
+                costs="recomputes the listed modules' forward (the MLP's matmuls; norms are cheap elementwise work)",
+                watch="Megatron-core --recompute-modules; the MLP's intermediate activations are the largest saved",
+            ),
+        )
+    chunk_layers = arch.num_layers // (scenario.pipeline_parallel * scenario.virtual_pipeline_stages)
+    if (
+        chunk_layers >= 2
+        and scenario.first_pipeline_stage_layers is None
+        and scenario.last_pipeline_stage_layers is None
+    ):
+        half = chunk_layers // 2
+        if not (current == "full" and scenario.recompute_method == "block" and scenario.recompute_num_layers == half):
+            yield (
+                "Checkpoint frequency",
+                f"{current} → full on {half} of {chunk_layers} layers per stage (block)",
+                {
+                    **_RECOMPUTE_DEFAULTS,
+                    "activation_checkpointing": "full",
+                    "recompute_method": "block",
+                    "recompute_num_layers": half,
+                },
+                dict(
+                    changes_numerics=False,
+                    relieves="capacity (half the layers keep only their input)",
+                    costs=f"recomputes the forward of {half} of each stage's {chunk_layers} layers; the rest keep "
+                    "everything",
+                    watch="Megatron-core --recompute-method block --recompute-num-layers: pick the smallest count "
+                    "that fits",
+                ),
+            )
+
+
+def _memory_saving_modules(scenario, arch) -> str:
+    """The Megatron-core recompute modules that free real memory on this model: layernorm, the dense MLP and
+    the MoE block where the model has them, MLA's up-projections; core_attn only without FlashAttention (with
+    it, the fused kernel already keeps no score matrix)."""
+    wanted = {
+        "core_attn": not scenario.flash_attention,
+        "layernorm": True,
+        "mlp": arch.num_dense_layers > 0,
+        "moe": arch.is_moe,
+        "mla_up_proj": arch.uses_mla,
+    }
+    return ",".join(m for m in RECOMPUTE_MODULES if wanted.get(m, False))
+
+
+def _fp8_variant(scenario, variant, effects) -> None:
+    """Transformer Engine FP8 training where the GPU has FP8 tensor cores; elsewhere a row that says why not."""
+    if scenario.precision == "fp8":
+        return
+    accel = scenario.accelerator()
+    relieves = "compute (layer GEMMs at the FP8 peak) and some activation memory (GEMM inputs kept in 1 byte)"
+    costs = "+2 B per layer GEMM weight for Transformer Engine's cached FP8 copy and its transpose; scaling bookkeeping"
+    watch = (
+        "E4M3/E5M2 numerics: check the loss curve against bf16; attention, norms and the output head stay in bf16"
+        + ("" if scenario.precision == "mixed_bf16" else "; the model states become mixed_bf16's as well")
+    )
+    if not accel.supports("fp8"):
+        effects.append(
+            TechniqueEffect(
+                technique="FP8 training",
+                variant=f"{scenario.precision} → fp8",
+                applicable=False,
+                reason=f"{accel.name} has no FP8 tensor cores: FP8 GEMMs would run no faster than bf16",
+                changes_numerics=True,
+                relieves=relieves,
+                costs=costs,
+                watch=watch,
+            )
+        )
+        return
+    variant(
+        "FP8 training",
+        f"{scenario.precision} → fp8 (Transformer Engine, delayed scaling)",
+        {"precision": "fp8"},
+        changes_numerics=True,
+        relieves=relieves,
+        costs=costs,
+        watch=watch,
+    )
 
 
 def _gradient_compression(scenario, base) -> TechniqueEffect:

@@ -229,16 +229,11 @@ def model_state_shard(
 
 
 def stage_layer_counts(arch: ModelArchitecture, inputs: TrainingInputs):
-    """(first, middle, last) stage layers with uneven stages (Megatron `--decoder-first-pipeline-num-layers` /
-    `--decoder-last-pipeline-num-layers`: the other stages split the rest evenly); None for the even split."""
+    """(first, middle, last) stage layers of this layout with uneven stages; None for the even split."""
     lay = inputs.layout
-    first, last = lay.first_stage_layers, lay.last_stage_layers
-    if first is None and last is None:
-        return None
-    given = (first is not None) + (last is not None)
-    rest = arch.num_layers - (first or 0) - (last or 0)
-    middle = rest / maximum(lay.pipeline_parallel - given, 1)
-    return (middle if first is None else first), middle, (middle if last is None else last)
+    return tmem.uneven_stage_layers(
+        arch.num_layers, lay.pipeline_parallel, lay.first_stage_layers, lay.last_stage_layers
+    )
 
 
 def fp8_weight_copy_bytes(

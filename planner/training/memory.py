@@ -15,6 +15,7 @@ activations; Dettmers et al. 2023 (QLoRA, Sec. 3) for NF4 storage; bitsandbytes 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from planner.arrays import Flag, Number, maximum, minimum, where
@@ -218,6 +219,36 @@ def _layers_only(counts: ParameterCounts) -> ParameterCounts:
     return layers
 
 
+def uneven_stage_layers(num_layers, pipeline_parallel, first_stage_layers, last_stage_layers):
+    """(first, middle, last) stage layers with uneven stages (Megatron `--decoder-first-pipeline-num-layers` /
+    `--decoder-last-pipeline-num-layers`: the stages not named split the rest evenly); None for the even split."""
+    first, last = first_stage_layers, last_stage_layers
+    if first is None and last is None:
+        return None
+    given = (first is not None) + (last is not None)
+    rest = num_layers - (first or 0) - (last or 0)
+    middle = rest / maximum(pipeline_parallel - given, 1)
+    return (middle if first is None else first), middle, (middle if last is None else last)
+
+
+def over_layers(arch: ModelArchitecture, dense_layers, moe_layers, per_layer: Callable[[bool], tuple]) -> tuple:
+    """Each of `per_layer(moe_layer)`'s per-layer terms summed over `dense_layers` dense and `moe_layers` MoE
+    layers (the MoE layers only in a MoE model): the one sum every whole-model and per-stage count shares."""
+    dense = per_layer(False)
+    if not arch.is_moe:
+        return tuple(dense_layers * term for term in dense)
+    moe = per_layer(True)
+    return tuple(dense_layers * d + moe_layers * m for d, m in zip(dense, moe, strict=True))
+
+
+def stage_layers_total(arch: ModelArchitecture, pipeline_parallel, layers, per_layer: Callable[[bool], Number]):
+    """`per_layer(moe_layer)` summed over one stage's layers (`stage_layer_split`): the most loaded stage of the
+    even split, or a stage of `layers` layers."""
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
+    (total,) = over_layers(arch, dense_layers, moe_layers, lambda moe_layer: (per_layer(moe_layer),))
+    return total
+
+
 def stage_layer_split(arch: ModelArchitecture, pipeline_parallel, layers=None):
     """(dense, MoE) layers on one stage: Megatron's even split (the most loaded stage, `physics.memory`) or,
     for uneven stages, `layers` layers of which as many are MoE as the model has (the stage with the most)."""
@@ -280,7 +311,6 @@ def stage_gemm_weight_elements(
 ):
     """Elements of the layers' GEMM weights (attention projections, MLP and expert matrices; not norms, biases or
     routers) on one GPU of the stage: what Transformer Engine keeps FP8 copies of."""
-    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
 
     def per_layer(moe_layer: bool):
         total = 0.0
@@ -291,10 +321,7 @@ def stage_gemm_weight_elements(
             total = total + copies * d_in * d_out
         return total
 
-    total = dense_layers * per_layer(False)
-    if arch.is_moe:
-        total = total + moe_layers * per_layer(True)
-    return total
+    return stage_layers_total(arch, pipeline_parallel, layers, per_layer)
 
 
 def edge_parameter_elements(counts: ParameterCounts, tensor_parallel, pipeline_parallel, first_stage: bool):
@@ -336,11 +363,7 @@ def lora_adapter_elements(
             total = total + copies * rank * (d_in + d_out)
         return total
 
-    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
-    total = dense_layers * per_layer(False)
-    if arch.is_moe:
-        total = total + moe_layers * per_layer(True)
-    return total
+    return stage_layers_total(arch, pipeline_parallel, layers, per_layer)
 
 
 def adafactor_state_elements(
@@ -378,10 +401,7 @@ def adafactor_state_elements(
             )
         return matrices + vectors
 
-    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
-    total = dense_layers * per_layer(False)
-    if arch.is_moe:
-        total = total + moe_layers * per_layer(True)
+    total = stage_layers_total(arch, pipeline_parallel, layers, per_layer)
     if lora_rank is None and edges:
         h = arch.hidden_size
         embedding = (arch.vocab_size / t + h) + (
@@ -483,21 +503,31 @@ class LayerActivationTerms:
             recompute == 2, self.full, where(recompute == 3, self.op, where(recompute == 1, self.selective, self.none))
         )
 
+    def rebuilt(self, recompute):
+        """What recomputation rebuilds while this layer's backward runs: everything less what `recompute` keeps
+        (zero without recomputation). Korthikanti et al. leave this transient out of Table 2; the plan adds one
+        layer of it (for one micro-batch) to the peak."""
+        return self.none - self.stored(recompute)
+
+
+def _op_matmul_order(arch: ModelArchitecture, moe_layer: bool) -> list[Matrix]:
+    """The layer's matmuls in forward order as torchtitan's op-level policy sees them: q, k, v, o, then the dense
+    MLP's projections; a MoE layer's expert block is kept whole, so only its attention matmuls."""
+    return [m for m in layer_matrices(arch, moe_layer) if not moe_layer or m.module in ("q", "k", "v", "o")]
+
 
 def _op_saved_matrices(arch: ModelArchitecture, moe_layer: bool) -> list[Matrix]:
     """The projections whose outputs torchtitan's op-level policy saves: the layer's matmuls in forward order
     (q, k, v, o, then the dense MLP's gate, up, down), saving the 1st, 3rd, 5th... and recomputing every second
     one (`_custom_policy`: "saves output of all compute ops, except every second mm"). A MoE layer's expert block
     is kept whole (grouped GEMMs and all-to-alls are saved), so only its attention matmuls are counted."""
-    order = [m for m in layer_matrices(arch, moe_layer) if not moe_layer or m.module in ("q", "k", "v", "o")]
-    return order[0::2]
+    return _op_matmul_order(arch, moe_layer)[0::2]
 
 
 def op_recomputed_matrices(arch: ModelArchitecture, moe_layer: bool) -> list[Matrix]:
     """The projections torchtitan's op-level policy recomputes: every second matmul of the layer (k, o, and the
     dense MLP's up projection when gated, its down projection otherwise)."""
-    order = [m for m in layer_matrices(arch, moe_layer) if not moe_layer or m.module in ("q", "k", "v", "o")]
-    return order[1::2]
+    return _op_matmul_order(arch, moe_layer)[1::2]
 
 
 def layer_activation_terms(
@@ -687,41 +717,6 @@ def layer_activation_bytes_per_token(
     return terms.stored(recompute)
 
 
-def layer_recompute_working_bytes_per_token(
-    arch: ModelArchitecture,
-    moe_layer: bool,
-    tensor_parallel,
-    sequence_parallel,
-    flash_attention,
-    recompute,
-    dropout,
-    sequence_length,
-    activation_bytes=2.0,
-    lora_rank=0,
-    lora_targets=(),
-    recompute_modules=("core_attn",),
-    gemm_input_bytes=None,
-):
-    """What recomputation rebuilds for one layer while its backward runs (per token): the difference between
-    keeping everything and what `recompute` keeps. Zero without recomputation. Korthikanti et al. leave this
-    transient out of Table 2; the plan adds one layer of it (for one micro-batch) to the peak."""
-    terms = layer_activation_terms(
-        arch,
-        moe_layer,
-        tensor_parallel,
-        sequence_parallel,
-        flash_attention,
-        dropout,
-        sequence_length,
-        activation_bytes,
-        lora_rank,
-        lora_targets,
-        recompute_modules,
-        gemm_input_bytes,
-    )
-    return terms.none - terms.stored(recompute)
-
-
 def in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages=1):
     """Micro-batches whose activations the first pipeline stage holds at its peak, in units of its own layers.
 
@@ -838,13 +833,13 @@ def stage_activation_bytes(
     )
     dense = layer_activation_terms(arch, False, *common)
     per_token = dense_layers * dense.stored(recompute)
-    working = (dense.none - dense.stored(recompute)) * where(dense_layers > 0, 1, 0)
+    working = dense.rebuilt(recompute) * where(dense_layers > 0, 1, 0)
     none_per_token = dense_layers * dense.none
     largest_layer = dense.none * where(dense_layers > 0, 1, 0)
     if arch.is_moe:
         moe = layer_activation_terms(arch, True, *common)
         per_token = per_token + moe_layers * moe.stored(recompute)
-        working = maximum(working, moe.none - moe.stored(recompute))
+        working = maximum(working, moe.rebuilt(recompute))
         none_per_token = none_per_token + moe_layers * moe.none
         largest_layer = maximum(largest_layer, moe.none)
     if recompute_method != "uniform" or recompute_num_layers != 1:
@@ -894,12 +889,12 @@ __all__ = [
     "layer_activation_bytes_per_token",
     "layer_activation_terms",
     "layer_matrices",
-    "layer_recompute_working_bytes_per_token",
     "logits_bytes",
     "logits_saved_bytes_per_token",
     "lora_adapter_elements",
     "nf4_bytes_per_element",
     "op_recomputed_matrices",
+    "over_layers",
     "second_stage_in_flight_microbatches",
     "optimizer_state_bytes_per_element",
     "optimizer_states_bytes",
@@ -909,6 +904,8 @@ __all__ = [
     "stage_gemm_weight_elements",
     "stage_layer_parameter_elements",
     "stage_layer_split",
+    "stage_layers_total",
+    "uneven_stage_layers",
     "weights_bytes",
     "zero_shards",
 ]

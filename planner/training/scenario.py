@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
 from planner.scenario_base import MAX_TOKENS, ModelRef, ScenarioBase
+from planner.training.memory import uneven_stage_layers
 
 Precision = Literal["mixed_bf16", "mixed_fp16", "amp_bf16", "bf16", "fp32", "fp8"]
 Optimizer = Literal["adamw", "adam8bit", "sgd", "sgd_momentum", "adafactor"]
@@ -139,6 +140,7 @@ class TrainingScenario(ScenarioBase):
         max_length=200,
         description="modules selective recomputation recomputes, comma-separated (Megatron-core --recompute-modules): "
         "core_attn, layernorm, mlp, moe, moe_act, shared_experts, mla_up_proj",
+        json_schema_extra={"choices": list(RECOMPUTE_MODULES)},  # what a widget offers; `_known_modules` checks
     )
     recompute_method: RecomputeMethod = Field(
         default="uniform",
@@ -211,14 +213,14 @@ class TrainingScenario(ScenarioBase):
 
     def stage_layer_counts(self) -> tuple[int, int, int] | None:
         """(first, middle, last) stage layers with uneven stages; None for Megatron's even split."""
-        first, last = self.first_pipeline_stage_layers, self.last_pipeline_stage_layers
-        if first is None and last is None:
-            return None
-        pp, layers = self.pipeline_parallel, self.architecture().num_layers
-        given = (first is not None) + (last is not None)
-        rest = layers - (first or 0) - (last or 0)
-        middle = rest // (pp - given) if pp > given else 0
-        return (first if first is not None else middle, middle, last if last is not None else middle)
+        counts = uneven_stage_layers(
+            self.architecture().num_layers,
+            self.pipeline_parallel,
+            self.first_pipeline_stage_layers,
+            self.last_pipeline_stage_layers,
+        )
+        # Whole layers: validation has checked that the rest splits evenly over the stages not named.
+        return None if counts is None else (int(counts[0]), int(counts[1]), int(counts[2]))
 
     @model_validator(mode="after")
     def _valid_layout(self) -> TrainingScenario:

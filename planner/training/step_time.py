@@ -20,7 +20,13 @@ from planner.model.architecture import (
 )
 from planner.physics import collectives
 from planner.physics.flops import head_forward_flops_per_token, layer_matmul_parameters
-from planner.training.memory import layer_matrices, op_recomputed_matrices, stage_layer_split
+from planner.training.memory import (
+    layer_matrices,
+    op_recomputed_matrices,
+    over_layers,
+    stage_layer_split,
+    stage_layers_total,
+)
 
 # ---------------------------------------------------------------------------------------------
 # FLOPs per token
@@ -197,6 +203,42 @@ def head_training_flops_per_token(counts: ParameterCounts, frozen_base=False):
     return where(frozen_base, 2, 3) * head_forward_flops_per_token(counts)
 
 
+def layers_training_flops_per_token(
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    dense_layers,
+    moe_layers,
+    sequence_length,
+    flash_attention,
+    recompute,
+    frozen_base=False,
+    lora_rank=0,
+    lora_targets=(),
+    recompute_modules=("core_attn",),
+    recompute_fraction: Number = 1.0,
+):
+    """(model, hardware) FLOPs per token of `dense_layers` dense and `moe_layers` MoE layers over forward and
+    backward (+ recomputation): `layer_training_flops_per_token` summed, without the output head."""
+    return over_layers(
+        arch,
+        dense_layers,
+        moe_layers,
+        lambda moe_layer: layer_training_flops_per_token(
+            counts,
+            arch,
+            moe_layer,
+            sequence_length,
+            flash_attention,
+            recompute,
+            frozen_base,
+            lora_rank,
+            lora_targets,
+            recompute_modules,
+            recompute_fraction,
+        ),
+    )
+
+
 def model_training_flops_per_token(
     counts: ParameterCounts,
     arch: ModelArchitecture,
@@ -211,7 +253,11 @@ def model_training_flops_per_token(
 ):
     """(model, hardware) FLOPs per trained token, whole model. For a dense model without recomputation
     this is 6 N + 6 x causal attention (Kaplan et al. 2020's 6N plus attention)."""
-    args = (
+    model, hardware = layers_training_flops_per_token(
+        counts,
+        arch,
+        arch.num_dense_layers,
+        arch.num_moe_layers,
         sequence_length,
         flash_attention,
         recompute,
@@ -221,13 +267,6 @@ def model_training_flops_per_token(
         recompute_modules,
         recompute_fraction,
     )
-    dense_model, dense_hw = layer_training_flops_per_token(counts, arch, False, *args)
-    model = arch.num_dense_layers * dense_model
-    hardware = arch.num_dense_layers * dense_hw
-    if arch.is_moe:
-        moe_model, moe_hw = layer_training_flops_per_token(counts, arch, True, *args)
-        model = model + arch.num_moe_layers * moe_model
-        hardware = hardware + arch.num_moe_layers * moe_hw
     head = head_training_flops_per_token(counts, frozen_base)
     return model + head, hardware + head
 
@@ -250,7 +289,12 @@ def stage_hardware_flops_per_token(
     """Hardware FLOPs per token of the last pipeline stage (the slowest): its layers, MoE layers counted as
     `stage_moe_layers` places them, plus the output head; before the tensor-parallel split. `layers`: the
     stage's layers when stages are uneven; `head` False for a stage without the output head."""
-    args = (
+    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
+    _, total = layers_training_flops_per_token(
+        counts,
+        arch,
+        dense_layers,
+        moe_layers,
         sequence_length,
         flash_attention,
         recompute,
@@ -260,13 +304,7 @@ def stage_hardware_flops_per_token(
         recompute_modules,
         recompute_fraction,
     )
-    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
-    _, dense = layer_training_flops_per_token(counts, arch, False, *args)
-    total = dense_layers * dense + (head_training_flops_per_token(counts, frozen_base) if head else 0.0)
-    if arch.is_moe:
-        _, moe = layer_training_flops_per_token(counts, arch, True, *args)
-        total = total + moe_layers * moe
-    return total
+    return total + (head_training_flops_per_token(counts, frozen_base) if head else 0.0)
 
 
 def stage_gemm_flops_per_token(
@@ -282,12 +320,21 @@ def stage_gemm_flops_per_token(
 ):
     """Layer-GEMM hardware FLOPs per token of one stage (no output head: it stays in 16 bits, as Megatron-core's
     non-TE output layer), before the tensor-parallel split: what FP8 runs at the FP8 peak."""
-    args = (sequence_length, flash_attention, recompute, recompute_modules, recompute_fraction)
-    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
-    total = dense_layers * layer_gemm_flops_per_token(counts, arch, False, *args)
-    if arch.is_moe:
-        total = total + moe_layers * layer_gemm_flops_per_token(counts, arch, True, *args)
-    return total
+    return stage_layers_total(
+        arch,
+        pipeline_parallel,
+        layers,
+        lambda moe_layer: layer_gemm_flops_per_token(
+            counts,
+            arch,
+            moe_layer,
+            sequence_length,
+            flash_attention,
+            recompute,
+            recompute_modules,
+            recompute_fraction,
+        ),
+    )
 
 
 def stage_forward_flops_per_token(
@@ -295,12 +342,11 @@ def stage_forward_flops_per_token(
 ):
     """Forward FLOPs per token of the last stage's layers (matmuls and executed attention, no adapters) and the
     output head: what the backward's share of `stage_hardware_flops_per_token` is measured against."""
-    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
     attention = attention_forward_flops_per_token(arch, sequence_length, flash_attention)
-    total = dense_layers * (2 * layer_matmul_parameters(counts, False) + attention)
-    if arch.is_moe:
-        total = total + moe_layers * (2 * layer_matmul_parameters(counts, True) + attention)
-    return total + head_forward_flops_per_token(counts)
+    layer_flops = stage_layers_total(
+        arch, pipeline_parallel, layers, lambda moe_layer: 2 * layer_matmul_parameters(counts, moe_layer) + attention
+    )
+    return layer_flops + head_forward_flops_per_token(counts)
 
 
 # ---------------------------------------------------------------------------------------------

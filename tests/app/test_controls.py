@@ -48,6 +48,7 @@ def widget_of(at: AppTest, kind: str, spec) -> typing.Any:
         "toggle": at.toggle,
         "text": at.text_input,
         "textarea": at.text_area,
+        "multiselect": at.multiselect,
     }[spec.widget]
     return getter(key=key)
 
@@ -81,6 +82,10 @@ def test_every_widget_offers_exactly_its_fields_range_default_and_help(kind):
             shown = [controls.PLACEHOLDERS[spec.name] if o is None else str(o) for o in expected]
             assert shown == widget.options, spec.name
             assert proto.default == list(expected).index(info.default), spec.name
+        elif spec.widget == "multiselect":  # a comma-separated text field: its choices, its default picked
+            choices = info.json_schema_extra["choices"]  # type: ignore[index]
+            assert widget.options == list(choices), spec.name
+            assert ",".join(widget.value) == info.default, spec.name
         elif spec.widget in ("text", "textarea"):
             assert proto.max_chars == next(m.max_length for m in info.metadata if hasattr(m, "max_length"))
         if spec.bound and spec.widget != "select":

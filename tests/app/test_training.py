@@ -9,7 +9,7 @@ from conftest import assert_clean, metric, open_page, warnings_text
 
 from planner import plan, units
 from planner.share import query_params_to_scenario, scenario_to_query_params
-from planner.training.scenario import LoraConfig, TrainingScenario
+from planner.training.scenario import RECOMPUTE_MODULES, LoraConfig, TrainingScenario
 from planner.verdict import memory_verdict
 
 
@@ -155,22 +155,31 @@ def test_efficiency_controls_replan_like_the_engine():
     layers = at.number_input(key="training_recompute_num_layers")
     assert (layers.min, layers.max) == (1, 1024)
     assert "group" in layers.help and "block" in layers.help
-    assert "Megatron" in at.text_input(key="training_recompute_modules").help
+    modules = at.multiselect(key="training_recompute_modules")
+    assert "Megatron" in modules.help
+    assert modules.options == list(RECOMPUTE_MODULES) and modules.value == ["core_attn"]
     assert "op" in at.selectbox(key="training_activation_checkpointing").options
     assert "fp8" in at.selectbox(key="training_precision").options
     assert at.number_input(key="training_first_pipeline_stage_layers").value is None
+    assert at.number_input(key="training_first_pipeline_stage_layers").placeholder == "even split"
 
     at.selectbox(key="training_precision").set_value("fp8")
     at.selectbox(key="training_activation_checkpointing").set_value("selective")
-    at.text_input(key="training_recompute_modules").set_value("mlp,layernorm").run()
+    at.multiselect(key="training_recompute_modules").set_value(["mlp", "layernorm"]).run()
     assert_clean(at)
     expected = TrainingScenario(
         precision="fp8", activation_checkpointing="selective", recompute_modules="layernorm,mlp"
     )
     assert at.session_state["current_training"] == expected
+    assert at.query_params["training_recompute_modules"] == "layernorm,mlp"  # the share link's own text
     assert_metrics_match(at, expected)
     before = plan(TrainingScenario())
     assert plan(expected).performance.step_seconds != before.performance.step_seconds
+    # ... and a link with a module list opens with those modules picked
+    at = open_page("training", scenario_to_query_params(expected, "training_"))
+    assert_clean(at)
+    assert at.multiselect(key="training_recompute_modules").value == ["layernorm", "mlp"]
+    assert at.session_state["current_training"] == expected
 
     # uneven stages arrive through a link; the stage widgets show them and moving one replans
     s405 = TrainingScenario(

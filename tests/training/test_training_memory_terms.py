@@ -133,7 +133,7 @@ def test_layer_activation_bytes_toy():
     assert f(TOY, False, 2, False, True, 0, False, 10) == 72 + (4 + 2 * 4 + 4) * 2 + 4 + 128 / 2
     assert f(TOY, False, 2, True, True, 0, False, 10) == 72 / 2 + (4 + 2 * 4 + 4) * 2 + 4 + 128 / 2
     # working set of recomputation = everything minus what is kept
-    assert tmem.layer_recompute_working_bytes_per_token(TOY, False, 1, False, True, 2, False, 10) == 256 - 16
+    assert tmem.layer_activation_terms(TOY, False, 1, False, True, False, 10).rebuilt(2) == 256 - 16
 
 
 def test_moe_layer_activation_bytes_toy():
