@@ -4,7 +4,9 @@ The full CSV (`plans_to_csv`) is the machine format. Columns: `kind`, `decision`
 custom GPU as JSON), then every numeric or text output of the plan flattened with dots
 (`memory.total_bytes`, `performance.ttft_seconds`, `cost.usd_per_hour`, `memory.components.kv_cache_bytes`;
 with speculative decoding `memory.components.draft_weights_bytes`, `memory.components.draft_kv_cache_bytes` and
-`performance.speculative.*`: speedup, tokens per round, verify and draft steps).
+`performance.speculative.*`: speedup, tokens per round, verify and draft steps; with a request stream
+`traffic.*`, its latency CDF as `traffic.latency_quantiles.<metric>` cells of " | "-separated seconds at the
+percentiles in `traffic.latency_quantiles.percentiles`, and `traffic.prefix_cache.*` hits and pool bytes).
 Reading the file back restores the scenarios exactly (outputs are recomputed, not trusted).
 Text cells starting with = + - @ (or tab/CR) get a leading apostrophe so spreadsheets never run them
 as formulas; the reader removes it again.
@@ -180,6 +182,16 @@ SUMMARY_COLUMNS: list[tuple[str, tuple[str, ...], Callable[[Any], Any]]] = [
     (TRAFFIC_PREFIX + "p99 TPOT (ms)", _INF, lambda p: _traffic(p, lambda t: t.tpot_seconds.p99 * _MS)),
     (TRAFFIC_PREFIX + "SLO attainment (%)", _INF, lambda p: _traffic(p, lambda t: _pct(t.slo_attainment))),
     (TRAFFIC_PREFIX + "goodput (requests/s)", _INF, lambda p: _traffic(p, lambda t: t.goodput_requests_per_second)),
+    (TRAFFIC_PREFIX + "p99.9 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: _quantile(t, "ttft_seconds", 99.9))),
+    (TRAFFIC_PREFIX + "p99.9 TPOT (ms)", _INF, lambda p: _traffic(p, lambda t: _quantile(t, "tpot_seconds", 99.9))),
+    (TRAFFIC_PREFIX + "prefix GPU hits", _INF, lambda p: _traffic(p, lambda t: _prefix(t, "gpu_hits"))),
+    (TRAFFIC_PREFIX + "prefix pool hits", _INF, lambda p: _traffic(p, lambda t: _prefix(t, "pool_hits"))),
+    (TRAFFIC_PREFIX + "prefix misses", _INF, lambda p: _traffic(p, lambda t: _prefix(t, "misses"))),
+    (
+        TRAFFIC_PREFIX + "prefix pool read (GB)",
+        _INF,
+        lambda p: _traffic(p, lambda t: _prefix(t, "pool_bytes_transferred", 1e-9)),
+    ),
     ("Step time (s)", _TRAIN, lambda p: p.performance.step_seconds),
     ("Tokens/s", _TRAIN, lambda p: p.performance.tokens_per_second),
     ("MFU (%)", _TRAIN, lambda p: p.performance.mfu * _PCT),
@@ -215,6 +227,21 @@ def _traffic(plan, read: Callable[[Any], Any]) -> Any:
     """A traffic answer, blank for a plan without a simulated request stream."""
     traffic = getattr(plan, "traffic", None)
     return None if traffic is None else read(traffic)
+
+
+def _quantile(traffic, metric: str, percentile: float) -> float | None:
+    """One point of the latency CDF, in ms (blank for a result without the table)."""
+    table = traffic.latency_quantiles
+    return None if table is None else table.at(metric, percentile) * _MS
+
+
+def _prefix(traffic, name: str, scale: float = 1.0) -> Any:
+    """A prefix-cache count (blank when no request shares a prefix)."""
+    stats = traffic.prefix_cache
+    if stats is None:
+        return None
+    value = getattr(stats, name)
+    return value * scale if scale != 1.0 else value
 
 
 def _speculative(plan, read: Callable[[Any], Any]) -> Any:

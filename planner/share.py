@@ -8,7 +8,7 @@ is reported by name and replaced by the default, never fatal.
 An inference scenario's request stream (`traffic`) travels as readable parameters, one per inner field, the
 names the dashboard's Traffic widgets use: `<prefix>traffic=true` (the scenario has a stream), then
 `<prefix>traffic_<field>` for each of its fields that differs from its default and `<prefix>traffic_slo_<field>`
-for the SLO's. A recorded trace never travels (up to 10^5 rows is no link): the link says `lengths=trace`
+for the SLO's (`<prefix>traffic_prefix_pool_<field>` for a prefix pool's). A recorded trace never travels (up to 10^5 rows is no link): the link says `lengths=trace`
 and its reader falls back to fixed lengths with a warning. The blob form (`<prefix>traffic=cfg:...`) is read too.
 
 Speculative decoding (`speculative`) travels the same way, except that its method is the marker's value:
@@ -46,7 +46,7 @@ from planner.errors import PlanningError, explain
 from planner.hardware.catalog import resolve_accelerator
 from planner.inference.draft import SpeculativeDecoding
 from planner.inference.scenario import InferenceScenario
-from planner.inference.workload import Slo, Traffic
+from planner.inference.workload import PrefixPool, Slo, Traffic
 from planner.model.catalog import resolve_model
 from planner.model.checkpoint_precision import checkpoint_weight_dtypes
 from planner.safe_json import load_json
@@ -81,7 +81,7 @@ MARKER_FIELDS: dict[str, str] = {"speculative": "method"}
 # Flattened records the plan can do without: when their parameters do not fit together or with the rest of the
 # link, the link is planned without them (the others fall back to a safe value of their own).
 DROPPABLE = ("speculative",)
-NESTED: dict[str, type[BaseModel]] = {"slo": Slo}
+NESTED: dict[str, type[BaseModel]] = {"slo": Slo, "prefix_pool": PrefixPool}
 NOT_IN_LINKS = ("trace",)
 ON_TEXTS = ("true", "on", "yes", "1")
 OFF_TEXTS = ("false", "off", "no", "0", "none", "null", "")

@@ -155,3 +155,34 @@ def test_the_readme_examples_run(capsys):
     assert code == 0 and out.startswith("200 requests on 1 replica, routed round robin")
     code, out, _ = _run(["traffic", scenario, "--requests", "300"], capsys)
     assert code == 0 and json.loads(out)["traffic"]["slo"][0]["percentile"] == 99
+
+
+def test_json_holds_the_latency_cdf_and_the_prefix_pool_breakdown(scenario, capsys):
+    argv = ["traffic", str(scenario), "--rate", "3", "--requests", "300", "--shared-prefix", "0.5"]
+    argv += ["--prefixes", "30", "--gpu-prefix-share", "0.01", "--prefix-pool", "ssd", "--pool-capacity-gb", "50"]
+    code, out, _ = _run(argv, capsys)
+    assert code == 0
+    traffic = json.loads(out)["traffic"]
+    table = traffic["latency_quantiles"]
+    assert table["percentiles"][0] == 0 and table["percentiles"][-1] == 100 and 99.9 in table["percentiles"]
+    assert table["ttft_seconds"][table["percentiles"].index(99)] == traffic["ttft_seconds"]["p99"]
+    pool = traffic["prefix_cache"]
+    assert pool["pool_tier"] == "ssd" and pool["pool_hits"] > 0 and pool["pool_bytes_transferred"] > 0
+    assert pool["gpu_hits"] + pool["pool_hits"] + pool["misses"] == pool["requests_with_prefix"] == 300
+    assert pool["pool_capacity_tokens_per_replica"] == pytest.approx(50e9 / 327_680)
+    _, text, _ = _run([*argv, "--format", "text"], capsys)
+    assert "pool hits" in text and "SSD pool read" in text and "p99.9" in text
+
+
+@pytest.mark.parametrize(
+    ("options", "words"),
+    [
+        (["--pool-bandwidth-gbs", "-3"], "--pool-bandwidth-gbs must be a positive number"),
+        (["--pool-capacity-gb", "nan"], "--pool-capacity-gb must be a positive number"),
+        (["--gpu-prefix-share", "3"], "gpu_prefix_cache_share"),
+        (["--prefixes", "0"], "num_prefixes"),
+    ],
+)
+def test_bad_prefix_pool_options_get_a_sentence(scenario, capsys, options, words):
+    code, _, err = _run(["traffic", str(scenario), "--requests", "50", *options], capsys)
+    assert code != 0 and words in err and "Traceback" not in err

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from planner.inference.scenario import InferenceScenario
-from planner.inference.workload import Slo, TraceRow, Traffic
+from planner.inference.workload import PrefixPool, Slo, TraceRow, Traffic
 from planner.share import encode_inline, param_field, query_params_to_scenario, scenario_to_query_params
 
 ROWS = (TraceRow(arrival_seconds=0.0, prompt_tokens=100, output_tokens=20),)
@@ -88,3 +88,42 @@ def test_the_blob_form_is_still_read():
 def test_lognormal_lengths_without_their_p90s_fall_back_to_fixed_with_a_reason():
     back, warnings = query_params_to_scenario({"p_traffic_lengths": "lognormal"}, "inference", "p_")
     assert back.traffic == Traffic() and any("p90" in w for w in warnings)
+
+
+@pytest.mark.parametrize(
+    "traffic",
+    [
+        Traffic(shared_prefix_fraction=0.5, num_prefixes=40, gpu_prefix_cache_share=0.1),
+        Traffic(shared_prefix_fraction=0.5, prefix_pool=PrefixPool()),  # every pool field at its default
+        Traffic(
+            shared_prefix_fraction=0.25,
+            num_prefixes=8,
+            prefix_pool=PrefixPool(tier="ssd", capacity_bytes=2e11, bandwidth_bytes_per_second=12.5e9),
+        ),
+    ],
+)
+def test_a_prefix_pool_round_trips_through_readable_parameters(traffic):
+    scenario = with_traffic(traffic)
+    params = scenario_to_query_params(scenario, "inference_")
+    assert all(key.startswith("inference_traffic") for key in params)
+    if traffic.prefix_pool is not None:
+        assert any(key.startswith("inference_traffic_prefix_pool_") for key in params)
+    back, warnings = query_params_to_scenario(params, "inference", "inference_")
+    assert warnings == [] and back == scenario
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "words"),
+    [
+        ("traffic_prefix_pool_bandwidth_bytes_per_second", "-5", "greater than 0"),
+        ("traffic_prefix_pool_capacity_bytes", "lots", "number"),
+        ("traffic_prefix_pool_tier", "tape", "'dram' or 'ssd'"),
+        ("traffic_gpu_prefix_cache_share", "7", "less than or equal to 1"),
+        ("traffic_num_prefixes", "0", "greater than or equal to 1"),
+    ],
+)
+def test_hostile_prefix_pool_parameters_get_a_sentence_and_the_default(key, value, words):
+    params = {"inference_traffic": "true", "inference_traffic_prefix_pool_tier": "ssd", f"inference_{key}": value}
+    scenario, warnings = query_params_to_scenario(params, "inference", "inference_")
+    assert scenario.traffic is not None
+    assert len(warnings) == 1 and f"inference_{key}" in warnings[0] and words in warnings[0], warnings

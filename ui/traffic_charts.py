@@ -263,6 +263,114 @@ def latency_percentiles(result: TrafficResult, targets: dict[str, float] | None 
     return _with_ticks(spec, "y", log_ticks(min(values) / 1.2, max(values) * 1.2, max_ticks=5)) if values else spec
 
 
+# ------------------------------------------------------------------------------------ latency CDF
+
+CDF_METRICS = (
+    ("ttft_seconds", "TTFT"),
+    ("tpot_seconds", "TPOT"),
+    ("itl_seconds", "ITL"),
+    ("e2e_latency_seconds", "End-to-end"),
+)
+CDF_COLOURS = (palette.BLUE, palette.ORANGE, palette.SKY, palette.GREEN)
+# The y axis stretches the tail: a request share q sits at 1 / (1 - q) on a log scale (p0 at 1, p50 at 2,
+# p90 at 10, p99 at 100, p99.9 at 1,000); the slowest request (p100) has no place on it and is left out.
+CDF_TICKS = ((1, "p0"), (2, "p50"), (10, "p90"), (100, "p99"), (1000, "p99.9"))
+
+
+def _tail_position(percentile: float) -> float:
+    return 1.0 / (1.0 - percentile / 100.0)
+
+
+@lru_cache(maxsize=1)
+def _cdf_chart() -> dict:
+    names = [label for _, label in CDF_METRICS]
+    metric_scale = alt.Scale(domain=names, range=list(CDF_COLOURS))
+    colour = alt.Color(
+        "metric:N", title=None, scale=metric_scale, legend=alt.Legend(orient="top", direction="horizontal")
+    )
+    x = alt.X(
+        "seconds:Q",
+        title="Latency (s, log scale)",
+        scale=alt.Scale(type="log", nice=False),
+        axis=alt.Axis(format=",~f", tickCount=6),
+    )
+    labels = " : ".join(f"datum.value == {value} ? '{name}'" for value, name in CDF_TICKS[:-1])
+    y = alt.Y(
+        "tail:Q",
+        title="Share of requests at or below (tail stretched)",
+        scale=alt.Scale(type="log", domain=[1, 1000]),
+        axis=alt.Axis(
+            values=[v for v, _ in CDF_TICKS],
+            labelExpr=f"{labels} : '{CDF_TICKS[-1][1]}'",
+            grid=True,
+            labelOverlap=False,  # five labels, never crowded: keep p50 and p99 (Vega drops some on a log axis)
+        ),
+    )
+    tooltip = [
+        alt.Tooltip("metric:N", title="Latency"),
+        alt.Tooltip("percentile:N", title="Percentile"),
+        alt.Tooltip("text:N", title="Simulated"),
+    ]
+    points = alt.Chart(_records("cdf"))
+    line = points.mark_line(strokeWidth=2).encode(
+        x=x, y=y, color=colour, detail="metric:N", order="tail:Q", tooltip=tooltip
+    )
+    targets = (
+        alt.Chart(_records("targets"))
+        .mark_rule(strokeDash=[6, 3], strokeWidth=1.5)
+        .encode(
+            x=alt.X("seconds:Q"),
+            color=alt.Color("metric:N", scale=metric_scale, legend=None),
+            tooltip=[alt.Tooltip("label:N", title="SLO target")],
+        )
+    )
+    level = (
+        alt.Chart(_records("level"))
+        .mark_rule(strokeDash=[2, 2], strokeWidth=1, color=palette.GREY)
+        .encode(y=alt.Y("tail:Q"), tooltip=[alt.Tooltip("label:N", title="SLO percentile")])
+    )
+    return _finish(alt.layer(line, targets, level), height=320).to_dict()
+
+
+def latency_cdf(result: TrafficResult, targets: dict[str, float] | None = None, percentile: int = 99) -> dict:
+    """Each latency's distribution function from the simulation's quantile table (`latency_quantiles`): latency
+    on a log x axis, the share of requests at or below it on a y axis that stretches the tail, the SLO targets as
+    dashed verticals in the metric's colour and the SLO's percentile as a dotted line (a target is met where its
+    curve crosses that line left of its vertical)."""
+    table = result.latency_quantiles
+    labels = dict(CDF_METRICS)
+    rows = []
+    if table is not None:
+        for metric, label in CDF_METRICS:
+            for q, seconds in zip(table.percentiles, getattr(table, metric), strict=True):
+                if q < 100 and seconds > 0:  # a log axis has no zero; p100 is off the tail axis
+                    rows.append(
+                        {
+                            "metric": label,
+                            "percentile": f"p{q:g}",
+                            "tail": _tail_position(q),
+                            "seconds": seconds,
+                            "text": units.seconds(seconds),
+                        }
+                    )
+    target_rows = [
+        {"metric": labels[m], "seconds": s, "label": f"{labels[m]}: p{percentile} ≤ {units.seconds(s)}"}
+        for m, s in (targets or {}).items()
+        if m in labels
+    ]
+    level_rows = [{"tail": _tail_position(percentile), "label": f"p{percentile}"}] if target_rows else []
+    spec = _spec(
+        _cdf_chart(),
+        {
+            "cdf": pd.DataFrame(rows, columns=["metric", "percentile", "tail", "seconds", "text"]),
+            "targets": pd.DataFrame(target_rows, columns=["metric", "seconds", "label"]),
+            "level": pd.DataFrame(level_rows, columns=["tail", "label"]),
+        },
+    )
+    values = [row["seconds"] for row in rows] + [row["seconds"] for row in target_rows]
+    return _with_ticks(spec, "x", log_ticks(min(values) / 1.2, max(values) * 1.2, max_ticks=7)) if values else spec
+
+
 # ----------------------------------------------------------------------------------- KV over time
 
 

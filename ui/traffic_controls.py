@@ -16,6 +16,9 @@ Keys (``<page>`` = inference)
   widget, as for the concurrency).
 * ``<page>_pick_traffic_trace``: the trace upload. A file never travels in a link; without a valid one the
   requests get fixed lengths and the section says so.
+* ``<page>_pick_traffic_pool_tier``, ``_pool_capacity_gb``, ``_pool_bandwidth_gbs``: the prefix pool (pickers,
+  seeded from the link's ``<page>_traffic_prefix_pool_<field>``, which ui.controls writes; empty capacity or
+  bandwidth: the tier's default, ``planner.inference.workload.POOL_TIER_DEFAULTS``).
 * ``<page>_memo_traffic``: one ``TrafficMemo``.
 """
 
@@ -30,7 +33,14 @@ from pydantic import ValidationError
 
 from planner import PlanningError, explain
 from planner.inference.scenario import InferenceScenario
-from planner.inference.workload import MAX_TRACE_BYTES, Slo, TraceRow, Traffic, parse_trace_csv
+from planner.inference.workload import (
+    MAX_TRACE_BYTES,
+    POOL_TIER_DEFAULTS,
+    Slo,
+    TraceRow,
+    Traffic,
+    parse_trace_csv,
+)
 from planner.share import scenario_to_query_params
 from planner.units import MIB
 from ui import state
@@ -59,6 +69,8 @@ TRAFFIC_SPECS: tuple[Spec, ...] = (
     Spec("slo_e2e_latency_seconds", "End-to-end at most (s)", "number", step=5.0, fmt="%g"),
     Spec("max_concurrency", "Client concurrency cap", "number", step=8),
     Spec("shared_prefix_fraction", "Shared prompt prefix (share)", "slider", step=0.05),
+    Spec("num_prefixes", "Distinct shared prefixes", "number", step=1),
+    Spec("gpu_prefix_cache_share", "GPU prefix cache (share of KV blocks)", "number", step=0.05, fmt="%.2f"),
     Spec("chunked_prefill", "Chunked prefill", "toggle"),
     Spec("seed", "Random seed", "number", step=1),
 )
@@ -79,7 +91,16 @@ EXTRA_HELP = {
     "slo_tpot_seconds": "Time per output token after the first, per request. Empty: no target.",
     "slo_e2e_latency_seconds": "From sending the request to its last token. Empty: no target.",
     "seed": "The same seed gives the same request stream, so two plans compare on the same requests.",
+    "num_prefixes": "Each request starts with one of this many prefixes, picked at random (a system prompt per "
+    "tenant, a document per conversation).",
+    "gpu_prefix_cache_share": "Empty: every repeat of a prefix hits (the cache never fills). A share bounds the "
+    "cache per replica, least recently used prefixes evicted first.",
 }
+# The prefix pool's pickers (session state; ui.controls writes their link parameters, planner.share's
+# ``<page>_traffic_prefix_pool_<field>``): its tier (or none), capacity in GB and bandwidth in GB/s.
+POOL_TIERS = ("none", "dram", "ssd")
+POOL_TIER_WORDS = {"none": "No pool", "dram": "DRAM (RDMA, Mooncake Store)", "ssd": "SSD (NVMe)"}
+GB = 1e9
 PLACEHOLDERS = {
     "prompt_tokens_p90": "needed",
     "output_tokens_p90": "needed",
@@ -87,6 +108,7 @@ PLACEHOLDERS = {
     "slo_tpot_seconds": "no target",
     "slo_e2e_latency_seconds": "no target",
     "max_concurrency": "no cap",
+    "gpu_prefix_cache_share": "unbounded",
 }
 TRACE_HELP = (
     "A CSV with a header row arrival_seconds,prompt_tokens,output_tokens (and optionally prefix_id), one row per "
@@ -179,6 +201,14 @@ def seed_widgets(prefix: str, seed) -> bool:
             continue
         if st.query_params.get_all(key) != ([wanted[key]] if key in wanted else []):
             rerun = state.set_url_param(key, wanted.get(key)) or rerun
+    pool = seed.traffic.prefix_pool if seed.traffic is not None else None
+    for key, value in (
+        (prefix + "pick_traffic_pool_tier", pool.tier if pool is not None else "none"),
+        (prefix + "pick_traffic_pool_capacity_gb", None if pool is None else pool.capacity_bytes),
+        (prefix + "pick_traffic_pool_bandwidth_gbs", None if pool is None else pool.bandwidth_bytes_per_second),
+    ):
+        if key not in ss:
+            ss[key] = value / GB if isinstance(value, float) else value
     tpot_key = key_of(prefix, "slo_tpot_seconds")
     if tpot_key not in ss:
         slo = seed.traffic.slo if seed.traffic is not None else None
@@ -364,6 +394,9 @@ def traffic_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | Non
         values["seed"] = _input(prefix, "seed", right, written)
         values["shared_prefix_fraction"] = _input(prefix, "shared_prefix_fraction", left, written)
         values["chunked_prefill"] = _input(prefix, "chunked_prefill", right, written)
+        values["num_prefixes"] = _input(prefix, "num_prefixes", left, written)
+        values["gpu_prefix_cache_share"] = _input(prefix, "gpu_prefix_cache_share", right, written)
+        values["prefix_pool"] = _pool_inputs(prefix)
     for note in notes:
         where.info(note, icon=":material/info:")
     where.caption(LINK_NOTE)
@@ -374,6 +407,57 @@ def traffic_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | Non
     except (ValidationError, PlanningError) as exc:
         return {"traffic": None}, f"the request stream is not valid ({explain(exc)})"
     return {"traffic": traffic}, None
+
+
+def _pool_inputs(prefix: str) -> dict[str, Any] | None:
+    """The Mooncake-style prefix pool: a tier (or none), and its capacity and bandwidth (empty: the tier's)."""
+    st.markdown("**Prefix pool** (KV of shared prefixes kept outside GPU memory)")
+    tier_col, capacity_col, bandwidth_col = st.columns(3)
+    tier = tier_col.selectbox(
+        "Pool tier",
+        POOL_TIERS,
+        format_func=POOL_TIER_WORDS.__getitem__,
+        key=prefix + "pick_traffic_pool_tier",
+        help="A prefix evicted from GPU memory is read back from the pool (its KV bytes / the pool's bandwidth, "
+        "before the request's prefill) instead of being prefilled again. Without a GPU share above, the GPU "
+        "cache is bounded by all the KV blocks.",
+    )
+    if tier == "none":
+        return None
+    capacity_default, bandwidth_default = POOL_TIER_DEFAULTS[tier]
+    capacity = capacity_col.number_input(
+        "Pool capacity (GB per replica)",
+        min_value=0.001,
+        max_value=1e6,
+        value=None,
+        step=100.0,
+        format="%g",
+        placeholder=f"{capacity_default / GB:,.0f} (default)",
+        key=prefix + "pick_traffic_pool_capacity_gb",
+        help=f"Empty: {capacity_default / GB:,.0f} GB ({tier.upper()} default). 1 GB = 10^9 bytes.",
+    )
+    bandwidth = bandwidth_col.number_input(
+        "Pool bandwidth (GB/s)",
+        min_value=0.001,
+        max_value=1e4,
+        value=None,
+        step=5.0,
+        format="%g",
+        placeholder=f"{bandwidth_default / GB:,.1f} (default)",
+        key=prefix + "pick_traffic_pool_bandwidth_gbs",
+        help=f"Empty: {bandwidth_default / GB:,.1f} GB/s — "
+        + (
+            "Mooncake's Transfer Engine on 4 x 200 Gbps RoCE (kvcache-ai/Mooncake)."
+            if tier == "dram"
+            else "one PCIe 4.0 x4 NVMe drive's sequential read."
+        ),
+    )
+    pool: dict[str, Any] = {"tier": tier}
+    if capacity is not None:
+        pool["capacity_bytes"] = capacity * GB
+    if bandwidth is not None:
+        pool["bandwidth_bytes_per_second"] = bandwidth * GB
+    return pool
 
 
 def _description(cls: type, name: str) -> str | None:

@@ -8,7 +8,7 @@ over a few hundred simulated requests is not better than that.
 from __future__ import annotations
 
 from planner import units
-from planner.inference.traffic_results import CapacityAnswer, Distribution, SloCheck, TrafficResult
+from planner.inference.traffic_results import CapacityAnswer, Distribution, PrefixCacheStats, SloCheck, TrafficResult
 from planner.inference.workload import Slo, Traffic
 
 SHORT = {"ttft_seconds": "TTFT", "tpot_seconds": "TPOT", "e2e_latency_seconds": "end-to-end latency"}
@@ -237,3 +237,33 @@ def split_rows(splits, total_gpus: int) -> list[dict]:
         }
         for s in splits
     ]
+
+
+def prefix_cache_help(stats: PrefixCacheStats) -> str:
+    if stats.gpu_cache_tokens_per_replica is None:
+        return (
+            "Unbounded GPU prefix cache: every repeat of a shared prefix finds it cached (set a GPU share to bound it)."
+        )
+    return (
+        f"Per replica, the GPU keeps up to {units.count(stats.gpu_cache_tokens_per_replica)} prefix tokens (LRU); "
+        "a request whose prefix is still there skips its prefill."
+    )
+
+
+def prefix_cache_sentence(stats: PrefixCacheStats) -> str:
+    """One line: of the requests with a shared prefix, how many hit where, and what the pool moved."""
+    share = stats.requests_with_prefix or 1
+    text = (
+        f"{stats.requests_with_prefix:,} requests start with a shared prefix: {stats.gpu_hits / share:.0%} found it in "
+        f"GPU memory"
+    )
+    if stats.pool_tier is not None:
+        text += (
+            f", {stats.pool_hits / share:.0%} in the {stats.pool_tier.upper()} pool "
+            f"({units.count(stats.pool_capacity_tokens_per_replica or 0)} tokens per replica at "
+            f"{(stats.pool_bytes_per_second or 0) / 1e9:,.1f} GB/s)"
+        )
+    text += f", {stats.misses / share:.0%} prefilled it again"
+    if stats.gpu_cache_tokens_per_replica is None:
+        text += " (unbounded GPU cache: only each prefix's first use misses)"
+    return text + "."

@@ -82,6 +82,39 @@ def _metrics(result) -> None:
     )
 
 
+def _prefix_cache(result) -> None:
+    """Where the shared prefixes came from: GPU cache, prefix pool, or prefilled again."""
+    stats = result.prefix_cache
+    if stats is None:
+        return
+    cols = st.columns(4)
+    cols[0].metric(
+        "Prefix hits in GPU memory",
+        f"{stats.gpu_hits:,}",
+        help=words.prefix_cache_help(stats),
+    )
+    cols[1].metric(
+        "Prefix hits from the pool",
+        f"{stats.pool_hits:,}" if stats.pool_tier is not None else "no pool",
+        help="Read back from the prefix pool before the request's prefill; "
+        f"{units.seconds(stats.pool_transfer_seconds_mean)} per hit on average."
+        if stats.pool_tier is not None
+        else "Set a DRAM or SSD prefix pool under More stream settings.",
+    )
+    cols[2].metric(
+        "Prefixes prefilled again",
+        f"{stats.misses:,}",
+        help="Misses: the prefix's first use, or evicted from every cache; its prompt is prefilled in full.",
+    )
+    cols[3].metric(
+        "Read from the pool",
+        f"{stats.pool_bytes_transferred / 1e9:,.1f} GB",
+        help="KV bytes moved from the pool into GPU memory over the run (the model's KV bytes per token x the "
+        "prefix tokens of each pool hit), whole deployment.",
+    )
+    st.caption(words.prefix_cache_sentence(stats))
+
+
 def _curve_charts(scenario, plan, curve, cap) -> None:
     traffic = scenario.traffic
     offered = words.offered_rate(traffic)
@@ -136,19 +169,21 @@ def traffic_results(scenario, plan, calibration=None) -> None:
         )
     st.caption(words.SIMULATED + f" Stream: {words.stream_text(traffic)}, seed {traffic.seed}.")
     _metrics(result)
+    _prefix_cache(result)
     st.markdown("**Latency percentiles** (whole deployment)")
     st.table(pd.DataFrame(words.percentile_rows(result)).set_index(""))
     _curve_charts(scenario, plan, curve, cap)
     left, right = st.columns(2, gap="large")
     with left:
-        st.markdown("**Latency by percentile** (whole deployment)")
+        st.markdown("**Latency distribution (CDF)** (whole deployment)")
         st.caption(
-            "Each latency at the simulated p50, p90, p95 and p99, on a percentile axis that stretches the tail; "
-            "dashed: the SLO targets."
+            "Share of requests (tokens, for ITL) at or below each latency, from every simulated request; the y axis "
+            "stretches the tail (p90, p99, p99.9 equally spaced). Dashed: the SLO targets; dotted: their percentile "
+            "— a target is met where its curve crosses the dotted line left of its dashed one."
         )
         slo = traffic.slo
         render.chart(
-            traffic_charts.latency_percentiles(result, slo.targets if slo else None, slo.percentile if slo else 99),
+            traffic_charts.latency_cdf(result, slo.targets if slo else None, slo.percentile if slo else 99),
             width="stretch",
         )
     with right:

@@ -2,12 +2,16 @@
 
     python -m planner traffic SCENARIO.json [--rate 12 | --rate inf] [--requests 2000] [--trace FILE.csv]
         [--slo 'p99_ttft_seconds<=2' --slo 'p99_tpot_seconds<=0.05'] [--curve] [--capacity TARGET_RPS]
+        [--shared-prefix 0.5 --prefixes 40 --gpu-prefix-share 0.1 --prefix-pool dram|ssd
+         --pool-capacity-gb 200 --pool-bandwidth-gbs 25]
         [--calibration FILE [--calibration-any-gpu]] [--format json|text]
 
 The scenario may hold a `traffic` object already; the options override its fields. JSON output is an object
 with `traffic` (the contract: `ttft_seconds`, `tpot_seconds`, `itl_seconds`, `e2e_latency_seconds`,
 `queue_seconds` as {mean, p50, p90, p95, p99}, `request_throughput_per_second`,
-`output_tokens_per_second`, `duration_seconds`, `slo_attainment`, `goodput_requests_per_second`, ...),
+`output_tokens_per_second`, `duration_seconds`, `slo_attainment`, `goodput_requests_per_second`, ...;
+`latency_quantiles`: each latency at the percentiles of `QUANTILE_GRID`, the CDF; `prefix_cache`: GPU hits,
+pool hits, misses and bytes read from a prefix pool when requests share prefixes),
 and, when asked, `load_curve` and `capacity`; plus the `assumptions` the simulation rests on.
 """
 
@@ -44,6 +48,14 @@ def register(subparsers) -> None:
     p.add_argument("--seed", type=int)
     p.add_argument("--trace", help="CSV of arrival_seconds,prompt_tokens,output_tokens[,prefix_id]")
     p.add_argument("--slo", action="append", default=[], help="e.g. 'p99_ttft_seconds<=2' (repeatable)")
+    p.add_argument("--shared-prefix", type=float, help="share of each prompt that is a shared prefix (0-1)")
+    p.add_argument("--prefixes", type=int, help="distinct shared prefixes (each request picks one; default 1)")
+    p.add_argument(
+        "--gpu-prefix-share", type=float, help="bound the GPU prefix cache to this share of the KV blocks (LRU)"
+    )
+    p.add_argument("--prefix-pool", choices=("dram", "ssd", "none"), help="a Mooncake-style prefix pool tier")
+    p.add_argument("--pool-capacity-gb", type=float, help="prefix pool capacity per replica, GB (10^9 bytes)")
+    p.add_argument("--pool-bandwidth-gbs", type=float, help="prefix pool read bandwidth per replica, GB/s")
     p.add_argument("--curve", action="store_true", help="also the load-latency curve per replica, with the knee")
     p.add_argument("--capacity", type=float, metavar="TARGET_RPS", help="replicas, GPUs and $/month for this rate")
     p.add_argument(
@@ -112,6 +124,16 @@ def _traffic(args: argparse.Namespace, scenario: InferenceScenario) -> Traffic:
             update.update(lengths="trace", trace=parse_trace_csv(text))
         except PlanningError as exc:
             raise CliError(f"{args.trace}: {exc}") from None
+    for option, field in (
+        ("shared_prefix", "shared_prefix_fraction"),
+        ("prefixes", "num_prefixes"),
+        ("gpu_prefix_share", "gpu_prefix_cache_share"),
+    ):
+        if getattr(args, option) is not None:
+            update[field] = getattr(args, option)
+    pool = _prefix_pool(args, base.get("prefix_pool"))
+    if pool is not False:
+        update["prefix_pool"] = pool
     slo = parse_slo(args.slo)
     if slo is not None:
         update["slo"] = slo
@@ -119,6 +141,27 @@ def _traffic(args: argparse.Namespace, scenario: InferenceScenario) -> Traffic:
         return Traffic.model_validate({**base, **update})
     except (ValidationError, PlanningError) as exc:
         raise CliError(f"traffic: {explain(exc)}") from None
+
+
+def _prefix_pool(args: argparse.Namespace, base: dict | None):
+    """The pool the options describe (None: no pool), or False when they say nothing about one."""
+    sizes = (args.pool_capacity_gb, args.pool_bandwidth_gbs)
+    if args.prefix_pool is None and all(v is None for v in sizes):
+        return False
+    if args.prefix_pool == "none":
+        return None
+    pool = dict(base or {})
+    if args.prefix_pool is not None:
+        pool["tier"] = args.prefix_pool
+    for value, field, option in (
+        (args.pool_capacity_gb, "capacity_bytes", "--pool-capacity-gb"),
+        (args.pool_bandwidth_gbs, "bandwidth_bytes_per_second", "--pool-bandwidth-gbs"),
+    ):
+        if value is not None:
+            if not (math.isfinite(value) and value > 0):
+                raise CliError(f"{option} must be a positive number of GB (10^9 bytes)")
+            pool[field] = value * 1e9
+    return pool
 
 
 def run(args: argparse.Namespace) -> int:
@@ -192,7 +235,30 @@ def report_text(out: dict) -> str:
     ):
         d = t[key]
         lines.append(f"{name:<14}" + "".join(f"{seconds(d[q]):>10}" for q in ("mean", "p50", "p90", "p99")))
+    q = t.get("latency_quantiles")
+    if q:
+        lines.append(
+            f"{'tail':<14}"
+            + "".join(f"{'p' + format(p, 'g'):>10}" for p in (99.5, 99.9, 100))
+            + "   (TTFT; the full CDF is latency_quantiles in the JSON)"
+        )
+        lines.append(
+            f"{'TTFT':<14}"
+            + "".join(f"{seconds(q['ttft_seconds'][q['percentiles'].index(p)]):>10}" for p in (99.5, 99.9, 100))
+        )
     lines.append("")
+    pc = t.get("prefix_cache")
+    if pc:
+        line = (
+            f"shared prefixes ({pc['mode']} GPU cache): {pc['requests_with_prefix']:,} requests, "
+            f"{pc['gpu_hits']:,} GPU hits, {pc['pool_hits']:,} pool hits, {pc['misses']:,} misses (prefilled again)"
+        )
+        if pc["pool_tier"] is not None:
+            line += (
+                f"; {pc['pool_tier'].upper()} pool read {pc['pool_bytes_transferred'] / 1e9:,.1f} GB, "
+                f"{seconds(pc['pool_transfer_seconds_mean'])} per pool hit"
+            )
+        lines.append(line)
     lines.append(
         f"batch: mean {t['mean_batch']:.3g}, peak {t['peak_batch']}; KV blocks in use: mean "
         f"{100 * t['kv_utilization_mean']:.0f}%, peak {100 * t['kv_utilization_peak']:.0f}%; "

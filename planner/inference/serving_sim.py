@@ -169,11 +169,20 @@ def simulate_replica(
     limits: EngineLimits,
     cost: StepCost,
     client_max_concurrency: int | None = None,
+    ready_delay_seconds: np.ndarray | None = None,
 ) -> ReplicaTimeline:
-    """Serve the given requests (sorted by arrival) on one replica; returns their timeline."""
+    """Serve the given requests (sorted by arrival) on one replica; returns their timeline.
+
+    `ready_delay_seconds` (optional, per request): how long a request waits, once the scheduler first sees it,
+    before it can be scheduled — its cached prefix being read from a prefix pool into GPU memory. The wait
+    overlaps the steps of the other requests (the load is asynchronous, as vLLM's KV connectors load remote
+    KV while the engine keeps stepping); the request then joins the queue's tail.
+    """
     replica = _Replica(
         arrival_seconds, prompt_tokens, output_tokens, cached_tokens, limits, cost, client_max_concurrency
     )
+    if ready_delay_seconds is not None and bool(np.any(ready_delay_seconds > 0)):
+        replica.delay = ready_delay_seconds.tolist()
     replica.run()
     r = replica
     return _timeline(indices, r.sent, r.scheduled, r.first, r.finish, output_tokens, r.preemptions, r.log)
@@ -211,6 +220,8 @@ class _Replica:
         self.completions: list[float] = []  # in order: the client sends request i once the (i - cap)-th finished
         self.now = 0.0
         self.done = 0
+        self.delay: list[float] | None = None  # per request: a prefix load before it may be scheduled
+        self.loading: list[tuple[float, int, int, int]] = []  # heap of (ready at, request, context, to prefill)
 
     # ------------------------------------------------------------------------------------- the loop
 
@@ -219,7 +230,10 @@ class _Replica:
             self._take_arrivals()
             running = len(self.decoders) + len(self.prefilling)
             if not running and not self.waiting:
-                self.now = max(self.now, self._send_time(self.next_arrival))  # idle until the next request
+                wake = self._send_time(self.next_arrival)
+                if self.loading:
+                    wake = min(wake, self.loading[0][0])
+                self.now = max(self.now, wake)  # idle until the next request (or prefix load)
                 continue
             # Only a queued or unfinished prompt can put prompt chunks in the step.
             chunks, running = self._schedule(running) if self.waiting or self.prefilling else ([], running)
@@ -237,13 +251,21 @@ class _Replica:
 
     def _take_arrivals(self) -> None:
         n = self.n
+        loading = self.loading
+        while loading and loading[0][0] <= self.now + 1e-12:  # prefixes loaded: the requests queue now
+            _, i, context, prefill = heapq.heappop(loading)
+            self.waiting.append((i, context, prefill, 0))
         if self.next_arrival < n and self.arrivals[self.next_arrival] > self.now + 1e-12:
             return  # the next request has not arrived, so it cannot have been sent either
+        delay = self.delay
         while self.next_arrival < n and (sent := self._send_time(self.next_arrival)) <= self.now + 1e-12:
             i = self.next_arrival
             self.sent[i] = sent
             prefill = max(self.prompts[i] - self.cached[i], 1)  # the last prompt token always runs: it yields a token
-            self.waiting.append((i, self.prompts[i] - prefill, prefill, 0))
+            if delay is not None and delay[i] > 0:
+                heapq.heappush(loading, (self.now + delay[i], i, self.prompts[i] - prefill, prefill))
+            else:
+                self.waiting.append((i, self.prompts[i] - prefill, prefill, 0))
             self.next_arrival += 1
 
     def _schedule(self, running: int) -> tuple[list[tuple[list[int], int]], int]:
@@ -328,6 +350,8 @@ class _Replica:
         """A run of pure decode steps until the next event; False when the first needs a KV block none has."""
         joinable = running < self.limits.max_num_seqs and not self.waiting
         horizon = self._send_time(self.next_arrival) if joinable else np.inf
+        if joinable and self.loading:
+            horizon = min(horizon, self.loading[0][0])
         held = self._blocks_used()
         end = _decode_run(self.decoders, self.now, horizon, self.limits.kv_blocks - held, self.cost, self.log, held)
         if end is None:

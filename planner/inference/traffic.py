@@ -30,8 +30,26 @@ from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
 from planner.inference.serving_sim import EngineLimits, ReplicaTimeline, simulate_replica
 from planner.inference.step_cost import RooflineStepCost
-from planner.inference.traffic_results import CapacityAnswer, LoadCurve, LoadPoint, TrafficResult, summarize
-from planner.inference.workload import Requests, Slo, Traffic, generate_requests
+from planner.inference.traffic_results import (
+    CapacityAnswer,
+    LoadCurve,
+    LoadPoint,
+    PrefixCacheStats,
+    TrafficResult,
+    summarize,
+)
+from planner.inference.workload import (
+    GPU_HIT,
+    MISS,
+    POOL_HIT,
+    PrefixHits,
+    Requests,
+    Slo,
+    Traffic,
+    generate_requests,
+    prefix_residency,
+)
+from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics.cost import HOURS_PER_MONTH
 from planner.physics.runtimes import kv_block_tokens, runtime_profile
 
@@ -136,23 +154,83 @@ class TrafficEngine:
         replicas = replicas or self.replicas
         cost = self.step_cost(reqs)
         timelines: list[ReplicaTimeline] = []
+        bounded = traffic.prefix_pool is not None or traffic.gpu_prefix_cache_share is not None
+        hits: list[PrefixHits] = []
         for r in range(min(replicas, len(reqs))):
             mine = np.arange(r, len(reqs), replicas)
+            cached, delay = reqs.cached_prompt_tokens[mine], None
+            if bounded and reqs.prefix_key is not None and reqs.prefix_tokens is not None:
+                found = self.prefix_hits(traffic, reqs.prefix_key[mine], reqs.prefix_tokens[mine])
+                hits.append(found)
+                cached, delay = found.cached_tokens, found.transfer_seconds
             timelines.append(
                 simulate_after_request_overhead(
                     reqs.arrival_seconds[mine],
                     reqs.prompt_tokens[mine],
                     reqs.output_tokens[mine],
-                    reqs.cached_prompt_tokens[mine],
+                    cached,
                     mine,
                     self.limits,
                     cost,
                     client_max_concurrency=None
                     if traffic.max_concurrency is None
                     else max(1, -(-traffic.max_concurrency // replicas)),
+                    ready_delay_seconds=delay,
                 )
             )
-        return summarize(timelines, traffic.slo, self.limits.kv_blocks, ROUTING)
+        stats = self._prefix_stats(traffic, reqs, hits) if bounded else _unbounded_stats(reqs)
+        return summarize(timelines, traffic.slo, self.limits.kv_blocks, ROUTING, stats)
+
+    # ------------------------------------------------------------------------------- prefix caching
+
+    @property
+    def kv_bytes_per_token(self) -> float:
+        """Whole-model KV bytes of one token (all the replica's GPUs together): what a prefix pool moves."""
+        return float(kv_cache_bytes_per_token(self.inputs.arch, float(self.inputs.x.kv_bytes)))
+
+    def gpu_prefix_cache_tokens(self, traffic: Traffic) -> float:
+        """A replica's GPU prefix cache in tokens: the stated share of its KV blocks (all of them when only a
+        pool is set: an upper bound, since running sequences' blocks are not subtracted)."""
+        share = traffic.gpu_prefix_cache_share if traffic.gpu_prefix_cache_share is not None else 1.0
+        return share * self.limits.kv_blocks * self.limits.block_tokens
+
+    def prefix_hits(self, traffic: Traffic, prefix_key: np.ndarray, prefix_tokens: np.ndarray) -> PrefixHits:
+        """One replica's requests through its bounded GPU prefix cache and the pool behind it (if any)."""
+        pool = traffic.prefix_pool
+        per_token = self.kv_bytes_per_token
+        return prefix_residency(
+            prefix_key,
+            prefix_tokens,
+            self.gpu_prefix_cache_tokens(traffic),
+            pool.capacity / per_token if pool is not None and per_token > 0 else 0.0,
+            per_token,
+            pool.bandwidth if pool is not None else np.inf,
+        )
+
+    def _prefix_stats(self, traffic: Traffic, reqs: Requests, hits: list[PrefixHits]) -> PrefixCacheStats | None:
+        if not hits:
+            return None
+        source = np.concatenate([h.source for h in hits])
+        if not (source > 0).any():
+            return None
+        transfer = np.concatenate([h.transfer_seconds for h in hits])
+        pool_hits = int((source == POOL_HIT).sum())
+        pool = traffic.prefix_pool
+        per_token = self.kv_bytes_per_token
+        return PrefixCacheStats(
+            mode="bounded",
+            requests_with_prefix=int((source > 0).sum()),
+            gpu_hits=int((source == GPU_HIT).sum()),
+            pool_hits=pool_hits,
+            misses=int((source == MISS).sum()),
+            pool_bytes_transferred=float(sum(h.bytes_transferred for h in hits)),
+            pool_transfer_seconds_mean=float(transfer[source == POOL_HIT].mean()) if pool_hits else 0.0,
+            prompt_tokens_reused=int(sum(int(h.cached_tokens.sum()) for h in hits)),
+            gpu_cache_tokens_per_replica=self.gpu_prefix_cache_tokens(traffic),
+            pool_tier=pool.tier if pool is not None else None,
+            pool_capacity_tokens_per_replica=pool.capacity / per_token if pool is not None and per_token else None,
+            pool_bytes_per_second=pool.bandwidth if pool is not None else None,
+        )
 
     def _one_replica(self, rate: float, num_requests: int) -> TrafficResult:
         """A Poisson-like stream of the scenario's shape at `rate` on one replica."""
@@ -220,7 +298,52 @@ class TrafficEngine:
             f"Routing: {ROUTING}; every replica identical.",
             "Step times: the static plan's roofline terms per step (no second physics); per-request costs "
             "outside the engine (tokenisation, network, HTTP) are not modelled.",
+            *self._prefix_assumptions(),
         ]
+
+    def _prefix_assumptions(self) -> list[str]:
+        t = self.traffic
+        if t.shared_prefix_fraction <= 0:
+            return []
+        if t.prefix_pool is None and t.gpu_prefix_cache_share is None:
+            return ["Prefix cache: unbounded and stream-wide — every repeat of a shared prefix finds it cached."]
+        lines = [
+            f"Prefix cache: per replica, LRU over whole prefixes in {self.gpu_prefix_cache_tokens(t):,.0f} tokens "
+            + (
+                f"({t.gpu_prefix_cache_share:.0%} of the KV blocks)"
+                if t.gpu_prefix_cache_share is not None
+                else "(all the KV blocks: an upper bound, running sequences' blocks not subtracted)"
+            )
+            + "; residency follows arrival order."
+        ]
+        pool = t.prefix_pool
+        if pool is not None:
+            lines.append(
+                f"Prefix pool ({pool.tier.upper()}, Mooncake-style): {pool.capacity / 1e9:,.0f} GB per replica, read at "
+                f"{pool.bandwidth / 1e9:,.1f} GB/s; a pool hit waits prefix tokens x "
+                f"{self.kv_bytes_per_token / 1e3:,.0f} kB per token / bandwidth before its prefill is scheduled, "
+                "while the replica keeps stepping other requests; misses are prefilled and written back to both."
+            )
+        return lines
+
+
+def _unbounded_stats(reqs: Requests) -> PrefixCacheStats | None:
+    """The default cache's answer: every repeat of a prefix hits, stream-wide (it never leaves a warm cache)."""
+    if reqs.prefix_key is None or not (reqs.prefix_key >= 0).any():
+        return None
+    with_prefix = reqs.prefix_key >= 0
+    hits = int((with_prefix & (reqs.cached_prompt_tokens > 0)).sum())
+    return PrefixCacheStats(
+        mode="unbounded",
+        requests_with_prefix=int(with_prefix.sum()),
+        gpu_hits=hits,
+        pool_hits=0,
+        misses=int(with_prefix.sum()) - hits,
+        pool_bytes_transferred=0.0,
+        pool_transfer_seconds_mean=0.0,
+        prompt_tokens_reused=int(reqs.cached_prompt_tokens.sum()),
+        gpu_cache_tokens_per_replica=None,
+    )
 
 
 def _meets(result: TrafficResult, slo: Slo) -> bool:
@@ -261,6 +384,7 @@ def simulate_after_request_overhead(
     limits: EngineLimits,
     cost: RooflineStepCost,
     client_max_concurrency: int | None = None,
+    ready_delay_seconds: np.ndarray | None = None,
 ) -> ReplicaTimeline:
     """`simulate_replica` with each request reaching the scheduler `cost.request_overhead_seconds` after
     the client sent it (the API server's chat template, tokenisation and set-up,
@@ -278,5 +402,6 @@ def simulate_after_request_overhead(
         limits,
         cost,
         client_max_concurrency=client_max_concurrency,
+        ready_delay_seconds=ready_delay_seconds,
     )
     return replace(timeline, sent_seconds=timeline.sent_seconds - delay)

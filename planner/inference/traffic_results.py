@@ -45,7 +45,11 @@ class Distribution(Frozen):
             p50, p90, p95, p99 = np.percentile(values, [50, 90, 95, 99])
             return cls(mean=float(values.mean()), p50=p50, p90=p90, p95=p95, p99=p99)
         order = np.argsort(values)
-        sorted_values, sorted_weights = values[order], np.asarray(weights, dtype=float)[order]
+        return cls._of_sorted(values[order], np.asarray(weights, dtype=float)[order])
+
+    @classmethod
+    def _of_sorted(cls, sorted_values: np.ndarray, sorted_weights: np.ndarray) -> Distribution:
+        values = sorted_values
         cumulative = np.cumsum(sorted_weights)
         total = cumulative[-1]
         # Inverse of the weighted empirical distribution (the "lower" percentile definition).
@@ -55,6 +59,68 @@ class Distribution(Frozen):
         ]
         mean = float(np.dot(sorted_values, sorted_weights) / total)
         return cls(mean=mean, p50=quantiles[0], p90=quantiles[1], p95=quantiles[2], p99=quantiles[3])
+
+
+# The latency CDF's grid: percentiles every 5 from 5 to 95 and denser in both tails (0 = the fastest request,
+# 100 = the slowest). It holds 50, 90, 95 and 99, so the table agrees with each `Distribution`.
+QUANTILE_GRID: tuple[float, ...] = (
+    0, 1, 2.5, 5, 10, 15, 20, 25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75, 80, 85, 90, 92.5, 95, 96, 97, 98, 99,
+    99.5, 99.9, 100,
+)  # fmt: skip
+
+
+class LatencyQuantiles(Frozen):
+    """Each latency at every percentile of `QUANTILE_GRID` (seconds): its empirical CDF, as a table.
+
+    Computed from the simulated requests, as the `Distribution`s are: numpy's default (linear) percentile
+    of the per-request TTFT, TPOT (requests with more than one output token), end-to-end latency and queue
+    time; ITL by tokens — each step's duration weighted by the tokens it sampled, the inverse of the
+    weighted empirical distribution (steps that sampled no token are left out).
+    """
+
+    percentiles: list[float]
+    ttft_seconds: list[float]
+    tpot_seconds: list[float]
+    itl_seconds: list[float]
+    e2e_latency_seconds: list[float]
+    queue_seconds: list[float]
+
+    def at(self, metric: str, percentile: float) -> float:
+        return getattr(self, metric)[self.percentiles.index(percentile)]
+
+
+def _percentile_table(values: np.ndarray) -> list[float]:
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return [0.0] * len(QUANTILE_GRID)
+    return [float(v) for v in np.percentile(values, QUANTILE_GRID)]
+
+
+def _weighted_table(sorted_values: np.ndarray, sorted_weights: np.ndarray) -> list[float]:
+    """Inverse of the weighted empirical distribution at each grid percentile (the `Distribution`'s rule)."""
+    keep = sorted_weights > 0
+    values, cumulative = sorted_values[keep], np.cumsum(sorted_weights[keep])
+    if values.size == 0:
+        return [0.0] * len(QUANTILE_GRID)
+    picks = np.minimum(np.searchsorted(cumulative, np.asarray(QUANTILE_GRID) / 100 * cumulative[-1]), len(values) - 1)
+    return [float(v) for v in values[picks]]
+
+
+class PrefixCacheStats(Frozen):
+    """Where the stream's shared prefixes came from (whole deployment; each replica has its own caches)."""
+
+    mode: str  # "unbounded" (every repeat hits) or "bounded" (per-replica LRU caches)
+    requests_with_prefix: int
+    gpu_hits: int
+    pool_hits: int
+    misses: int  # prefilled again (a prefix's first use included)
+    pool_bytes_transferred: float
+    pool_transfer_seconds_mean: float  # per pool hit
+    prompt_tokens_reused: int
+    gpu_cache_tokens_per_replica: float | None  # None: unbounded
+    pool_tier: str | None = None
+    pool_capacity_tokens_per_replica: float | None = None
+    pool_bytes_per_second: float | None = None
 
 
 class SloCheck(Frozen):
@@ -138,6 +204,8 @@ class TrafficResult(Frozen):
     slo_attainment: float | None = None  # share of requests meeting every target
     goodput_requests_per_second: float | None = None
     simulated_steps: int
+    latency_quantiles: LatencyQuantiles | None = None  # the CDF (QUANTILE_GRID), for charts and the CSV
+    prefix_cache: PrefixCacheStats | None = None  # absent when no request shares a prefix
 
 
 def _per_request_metrics(timelines: list[ReplicaTimeline]) -> dict[str, np.ndarray]:
@@ -170,7 +238,13 @@ def _kv_series(timelines: list[ReplicaTimeline], kv_blocks: int, points: int = 2
     return [(float(ends[i]), float(min(t.step_kv_blocks[i] / kv_blocks, 1.0))) for i in picks]
 
 
-def summarize(timelines: list[ReplicaTimeline], slo: Slo | None, kv_blocks: int, routing: str) -> TrafficResult:
+def summarize(
+    timelines: list[ReplicaTimeline],
+    slo: Slo | None,
+    kv_blocks: int,
+    routing: str,
+    prefix_cache: PrefixCacheStats | None = None,
+) -> TrafficResult:
     """Aggregate the replicas' timelines into the contract's percentiles and rates."""
     m = _per_request_metrics(timelines)
     n = len(m["sent"])
@@ -179,7 +253,14 @@ def summarize(timelines: list[ReplicaTimeline], slo: Slo | None, kv_blocks: int,
     # ITL: every step's duration is the gap each token sampled in it waited (pooled over tokens).
     step_seconds = np.concatenate([t.step_seconds for t in timelines])
     step_batch = np.concatenate([t.step_batch for t in timelines])
-    itl = Distribution.of(step_seconds, step_batch) if step_seconds.size else Distribution.of(np.zeros(0))
+    if step_seconds.size:
+        order = np.argsort(step_seconds)
+        sorted_steps, sorted_batch = step_seconds[order], step_batch[order]
+        itl = Distribution._of_sorted(sorted_steps, sorted_batch)
+        itl_table = _weighted_table(sorted_steps, sorted_batch)
+    else:
+        itl, itl_table = Distribution.of(np.zeros(0)), _percentile_table(np.zeros(0))
+    tpot_values = m["tpot"][m["outputs"] > 1]
     busy_time = float(step_seconds.sum())
     batch_time = float(np.dot(step_batch, step_seconds))
     checks: list[SloCheck] = []
@@ -210,7 +291,7 @@ def summarize(timelines: list[ReplicaTimeline], slo: Slo | None, kv_blocks: int,
         replicas=len(timelines),
         routing=routing,
         ttft_seconds=Distribution.of(m["ttft"]),
-        tpot_seconds=Distribution.of(m["tpot"][m["outputs"] > 1]),
+        tpot_seconds=Distribution.of(tpot_values),
         itl_seconds=itl,
         e2e_latency_seconds=Distribution.of(m["e2e"]),
         queue_seconds=Distribution.of(m["queue"]),
@@ -228,4 +309,13 @@ def summarize(timelines: list[ReplicaTimeline], slo: Slo | None, kv_blocks: int,
         slo_attainment=attainment,
         goodput_requests_per_second=goodput,
         simulated_steps=int(step_seconds.size),
+        latency_quantiles=LatencyQuantiles(
+            percentiles=list(QUANTILE_GRID),
+            ttft_seconds=_percentile_table(m["ttft"]),
+            tpot_seconds=_percentile_table(tpot_values),
+            itl_seconds=itl_table,
+            e2e_latency_seconds=_percentile_table(m["e2e"]),
+            queue_seconds=_percentile_table(m["queue"]),
+        ),
+        prefix_cache=prefix_cache,
     )

@@ -59,6 +59,44 @@ class Slo(BaseModel):
         return {name: value for name, value in named.items() if value is not None}
 
 
+# Per-tier defaults of a prefix pool (per replica). DRAM: a Mooncake Store pool in the cluster's spare DRAM,
+# read over RDMA at what Mooncake's Transfer Engine measured on 4 x 200 Gbps RoCE (87 GB/s; 190 GB/s on
+# 8 x 400 Gbps; kvcache-ai/Mooncake README, "Performance", and Qin et al., "Mooncake: Trading More Storage for
+# Less Computation", FAST'25), capacity 1 TB of host memory. SSD: one PCIe 4.0 x4 NVMe drive (its link carries
+# 7.9 GB/s; data-centre drives read ~6.5-7 GB/s sequentially), 3.84 TB. Stated defaults, not measurements.
+POOL_TIER_DEFAULTS: dict[str, tuple[float, float]] = {
+    "dram": (1e12, 87e9),  # (capacity bytes, bandwidth bytes/s)
+    "ssd": (3.84e12, 6.5e9),
+}
+
+
+class PrefixPool(BaseModel):
+    """A Mooncake-style KV-cache pool outside GPU memory (DRAM or SSD) holding prompt prefixes.
+
+    A repeated prefix no longer resident in the GPU prefix cache is read back from the pool (if the pool,
+    an LRU of `capacity_bytes`, still holds it) at `bandwidth_bytes_per_second`, instead of being prefilled
+    again. Empty capacity or bandwidth: the tier's default (`POOL_TIER_DEFAULTS`). Per replica.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tier: Literal["dram", "ssd"] = "dram"
+    capacity_bytes: float | None = Field(default=None, gt=0, le=1e15, description="pool size per replica")
+    bandwidth_bytes_per_second: float | None = Field(
+        default=None, gt=0, le=1e13, description="read bandwidth from the pool into one replica's GPUs"
+    )
+
+    @property
+    def capacity(self) -> float:
+        return self.capacity_bytes if self.capacity_bytes is not None else POOL_TIER_DEFAULTS[self.tier][0]
+
+    @property
+    def bandwidth(self) -> float:
+        if self.bandwidth_bytes_per_second is not None:
+            return self.bandwidth_bytes_per_second
+        return POOL_TIER_DEFAULTS[self.tier][1]
+
+
 class Traffic(BaseModel):
     """A stream of requests against the deployment.
 
@@ -86,6 +124,19 @@ class Traffic(BaseModel):
     shared_prefix_fraction: float = Field(
         default=0.0, ge=0.0, le=1.0, description="share of each prompt that is a prefix common to all requests"
     )
+    num_prefixes: int = Field(
+        default=1, ge=1, le=MAX_REQUESTS, description="distinct shared prefixes, each request picks one at random"
+    )
+    gpu_prefix_cache_share: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=1.0,
+        description="share of a replica's KV blocks that keeps prefixes for reuse (LRU); empty: unbounded, "
+        "every repeat hits",
+    )
+    prefix_pool: PrefixPool | None = Field(
+        default=None, description="a DRAM/SSD pool of prefixes behind the GPU prefix cache (Mooncake)"
+    )
     chunked_prefill: bool = Field(
         default=True, description="prompt chunks share steps with decodes (vLLM V1 default); off: whole-prompt steps"
     )
@@ -108,6 +159,8 @@ class Requests:
     prompt_tokens: np.ndarray
     output_tokens: np.ndarray
     cached_prompt_tokens: np.ndarray  # prompt tokens a prefix cache can serve (0 for the first of each prefix)
+    prefix_key: np.ndarray | None = None  # which shared prefix each request starts with (-1: none)
+    prefix_tokens: np.ndarray | None = None  # its length: the tokens a hit saves
 
     def __len__(self) -> int:
         return len(self.arrival_seconds)
@@ -158,17 +211,39 @@ def generate_requests(traffic: Traffic, prompt_tokens: int, output_tokens: int) 
         prompt = np.array([r.prompt_tokens for r in rows], dtype=np.int64)
         output = np.array([r.output_tokens for r in rows], dtype=np.int64)
         cached = _trace_prefix_hits(rows, prompt, traffic.shared_prefix_fraction)
-        return Requests(arrival - arrival[0], prompt, output, cached)
+        names: dict[str, int] = {}
+        key = np.array([-1 if r.prefix_id is None else names.setdefault(r.prefix_id, len(names)) for r in rows])
+        shared = np.minimum(np.floor(prompt * traffic.shared_prefix_fraction).astype(np.int64), prompt - 1)
+        key = np.where(shared > 0, key, -1).astype(np.int64)
+        return Requests(arrival - arrival[0], prompt, output, cached, key, np.maximum(shared, 0))
     n = traffic.num_requests
     arrival = _arrivals(traffic, n, rng)
     prompt = _lengths(traffic.lengths, prompt_tokens, traffic.range_ratio, traffic.prompt_tokens_p90, n, rng)
     output = _lengths(traffic.lengths, output_tokens, traffic.range_ratio, traffic.output_tokens_p90, n, rng)
-    shared = np.floor(prompt * traffic.shared_prefix_fraction).astype(np.int64)
-    # One common prefix: every request after the first finds it cached (it never leaves a warm cache).
-    cached = shared.copy()
-    if n:
-        cached[0] = 0
-    return Requests(arrival, prompt.astype(np.int64), output.astype(np.int64), np.minimum(cached, prompt - 1))
+    shared = np.minimum(np.floor(prompt * traffic.shared_prefix_fraction).astype(np.int64), prompt - 1)
+    # Shared prefixes (one by default, or one of `num_prefixes` at random, drawn after everything else so the
+    # default stream is unchanged): every repeat after the first finds its prefix cached in an unbounded cache.
+    if traffic.num_prefixes > 1:
+        key = rng.integers(0, traffic.num_prefixes, n).astype(np.int64)
+    else:
+        key = np.zeros(n, dtype=np.int64)
+    key[shared <= 0] = -1
+    if traffic.num_prefixes > 1:
+        cached = np.where(_repeats(key), shared, 0)
+    else:  # one common prefix: every request after the first (as before there were several)
+        cached = shared.copy()
+        cached[:1] = 0
+    return Requests(arrival, prompt.astype(np.int64), output.astype(np.int64), cached, key, np.maximum(shared, 0))
+
+
+def _repeats(key: np.ndarray) -> np.ndarray:
+    """True for each request whose prefix (key >= 0) an earlier request already used."""
+    seen = np.zeros(len(key), dtype=bool)
+    if len(key):
+        _, first = np.unique(key, return_index=True)
+        seen[:] = key >= 0
+        seen[first] = False
+    return seen
 
 
 def _trace_prefix_hits(rows: list[TraceRow], prompt: np.ndarray, fraction: float) -> np.ndarray:
@@ -240,3 +315,87 @@ def trace_to_csv(rows: tuple[TraceRow, ...]) -> str:
             cells.append(r.prefix_id or "")
         writer.writerow(cells)
     return out.getvalue()
+
+
+# ------------------------------------------------------------------------------------- prefix residency
+
+NO_PREFIX, GPU_HIT, POOL_HIT, MISS = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True)
+class PrefixHits:
+    """Where each request of one replica found its shared prefix (`source`: NO_PREFIX, GPU_HIT, POOL_HIT,
+    MISS), the prompt tokens it need not prefill, and the seconds its prefix takes to come from the pool."""
+
+    source: np.ndarray
+    cached_tokens: np.ndarray
+    transfer_seconds: np.ndarray
+    bytes_transferred: float
+
+
+class _Lru:
+    """Prefixes by key, least recently used first, within a capacity in tokens."""
+
+    def __init__(self, capacity_tokens: float) -> None:
+        self.capacity = capacity_tokens
+        self.sizes: dict[int, int] = {}  # insertion order = recency (a touched key is re-inserted)
+        self.used = 0
+
+    def __contains__(self, key: int) -> bool:
+        return key in self.sizes
+
+    def put(self, key: int, tokens: int) -> None:
+        """Insert or touch `key` (now `tokens` long), evicting the least recently used; a prefix larger than
+        the whole cache is not kept."""
+        self.used -= self.sizes.pop(key, 0)
+        if tokens > self.capacity:
+            return
+        while self.sizes and self.used + tokens > self.capacity:
+            oldest = next(iter(self.sizes))
+            self.used -= self.sizes.pop(oldest)
+        self.sizes[key] = tokens
+        self.used += tokens
+
+
+def prefix_residency(
+    prefix_key: np.ndarray,
+    prefix_tokens: np.ndarray,
+    gpu_capacity_tokens: float,
+    pool_capacity_tokens: float,
+    kv_bytes_per_token: float,
+    pool_bytes_per_second: float,
+) -> PrefixHits:
+    """One replica's requests, in arrival order, through a GPU prefix cache and a prefix pool behind it.
+
+    Both are LRU caches of whole prefixes (token-exact, like the unbounded cache: vLLM's block granularity is
+    not modelled). A request whose prefix is in GPU memory reuses it (GPU hit); else one the pool holds is read
+    back, `prefix_tokens x kv_bytes_per_token / pool_bytes_per_second` seconds (pool hit; the prefix enters the
+    GPU cache); else it is prefilled again (miss; the first use of a prefix is one) and written to both caches
+    (write-through, as Mooncake Store and vLLM's offloading connectors store what a prefill computed).
+    Residency follows arrival order, not simulated time: the GPU cache is a stated share of the KV blocks that
+    running sequences do not compete for.
+    """
+    n = len(prefix_key)
+    source = np.zeros(n, dtype=np.int8)
+    cached = np.zeros(n, dtype=np.int64)
+    transfer = np.zeros(n, dtype=float)
+    gpu, pool = _Lru(gpu_capacity_tokens), _Lru(pool_capacity_tokens)
+    moved = 0.0
+    for i, (key, tokens) in enumerate(zip(prefix_key.tolist(), prefix_tokens.tolist(), strict=True)):
+        if key < 0 or tokens <= 0:
+            continue
+        if key in gpu:
+            source[i], cached[i] = GPU_HIT, tokens
+            gpu.put(key, tokens)
+        elif key in pool:
+            source[i], cached[i] = POOL_HIT, tokens
+            size = tokens * kv_bytes_per_token
+            transfer[i] = size / pool_bytes_per_second
+            moved += size
+            pool.put(key, tokens)
+            gpu.put(key, tokens)
+        else:
+            source[i] = MISS
+            gpu.put(key, tokens)
+            pool.put(key, tokens)
+    return PrefixHits(source, cached, transfer, moved)

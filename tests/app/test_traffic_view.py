@@ -13,7 +13,7 @@ from test_controls import duplicate_warnings, run  # noqa: F401  (fixture)
 from planner import InferenceScenario, plan
 from planner.export import plans_to_csv
 from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine
-from planner.inference.workload import Slo, TraceRow, Traffic
+from planner.inference.workload import PrefixPool, Slo, TraceRow, Traffic
 from planner.share import scenario_to_query_params
 from ui import state, traffic_charts, traffic_controls, traffic_text
 from ui.links import decode_pin, encode_pin
@@ -259,6 +259,8 @@ def test_the_traffic_charts_have_tooltips_valid_data_and_few_log_ticks():
         traffic_charts.load_curve(curve, "ttft_seconds", 1.0, 2.0, "SLO p99 TTFT ≤ 2 s", 3.0),
         traffic_charts.load_curve(curve, "tpot_seconds", None),  # no markers, no SLO
         traffic_charts.latency_percentiles(result, {"ttft_seconds": 2.0, "tpot_seconds": 0.03}),
+        traffic_charts.latency_cdf(result, {"ttft_seconds": 2.0, "tpot_seconds": 0.03}),
+        traffic_charts.latency_cdf(result),  # no SLO: no markers
         traffic_charts.kv_over_time(result.kv_utilization_over_time),
     ]
     for spec in specs:
@@ -267,3 +269,47 @@ def test_the_traffic_charts_have_tooltips_valid_data_and_few_log_ticks():
     assert traffic_charts.log_ticks(18, 40) == [20.0, 30.0]
     assert traffic_charts.log_ticks(0.01, 1000) == [0.01, 1.0, 100.0]  # six decades: every other one
     assert len(traffic_charts.log_ticks(1e-6, 1e6)) <= traffic_charts.MAX_LOG_TICKS
+
+
+def test_the_cdf_chart_draws_the_quantile_table_with_the_slo_marked():
+    scenario = InferenceScenario(traffic=Traffic(num_requests=120, slo=Slo(ttft_seconds=2.0, percentile=95)))
+    result = plan(scenario).traffic
+    spec = traffic_charts.latency_cdf(result, scenario.traffic.slo.targets, 95)
+    cdf = spec["datasets"]["cdf"]
+    table = result.latency_quantiles
+    ttft = cdf[cdf["metric"] == "TTFT"]
+    assert ttft["seconds"].tolist() == [v for q, v in zip(table.percentiles, table.ttft_seconds) if q < 100]
+    assert ttft["tail"].tolist() == pytest.approx([1 / (1 - q / 100) for q in table.percentiles if q < 100])
+    assert spec["datasets"]["targets"]["seconds"].tolist() == [2.0]
+    assert spec["datasets"]["level"]["tail"].tolist() == pytest.approx([20.0])  # p95
+
+
+def test_a_prefix_pool_from_the_link_shows_its_hit_breakdown_and_round_trips():
+    params = {
+        **LIGHT,
+        "inference_traffic_shared_prefix_fraction": "0.5",
+        "inference_traffic_num_prefixes": "30",
+        "inference_traffic_gpu_prefix_cache_share": "0.01",
+        "inference_traffic_prefix_pool_tier": "ssd",
+        "inference_traffic_prefix_pool_capacity_bytes": "50000000000",
+    }
+    at = open_page(params=params)
+    assert_clean(at)
+    traffic = scenario_of(at).traffic
+    assert traffic.prefix_pool == PrefixPool(tier="ssd", capacity_bytes=50e9)
+    assert traffic.num_prefixes == 30 and traffic.gpu_prefix_cache_share == 0.01
+    assert at.selectbox(key="inference_pick_traffic_pool_tier").value == "ssd"
+    assert at.number_input(key="inference_pick_traffic_pool_capacity_gb").value == 50.0
+    stats = plan(scenario_of(at)).traffic.prefix_cache
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Prefix hits from the pool"] == f"{stats.pool_hits:,}" and stats.pool_hits > 0
+    assert metrics["Prefixes prefilled again"] == f"{stats.misses:,}"
+    assert any("in the SSD pool" in c.value for c in at.caption)
+    assert scenario_to_query_params(scenario_of(at), "inference_") == {
+        k: v for k, v in params.items() if k != "inference_traffic_num_requests"
+    } | {"inference_traffic_num_requests": "200"}
+    # Switching the pool off from the widget drops it from the scenario.
+    at.selectbox(key="inference_pick_traffic_pool_tier").set_value("none").run()
+    assert scenario_of(at).traffic.prefix_pool is None
+    assert "Prefix hits from the pool" in {m.label for m in at.metric}
+    assert {m.label: m.value for m in at.metric}["Prefix hits from the pool"] == "no pool"
