@@ -105,18 +105,10 @@ def _traffic_engine(
     cache) still gets its static plan, with the reason as a warning instead of a traffic answer."""
     if scenario.traffic is None:
         return None, []
-    unsupported = [
-        words
-        for present, words in (
-            (scenario.speculative is not None, "speculative decoding"),
-            (scenario.images_per_request > 0, "images in the prompts"),
-        )
-        if present
-    ]
-    if unsupported:
+    if scenario.speculative is not None:
         return None, [
-            f"{TRAFFIC_NOT_SIMULATED}{' and '.join(unsupported)} are not simulated under a request stream yet (the "
-            "static plan includes them); remove them to simulate the stream."
+            f"{TRAFFIC_NOT_SIMULATED}speculative decoding is not simulated under a request stream yet (the static "
+            "plan includes it); remove `speculative` to simulate the stream with plain decoding."
         ]
     try:
         return TrafficEngine.from_metrics(scenario, i, m), []

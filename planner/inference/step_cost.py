@@ -30,6 +30,7 @@ from planner.inference.steps import (
     decode_kv_read_bytes,
     decode_step_flops,
     expert_dispatch_seconds,
+    image_encoder_step_flops,
     launch_overhead_seconds,
     pipeline_handoff_seconds,
     prefill_kv_write_bytes,
@@ -146,6 +147,9 @@ class RooflineStepCost:
         # prefill_step_flops(L, L, 1) = whole prompt of L tokens; a piece [s, e) is F(e) - F(s) + F(0)
         # (the lm_head of its last position, which the difference cancels).
         self._prefill_flops_to = np.asarray(prefill_step_flops(counts, arch, positions, positions, 1, tp, pp), float)
+        # A prompt's images are encoded with its first piece: every position from 1 on carries the encoder's
+        # FLOPs, so only a piece that starts at 0 pays them (F(e) - F(0) + F(0)).
+        self._prefill_flops_to[1:] += image_encoder_step_flops(x.image_encoder_flops, 1, tp, pp)
         self._kv_written_to = np.asarray(
             prefill_kv_write_bytes(
                 arch, tp, pp, 1, positions, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes

@@ -25,7 +25,7 @@ import numpy as np
 
 from planner.calibration.record import CalibrationRecord
 from planner.errors import PlanningError
-from planner.inference.metrics import InferenceMetrics, inference_metrics
+from planner.inference.metrics import InferenceMetrics, decode_read_weight_bytes, inference_metrics
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
 from planner.inference.serving_sim import EngineLimits, ReplicaTimeline, simulate_replica
@@ -113,7 +113,12 @@ class TrafficEngine:
             replicas=replicas,
             static_requests_per_second_per_replica=float(m.serving.requests_per_second) / replicas,
             static_ttft_seconds=float(m.ttft_seconds),
-            _costs={"shape": m.shape, "weights": float(m.memory.weights_bytes)},
+            # the weights a step streams: a multimodal model's resident vision tower is not among them (its
+            # images' encoding is charged as FLOPs to each prompt's first chunk, as in the static plan)
+            _costs={
+                "shape": m.shape,
+                "weights": float(decode_read_weight_bytes(i.counts, i.x, m.memory.weights_bytes)),
+            },
         )
 
     # ---------------------------------------------------------------------------------------- pieces
@@ -143,7 +148,11 @@ class TrafficEngine:
         return cost
 
     def requests(self, traffic: Traffic | None = None) -> Requests:
-        return generate_requests(traffic or self.traffic, self.scenario.prompt_tokens, self.scenario.output_tokens)
+        """The stream's requests; each prompt carries the scenario's image tokens beside its text (a trace's
+        prompt lengths are text tokens too)."""
+        requests = generate_requests(traffic or self.traffic, self.scenario.prompt_tokens, self.scenario.output_tokens)
+        images = self.scenario.image_tokens_per_request
+        return replace(requests, prompt_tokens=requests.prompt_tokens + images) if images else requests
 
     # --------------------------------------------------------------------------------------- answers
 

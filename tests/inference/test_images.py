@@ -64,12 +64,21 @@ def test_decode_never_reads_the_vision_tower():
     assert multimodal.performance.decode.bytes == text.performance.decode.bytes
 
 
-def test_images_need_a_multimodal_model_and_are_not_simulated_in_a_stream():
+def test_images_need_a_multimodal_model():
     with pytest.raises(ValidationError, match="needs a multimodal model; Llama 3.1 70B has no vision encoder"):
         InferenceScenario(images_per_request=1)
-    p = plan(InferenceScenario(**GEMMA, images_per_request=1, traffic=Traffic(requests_per_second=1, num_requests=20)))
-    assert p.traffic is None
-    assert any(w.startswith(TRAFFIC_NOT_SIMULATED) and "images" in w for w in p.warnings)
+
+
+def test_a_stream_with_images_at_a_vanishing_rate_sees_the_idle_plan():
+    """Each simulated request carries the images' tokens and pays the tower's FLOPs in its first chunk, and
+    decode streams the language model's weights only: one request at a time meets the static plan's idle
+    TTFT and decode step (the decode table interpolates contexts: 1e-5)."""
+    scenario = InferenceScenario(**{**GEMMA, "concurrency": 1}, images_per_request=2)
+    stream = Traffic(requests_per_second=0.01, arrival="uniform", num_requests=3)  # 100 s apart: never overlap
+    p = plan(scenario.model_copy(update={"traffic": stream}))
+    assert p.traffic is not None and not any(w.startswith(TRAFFIC_NOT_SIMULATED) for w in p.warnings)
+    assert p.traffic.ttft_seconds.mean == pytest.approx(p.performance.ttft_seconds, rel=1e-6)
+    assert p.traffic.tpot_seconds.mean == pytest.approx(p.performance.decode_step_seconds, rel=1e-4)
 
 
 def test_a_link_carries_the_images():
