@@ -43,7 +43,6 @@ from planner.physics import collectives, gemm_efficiency
 from planner.physics import memory as base_memory
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, ENGINE_COST_FIELDS, Efficiency
 from planner.physics.roofline import (
-    compute_seconds,
     decode_weight_read_bytes,
     memory_seconds,
     pipeline_step_seconds,
@@ -83,6 +82,13 @@ class Reference:
         if self.accelerator is None:
             return 1.0
         return gemm_efficiency.ceiling_ratio(self.gpu_id, self.accelerator.gemm_dtype(dtype))
+
+    def training_ceiling_ratio(self, dtype: str) -> float:
+        """The device's GEMM ceiling relative to the training reference (`gemm_efficiency.training_ceiling_ratio`),
+        as the training plan applies it; 1.0 for a device the catalog does not know."""
+        if self.accelerator is None:
+            return 1.0
+        return gemm_efficiency.training_ceiling_ratio(self.gpu_id, self.accelerator.gemm_dtype(dtype))
 
     @property
     def gemm_tail_seconds(self) -> float:
@@ -309,8 +315,9 @@ def predicted_seconds(
     """What the engine plans for one step on one GPU without communication: for inference steps
     `roofline.pipeline_step_seconds` with one stage, max(compute, memory) + `layers` x the per-layer
     overhead (`inference.steps.launch_overhead_seconds`), compute by GEMM ceiling and kernel tail as
-    `inference.steps.step_compute_seconds` (one pass through `layers`); for training max(compute, memory)
-    (no such terms)."""
+    `inference.steps.step_compute_seconds` (one pass through `layers`); for training max(compute, memory) with
+    compute as `training.step.microbatch_time` (three GEMM passes per layer, no recomputation; `ceiling_ratio`
+    is then the training one) and no per-layer overhead."""
     memory = memory_seconds(bytes_moved, bandwidth, efficiency.memory_bandwidth)
     if phase in ("prefill", "decode"):
         compute = shaped_compute_seconds(
@@ -323,7 +330,10 @@ def predicted_seconds(
         )
         overhead = steps.launch_overhead_seconds(layers, efficiency)
         return float(pipeline_step_seconds(compute, memory, 0.0, overhead, 0.0, 1))
-    compute = compute_seconds(flops, peak, _compute_efficiency(efficiency, phase))
+    kernels = layers * gemm_efficiency.GEMMS_PER_LAYER * gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM
+    compute = shaped_compute_seconds(
+        flops, peak, _compute_efficiency(efficiency, phase), ceiling_ratio, kernels, tail_seconds
+    )
     return float(max(compute, memory))
 
 
@@ -343,15 +353,16 @@ class GemmShape:
 
     ratio: float
     tail_seconds: float
+    passes: int = 1  # GEMM passes per layer: 1 for an inference forward, 3 for training (forward + 2 backward)
 
     def compute_seconds(self, flops: float, peak: float, efficiency: float, layers: int) -> float:
-        kernels = layers * gemm_efficiency.GEMMS_PER_LAYER
+        kernels = layers * gemm_efficiency.GEMMS_PER_LAYER * self.passes
         return float(shaped_compute_seconds(flops, peak, efficiency, self.ratio, kernels, self.tail_seconds))
 
     def efficiency_for(self, flops: float, peak: float, seconds: float, layers: int) -> float:
         """The phase efficiency at which `compute_seconds` equals `seconds` (the kernels' fixed time off first,
         at most half of it taken so a tiny step still yields a finite efficiency)."""
-        kernels = layers * gemm_efficiency.GEMMS_PER_LAYER
+        kernels = layers * gemm_efficiency.GEMMS_PER_LAYER * self.passes
         busy = max(seconds - kernels * self.tail_seconds, 0.5 * seconds)
         return flops / (peak * busy * self.ratio)
 
@@ -385,8 +396,24 @@ def fit_efficiency(
     probe = by_name.get("overhead_probe")
     overhead = d.layer_overhead_seconds
     shape = GemmShape(ref.gemm_ceiling_ratio(dtype), ref.gemm_tail_seconds)
+    train_shape = GemmShape(
+        ref.training_ceiling_ratio(dtype), ref.gemm_tail_seconds, gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM
+    )
     fitted = _fit_rooflines(
-        overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square, skinny, shape
+        overhead,
+        by_name,
+        geometry,
+        peak,
+        bw,
+        dtype,
+        e_copy,
+        e_square,
+        e_skinny,
+        copy,
+        square,
+        skinny,
+        shape,
+        train_shape,
     )
     if probe is not None:
         # Fixed point: the overhead is the probe's time minus its roofline at the fitted efficiencies, and
@@ -397,7 +424,20 @@ def fit_efficiency(
             roofline = max(shape.compute_seconds(probe.flops, peak, e_decode, probe.layers), probe.bytes / (bw * e_mem))
             overhead = min(max(probe.seconds - roofline, 0.0) / probe.layers, 1e-2)
             fitted = _fit_rooflines(
-                overhead, by_name, geometry, peak, bw, dtype, e_copy, e_square, e_skinny, copy, square, skinny, shape
+                overhead,
+                by_name,
+                geometry,
+                peak,
+                bw,
+                dtype,
+                e_copy,
+                e_square,
+                e_skinny,
+                copy,
+                square,
+                skinny,
+                shape,
+                train_shape,
             )
             e_mem, e_decode = fitted["memory_bandwidth"], fitted["decode_compute"]
     notes = dict(fitted.pop("notes"))
@@ -453,6 +493,7 @@ def _fit_rooflines(
     square,
     skinny,
     shape: GemmShape,
+    train_shape: GemmShape,
 ) -> dict:
     """Steps 1-3 for a given per-layer overhead: memory bandwidth, decode, prefill and training compute.
 
@@ -520,7 +561,7 @@ def _fit_rooflines(
         fb = train.breakdown_seconds.get("forward", 0.0) + train.breakdown_seconds.get("backward", 0.0)
         work = geometry.train_work(train.batch, train.context_tokens)
         if fb > 0 and work["bytes"] / (bw * e_mem) < fb:
-            e_train = clamp(work["flops"] / (peak * fb))
+            e_train = clamp(train_shape.efficiency_for(work["flops"], peak, fb, train.layers))
             notes["training_compute"] = "fitted to the training step's forward + backward"
 
     return dict(
@@ -616,6 +657,7 @@ def comparison_rows(
         return rows
     peak = ref.peak_flops(dtype)
     ratio, tail = ref.gemm_ceiling_ratio(dtype), ref.gemm_tail_seconds
+    train_ratio = ref.training_ceiling_ratio(dtype)
 
     # ---- phase times
     for ph in phases:
@@ -658,9 +700,11 @@ def comparison_rows(
                         unit="s",
                         role="fit",
                         measured=fb,
-                        predicted=predicted_seconds("train", work["flops"], work["bytes"], peak, bw, d),
+                        predicted=predicted_seconds(
+                            "train", work["flops"], work["bytes"], peak, bw, d, layers, train_ratio, tail
+                        ),
                         predicted_calibrated=predicted_seconds(
-                            "train", work["flops"], work["bytes"], peak, bw, efficiency
+                            "train", work["flops"], work["bytes"], peak, bw, efficiency, layers, train_ratio, tail
                         ),
                         note="training.step_time hardware FLOPs; microbatch_memory_bytes",
                     )

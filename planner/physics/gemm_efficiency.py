@@ -41,7 +41,11 @@ How the engine uses them (`planner.physics.roofline.shaped_compute_seconds`): th
 `planner.physics.efficiency.Efficiency` are stated for a large GEMM on the reference generation; a step's
 compute time is its FLOPs at phase efficiency x (ceiling / REFERENCE_CEILING), plus t0 for each GEMM kernel
 it launches. A calibration fitted on the user's device divides both out at the probe's own shape, so it
-reproduces its fitted points (`planner.calibration.fit`).
+reproduces its fitted points (`planner.calibration.fit`). Training the same way
+(`planner.training.step.microbatch_time`), with two differences: its documented efficiency comes from Megatron-LM
+runs on A100 (Narayanan et al. 2021), so its reference is `TRAINING_REFERENCE_CEILING` (A100 SXM BF16), and a
+micro-batch runs each forward GEMM three times (forward, input and weight gradients), plus once more per layer
+that full recomputation repeats.
 
 Everything broadcasts over numpy arrays (DESIGN rule 4).
 """
@@ -68,11 +72,18 @@ MAMF_FRACTIONS: dict[str, dict[str, float]] = {
     "gaudi3": {"bf16": 1243.0 / 1677.0, "fp8": 1289.5 / 1677.0},
 }
 
+# A100 SXM BF16 MAMF / peak: the GPU the documented training efficiency is stated for (its source, Megatron-LM
+# runs in Narayanan et al. 2021, Table 1, are on A100s).
+TRAINING_REFERENCE_CEILING = 271.2 / 312.0
+
 # Fixed time per GEMM kernel beyond its work at the ceiling rate (docstring, item 2), seconds.
 GEMM_TAIL_SECONDS = 6.6e-6
 
 # GEMM kernels per transformer layer in a forward pass: QKV, attention output, MLP up (+gate, fused), MLP down.
 GEMMS_PER_LAYER = 4
+# A training pass runs each forward GEMM three times: forward, input gradient, weight gradient (Narayanan et al.
+# 2021, Sec. 5.1: the backward pass is twice the forward's FLOPs).
+TRAINING_GEMMS_PER_FORWARD_GEMM = 3
 
 
 def gemm_ceiling(gpu_id: str, compute_dtype: str) -> float:
@@ -89,6 +100,14 @@ def ceiling_ratio(gpu_id: str, compute_dtype: str) -> float:
     """The device's GEMM ceiling relative to the reference (H100 SXM BF16): what the documented phase
     efficiencies are multiplied by on this device. 1.0 where nothing is published."""
     return gemm_ceiling(gpu_id, compute_dtype) / REFERENCE_CEILING
+
+
+def training_ceiling_ratio(gpu_id: str, compute_dtype: str) -> float:
+    """The device's GEMM ceiling relative to the training reference (A100 SXM BF16), what the documented training
+    efficiency is multiplied by on this device; 1.0 where nothing is published (the plan does not move)."""
+    if gpu_id not in MAMF_FRACTIONS:
+        return 1.0
+    return gemm_ceiling(gpu_id, compute_dtype) / TRAINING_REFERENCE_CEILING
 
 
 def gemm_tail_seconds(is_gpu: bool) -> float:
@@ -120,9 +139,12 @@ __all__ = [
     "GEMM_TAIL_SECONDS",
     "MAMF_FRACTIONS",
     "REFERENCE_CEILING",
+    "TRAINING_GEMMS_PER_FORWARD_GEMM",
+    "TRAINING_REFERENCE_CEILING",
     "ceiling_ratio",
     "gemm_ceiling",
     "gemm_fraction",
     "gemm_tail_seconds",
     "phase_compute_efficiency",
+    "training_ceiling_ratio",
 ]

@@ -7,6 +7,7 @@ from planner.calibration.record import CalibrationRecord
 from planner.hardware.catalog import Accelerator
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.notes import architecture_assumptions, architecture_warnings
+from planner.physics import gemm_efficiency
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
@@ -15,6 +16,7 @@ from planner.training import step_time
 from planner.training.inputs import RECOMPUTE_LEVEL
 from planner.training.results import MicroBatchOption, TrainingCost, TrainingLayout, TrainingPerformance
 from planner.training.scenario import TrainingScenario
+from planner.training.step import microbatch_gemm_kernels
 from planner.units import count, gib, percent, rate, seconds, usd
 
 COMMUNICATION_KEYS = (
@@ -240,7 +242,9 @@ def assumptions_for(
         "fp32 logits and loss: the unfused PyTorch cross-entropy peak, 12 B x vocabulary / TP per token of one "
         "micro-batch on the last stage (fused kernels need less).",
         f"Step time: hardware FLOPs at {percent(efficiency.training_compute)} of the dense "
-        f"{p.compute_dtype} peak ({efficiency.source}); backward = 2 x forward; recomputation adds a forward; the "
+        f"{p.compute_dtype} peak ({efficiency.source}), stated for A100 GEMMs: x this GPU's GEMM ceiling relative to "
+        "A100's (published MAMF, planner.physics.gemm_efficiency), plus a fixed 6.6 us per GEMM kernel; "
+        "backward = 2 x forward; recomputation adds a forward; the "
         "pipeline adds (p - 1)/(v m) of bubble.",
         f"Communication at {percent(efficiency.communication)} of link bandwidth, NVLink inside a node of "
         f"{s.gpus_per_node_on(s.accelerator())} GPUs, {rate(s.inter_node_bandwidth_bytes_per_second, 'B/s')} per GPU "
@@ -505,6 +509,18 @@ def _time_equations(
     hardware: HardwareSummary,
 ) -> list[Equation]:
     t = perf.step_breakdown_seconds
+    # Compute by GEMM generation and shape (training.step.microbatch_time, physics.gemm_efficiency); the kernel
+    # count takes every layer of the even stage (block recomputation repeats fewer).
+    accel = s.accelerator()
+    ratio = gemm_efficiency.training_ceiling_ratio(accel.id, accel.gemm_dtype(hardware.compute_dtype))
+    tail = gemm_efficiency.gemm_tail_seconds(accel.vendor not in ("cpu", "apple"))
+    kernels = int(
+        microbatch_gemm_kernels(
+            stage_layers(s.architecture(), s.pipeline_parallel),
+            RECOMPUTE_LEVEL[s.activation_checkpointing],
+            1.0,
+        )
+    )
     return [
         Equation(
             name="Model FLOPs per token",
@@ -524,10 +540,11 @@ def _time_equations(
         ),
         Equation(
             name="Micro-batch compute on one GPU",
-            formula="stage hardware FLOPs / (peak x efficiency)"
+            formula="stage hardware FLOPs / (peak x efficiency x GEMM ceiling ratio) + GEMM kernels x fixed time"
             + ("; layer GEMMs count peak / FP8 peak of their FLOPs" if s.precision == "fp8" else ""),
             substituted=f"{count(perf.forward_backward.flops)}FLOP / "
-            f"({rate(hardware.peak_flops_per_second, 'FLOP/s')} x {eff.training_compute:g})",
+            f"({rate(hardware.peak_flops_per_second, 'FLOP/s')} x {eff.training_compute:g} x {ratio:.3g}) + "
+            f"{kernels:,} x {seconds(tail)}",
             value=perf.forward_backward.compute_seconds,
             unit="seconds",
         ),

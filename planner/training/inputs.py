@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from planner.arrays import Flag, Number
 from planner.hardware.catalog import Accelerator
+from planner.physics import gemm_efficiency
 from planner.training.memory import PRECISIONS, PrecisionBytes
 from planner.training.scenario import TrainingScenario
 
@@ -36,6 +37,10 @@ class TrainingHardware:
     usd_per_gpu_hour: Number
     # The layer GEMMs' peak: the FP8 dense peak with an FP8 recipe on a GPU that has it, else the peak above.
     gemm_peak_flops_per_second: Number
+    # GEMM ceiling (MAMF / peak) relative to the GPU the training efficiency is stated for (A100 SXM BF16), and the
+    # fixed time per GEMM kernel (planner.physics.gemm_efficiency).
+    gemm_ceiling_ratio: Number = 1.0
+    gemm_tail_seconds: Number = 0.0
 
     @classmethod
     def from_accelerator(
@@ -59,6 +64,8 @@ class TrainingHardware:
             is_accelerator=accel.vendor != "cpu",
             usd_per_gpu_hour=usd_per_gpu_hour,
             gemm_peak_flops_per_second=accel.peak_flops(gemm_dtype or compute_dtype),
+            gemm_ceiling_ratio=gemm_efficiency.training_ceiling_ratio(accel.id, accel.gemm_dtype(compute_dtype)),
+            gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(accel.vendor not in ("cpu", "apple")),
         )
 
 

@@ -18,13 +18,13 @@ from dataclasses import dataclass, field, fields
 
 from planner.arrays import Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
-from planner.physics import roofline
+from planner.physics import gemm_efficiency, roofline
 from planner.physics.collectives import link_bandwidth, link_latency
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.training import step_time
 from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
-from planner.training.inputs import TrainingHardware, TrainingInputs
+from planner.training.inputs import RECOMPUTE_LEVEL, TrainingHardware, TrainingInputs
 from planner.training.memory import full_recompute_fraction
 
 
@@ -389,12 +389,15 @@ def microbatch_time(
     tokens = inputs.tokens_per_microbatch
     states = memory.last_stage.states
     stage_flops = tokens * flops.stage_hardware_flops_per_token / inputs.layout.tensor_parallel
-    compute = roofline.compute_seconds(
+    compute = roofline.shaped_compute_seconds(
         fp8_equivalent_flops(
             stage_flops, tokens * flops.stage_gemm_flops_per_token / inputs.layout.tensor_parallel, hw
         ),
         hw.peak_flops_per_second,
         efficiency.training_compute,
+        hw.gemm_ceiling_ratio,
+        microbatch_gemm_kernels(flops.stage_layers, inputs.recipe.recompute, flops.recompute_fraction),
+        hw.gemm_tail_seconds,
     )
     stage_bytes = step_time.microbatch_memory_bytes(
         states.param_bytes,
@@ -412,6 +415,17 @@ def microbatch_time(
         communication=communication,
         overlapped_exposed_seconds=maximum(communication.overlapped_seconds - compute, 0.0),
     )
+
+
+def microbatch_gemm_kernels(layers, recompute, recompute_fraction):
+    """GEMM kernels one micro-batch launches on the stage: per layer the forward's `GEMMS_PER_LAYER`, each run
+    three times (forward, input gradient, weight gradient), plus the forward again for the layers full
+    recomputation repeats. Each pays the fixed kernel time of `physics.gemm_efficiency` (small per-GPU GEMMs
+    reach less of the peak)."""
+    passes = gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM + where(
+        recompute == RECOMPUTE_LEVEL["full"], recompute_fraction, 0.0
+    )
+    return layers * gemm_efficiency.GEMMS_PER_LAYER * passes
 
 
 def fp8_equivalent_flops(stage_flops, gemm_flops, hw: TrainingHardware):

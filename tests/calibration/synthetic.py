@@ -68,6 +68,7 @@ def engine_seconds(phase, flops, bytes_moved, peak, bandwidth, efficiency, layer
     """The engine's own prediction on the reference GPU, with its GEMM ceiling ratio and kernel tail
     (`planner.physics.gemm_efficiency`), as `plan()` applies them there."""
     ref = Reference.from_catalog(GPU)
+    ratio = ref.training_ceiling_ratio(DTYPE) if phase == "train" else ref.gemm_ceiling_ratio(DTYPE)
     return predicted_seconds(
         phase,
         flops,
@@ -76,7 +77,7 @@ def engine_seconds(phase, flops, bytes_moved, peak, bandwidth, efficiency, layer
         bandwidth,
         efficiency,
         layers,
-        ref.gemm_ceiling_ratio(DTYPE),
+        ratio,
         ref.gemm_tail_seconds,
     )
 
@@ -88,8 +89,8 @@ def partially_overlapping_seconds(phase, flops, bytes_moved, peak, bandwidth, ef
     compute = flops / (peak * (efficiency.training_compute if phase == "train" else efficiency.prefill_compute))
     if phase == "decode":
         compute = flops / (peak * efficiency.decode_compute)
-    if phase != "train":  # a GPU's GEMM kernels each pay their fixed tail (planner.physics.gemm_efficiency)
-        compute += layers * GEMMS_PER_LAYER * Reference.from_catalog(GPU).gemm_tail_seconds
+    # a GPU's GEMM kernels each pay their fixed tail (planner.physics.gemm_efficiency); training runs each 3 times
+    compute += layers * GEMMS_PER_LAYER * (3 if phase == "train" else 1) * Reference.from_catalog(GPU).gemm_tail_seconds
     memory = bytes_moved / (bandwidth * efficiency.memory_bandwidth)
     overhead = layers * efficiency.layer_overhead_seconds if phase != "train" else 0.0
     return max(compute, memory) + 0.3 * min(compute, memory) + overhead
@@ -139,7 +140,7 @@ def measurements(true: Efficiency = TRUE, world_size: int = 2, device_seconds=en
             )
         )
     work = g.train_work(1, 2048)
-    fb = device_seconds("train", work["flops"], work["bytes"], peak, bw, true)
+    fb = device_seconds("train", work["flops"], work["bytes"], peak, bw, true, LAYERS)
     opt = optimizer_seconds(work["optimizer_bytes"], bw, true)
     phases.append(
         _phase(
