@@ -399,22 +399,26 @@ def fit_efficiency(
     train_shape = GemmShape(
         ref.training_ceiling_ratio(dtype), ref.gemm_tail_seconds, gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM
     )
-    fitted = _fit_rooflines(
-        overhead,
-        by_name,
-        geometry,
-        peak,
-        bw,
-        dtype,
-        e_copy,
-        e_square,
-        e_skinny,
-        copy,
-        square,
-        skinny,
-        shape,
-        train_shape,
-    )
+
+    def fit_with(overhead: float) -> dict:
+        return _fit_rooflines(
+            overhead,
+            by_name,
+            geometry,
+            peak,
+            bw,
+            dtype,
+            e_copy,
+            e_square,
+            e_skinny,
+            copy,
+            square,
+            skinny,
+            shape,
+            train_shape,
+        )
+
+    fitted = fit_with(overhead)
     if probe is not None:
         # Fixed point: the overhead is the probe's time minus its roofline at the fitted efficiencies, and
         # the efficiencies are fitted to the phase times minus the overhead. Converges in a few rounds
@@ -423,22 +427,7 @@ def fit_efficiency(
         for _ in range(12):
             roofline = max(shape.compute_seconds(probe.flops, peak, e_decode, probe.layers), probe.bytes / (bw * e_mem))
             overhead = min(max(probe.seconds - roofline, 0.0) / probe.layers, 1e-2)
-            fitted = _fit_rooflines(
-                overhead,
-                by_name,
-                geometry,
-                peak,
-                bw,
-                dtype,
-                e_copy,
-                e_square,
-                e_skinny,
-                copy,
-                square,
-                skinny,
-                shape,
-                train_shape,
-            )
+            fitted = fit_with(overhead)
             e_mem, e_decode = fitted["memory_bandwidth"], fitted["decode_compute"]
     notes = dict(fitted.pop("notes"))
     notes["layer_overhead_seconds"] = (
