@@ -1032,14 +1032,16 @@ def _serving_analysis(results: list[Result], serving: dict) -> list[str]:
         "not fitted to these rows. What remains is version- and host-specific CPU time (HTTP and SSE streaming, "
         "detokenisation, the wait for the next engine step) that those measurements do not cover.",
         f"- **MoE models under load** ({', '.join(moe) or 'none mapped'}; throughput "
-        f"{med('MoE, loaded', 'throughput')}, TPOT {med('MoE, loaded', 'TPOT / ITL')}): the simulator is too fast. "
-        "It prices expert layers with the dense roofline efficiencies, while vLLM's fused-MoE grouped GEMMs with few "
-        f"tokens per expert{mxfp4} and MLA attention (DeepSeek) all run well below it. "
+        f"{med('MoE, loaded', 'throughput')}, TPOT {med('MoE, loaded', 'TPOT / ITL')}): routed experts are priced "
+        "with vLLM's published fused-MoE rates, not the dense roofline: a fixed `moe_layer_seconds` per MoE layer "
+        "(routing, alignment, activation, weighted sum), expert weights streamed at `moe_expert_bandwidth` and "
+        "expert FLOPs at `moe_expert_compute` (benchmark_moe.py timings on H100, vLLM PR #24700; arithmetic in "
+        "`planner/physics/moe_efficiency.py`). What they leave: the DeepSeek-R1 rows stay too fast (MLA attention "
+        f"and FP8 block-scaled experts are not in those two shapes){mxfp4 and ', as are MXFP4 weights dequantised on Hopper'}. "
         f"A batch of four sequences on 8 GPUs (the DeepSeek-R1 ShareGPT row, light load) decodes {slow} slower than "
-        "simulated although the simulator charges two all-reduces per layer with the link's latency: routing, "
-        "expert and synchronisation kernels at tiny batch cost more per layer than launches and link latency. "
-        "Needed: MoE-specific efficiencies (expert GEMMs at low tokens per expert, dequantising formats) and a "
-        "per-layer floor for MoE layers at small batch.",
+        "simulated: routing, expert and synchronisation kernels across 8 GPUs at tiny batch cost more per layer "
+        "than one GPU's fused-MoE call, launches and link latency. Needed: MLA attention efficiency and a "
+        "fused-MoE figure for block-scaled FP8 and MXFP4 experts.",
         "- **Tails:** p99 TTFT under a flood follows the queue (the last request waits for all the others), so it "
         "tracks the throughput error; with few requests in flight the simulator has no source of variance (fixed "
         "lengths, no CPU jitter, no sampler or prefix-cache variation), so its p99 equals its mean and measured p99 "

@@ -28,6 +28,7 @@ from planner.model.architecture import ModelArchitecture
 from planner.model.checkpoint_precision import checkpoint_weight_dtypes
 from planner.model.notes import architecture_assumptions, architecture_warnings
 from planner.physics.efficiency import Efficiency
+from planner.physics.memory import stage_moe_layers
 from planner.physics.runtimes import kv_block_tokens, runtime_profile
 from planner.results import Bottleneck, Equation, MemoryBreakdown, ModelSummary
 from planner.units import count, gib, percent, rate, seconds, usd
@@ -329,6 +330,7 @@ def equations(
 ) -> list[Equation]:
     """The headline numbers, each with its formula and the scenario's numbers substituted."""
     stage_layers = m.shape.stage_layers
+    moe_layers = int(stage_moe_layers(arch, x.pipeline_parallel)) if arch.is_moe else 0
     return [
         *_memory_equations(s, arch, model, x, m),
         step_equation(
@@ -341,9 +343,17 @@ def equations(
             stage_layers,
             request_overhead_seconds=float(m.request_overhead_seconds),
             draft_prefill_seconds=float(m.draft_prefill_seconds) if m.speculation is not None else None,
+            moe_layers=moe_layers,
         ),
         step_equation(
-            "Decode step", "(weights read + KV read)", m.decode, efficiency.decode_compute, hw, efficiency, stage_layers
+            "Decode step",
+            "(weights read + KV read)",
+            m.decode,
+            efficiency.decode_compute,
+            hw,
+            efficiency,
+            stage_layers,
+            moe_layers=moe_layers,
         ),
         *_speculative_equations(hw, efficiency, m),
         *_serving_equations(s, hw, m),
@@ -432,6 +442,7 @@ def step_equation(
     stage_layers,
     request_overhead_seconds: float | None = None,
     draft_prefill_seconds: float | None = None,
+    moe_layers: int = 0,
 ) -> Equation:
     """A step's time with every addend of `PhaseStep.terms()` shown with its number, then their sum; TTFT
     adds the request's own overhead (`request_overhead_seconds`) in front and a speculative draft's pass
@@ -444,6 +455,20 @@ def step_equation(
     if draft_prefill_seconds is not None:
         parts.append(float(draft_prefill_seconds))
         draft_formula, draft_sub = " + draft's prompt pass", f" + {seconds(float(draft_prefill_seconds))}"
+    # Routed experts (inference.steps.split_compute_seconds / split_memory_seconds / moe_overhead_seconds): their
+    # FLOPs and weight bytes at the published fused-MoE rates, and each MoE layer's fixed fused-MoE time.
+    moe_formula = moe_sub = ""
+    if moe_layers:
+        moe_formula = (
+            "; MoE: routed-expert FLOPs at the fused-MoE eff x GEMM ceiling ratio and routed-expert bytes at the "
+            "fused-MoE BW eff inside compute and memory, MoE layers x (fused-MoE fixed time - 2 GEMM tails) in "
+            "the overhead"
+        )
+        moe_sub = (
+            f"; MoE: eff {efficiency.moe_expert_compute:g}, BW eff {efficiency.moe_expert_bandwidth:g}, "
+            f"{int(moe_layers)} x ({seconds(efficiency.moe_layer_seconds)} - 2 x "
+            f"{seconds(float(hw.gemm_tail_seconds))})"
+        )
     terms = " + ".join(seconds(v) for v in parts)
     # Compute by GEMM generation and shape (inference.steps.step_compute_seconds): the phase efficiency x the
     # GPU's GEMM ceiling ratio (capped at 1), plus the fixed time of the step's GEMM kernels.
@@ -457,7 +482,7 @@ def step_equation(
         formula=f"{request_formula}PP x (max(FLOPs / (peak x eff x GEMM ceiling ratio) + GEMM kernels x tail, "
         f"{bytes_words} / (BW x eff)) + all-reduces + "
         "layers x overhead) + hand-offs + scheduler (per step + sequences x per sequence) + sampler (sequences x "
-        f"vocabulary x per logit){draft_formula}",
+        f"vocabulary x per logit){draft_formula}{moe_formula}",
         substituted=f"{request_sub}{int(step.pipeline_parallel)} x (max({count(float(step.flops))}FLOP / "
         f"({rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g} x {ratio:.3g}) + "
         f"{seconds(kernel_tails)}, "
@@ -465,7 +490,7 @@ def step_equation(
         f"{efficiency.memory_bandwidth:g})) + {seconds(float(step.collective_seconds))} + "
         f"{int(stage_layers)} x {seconds(efficiency.layer_overhead_seconds)}) + "
         f"{seconds(float(step.handoff_seconds))} + {seconds(float(step.scheduler_seconds))} + "
-        f"{seconds(float(step.sampler_seconds))}{draft_sub} = {terms}",
+        f"{seconds(float(step.sampler_seconds))}{draft_sub} = {terms}{moe_sub}",
         value=float(step.seconds) + float(request_overhead_seconds or 0.0) + float(draft_prefill_seconds or 0.0),
         unit="seconds",
     )

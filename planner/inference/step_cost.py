@@ -32,6 +32,7 @@ from planner.inference.steps import (
     expert_dispatch_seconds,
     image_encoder_step_flops,
     launch_overhead_seconds,
+    moe_overhead_seconds,
     pipeline_handoff_seconds,
     prefill_kv_write_bytes,
     prefill_step_flops,
@@ -39,12 +40,14 @@ from planner.inference.steps import (
     sampler_seconds,
     scheduler_seconds,
     stage_routed_expert_bytes,
+    step_expert_flops_per_token,
     tensor_parallel_seconds,
 )
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import roofline
 from planner.physics.efficiency import Efficiency
 from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
+from planner.physics.moe_efficiency import routed_expert_read_bytes
 
 CONTEXT_GRID_POINTS = 96  # log-spaced decode contexts; kinks (windows) are added exactly
 
@@ -73,6 +76,7 @@ class _ScalarTables:
     prefill_flops_to: list[float]
     kv_written_to: list[float]
     weight_bytes: list[float]
+    expert_bytes: list[float]
     collective_seconds: list[float]
     handoff_seconds: list[float]
 
@@ -106,14 +110,17 @@ class RooflineStepCost:
         self._rows: dict[int, _DecodeRows] = {}
 
         tokens = np.arange(max_step_tokens + 1, dtype=float)
+        routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes)
         weight_bytes = roofline.decode_weight_read_bytes(
-            stage_weight_bytes,
-            stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes),
-            arch.num_experts,
-            arch.experts_per_token,
-            tokens,
+            stage_weight_bytes, routed_bytes, arch.num_experts, arch.experts_per_token, tokens
         )
         self._weight_bytes = np.broadcast_to(np.asarray(weight_bytes, dtype=float), tokens.shape).copy()
+        # Routed experts (steps.split_memory_seconds / split_compute_seconds): the expert weights a step of T tokens
+        # streams at the fused-MoE bandwidth, and the expert FLOPs per token at the fused-MoE rate.
+        expert_bytes = routed_expert_read_bytes(routed_bytes, arch.num_experts, arch.experts_per_token, tokens)
+        self._expert_bytes = np.broadcast_to(np.asarray(expert_bytes, dtype=float), tokens.shape).copy()
+        self._expert_flops_per_token = float(step_expert_flops_per_token(counts, arch, tp, pp))
+        self._expert_efficiency = float(phase_compute_efficiency(efficiency.moe_expert_compute, hw.gemm_ceiling_ratio))
         message = activation_message_bytes(arch, tokens, x.activation_bytes)
         collectives = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
         if arch.is_moe:
@@ -125,7 +132,9 @@ class RooflineStepCost:
             np.asarray(pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency), dtype=float),
             tokens.shape,
         ).copy()
-        self._overhead_seconds = float(launch_overhead_seconds(shape.stage_layers, efficiency))
+        self._overhead_seconds = float(
+            launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency)
+        )
         # Compute by GEMM ceiling and kernel tail (steps.step_compute_seconds): the ceiling ratio scales the
         # phase efficiencies; one pass through the stage's layers pays every GEMM kernel's fixed time once.
         self._prefill_efficiency = float(phase_compute_efficiency(efficiency.prefill_compute, hw.gemm_ceiling_ratio))
@@ -163,6 +172,7 @@ class RooflineStepCost:
             prefill_flops_to=self._prefill_flops_to.tolist(),
             kv_written_to=self._kv_written_to.tolist(),
             weight_bytes=self._weight_bytes.tolist(),
+            expert_bytes=self._expert_bytes.tolist(),
             collective_seconds=self._collective_seconds.tolist(),
             handoff_seconds=self._handoff_seconds.tolist(),
         )
@@ -202,16 +212,24 @@ class RooflineStepCost:
             prefill_flops += flops_to[end] - flops_to[start] + flops_to[0]
             kv_written += kv_to[end] - kv_to[start]
         e = self._efficiency
+        per_token = self._expert_flops_per_token
+        decode_expert_flops = micro * per_token if decode_batch else 0.0
+        prefill_expert_flops = prefill_tokens * per_token
         compute = (
-            roofline.compute_seconds(prefill_flops, self._peak, self._prefill_efficiency)
-            + roofline.compute_seconds(decode_flops, self._peak, self._decode_efficiency)
+            roofline.compute_seconds(prefill_flops - prefill_expert_flops, self._peak, self._prefill_efficiency)
+            + roofline.compute_seconds(decode_flops - decode_expert_flops, self._peak, self._decode_efficiency)
+            + roofline.compute_seconds(prefill_expert_flops + decode_expert_flops, self._peak, self._expert_efficiency)
             + self._kernel_tail_seconds
         )
-        bytes_moved = t.weight_bytes[step_tokens] + decode_kv_bytes + kv_written
+        expert_bytes = t.expert_bytes[step_tokens]
+        bytes_moved = t.weight_bytes[step_tokens] - expert_bytes + decode_kv_bytes + kv_written
+        memory = roofline.memory_seconds(bytes_moved, self._bandwidth, e.memory_bandwidth) + roofline.memory_seconds(
+            expert_bytes, self._bandwidth, e.moe_expert_bandwidth
+        )
         sequences = micro + len(prefill_spans)  # every scheduled sequence is sampled (partial prefills too)
         return (
             float(compute),
-            float(roofline.memory_seconds(bytes_moved, self._bandwidth, e.memory_bandwidth)),
+            float(memory),
             t.collective_seconds[step_tokens],
             self._overhead_seconds,
             t.handoff_seconds[step_tokens],
@@ -263,15 +281,20 @@ class RooflineStepCost:
             pp = self.pipeline_parallel
             micro = -(-decode_batch // pp)
             e = self._efficiency
+            expert_flops = micro * self._expert_flops_per_token
             compute_row = (
-                roofline.compute_seconds(micro * self._decode_flops_per_sequence, self._peak, self._decode_efficiency)
+                roofline.compute_seconds(
+                    micro * self._decode_flops_per_sequence - expert_flops, self._peak, self._decode_efficiency
+                )
+                + roofline.compute_seconds(expert_flops, self._peak, self._expert_efficiency)
                 + self._kernel_tail_seconds
             )
+            expert_bytes = self._expert_bytes[micro]
             memory_row = roofline.memory_seconds(
-                self._weight_bytes[micro] + micro * self._kv_read_bytes_per_sequence,
+                self._weight_bytes[micro] - expert_bytes + micro * self._kv_read_bytes_per_sequence,
                 self._bandwidth,
                 e.memory_bandwidth,
-            )
+            ) + roofline.memory_seconds(expert_bytes, self._bandwidth, e.moe_expert_bandwidth)
             # pipeline_step_seconds with compute = memory = 0 is exactly its terms beyond max(compute, memory).
             fixed = float(
                 roofline.pipeline_step_seconds(

@@ -21,7 +21,12 @@ from planner.physics import collectives, roofline
 from planner.physics import memory as mem
 from planner.physics.efficiency import Efficiency
 from planner.physics.flops import decode_flops, prefill_flops
-from planner.physics.gemm_efficiency import GEMMS_PER_LAYER
+from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
+from planner.physics.moe_efficiency import (
+    moe_layer_extra_seconds,
+    routed_expert_flops_per_token,
+    routed_expert_read_bytes,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +201,51 @@ def step_compute_seconds(flops, layer_passes, hw: HardwareInputs, phase_efficien
 
 
 # ---------------------------------------------------------------------------------------------
+# routed experts: fused-MoE efficiency (planner.physics.moe_efficiency)
+
+
+def step_expert_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel):
+    """Routed-expert FLOPs per token on one GPU (the part of the step's FLOPs that runs in fused-MoE grouped
+    GEMMs); 0 for a dense model."""
+    routed = counts.moe_layer.experts_routed if counts.moe_layer else 0
+    return routed_expert_flops_per_token(
+        routed, arch.num_experts, arch.experts_per_token, arch.num_moe_layers, tensor_parallel, pipeline_parallel
+    )
+
+
+def split_compute_seconds(flops, expert_flops, layer_passes, hw: HardwareInputs, phase_efficiency, efficiency):
+    """Compute time of a step whose `expert_flops` (of its `flops`) are routed-expert GEMMs: the rest by GEMM
+    shape at the phase efficiency (`step_compute_seconds`), the experts at `moe_expert_compute` x the device's
+    ceiling ratio (published fused-MoE rate; `planner.physics.moe_efficiency`)."""
+    expert_efficiency = phase_compute_efficiency(efficiency.moe_expert_compute, hw.gemm_ceiling_ratio)
+    return step_compute_seconds(flops - expert_flops, layer_passes, hw, phase_efficiency) + roofline.compute_seconds(
+        expert_flops, hw.peak_flops_per_second, expert_efficiency
+    )
+
+
+def split_memory_seconds(bytes_moved, expert_bytes, hw: HardwareInputs, efficiency: Efficiency):
+    """HBM time of a step whose `expert_bytes` (of its `bytes_moved`) are routed-expert weights: those stream at
+    `moe_expert_bandwidth` (published fused-MoE rate), the rest at `memory_bandwidth`."""
+    bandwidth = hw.bandwidth_bytes_per_second
+    return roofline.memory_seconds(bytes_moved - expert_bytes, bandwidth, efficiency.memory_bandwidth) + (
+        roofline.memory_seconds(expert_bytes, bandwidth, efficiency.moe_expert_bandwidth)
+    )
+
+
+def moe_overhead_seconds(arch: ModelArchitecture, pipeline_parallel, hw: HardwareInputs, efficiency: Efficiency):
+    """Fixed time of one forward pass's fused-MoE calls on one stage beyond the layers' GEMM tails
+    (`moe_efficiency.moe_layer_extra_seconds`); 0 for a dense model."""
+    if not arch.is_moe:
+        return 0.0
+    return moe_layer_extra_seconds(
+        mem.stage_moe_layers(arch, pipeline_parallel),
+        efficiency.moe_layer_seconds,
+        hw.gemm_tail_seconds,
+        hw.is_accelerator,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # time beyond the roofline: communication and launch overhead
 
 
@@ -316,15 +366,21 @@ def prefill_step(
     )
     chunks = prefill_chunks(tokens, x.prefill_chunk_tokens)
     bytes_moved = prefill_step_bytes(stage_weight_bytes, chunks, kv_written)
+    # every chunk streams all of the stage's routed experts and runs its tokens through them
+    expert_bytes = chunks * stage_routed_expert_bytes(counts, arch, tp, pp, x.expert_parallel, x.linear_bytes)
+    expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
     message = activation_message_bytes(arch, tokens, x.activation_bytes)
     return _step(
         tokens,
         flops,
         bytes_moved,
-        step_compute_seconds(flops, chunks * shape.stage_layers, hw, efficiency.prefill_compute),
-        roofline.memory_seconds(bytes_moved, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
+        split_compute_seconds(
+            flops, expert_flops, chunks * shape.stage_layers, hw, efficiency.prefill_compute, efficiency
+        ),
+        split_memory_seconds(bytes_moved, expert_bytes, hw, efficiency),
         tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency),
-        launch_overhead_seconds(shape.stage_layers, efficiency),
+        launch_overhead_seconds(shape.stage_layers, efficiency)
+        + chunks * moe_overhead_seconds(arch, pp, hw, efficiency),
         pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
         # every chunk is an engine step that schedules and samples its prompts (vLLM V1 samples partial
         # prefills too and discards the token)
@@ -354,13 +410,12 @@ def decode_step(
     tokens = batch * query_tokens
     mean_context = x.prompt_tokens + x.output_tokens / 2
     flops = decode_step_flops(counts, arch, tokens, mean_context, tp, pp)
+    routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes)
     weight_reads = roofline.decode_weight_read_bytes(
-        stage_weight_bytes,
-        stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes),
-        arch.num_experts,
-        arch.experts_per_token,
-        tokens,
+        stage_weight_bytes, routed_bytes, arch.num_experts, arch.experts_per_token, tokens
     )
+    expert_bytes = routed_expert_read_bytes(routed_bytes, arch.num_experts, arch.experts_per_token, tokens)
+    expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
     bytes_moved = weight_reads + decode_kv_read_bytes(
         arch, tp, pp, batch, mean_context, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
     )
@@ -374,10 +429,10 @@ def decode_step(
         tokens,
         flops,
         bytes_moved,
-        step_compute_seconds(flops, shape.stage_layers, hw, efficiency.decode_compute),
-        roofline.memory_seconds(bytes_moved, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
+        split_compute_seconds(flops, expert_flops, shape.stage_layers, hw, efficiency.decode_compute, efficiency),
+        split_memory_seconds(bytes_moved, expert_bytes, hw, efficiency),
         collectives_s,
-        launch_overhead_seconds(shape.stage_layers, efficiency),
+        launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency),
         pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
         scheduler_seconds(batch, efficiency),
         sampler_seconds(tokens, arch.vocab_size, efficiency),

@@ -53,16 +53,29 @@ class Efficiency(BaseModel):
     # server. tt-inference-server issue #2173 (2026-02): a 131-token chat-completions encode took 1.32-1.40
     # ms in steady state (2.8 ms cold) -> 1.4 ms. Latency only: it overlaps other requests' GPU work.
     request_overhead_seconds: float = Field(default=1.4e-3, ge=0, le=1.0)
+    # Routed experts (fused-MoE grouped GEMMs), from vLLM's benchmark_moe.py timings on H100 in vLLM PR #24700
+    # (Mixtral-8x7B BF16 TP2 and Qwen3-30B-A3B FP8; arithmetic in planner/physics/moe_efficiency.py), the mean
+    # of the two shapes: a fused-MoE call costs 29.4 us per MoE layer before its weights stream (routing,
+    # alignment, activation, weighted sum and its two GEMMs' fixed time), streams routed-expert weights at
+    # 0.60 of HBM peak (0.459 and 0.737) and runs routed-expert FLOPs at 0.22 of the dense peak in reference
+    # (H100 BF16) terms (0.315 BF16; FP8 0.106 of its peak = 0.120).
+    moe_layer_seconds: float = Field(default=29.4e-6, ge=0, le=1e-2)
+    moe_expert_bandwidth: float = Field(default=0.60, gt=0, le=1)
+    moe_expert_compute: float = Field(default=0.22, gt=0, le=1)
     source: str = "documented defaults"
 
 
 DEFAULT_EFFICIENCY = Efficiency()
 
-# The serving engine's fixed costs (per step, per sequence, per logit, per request): published
-# measurements, never fitted by the calibration's torch probe (it runs no scheduler, sampler or API server).
+# The serving engine's fixed costs (per step, per sequence, per logit, per request) and its fused-MoE kernel
+# rates: published measurements, never fitted by the calibration's torch probe (it runs no scheduler, sampler,
+# API server or fused-MoE kernel).
 ENGINE_COST_FIELDS = (
     "step_host_seconds",
     "sequence_host_seconds",
     "sampler_seconds_per_logit",
     "request_overhead_seconds",
+    "moe_layer_seconds",
+    "moe_expert_bandwidth",
+    "moe_expert_compute",
 )
