@@ -31,6 +31,7 @@ import re
 import statistics
 import sys
 from collections.abc import Callable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -44,6 +45,7 @@ from planner.hardware.catalog import get_accelerator  # noqa: E402
 from planner.inference.scenario import InferenceScenario  # noqa: E402
 from planner.inference.traffic import TrafficEngine  # noqa: E402
 from planner.inference.workload import Traffic  # noqa: E402
+from planner.physics import collectives, gemm_efficiency  # noqa: E402
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
 from planner.physics.runtimes import DEFAULT_RUNTIME  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
@@ -799,6 +801,7 @@ def write_report(
     out: Path,
     sensitivity: list[tuple[str, dict]] | None = None,
     serving: dict | None = None,
+    mechanisms: list[tuple[str, dict[str, float]]] | None = None,
 ) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with (out / "report.csv").open("w", newline="") as handle:
@@ -876,6 +879,23 @@ def write_report(
         ]
         for label, s in sensitivity:
             cells = [f"{100 * s[f]['median_signed_error']:+.1f}%" if f in s else "" for f in summary]
+            lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    if mechanisms:
+        families = list(mechanisms[0][1])
+        lines += [
+            "",
+            "## What each mechanism buys: median |error| with it switched off",
+            "",
+            "Every case re-planned with one mechanism off and everything else as in the report (a what-if: the "
+            "mechanism's module function or efficiency figures replaced for that run only). The row above is what "
+            "the report shows; a row below it that is worse is what that mechanism bought. Runtimes' memory "
+            "accounting and the alpha-beta collectives' ring/tree latencies cannot be switched off this way.",
+            "",
+            "| | " + " | ".join(families) + " |",
+            "|---|" + "---|" * len(families),
+        ]
+        for label, medians in mechanisms:
+            cells = [f"{100 * medians[f]:.1f}%" if f in medians else "" for f in families]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     (out / "report.md").write_text("\n".join(lines) + "\n")
 
@@ -1073,6 +1093,88 @@ def sensitivity_study(cases: list[Case]) -> list[tuple[str, dict]]:
     return rows
 
 
+@contextmanager
+def _replaced(module, **attributes):
+    """Module attributes swapped for one evaluation (a what-if, never the engine's state after it)."""
+    saved = {name: getattr(module, name) for name in attributes}
+    for name, value in attributes.items():
+        setattr(module, name, value)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(module, name, value)
+
+
+def _without_gemm_shape():
+    return _replaced(
+        gemm_efficiency,
+        ceiling_ratio=lambda gpu_id, dtype: 1.0,
+        training_ceiling_ratio=lambda gpu_id, dtype: 1.0,
+        gemm_tail_seconds=lambda is_gpu: 0.0,
+    )
+
+
+def _without_custom_allreduce():
+    return _replaced(collectives, has_peer_link=lambda name: False)
+
+
+# Mechanisms of issue 13 that can be switched off one at a time: (name, efficiency with it off, or a context that
+# switches it off). Each row of the study re-plans every case with that one mechanism off.
+MECHANISMS: tuple[tuple[str, Efficiency | None, Callable | None], ...] = (
+    ("GEMM efficiency by GPU generation and shape", None, _without_gemm_shape),
+    (
+        "fused-MoE kernel rates (experts priced as dense decode)",
+        DEFAULT_EFFICIENCY.model_copy(
+            update={
+                "moe_expert_bandwidth": DEFAULT_EFFICIENCY.memory_bandwidth,
+                "moe_expert_compute": DEFAULT_EFFICIENCY.decode_compute,
+                "moe_layer_seconds": 2 * gemm_efficiency.GEMM_TAIL_SECONDS,
+                "source": "mechanism study",
+            }
+        ),
+        None,
+    ),
+    (
+        "per-step and per-request engine costs",
+        DEFAULT_EFFICIENCY.model_copy(
+            update={
+                "step_host_seconds": 0.0,
+                "sequence_host_seconds": 0.0,
+                "sampler_seconds_per_logit": 0.0,
+                "request_overhead_seconds": 0.0,
+                "source": "mechanism study",
+            }
+        ),
+        None,
+    ),
+    ("custom one-/two-shot all-reduce (NCCL ring/tree only)", None, _without_custom_allreduce),
+)
+
+
+def _medians(results: list[Result]) -> dict[str, float]:
+    medians = {family: s["median_abs_error"] for family, s in summarize(results).items()}
+    serving = summarize_serving(results)
+    if serving:
+        medians[SERVING] = serving["median_abs_error"]
+    return medians
+
+
+def mechanism_study(cases: list[Case]) -> list[tuple[str, dict[str, float]]]:
+    """Median |error| per family with every mechanism on, then with each one off: what each one buys."""
+    rows = [("all mechanisms on (the report)", _medians(evaluate(cases)))]
+    for name, efficiency, switch in MECHANISMS:
+        if switch is None:
+            results = evaluate(cases, efficiency or DEFAULT_EFFICIENCY)
+        else:
+            _SIMULATED.clear()  # simulations are kept per efficiency; a switched module is not in that key
+            with switch():
+                results = evaluate(cases)
+            _SIMULATED.clear()
+        rows.append((f"without {name}", _medians(results)))
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--reference", type=Path, default=DEFAULT_REFERENCE)
@@ -1093,7 +1195,8 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(results)
     serving = summarize_serving(results)
     sensitivity = sensitivity_study(cases) if args.sensitivity else None
-    write_report(results, unmapped, summary, args.out, sensitivity, serving)
+    mechanisms = mechanism_study(cases) if args.sensitivity else None
+    write_report(results, unmapped, summary, args.out, sensitivity, serving, mechanisms)
     if not args.no_summary_file:
         serving_summary = {k: v for k, v in serving.items() if k not in ("groups", "runs")}
         SUMMARY_FILE.write_text(

@@ -109,3 +109,19 @@ def test_serving_band_is_left_out_run_by_run_and_keeps_its_promise():
     band = serving["band"]
     assert band["loo_by"] == "run" and band["loo_cases"] == serving["cases"]
     assert band["loo_coverage"] >= band["promised_coverage"]
+
+
+def test_the_mechanism_study_switches_one_thing_off_and_restores_it(accuracy, results):
+    """Each row of 'What each mechanism buys' differs from the report only by its own switch, and the engine is
+    the report's again afterwards (the what-if never leaks into later plans)."""
+    evaluated, _ = results
+    cases = [r.case for r in evaluated]
+    rows = dict(accuracy.mechanism_study(cases))
+    on = rows.pop("all mechanisms on (the report)")
+    fresh = accuracy._medians(evaluated)
+    assert on == pytest.approx(fresh, rel=1e-12)
+    gemm = rows["without GEMM efficiency by GPU generation and shape"]
+    assert gemm["ttft"] > on["ttft"] and gemm["max_throughput"] > on["max_throughput"]
+    moe = rows["without fused-MoE kernel rates (experts priced as dense decode)"]
+    assert moe["serving"] > on["serving"] and moe["memory"] == on["memory"]
+    assert accuracy._medians(accuracy.evaluate(cases)) == pytest.approx(fresh, rel=1e-12)
