@@ -1109,14 +1109,14 @@ def _replaced(module, **attributes):
 def _without_gemm_shape():
     return _replaced(
         gemm_efficiency,
-        ceiling_ratio=lambda gpu_id, dtype: 1.0,
-        training_ceiling_ratio=lambda gpu_id, dtype: 1.0,
-        gemm_tail_seconds=lambda is_gpu: 0.0,
+        ceiling_ratio=lambda *args, **kwargs: 1.0,
+        training_ceiling_ratio=lambda *args, **kwargs: 1.0,
+        gemm_tail_seconds=lambda *args, **kwargs: 0.0,
     )
 
 
 def _without_custom_allreduce():
-    return _replaced(collectives, has_peer_link=lambda name: False)
+    return _replaced(collectives, has_peer_link=lambda *args, **kwargs: False)
 
 
 # Mechanisms of issue 13 that can be switched off one at a time: (name, efficiency with it off, or a context that

@@ -92,6 +92,17 @@ def expected_tokens_per_step(acceptance: Number, drafted: Number) -> Number:
 # the draft as an architecture
 
 
+# A head drafts text: it shares the target's embedding and head, never its vision tower.
+_NO_VISION = {
+    "vision_encoder_parameters": 0,
+    "vision_model_type": None,
+    "vision_patches_per_image": 0,
+    "vision_tokens_per_image": 0,
+    "vision_hidden_size": 0,
+    "vision_num_layers": 0,
+}
+
+
 def draft_architecture(target: ModelArchitecture, spec: SpeculativeDecoding) -> ModelArchitecture:
     """The network each draft step runs. A head (eagle, mtp) is a one-layer model over the target's
     embedding and output head; a draft model is itself. Raises PlanningError with a sentence when the
@@ -114,6 +125,7 @@ def draft_architecture(target: ModelArchitecture, spec: SpeculativeDecoding) -> 
         return target.model_copy(
             update={
                 "name": f"{target.name} MTP module",
+                **_NO_VISION,
                 "num_layers": 1,
                 "first_k_dense_layers": 0,
                 "sliding_window_layers": 0,
@@ -124,6 +136,7 @@ def draft_architecture(target: ModelArchitecture, spec: SpeculativeDecoding) -> 
     return target.model_copy(
         update={
             "name": f"{target.name} EAGLE head",
+            **_NO_VISION,
             "num_layers": 1,
             "layer_pattern": (),
             "first_k_dense_layers": 0,

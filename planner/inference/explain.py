@@ -267,7 +267,8 @@ def _checkpoint_precision(s: InferenceScenario, arch: ModelArchitecture) -> list
         return [
             words + f"; {q.weight_format} is not a format the planner models, so it does not follow the checkpoint."
         ]
-    if (s.weight_dtype, s.attention_weight_dtype) == stored:
+    served_formats = (s.weight_dtype, s.attention_weight_dtype or s.weight_dtype)
+    if served_formats == (stored[0], stored[1] or stored[0]):
         return [words + ", as stored."]
     return [words + ": not as stored, so it needs a checkpoint quantized (or dequantized) to these formats."]
 
@@ -355,12 +356,14 @@ def equations(
             stage_layers,
             moe_layers=moe_layers,
         ),
-        *_speculative_equations(hw, efficiency, m),
+        *_speculative_equations(hw, efficiency, m, moe_layers),
         *_serving_equations(s, hw, m),
     ]
 
 
-def _speculative_equations(hw: HardwareInputs, efficiency: Efficiency, m: InferenceMetrics) -> list[Equation]:
+def _speculative_equations(
+    hw: HardwareInputs, efficiency: Efficiency, m: InferenceMetrics, moe_layers: int = 0
+) -> list[Equation]:
     r = m.speculation
     if r is None:
         return []
@@ -374,6 +377,7 @@ def _speculative_equations(hw: HardwareInputs, efficiency: Efficiency, m: Infere
             hw,
             efficiency,
             m.shape.stage_layers,
+            moe_layers=moe_layers,
         ),
         Equation(
             name="Decode time per token (speculative)",

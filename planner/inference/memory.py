@@ -225,7 +225,8 @@ def headroom(
 ) -> Headroom:
     """Sequences, context and KV blocks the budget left for KV cache holds (`InferenceMemory.kv_room_bytes`).
     A speculative draft's cache grows with the sequences too: concurrency counts both caches; context and
-    blocks count the target's share of the room (exact at the scenario's context)."""
+    blocks count the target's share of the room (exact at the scenario's context). With HF generate() the
+    batch's activations grow with it as well."""
     tp, pp = x.tensor_parallel, x.pipeline_parallel
     block_tokens = kv_block_tokens(runtime_profile(x.runtime), x.kv_block_tokens)
     room = memory.kv_room_bytes
@@ -244,6 +245,16 @@ def headroom(
         both = per_sequence + draft_kv_bytes_per_sequence(draft, x)
         max_concurrency = np.floor(room / both) * shape.replicas
         room = room * per_sequence / both
+    if runtime_profile(x.runtime).budget_kind == "device":
+        # generate() holds the whole batch's prompt activations (and the sampler's excess over them): both grow
+        # linearly with the sequences, so each one's share counts against the concurrency too.
+        batch_bytes = memory.activations_bytes + memory.logits_bytes
+        per_sequence_all = (
+            per_sequence
+            + (draft_kv_bytes_per_sequence(draft, x) if draft is not None else 0.0)
+            + batch_bytes / shape.sequences
+        )
+        max_concurrency = np.floor((memory.kv_room_bytes + batch_bytes) / per_sequence_all) * shape.replicas
     return Headroom(
         max_concurrency=max_concurrency,
         max_context_tokens=max_context_tokens(

@@ -102,7 +102,18 @@ def inference_metrics(
     decode = decode_step(arch, counts, hw, efficiency, x, shape, decode_read_weight_bytes(counts, x, weights))
     speculation = None
     if draft is not None:
-        speculation = speculative_round(draft, arch, counts, hw, efficiency, x, shape, weights, decode, new_tokens)
+        speculation = speculative_round(
+            draft,
+            arch,
+            counts,
+            hw,
+            efficiency,
+            x,
+            shape,
+            decode_read_weight_bytes(counts, x, weights),
+            decode,
+            new_tokens,
+        )
     draft_prefill = speculation.draft_prefill_seconds if speculation is not None else 0.0
     prefill_per_request = (
         batched_prefill_seconds_per_request(arch, counts, hw, efficiency, x, shape, weights, new_tokens) + draft_prefill

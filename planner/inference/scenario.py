@@ -121,7 +121,10 @@ class InferenceScenario(ScenarioBase):
         if stored is None:
             return data
         weights, attention = stored
-        return {**data, "weight_dtype": weights, **({"attention_weight_dtype": attention} if attention else {})}
+        filled = {**data, "weight_dtype": weights}
+        if attention and "attention_weight_dtype" not in data:  # a format the user gave for attention is kept
+            filled["attention_weight_dtype"] = attention
+        return filled
 
     @model_validator(mode="after")
     def _valid_layout(self) -> InferenceScenario:

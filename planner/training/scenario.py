@@ -321,6 +321,12 @@ class TrainingScenario(ScenarioBase):
                 f"recompute_method / recompute_num_layers choose which layers full recomputation recomputes; "
                 f"activation_checkpointing is {mode}, not full"
             )
+        largest_stage = max(self.stage_layer_counts() or (-(-arch.num_layers // self.pipeline_parallel),))
+        if mode == "full" and self.recompute_num_layers > largest_stage:
+            raise PlanningError(
+                f"recompute_num_layers={self.recompute_num_layers} is more than the {largest_stage} layers of the "
+                f"largest pipeline stage; use at most {largest_stage}"
+            )
         if "mlp" in modules and arch.num_dense_layers == 0:
             raise PlanningError(
                 f"recompute module mlp recomputes dense MLP layers and {arch.name} has none; use moe (or moe_act)"
