@@ -40,7 +40,7 @@ from planner.calibration import profile, store
 from planner.calibration.device import torch_available
 from planner.calibration.errors import CalibrationError, ProfileAborted
 from planner.calibration.record import CalibrationRecord, ProfileSettings
-from planner.calibration.report import format_error, format_value, table_rows
+from planner.calibration.report import device_terms, format_error, format_value, table_rows
 from planner.hardware.catalog import list_accelerators
 from planner.inference.results import InferencePlan
 from planner.model.catalog import catalog_model_ids, resolve_model
@@ -192,6 +192,17 @@ def efficiency_frame(record: CalibrationRecord) -> pd.DataFrame:
                 "calibrated": show(value),
                 "documented default": show(default),
                 "how": record.efficiency_notes.get(name, ""),
+            }
+        )
+    # The fitted device terms (link alpha, GEMM ceiling and t0), beside the published values they replace.
+    for term in device_terms(record):
+        show = units.seconds if term.unit == "s" else (lambda v: units.percent(v, 2))
+        rows.append(
+            {
+                "factor": term.name,
+                "calibrated": show(term.fitted),
+                "documented default": show(term.published),
+                "how": term.how,
             }
         )
     return pd.DataFrame(rows)

@@ -22,6 +22,12 @@ Fitting, in order (each step uses what the previous ones fixed):
    per-step latency (alpha) from its smallest (`fit_allreduce`; default without 2 GPUs);
 5. host link: not measured (default).
 
+Before all of these, the device's GEMM curve (`fit_gemm_shape`): its ceiling (MAMF / peak) and fixed time per
+GEMM kernel t0 from the square matmuls timed at two or more sizes, the two numbers
+`planner.physics.gemm_efficiency` otherwise reads from published tables. On a GPU that the catalog knows, the
+profile fits them (`device_reference`) and the phase efficiencies are fitted through them, as plans on that GPU
+then apply them (`CalibrationRecord.device_terms_apply`); alpha is carried into those plans the same way.
+
 Each efficiency is achieved / the reference accelerator's catalog peak, clamped to (0, 1].
 """
 
@@ -31,7 +37,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from planner.calibration.record import Ceilings, ComparisonRow, PhaseMeasurement
+from planner.calibration.record import Ceilings, ComparisonRow, GemmShapeFit, MatmulMeasurement, PhaseMeasurement
 from planner.hardware.catalog import Accelerator, get_accelerator
 from planner.inference import steps
 from planner.model.architecture import (
@@ -75,25 +81,43 @@ class Reference:
     link_latency_seconds: float
     is_accelerator: bool
     accelerator: Accelerator | None = None
+    # This device's fitted GEMM curves (`device_reference`): they replace the published ceiling and t0, as in
+    # plans on this GPU. Empty: the tables' (a CPU, an unknown device, one matmul size).
+    gemm_shapes: tuple[GemmShapeFit, ...] = ()
+
+    def fitted_gemm(self, dtype: str) -> GemmShapeFit | None:
+        return next((g for g in self.gemm_shapes if g.dtype == dtype), None)
 
     def gemm_ceiling_ratio(self, dtype: str) -> float:
         """The device's GEMM ceiling relative to the reference GPU (`physics.gemm_efficiency.ceiling_ratio`),
-        as `plan()` applies it; 1.0 for a device the catalog does not know (its own ceilings are its peaks)."""
+        as `plan()` applies it (the fitted one when there is one); 1.0 for a device the catalog does not know
+        (its own ceilings are its peaks)."""
         if self.accelerator is None:
             return 1.0
-        return gemm_efficiency.ceiling_ratio(self.gpu_id, self.accelerator.gemm_dtype(dtype))
+        fitted = self.fitted_gemm(dtype)
+        return gemm_efficiency.ceiling_ratio(
+            self.gpu_id, self.accelerator.gemm_dtype(dtype), fitted.ceiling if fitted else None
+        )
 
     def training_ceiling_ratio(self, dtype: str) -> float:
         """The device's GEMM ceiling relative to the training reference (`gemm_efficiency.training_ceiling_ratio`),
         as the training plan applies it; 1.0 for a device the catalog does not know."""
         if self.accelerator is None:
             return 1.0
-        return gemm_efficiency.training_ceiling_ratio(self.gpu_id, self.accelerator.gemm_dtype(dtype))
+        fitted = self.fitted_gemm(dtype)
+        return gemm_efficiency.training_ceiling_ratio(
+            self.gpu_id, self.accelerator.gemm_dtype(dtype), fitted.ceiling if fitted else None
+        )
 
     @property
     def gemm_tail_seconds(self) -> float:
-        """The fixed time per GEMM kernel `plan()` adds on this device (`physics.gemm_efficiency`)."""
+        """The fixed time per GEMM kernel `plan()` adds on this device by default (`physics.gemm_efficiency`)."""
         return gemm_efficiency.gemm_tail_seconds(self.is_accelerator)
+
+    def tail_seconds(self, dtype: str) -> float:
+        """The fixed time per GEMM kernel in `dtype` as `plan()` applies it: the fitted one when there is one."""
+        fitted = self.fitted_gemm(dtype)
+        return gemm_efficiency.gemm_tail_seconds(self.is_accelerator, fitted.tail_seconds if fitted else None)
 
     def peak_flops(self, dtype: str) -> float:
         """Catalog dense peak for `dtype` (with the catalog's fallbacks), or the measured ceiling."""
@@ -132,6 +156,76 @@ class Reference:
 
 
 # ---------------------------------------------------------------------------------------------
+# the GEMM curve: ceiling and t0
+
+
+# Smallest square GEMM the curve is fitted to. The microbenchmark times calls back to back from Python, so a
+# GEMM shorter than torch's launch cost (~5-10 us per torch.matmul on the CPU side) measures the launch, not the
+# kernel; at 2048^3 a GPU kernel takes >= 20 us (the published t0 comes from 2048^3 and 4096^3 too).
+MIN_CURVE_SIZE = 2048
+
+
+def fit_gemm_shape(matmuls: list[MatmulMeasurement], dtype: str, peak: float) -> GemmShapeFit | None:
+    """The ceiling and fixed time per kernel of `planner.physics.gemm_efficiency.gemm_fraction` from the square
+    `dtype` matmuls of at least `MIN_CURVE_SIZE` (the fastest timing per size), None with fewer than two sizes:
+
+        t_i = W_i / (ceiling x peak) + t0,  W_i = 2 M N K,
+
+    linear in (1 / (ceiling x peak), t0), solved by least squares on the relative error (each size counts alike,
+    the smallest pins t0, the largest the ceiling; two sizes solve it exactly). A t0 that comes out negative
+    (noise on a device whose small GEMMs carry no fixed cost) is 0 and the ceiling refitted alone. Skinny
+    matmuls are left out: at 16 rows they stream weights, a memory roofline rather than this curve."""
+    fastest: dict[int, float] = {}
+    for m in matmuls:
+        if m.dtype == dtype and m.shape == "square" and m.m >= MIN_CURVE_SIZE:
+            fastest[m.m] = min(fastest.get(m.m, math.inf), m.seconds)
+    if len(fastest) < 2:
+        return None
+    sizes = sorted(fastest)
+    # Scaled rows of the weighted problem: (W_i / t_i) a + (1 / t_i) t0 = 1.
+    xs = [2.0 * n**3 / fastest[n] for n in sizes]
+    ys = [1.0 / fastest[n] for n in sizes]
+    sxx, sxy, syy = sum(x * x for x in xs), sum(x * y for x, y in zip(xs, ys)), sum(y * y for y in ys)
+    sx, sy = sum(xs), sum(ys)
+    det = sxx * syy - sxy * sxy
+    a, t0 = ((sx * syy - sy * sxy) / det, (sxx * sy - sxy * sx) / det) if det > 0 else (0.0, -1.0)
+    if t0 < 0:
+        a, t0 = sx / sxx, 0.0
+    if a <= 0:
+        return None
+    return GemmShapeFit(dtype=dtype, ceiling=1.0 / (a * peak), tail_seconds=t0, sizes=sizes)
+
+
+def device_reference(ref: Reference, ceilings: Ceilings) -> Reference:
+    """`ref` with this device's GEMM curves fitted (`fit_gemm_shape`) for every dtype timed at two or more square
+    sizes: the reference a GPU profile fits through, since plans on that GPU apply the same curves. Only for a
+    catalog GPU (a device the catalog does not know has no plans of its own) and a dtype the GPU runs in its own
+    format (`Accelerator.gemm_dtype`), the key plans look the curve up by."""
+    if ref.accelerator is None or not ref.is_accelerator:
+        return ref
+    accel = ref.accelerator
+    fits = []
+    for dtype in sorted({m.dtype for m in ceilings.matmul}):
+        if accel.gemm_dtype(dtype) != dtype:
+            continue
+        fitted = fit_gemm_shape(ceilings.matmul, dtype, ref.peak_flops(dtype))
+        if fitted is not None:
+            fits.append(fitted)
+    return dataclasses.replace(ref, gemm_shapes=tuple(fits))
+
+
+def gemm_note(fit: GemmShapeFit, ref: Reference) -> str:
+    """The fitted curve next to the published one it replaces, in words."""
+    table = gemm_efficiency.gemm_ceiling(ref.gpu_id, fit.dtype)
+    sizes = ", ".join(str(n) for n in fit.sizes)
+    return (
+        f"{fit.dtype} GEMM ceiling {fit.ceiling:.1%} of the catalog peak and t0 {fit.tail_seconds * 1e6:.2f} us per "
+        f"kernel, fitted to the square matmuls ({sizes}); the published table says {table:.1%} and "
+        f"{ref.gemm_tail_seconds * 1e6:.2f} us"
+    )
+
+
+# ---------------------------------------------------------------------------------------------
 # the all-reduce: alpha and beta
 
 
@@ -142,6 +236,7 @@ class AllReduceFit:
     efficiency: float  # beta: achieved / catalog link bandwidth
     latency_seconds: float  # alpha: per-step latency of the link
     note: str
+    latency_fitted: bool = False  # False: one message size, alpha is the catalog's
 
 
 def fit_allreduce(measurements, ref: Reference, default_efficiency: float) -> AllReduceFit:
@@ -190,7 +285,7 @@ def fit_allreduce(measurements, ref: Reference, default_efficiency: float) -> Al
         f"{_size(largest.message_bytes)}; bus bandwidth {largest.bus_bytes_per_second / 1e9:.1f} GB/s at the largest): "
         f"{how} (catalog alpha {ref.link_latency_seconds * 1e6:.2f} us)"
     )
-    return AllReduceFit(efficiency, alpha, note)
+    return AllReduceFit(efficiency, alpha, note, latency_fitted=len(ordered) >= 2)
 
 
 def _size(message_bytes: int) -> str:
@@ -395,9 +490,9 @@ def fit_efficiency(
 
     probe = by_name.get("overhead_probe")
     overhead = d.layer_overhead_seconds
-    shape = GemmShape(ref.gemm_ceiling_ratio(dtype), ref.gemm_tail_seconds)
+    shape = GemmShape(ref.gemm_ceiling_ratio(dtype), ref.tail_seconds(dtype))
     train_shape = GemmShape(
-        ref.training_ceiling_ratio(dtype), ref.gemm_tail_seconds, gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM
+        ref.training_ceiling_ratio(dtype), ref.tail_seconds(dtype), gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM
     )
 
     def fit_with(overhead: float) -> dict:
@@ -449,6 +544,8 @@ def fit_efficiency(
         e_comm = allreduce_fit.efficiency
         notes["communication"] = allreduce_fit.note
     notes["host_link"] = "default (not measured)"
+    for gemm in ref.gemm_shapes:
+        notes[f"gemm_shape_{gemm.dtype}"] = gemm_note(gemm, ref)
     # The probe times bare torch forwards: no scheduler, no sampler, no API server, so these engine costs
     # keep their published defaults (planner.physics.efficiency); a serving benchmark could fit them.
     for name in ENGINE_COST_FIELDS:
@@ -600,6 +697,8 @@ def comparison_rows(
                     note=f"catalog peak x default {'prefill' if shape == 'square' else 'decode'} efficiency",
                 )
             )
+    for gemm in ref.gemm_shapes:
+        rows += _gemm_rows(ceilings, gemm, ref)
     copy = ceilings.bandwidth_bytes_per_second()
     if copy:
         size = next(b.buffer_bytes for b in ceilings.bandwidth if b.bytes_per_second == copy)
@@ -645,7 +744,7 @@ def comparison_rows(
     if geometry is None:
         return rows
     peak = ref.peak_flops(dtype)
-    ratio, tail = ref.gemm_ceiling_ratio(dtype), ref.gemm_tail_seconds
+    ratio, tail = ref.gemm_ceiling_ratio(dtype), ref.tail_seconds(dtype)
     train_ratio = ref.training_ceiling_ratio(dtype)
 
     # ---- phase times
@@ -759,6 +858,30 @@ def comparison_rows(
     return rows
 
 
+def _gemm_rows(ceilings: Ceilings, gemm: GemmShapeFit, ref: Reference) -> list[ComparisonRow]:
+    """Each square matmul the GEMM curve was fitted to: its time by the published ceiling and t0, and by the fitted."""
+    peak = ref.peak_flops(gemm.dtype)
+    table_ceiling = gemm_efficiency.gemm_ceiling(ref.gpu_id, gemm.dtype)
+    rows = []
+    for n in gemm.sizes:
+        seconds = min(m.seconds for m in ceilings.matmul if m.dtype == gemm.dtype and m.shape == "square" and m.m == n)
+        work = 2.0 * n**3
+        rows.append(
+            ComparisonRow(
+                quantity=f"matmul {gemm.dtype} {n}x{n}x{n} time",
+                phase="matmul",
+                unit="s",
+                role="fit",
+                measured=seconds,
+                predicted=work / (table_ceiling * peak) + ref.gemm_tail_seconds,
+                predicted_calibrated=work / (gemm.ceiling * peak) + gemm.tail_seconds,
+                note=f"2MNK / (ceiling x peak) + t0: published {table_ceiling:.1%} and "
+                f"{ref.gemm_tail_seconds * 1e6:.2f} us; fitted {gemm.ceiling:.1%} and {gemm.tail_seconds * 1e6:.2f} us",
+            )
+        )
+    return rows
+
+
 MEMORY_WORDS = {
     "weights": "weights",
     "kv_cache": "KV cache",
@@ -808,6 +931,9 @@ __all__ = [
     "Reference",
     "clamp",
     "comparison_rows",
+    "device_reference",
+    "fit_allreduce",
+    "fit_gemm_shape",
     "fit_efficiency",
     "layers_only",
     "optimizer_seconds",

@@ -32,6 +32,8 @@ from planner.calibration.fit import (
     ProxyGeometry,
     Reference,
     comparison_rows,
+    device_reference,
+    fit_allreduce,
     fit_efficiency,
 )
 from planner.calibration.record import (
@@ -564,6 +566,10 @@ def _record(ctx: ProfileContext, state: _State, stopped: str) -> CalibrationReco
     dtype = state.dtype or (settings.dtype if settings.dtype != "auto" else backend.default_dtype())
     if state.reference_id is not None:
         ref = Reference.from_catalog(state.reference_id)
+        if backend.kind == "cuda":
+            # The GEMM curve of this GPU, fitted and fitted through: plans on it apply the same curve
+            # (CalibrationRecord.device_terms_apply); a CPU keeps the tables (no plans of its own GPU type).
+            ref = device_reference(ref, ceilings)
         notes = list(ctx.notes)
     else:
         ref = Reference.from_ceilings(ceilings, backend.kind == "cuda")
@@ -590,6 +596,10 @@ def _record(ctx: ProfileContext, state: _State, stopped: str) -> CalibrationReco
             "CPU: tensor bytes are exact and there is no device context, so no memory correction (0 bytes)"
         )
     rows = comparison_rows(ceilings, phases, ref, dtype, geometry, fit.efficiency, runtime)
+    alpha = None
+    if backend.kind == "cuda" and state.reference_id is not None and ceilings.allreduce:
+        allreduce = fit_allreduce(ceilings.allreduce, ref, fit.efficiency.communication)
+        alpha = allreduce.latency_seconds if allreduce.latency_fitted else None
     if backend.kind == "cpu":
         notes.append(
             "CPU profile: host RAM stands in for device memory; the catalog's 'cpu' entry is a generic "
@@ -618,6 +628,8 @@ def _record(ctx: ProfileContext, state: _State, stopped: str) -> CalibrationReco
         predicted_vs_measured=rows,
         notes=notes,
         elapsed_seconds=round(ctx.elapsed(), 3),
+        link_latency_seconds=alpha,
+        gemm_shapes=list(ref.gemm_shapes),
     )
 
 

@@ -1,7 +1,9 @@
 """The calibration record: a small, versioned, frozen description of one profile run.
 
 `plan(scenario, calibration=record)` reads three fields (`efficiency`, `runtime_overhead_correction_bytes`,
-`label`); everything else says where those numbers came from: the device, the measured ceilings, the
+`label`), and on the GPU the record measured two more: the link's fitted per-step latency (`link_latency_seconds`)
+and the device's fitted GEMM ceiling and fixed time per kernel (`gemm_shapes`; see `device_terms_apply`).
+Everything else says where those numbers came from: the device, the measured ceilings, the
 proxy model and its phase timings, and a predicted-vs-measured table with the error of each quantity.
 No torch here: records load, validate and plot on machines without it.
 """
@@ -13,7 +15,7 @@ import types
 from datetime import UTC, datetime
 from typing import Any, Literal, Union, get_args, get_origin
 
-from pydantic import BaseModel, ConfigDict, Field, computed_field
+from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler, computed_field, model_serializer
 
 from planner.model.architecture import ModelArchitecture
 from planner.physics.efficiency import Efficiency
@@ -150,6 +152,21 @@ class Ceilings(_Frozen):
         return max(self.allreduce, key=lambda a: (a.message_bytes, a.bus_bytes_per_second)).bus_bytes_per_second
 
 
+class GemmShapeFit(_Frozen):
+    """This device's GEMM curve in one dtype, fitted to its timed square matmuls (two unknowns, two or more sizes):
+
+        t = 2 M N K / (ceiling x peak) + tail_seconds,
+
+    the model of `planner.physics.gemm_efficiency.gemm_fraction`. `ceiling` is a fraction of the reference
+    accelerator's catalog dense peak at `dtype` (the table's MAMF / peak, measured); `tail_seconds` the fixed time
+    per GEMM kernel (the table's t0, measured)."""
+
+    dtype: str
+    ceiling: float = Field(gt=0, description="achievable matmul FLOP/s / catalog dense peak")
+    tail_seconds: float = Field(ge=0, description="fixed time per GEMM kernel, seconds")
+    sizes: list[int] = Field(default=[], description="the square sizes (M = N = K) the fit used")
+
+
 class ProxySpec(_Frozen):
     """The proxy model actually run: a few layers of the chosen model (its architecture, with
     `num_layers` = the proxy's layers), the operating points, and every cap applied to fit the budget."""
@@ -268,11 +285,30 @@ class CalibrationRecord(_Frozen):
     predicted_vs_measured: list[ComparisonRow] = []
     notes: list[str] = []
     elapsed_seconds: float = Field(default=0.0, ge=0)
+    # Device terms (absent on records written before they were fitted; see `device_terms_apply`).
+    link_latency_seconds: float | None = Field(
+        default=None,
+        ge=0,
+        description="the link's per-step latency alpha fitted to the all-reduce timings (>= 2 GPUs, >= 2 sizes)",
+    )
+    gemm_shapes: list[GemmShapeFit] = Field(
+        default=[], description="per dtype: the device's GEMM ceiling and fixed time per kernel, fitted"
+    )
     mapped_to_any_gpu: bool = Field(
         default=False,
         description="the caller's explicit choice to apply this record to plans for other accelerators too "
         "(plan() then warns); never stored in a file or a link: see for_any_gpu()",
     )
+
+    @model_serializer(mode="wrap")
+    def _omit_absent_device_terms(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        """Files and links leave the device terms out while they are absent, so a record written before they
+        existed serializes (and fingerprints: `planner.share.calibration_fingerprint`) exactly as it did."""
+        data = handler(self)
+        for name in _DEVICE_TERMS:
+            if name in data and data[name] in (None, []):
+                del data[name]
+        return data
 
     @classmethod
     def from_json_data(cls, data: dict) -> CalibrationRecord:
@@ -283,6 +319,27 @@ class CalibrationRecord(_Frozen):
     def applies_to(self, gpu_id) -> bool:
         """Whether a scenario on catalog accelerator `gpu_id` is the hardware this record measured."""
         return isinstance(gpu_id, str) and gpu_id == self.reference_gpu
+
+    def device_terms_apply(self, gpu_id) -> bool:
+        """Whether the fitted device terms (link latency, GEMM ceiling and kernel time) apply to a plan on
+        catalog accelerator `gpu_id`: only on the GPU this record measured, and only when it measured a GPU.
+
+        A mapping to other GPUs (`for_any_gpu`) carries the efficiencies, which are ratios to the catalog's
+        peaks, but never these absolute terms: a CPU's "link" latency or matmul overhead says nothing about an
+        H100's NVLink or cuBLAS kernels, and one GPU type's about another's. A record with no fitted term (an
+        older one, a single GPU, one all-reduce size, one matmul size) leaves the catalog and table values."""
+        return self.device.kind == "cuda" and self.applies_to(gpu_id)
+
+    def link_latency_for(self, gpu_id) -> float | None:
+        """The fitted per-step link latency for a plan on `gpu_id`, or None (the catalog's stays)."""
+        return self.link_latency_seconds if self.device_terms_apply(gpu_id) else None
+
+    def gemm_shape_for(self, gpu_id, compute_dtype: str) -> GemmShapeFit | None:
+        """The fitted GEMM ceiling and kernel time for GEMMs in `compute_dtype` on `gpu_id`, or None (the
+        published table's stay): only a dtype this record timed."""
+        if not self.device_terms_apply(gpu_id):
+            return None
+        return next((g for g in self.gemm_shapes if g.dtype == compute_dtype), None)
 
     def for_any_gpu(self) -> CalibrationRecord:
         """This record, mapped explicitly to plans for every accelerator (the measurement is unchanged)."""
@@ -324,6 +381,18 @@ class CalibrationRecord(_Frozen):
         )
 
 
+_DEVICE_TERMS = ("link_latency_seconds", "gemm_shapes")
+
+
+def device_terms_for(calibration: Any, gpu_id: str, compute_dtype: str) -> tuple[float | None, GemmShapeFit | None]:
+    """(fitted link latency, fitted GEMM curve) a plan on `gpu_id` with GEMMs in `compute_dtype` takes from
+    `calibration`; (None, None) without one, off its GPU, and for a stand-in that carries efficiencies only (a
+    sensitivity study's duck-typed calibration, as in benchmarks/accuracy.py)."""
+    if not isinstance(calibration, CalibrationRecord):
+        return None, None
+    return calibration.link_latency_for(gpu_id), calibration.gemm_shape_for(gpu_id, compute_dtype)
+
+
 def strip_computed_fields(model: type[BaseModel], data: Any) -> Any:
     """`data` without the computed fields of `model` and of the models nested in it."""
     if not isinstance(data, dict):
@@ -362,6 +431,8 @@ __all__ = [
     "Ceilings",
     "ComparisonRow",
     "DeviceInfo",
+    "GemmShapeFit",
+    "device_terms_for",
     "MatmulMeasurement",
     "PhaseMeasurement",
     "ProfileSettings",

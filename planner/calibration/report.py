@@ -3,7 +3,11 @@ a plain-text table for the terminal and a Markdown report (benchmarks/calibratio
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planner.calibration.record import CalibrationRecord, ComparisonRow
+from planner.hardware.catalog import get_accelerator
+from planner.physics import gemm_efficiency
 from planner.physics.efficiency import ENGINE_COST_FIELDS
 from planner.units import gib, percent, rate, seconds
 
@@ -102,7 +106,53 @@ def efficiency_lines(record: CalibrationRecord) -> list[str]:
         else:
             shown = f"{value:.4g} ({percent(value, 2)})"
         out.append(f"{name} = {shown}: {record.efficiency_notes.get(name, '')}")
+    for term in device_terms(record):
+        fitted, published = (
+            (seconds(term.fitted), seconds(term.published))
+            if term.unit == "s"
+            else (percent(term.fitted, 2), percent(term.published, 2))
+        )
+        out.append(f"{term.name} = {fitted} (published {published}): {term.how}")
     return out
+
+
+@dataclass(frozen=True)
+class DeviceTerm:
+    """One fitted device term next to the published value it replaces in plans on the record's GPU."""
+
+    name: str
+    unit: str  # "s" or "fraction"
+    fitted: float
+    published: float
+    how: str
+
+
+def device_terms(record: CalibrationRecord) -> list[DeviceTerm]:
+    """The link latency alpha and each dtype's GEMM ceiling and t0 this record fitted (none on older records, a CPU,
+    one GPU or one matmul size); plans on `record.reference_gpu` use them (`CalibrationRecord.device_terms_apply`)."""
+    applies = f"used by plans on '{record.reference_gpu}' only"
+    terms = []
+    try:
+        catalog_alpha = get_accelerator(record.reference_gpu).interconnect_latency_seconds
+    except Exception:  # a 'custom' reference has no catalog entry
+        catalog_alpha = float("nan")
+    if record.link_latency_seconds is not None:
+        terms.append(
+            DeviceTerm(
+                "link_latency_seconds (alpha)",
+                "s",
+                record.link_latency_seconds,
+                catalog_alpha,
+                f"per-step latency fitted to the smallest all-reduce (catalog value beside it); {applies}",
+            )
+        )
+    tail = gemm_efficiency.gemm_tail_seconds(record.device.kind == "cuda")
+    for g in record.gemm_shapes:
+        fitted_on = f"fitted to the square {g.dtype} matmuls ({', '.join(str(n) for n in g.sizes)}); {applies}"
+        table = gemm_efficiency.gemm_ceiling(record.reference_gpu, g.dtype)
+        terms.append(DeviceTerm(f"gemm_ceiling {g.dtype} (MAMF / peak)", "fraction", g.ceiling, table, fitted_on))
+        terms.append(DeviceTerm(f"gemm_tail_seconds {g.dtype} (t0)", "s", g.tail_seconds, tail, fitted_on))
+    return terms
 
 
 def summary_errors(rows: list[ComparisonRow]) -> dict[str, float]:
@@ -190,6 +240,8 @@ def markdown_report(record: CalibrationRecord, command: str | None = None) -> st
 
 
 __all__ = [
+    "DeviceTerm",
+    "device_terms",
     "efficiency_lines",
     "format_error",
     "format_value",

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.arrays import Flag, Number, ceil_div
+from planner.calibration.record import CalibrationRecord, device_terms_for
 from planner.dtypes import BYTES_PER_ELEMENT, high_precision_dtype, kv_bytes_per_element, weight_bytes_per_element
 from planner.hardware.catalog import Accelerator
 from planner.inference.scenario import InferenceScenario
@@ -42,20 +43,34 @@ class HardwareInputs:
     gemm_tail_seconds: Number = 0.0
 
     @classmethod
-    def from_accelerator(cls, accel: Accelerator, weight_dtype: str, usd_per_gpu_hour: float) -> HardwareInputs:
+    def from_accelerator(
+        cls,
+        accel: Accelerator,
+        weight_dtype: str,
+        usd_per_gpu_hour: float,
+        calibration: CalibrationRecord | None = None,
+    ) -> HardwareInputs:
+        """The catalog's numbers; a calibration that measured this GPU (`CalibrationRecord.device_terms_apply`)
+        replaces the link's per-step latency and the GEMM ceiling and kernel time with the ones it fitted."""
+        gemm_dtype = accel.gemm_dtype(weight_dtype)
+        latency, fitted = device_terms_for(calibration, accel.id, gemm_dtype)
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
             bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
-            peak_flops_per_second=accel.peak_flops(accel.gemm_dtype(weight_dtype)),
+            peak_flops_per_second=accel.peak_flops(gemm_dtype),
             link_bytes_per_second=accel.interconnect_bandwidth_bytes_per_second,
-            link_latency_seconds=accel.interconnect_latency_seconds,
+            link_latency_seconds=accel.interconnect_latency_seconds if latency is None else latency,
             inter_node_bytes_per_second=accel.scale_out_bandwidth_bytes_per_second,
             gpus_per_node=accel.gpus_per_node,
             is_accelerator=accel.vendor != "cpu",
             usd_per_gpu_hour=usd_per_gpu_hour,
             peer_link=collectives.has_peer_link(accel.interconnect.name if accel.interconnect else None),
-            gemm_ceiling_ratio=gemm_efficiency.ceiling_ratio(accel.id, accel.gemm_dtype(weight_dtype)),
-            gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(accel.vendor not in ("cpu", "apple")),
+            gemm_ceiling_ratio=gemm_efficiency.ceiling_ratio(
+                accel.id, gemm_dtype, fitted.ceiling if fitted is not None else None
+            ),
+            gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
+                accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None
+            ),
         )
 
 

@@ -47,6 +47,10 @@ runs on A100 (Narayanan et al. 2021), so its reference is `TRAINING_REFERENCE_CE
 micro-batch runs each forward GEMM three times (forward, input and weight gradients), plus once more per layer
 that full recomputation repeats.
 
+A calibration that timed GEMMs of several sizes on the user's GPU fits both numbers of that device
+(`planner.calibration.fit.fit_gemm_shape`); a plan on that GPU passes them as `measured_ceiling` /
+`measured_tail_seconds` and they replace the table's (`planner.calibration.record.CalibrationRecord.gemm_shape_for`).
+
 Everything broadcasts over numpy arrays (DESIGN rule 4).
 """
 
@@ -96,23 +100,32 @@ def gemm_ceiling(gpu_id: str, compute_dtype: str) -> float:
     return fractions.get(key, fractions.get("bf16", REFERENCE_CEILING))
 
 
-def ceiling_ratio(gpu_id: str, compute_dtype: str) -> float:
+def ceiling_ratio(gpu_id: str, compute_dtype: str, measured_ceiling: float | None = None) -> float:
     """The device's GEMM ceiling relative to the reference (H100 SXM BF16): what the documented phase
-    efficiencies are multiplied by on this device. 1.0 where nothing is published."""
+    efficiencies are multiplied by on this device. 1.0 where nothing is published; a calibration's
+    `measured_ceiling` of this device (MAMF / peak, fitted) replaces the table's."""
+    if measured_ceiling is not None:
+        return measured_ceiling / REFERENCE_CEILING
     return gemm_ceiling(gpu_id, compute_dtype) / REFERENCE_CEILING
 
 
-def training_ceiling_ratio(gpu_id: str, compute_dtype: str) -> float:
+def training_ceiling_ratio(gpu_id: str, compute_dtype: str, measured_ceiling: float | None = None) -> float:
     """The device's GEMM ceiling relative to the training reference (A100 SXM BF16), what the documented training
-    efficiency is multiplied by on this device; 1.0 where nothing is published (the plan does not move)."""
+    efficiency is multiplied by on this device; 1.0 where nothing is published (the plan does not move). A
+    calibration's `measured_ceiling` of this device replaces the table's."""
+    if measured_ceiling is not None:
+        return measured_ceiling / TRAINING_REFERENCE_CEILING
     if gpu_id not in MAMF_FRACTIONS:
         return 1.0
     return gemm_ceiling(gpu_id, compute_dtype) / TRAINING_REFERENCE_CEILING
 
 
-def gemm_tail_seconds(is_gpu: bool) -> float:
+def gemm_tail_seconds(is_gpu: bool, measured_tail_seconds: float | None = None) -> float:
     """The fixed time per GEMM kernel on this device: `GEMM_TAIL_SECONDS` on a GPU; 0 on a CPU or other host
-    device, where waves of thread blocks do not apply."""
+    device, where waves of thread blocks do not apply. A calibration's `measured_tail_seconds` of this device
+    replaces either."""
+    if measured_tail_seconds is not None:
+        return measured_tail_seconds
     return GEMM_TAIL_SECONDS if is_gpu else 0.0
 
 

@@ -164,7 +164,7 @@ def evaluate_inference(
         activation_bytes=_per_value(weight_dtype, activation_bytes_per_element),
         concurrency=layout["concurrency"],
     )
-    hardware = _hardware_arrays(frame["gpu"], weight_dtype, base)
+    hardware = _hardware_arrays(frame["gpu"], weight_dtype, base, calibration)
     metrics = inference_metrics(
         arch, parameter_counts(arch), hardware, efficiency, x, draft_for(arch, base.speculative)
     )
@@ -235,14 +235,17 @@ def _per_value(values: pd.Series, make) -> np.ndarray:
     return np.array([float(make(value)) for (value,) in distinct])[rows]
 
 
-def _hardware_arrays(gpu_ids: pd.Series, weight_dtype: pd.Series, base: InferenceScenario) -> HardwareInputs:
-    """Per-row accelerator numbers, looked up once per distinct (GPU, dtype) pair."""
+def _hardware_arrays(
+    gpu_ids: pd.Series, weight_dtype: pd.Series, base: InferenceScenario, calibration: CalibrationRecord | None = None
+) -> HardwareInputs:
+    """Per-row accelerator numbers, looked up once per distinct (GPU, dtype) pair; a calibration's fitted device
+    terms on the GPU it measured (`CalibrationRecord.device_terms_apply`, as plan() applies them)."""
     distinct, rows = _distinct(gpu_ids, weight_dtype)
     built = []
     for gpu_id, dtype in distinct:
         accel = _accelerator(base, gpu_id)
         price = base.usd_per_gpu_hour if base.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
-        built.append(HardwareInputs.from_accelerator(accel, dtype, price))
+        built.append(HardwareInputs.from_accelerator(accel, dtype, price, calibration))
     columns = {f.name: np.array([float(getattr(b, f.name)) for b in built])[rows] for f in fields(HardwareInputs)}
     columns["is_accelerator"] = columns["is_accelerator"].astype(bool)
     return HardwareInputs(**columns)
@@ -375,7 +378,7 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
         ),
         batch=replace(inputs.batch, micro_batch_size=np.where(valid, frame["micro_batch_size"].to_numpy(np.int64), 1)),
     )
-    hardware = _training_hardware_arrays(frame["gpu"].to_numpy(object), base)
+    hardware = _training_hardware_arrays(frame["gpu"].to_numpy(object), base, calibration)
     m = training_metrics(arch, counts, hardware, efficiency, inputs)
     outputs = dict(
         total_bytes=m.memory.total_bytes,
@@ -391,9 +394,11 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
     return _fill_outputs(frame, outputs, TRAINING_OUTPUT_COLUMNS, valid)
 
 
-def _training_hardware_arrays(gpu_ids: np.ndarray, base) -> TrainingHardware:
+def _training_hardware_arrays(gpu_ids: np.ndarray, base, calibration=None) -> TrainingHardware:
     return _per_row(
-        TrainingHardware, [(g,) for g in gpu_ids], lambda gpu_id: training_hardware(base, _accelerator(base, gpu_id))
+        TrainingHardware,
+        [(g,) for g in gpu_ids],
+        lambda gpu_id: training_hardware(base, _accelerator(base, gpu_id), calibration),
     )
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.arrays import Flag, Number
+from planner.calibration.record import CalibrationRecord, device_terms_for
 from planner.hardware.catalog import Accelerator
 from planner.physics import gemm_efficiency
 from planner.training.memory import PRECISIONS, PrecisionBytes
@@ -51,21 +52,30 @@ class TrainingHardware:
         gpus_per_node: int,
         inter_node_bytes_per_second: float,
         gemm_dtype: str | None = None,
+        calibration: CalibrationRecord | None = None,
     ) -> TrainingHardware:
+        """The catalog's numbers; a calibration that measured this GPU (`CalibrationRecord.device_terms_apply`)
+        replaces the intra-node link's per-step latency and the GEMM ceiling and kernel time with its fitted ones."""
+        ceiling_dtype = accel.gemm_dtype(compute_dtype)
+        latency, fitted = device_terms_for(calibration, accel.id, ceiling_dtype)
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
             bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
             peak_flops_per_second=accel.peak_flops(compute_dtype),
             intra_node_bytes_per_second=accel.interconnect_bandwidth_bytes_per_second,
-            intra_node_latency_seconds=accel.interconnect_latency_seconds,
+            intra_node_latency_seconds=accel.interconnect_latency_seconds if latency is None else latency,
             inter_node_bytes_per_second=inter_node_bytes_per_second,
             host_link_bytes_per_second=accel.host_link_bandwidth_bytes_per_second,
             gpus_per_node=gpus_per_node,
             is_accelerator=accel.vendor != "cpu",
             usd_per_gpu_hour=usd_per_gpu_hour,
             gemm_peak_flops_per_second=accel.peak_flops(gemm_dtype or compute_dtype),
-            gemm_ceiling_ratio=gemm_efficiency.training_ceiling_ratio(accel.id, accel.gemm_dtype(compute_dtype)),
-            gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(accel.vendor not in ("cpu", "apple")),
+            gemm_ceiling_ratio=gemm_efficiency.training_ceiling_ratio(
+                accel.id, ceiling_dtype, fitted.ceiling if fitted is not None else None
+            ),
+            gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
+                accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None
+            ),
         )
 
 
@@ -210,9 +220,11 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
     )
 
 
-def training_hardware(scenario: TrainingScenario, accel: Accelerator) -> TrainingHardware:
+def training_hardware(
+    scenario: TrainingScenario, accel: Accelerator, calibration: CalibrationRecord | None = None
+) -> TrainingHardware:
     """The accelerator's numbers in the scenario's compute dtype, its price (or the reference price), and
-    the cluster's node size and network."""
+    the cluster's node size and network; `calibration`'s fitted device terms where it measured this GPU."""
     price = scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
     precision = PRECISIONS[scenario.precision]
     return TrainingHardware.from_accelerator(
@@ -222,4 +234,5 @@ def training_hardware(scenario: TrainingScenario, accel: Accelerator) -> Trainin
         scenario.gpus_per_node_on(accel),
         scenario.inter_node_bandwidth_bytes_per_second,
         precision.gemm_dtype,
+        calibration,
     )

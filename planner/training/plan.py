@@ -42,7 +42,7 @@ def plan_training(scenario: TrainingScenario, calibration: CalibrationRecord | N
     counts = parameter_counts(arch)
     efficiency = calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY
     correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
-    hw = training_hardware(scenario, accel)
+    hw = training_hardware(scenario, accel, calibration)
     inputs = training_inputs(scenario, correction)
     metrics = training_metrics(arch, counts, hw, efficiency, inputs)
 

@@ -17,7 +17,7 @@ from planner.search.diagnosis import techniques
 from planner.share import CALIBRATION_PARAM, encode_calibration
 from planner.training.scenario import TrainingScenario
 from planner.units import GIB
-from tests.calibration.synthetic import synthetic_record
+from tests.calibration.synthetic import fitted_record, synthetic_record
 from ui import bands
 from ui.calibration_view import ANY_GPU_KEY, RECORD_KEY
 
@@ -44,6 +44,12 @@ def cpu_record():
 def h100_record():
     """A calibration of the default plan's GPU (h100-sxm), stored."""
     yield from _stored(synthetic_record())
+
+
+@pytest.fixture
+def fitted_h100_record():
+    """An H100 calibration with fitted device terms (alpha 10 us, bf16 GEMM ceiling 70 %, t0 8 us), stored."""
+    yield from _stored(fitted_record(synthetic_record(label="fitted H100")))
 
 
 def choose(record, at=None):
@@ -226,3 +232,18 @@ def test_calibrate_page_says_how_to_profile_and_links_accuracy():
     else:
         assert at.number_input(key="calibrate_seconds").value == 60
     assert any(link.label.startswith("How accurate") for link in at.get("page_link"))
+
+
+def test_fitted_alpha_ceiling_and_t0_are_shown_and_reach_this_gpus_plans(fitted_h100_record):
+    record = fitted_h100_record
+    at = choose(record)
+    table = [d.value for d in at.dataframe if "factor" in d.value.columns][0].set_index("factor")
+    assert table.loc["link_latency_seconds (alpha)", "calibrated"] == units.seconds(10e-6)
+    assert table.loc["gemm_ceiling bf16 (MAMF / peak)", "calibrated"] == units.percent(0.70, 2)
+    assert table.loc["gemm_tail_seconds bf16 (t0)", "calibrated"] == units.seconds(8e-6)
+    # The default inference plan (H100, bf16) reads the fitted GEMM curve: its TTFT is not the unfitted record's.
+    scenario = InferenceScenario()
+    fitted, unfitted = plan(scenario, calibration=record), plan(scenario, calibration=synthetic_record())
+    assert fitted.performance.ttft_seconds != unfitted.performance.ttft_seconds
+    go(at, "inference")
+    assert metric(at, "Time per output token") == units.seconds(fitted.performance.tpot_seconds)

@@ -4,6 +4,7 @@ partly), and its held-out points test what a fit predicts for shapes it never sa
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 
 from planner.calibration.fit import (
@@ -238,3 +239,17 @@ def synthetic_record(
         runtime_overhead_correction_bytes=correction,
         predicted_vs_measured=rows,
     )
+
+
+def fitted_record(
+    base: CalibrationRecord | None = None,
+    alpha: float = 10e-6,
+    ceiling: float = 0.70,
+    tail_seconds: float = 8e-6,
+) -> CalibrationRecord:
+    """`base` (the synthetic H100 record) with fitted device terms: the link's per-step latency alpha and a bf16
+    GEMM curve (ceiling x peak, t0 per kernel), as a two-GPU profile with several matmul sizes stores them."""
+    data = json.loads((base or synthetic_record()).model_dump_json(exclude={"mapped_to_any_gpu"}))
+    data["link_latency_seconds"] = alpha
+    data["gemm_shapes"] = [{"dtype": DTYPE, "ceiling": ceiling, "tail_seconds": tail_seconds, "sizes": [2048, 8192]}]
+    return CalibrationRecord.from_json_data(data)

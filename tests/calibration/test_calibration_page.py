@@ -10,7 +10,7 @@ from planner.calibration.errors import ProfileAborted
 from planner.calibration.record import ProfileSettings
 from ui import calibration_view as view
 
-from .synthetic import synthetic_record
+from .synthetic import fitted_record, synthetic_record
 
 
 def test_comparison_frame_has_both_prediction_series_with_errors_in_percent():
@@ -96,3 +96,24 @@ def test_the_page_offers_a_run_with_settings():
     assert at.button(key="calibrate_run").label == "Run profile"
     assert at.selectbox(key="calibrate_model").value == "llama-3.1-8b"
     assert "deepseek-v3" not in at.selectbox(key="calibrate_model").options  # MLA/MoE proxies are not offered
+
+
+def test_the_fitted_device_terms_are_listed_beside_the_published_values():
+    frame = view.efficiency_frame(fitted_record()).set_index("factor")
+    assert frame.loc["link_latency_seconds (alpha)", "calibrated"] == "10 µs"
+    assert frame.loc["link_latency_seconds (alpha)", "documented default"] == "3.0 µs"
+    assert frame.loc["gemm_ceiling bf16 (MAMF / peak)", "calibrated"] == "70.00%"
+    assert frame.loc["gemm_ceiling bf16 (MAMF / peak)", "documented default"] == "80.33%"
+    assert frame.loc["gemm_tail_seconds bf16 (t0)", "calibrated"] == "8.0 µs"
+    assert "h100-sxm" in frame.loc["gemm_tail_seconds bf16 (t0)", "how"]
+    assert not view.efficiency_frame(synthetic_record())["factor"].str.startswith("gemm_").any()
+
+
+def test_the_page_shows_the_fitted_terms_of_the_active_calibration():
+    record = fitted_record()
+    store.save_calibration(record)
+    at = AppTest.from_function(_page, default_timeout=30).run()
+    at.selectbox(key="calibrate_active").set_value(record.id).run()
+    assert not at.exception
+    factors = [set(d.value["factor"]) for d in at.dataframe if "factor" in d.value.columns]
+    assert factors and {"link_latency_seconds (alpha)", "gemm_ceiling bf16 (MAMF / peak)"} <= factors[0]

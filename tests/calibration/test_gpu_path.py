@@ -227,3 +227,55 @@ def test_all_reduce_over_torch_distributed_gloo():
     for r in results:
         assert r.world_size == 2 and r.seconds > 0 and r.reps >= 1
         assert r.bus_bytes_per_second == pytest.approx(r.message_bytes / r.seconds)  # 2(n-1)/n = 1 at n = 2
+
+
+def test_a_gpu_profile_fits_alpha_and_the_gemm_curve_and_plans_on_that_gpu_use_them(monkeypatch):
+    """The profile's record carries the fitted alpha (two GPUs, several all-reduce sizes) and the GEMM curve
+    (square matmuls at 2048 and above), and a TP=2 plan on the H100 it measured reads both."""
+    from planner.calibration.fit import fit_allreduce, fit_gemm_shape
+    from planner.calibration.record import MatmulMeasurement
+
+    def curve_matmuls(ctx, dtypes, budget_seconds, skipped):
+        # 0.70 of the fp32 peak (66.9 TFLOP/s) plus 8 us per kernel: 2048^3 takes 366.9 us + 8 us.
+        return [
+            MatmulMeasurement(
+                dtype="fp32", shape="square", m=n, n=n, k=n, seconds=2 * n**3 / (0.7 * 66.9e12) + 8e-6, reps=5
+            )
+            for n in (1024, 2048, 4096)
+        ]
+
+    def fake_allreduce(world_size, sizes, **kwargs):
+        return [
+            AllReduceMeasurement(
+                backend="nccl", world_size=world_size, message_bytes=s, seconds=s / 300e9 + 9e-6, reps=9
+            )
+            for s in sizes
+        ]
+
+    monkeypatch.setattr(microbench, "matmul_ceilings", curve_matmuls)
+    monkeypatch.setattr(microbench, "allreduce_bus_bandwidth", fake_allreduce)
+    backend, _ = fake_backend(devices=2)
+    record = run_profile(ProfileSettings(device="cuda", **FAST), backend=backend)
+    (gemm,) = record.gemm_shapes
+    assert gemm.dtype == "fp32" and gemm.sizes == [2048, 4096]
+    assert gemm.ceiling == pytest.approx(0.7, rel=1e-9) and gemm.tail_seconds == pytest.approx(8e-6, rel=1e-6)
+    assert gemm == fit_gemm_shape(record.ceilings.matmul, "fp32", 66.9e12)
+    from planner.calibration.fit import Reference
+
+    alpha = fit_allreduce(record.ceilings.allreduce, Reference.from_catalog("h100-sxm"), 0.5).latency_seconds
+    assert record.link_latency_seconds == pytest.approx(alpha) and 0 < alpha < 9e-6
+    assert "gemm_shape_fp32" in record.efficiency_notes
+    # The record's fitted phase points still round-trip through the fitted curve.
+    fitted = [r for r in record.predicted_vs_measured if r.role == "fit" and r.phase in ("prefill", "train")]
+    assert fitted and all(abs(r.calibrated_error_fraction) < 1e-6 for r in fitted)
+    scenario = InferenceScenario(
+        model="llama-3.1-8b", gpu="h100-sxm", num_gpus=2, tensor_parallel=2, weight_dtype="fp32", kv_cache_dtype="fp32"
+    )
+    with_terms = plan(scenario, record)
+    stored = record.model_dump(exclude={"mapped_to_any_gpu"})
+    without = record.from_json_data({**stored, "link_latency_seconds": None, "gemm_shapes": []})
+    assert (
+        with_terms.performance.decode.communication_seconds
+        != plan(scenario, without).performance.decode.communication_seconds
+    )
+    assert with_terms.performance.prefill.compute_seconds != plan(scenario, without).performance.prefill.compute_seconds

@@ -17,7 +17,7 @@ from planner.search.sweep import (
     training_scenario_for_row,
 )
 
-from .synthetic import synthetic_record
+from .synthetic import fitted_record, synthetic_record
 
 BASE = InferenceScenario(model="llama-3.1-8b", num_gpus=1, tensor_parallel=1)
 
@@ -73,5 +73,21 @@ def test_the_training_search_follows_the_same_rule():
     frame = frame[frame.valid]
     assert set(frame.gpu) == {"h100-sxm", "h200"}
     for _, row in frame.iterrows():
+        expected = plan(training_scenario_for_row(base, row), record if row.gpu == "h100-sxm" else None)
+        assert np.isclose(row.step_seconds, expected.performance.step_seconds, rtol=1e-9), row.gpu
+
+
+def test_the_fitted_device_terms_reach_the_sweep_rows_of_their_gpu_only():
+    """alpha and the GEMM curve of a record that fitted them: the same per-row rule as plan()."""
+    record = fitted_record()
+    grid = pd.DataFrame({"gpu": ["h100-sxm", "h200"], "num_gpus": [2, 2], "tensor_parallel": [2, 2]})
+    frame = evaluate_inference(BASE, grid, record)
+    for _, row in frame.iterrows():
+        expected = plan(scenario_for_row(BASE, row), record if row.gpu == "h100-sxm" else None)
+        assert np.isclose(row.tpot_seconds, expected.performance.tpot_seconds, rtol=1e-9), row.gpu
+        assert np.isclose(row.ttft_seconds, expected.performance.ttft_seconds, rtol=1e-9), row.gpu
+    base = parse_scenario({"kind": "training", "model": "llama-3.1-8b", "num_gpus": 8})
+    frame = evaluate_training(base, pd.DataFrame({"gpu": ["h100-sxm", "h200"], "tensor_parallel": [2, 2]}), record)
+    for _, row in frame[frame.valid].iterrows():
         expected = plan(training_scenario_for_row(base, row), record if row.gpu == "h100-sxm" else None)
         assert np.isclose(row.step_seconds, expected.performance.step_seconds, rtol=1e-9), row.gpu
