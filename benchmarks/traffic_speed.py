@@ -5,7 +5,8 @@
 A report, not a timed assertion: numbers depend on the machine and its load (quote them with it). Each
 case is the best of three runs on one core (the simulation is single-threaded Python + numpy). The target
 (issue 11): 10,000 requests on one configuration in at most a second, the light-load case the slowest
-(one loop iteration per arrival and per completion, the decode runs between them short).
+(one loop iteration per arrival and per completion, the decode runs between them short). A speculative
+stream takes one loop iteration per draft-and-verify round (its own, slower path).
 """
 
 from __future__ import annotations
@@ -53,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
         (
             "Mixtral 8x7B, 8x H100 (2 replicas TP4), 70%",
             InferenceScenario(model="mixtral-8x7b", num_gpus=8, tensor_parallel=4, concurrency=256),
+            0.7,
+        ),
+        # speculative decoding runs one loop turn per draft-and-verify round (tokens per step vary by sequence)
+        (
+            "Llama 3.1 70B TP4, EAGLE k=3 a=0.8, 2048/512, 70%",
+            InferenceScenario(speculative={"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.8}),
             0.7,
         ),
     ]

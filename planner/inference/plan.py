@@ -105,11 +105,6 @@ def _traffic_engine(
     cache) still gets its static plan, with the reason as a warning instead of a traffic answer."""
     if scenario.traffic is None:
         return None, []
-    if scenario.speculative is not None:
-        return None, [
-            f"{TRAFFIC_NOT_SIMULATED}speculative decoding is not simulated under a request stream yet (the static "
-            "plan includes it); remove `speculative` to simulate the stream with plain decoding."
-        ]
     try:
         return TrafficEngine.from_metrics(scenario, i, m), []
     except PlanningError as exc:

@@ -16,13 +16,18 @@ how a run is costed: only up to the step in which the next request arrives, with
 a long run and step by step in Python floats for a short one (numpy's per-call overhead outweighs a few
 steps of arithmetic); both give the same numbers bit for bit, and the tests hold the whole loop to a
 plain one-step-at-a-time scheduler.
+
+Under speculative decoding (`Speculation`, `_SpeculativeReplica`) every step with decoding sequences is a
+draft-and-verify round in which each sequence gains its own random 1 + A tokens, so decode runs cannot be
+advanced at once: that path takes one loop turn per round (a few numpy operations over the decoders' slots),
+the same scheduler otherwise.
 """
 
 from __future__ import annotations
 
 import heapq
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol
 
 import numpy as np
@@ -51,6 +56,15 @@ class StepCost(Protocol):
     def shortest_decode_seconds(self, decode_batch: int) -> float: ...
 
 
+class RoundCost(Protocol):
+    """How long one speculative engine step (a draft-and-verify round plus prompt chunks) takes
+    (`step_cost.SpeculativeStepCost`)."""
+
+    def round_seconds(
+        self, decode_batch: int, decode_context_tokens: float, prefill_spans: list[tuple[int, int]]
+    ) -> float: ...
+
+
 @dataclass(frozen=True, slots=True)
 class EngineLimits:
     """What the serving engine may hold and do per replica."""
@@ -77,6 +91,33 @@ class ReplicaTimeline:
     step_batch: np.ndarray  # sequences that produced a token in that step
     step_running: np.ndarray  # sequences holding KV in that step
     step_kv_blocks: np.ndarray  # KV blocks in use in that step
+    # Under speculative decoding, ITL by token: each burst of g tokens a sequence gains after a gap of d seconds
+    # counts g tokens of d / g (the gaps and their token weights); None without speculation (ITL = steps).
+    itl_seconds: np.ndarray | None = None
+    itl_tokens: np.ndarray | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Speculation:
+    """Speculative decoding in the simulation: every step with decoding sequences is a draft-and-verify round.
+
+    Each decoding sequence gains 1 + A tokens per round, A the accepted drafts with P(A >= j) = a^j for
+    j <= k (independent positions, the static plan's Eq. 1: E[1 + A] = (1 - a^(k+1)) / (1 - a)), drawn per
+    sequence and round from `seed`, capped by the tokens it still has to generate. A sequence holds KV slots
+    for its context plus `reserved_tokens` while it verifies: vLLM V1 allocates the k + 1 positions it verifies
+    and, for EAGLE/MTP heads and draft models, k lookahead slots for the next proposals
+    (`vllm/v1/core/sched/scheduler.py`: `allocate_slots(request, num_new_tokens,
+    num_lookahead_tokens=self.num_lookahead_tokens)`, `num_lookahead_tokens = num_spec_tokens`); rejected
+    positions are overwritten next round, so the context grows by the tokens gained only.
+    """
+
+    drafted_tokens: int  # k
+    acceptance: float  # a
+    seed: int
+
+    @property
+    def reserved_tokens(self) -> int:
+        return 2 * self.drafted_tokens + 1
 
 
 def _blocks(tokens: int, block: int) -> int:
@@ -160,6 +201,105 @@ class _Decoders:
         return done
 
 
+class _SpeculativeDecoders:
+    """The decoding sequences under speculative decoding, in slot arrays: every round each gains its own
+    1 + A tokens (`Speculation`), so a round is a few numpy operations over the slots, not one per sequence.
+    A free slot has no tokens left (it gains nothing) and a context that holds no KV block."""
+
+    DRAWS = 1 << 14  # 1 + A drawn this many at a time (deterministic: one generator, consumed in order)
+
+    def __init__(self, block: int, spec: Speculation, index: int) -> None:
+        self.block = block
+        self.k = spec.drafted_tokens
+        self.acceptance = spec.acceptance
+        self.reserved = spec.reserved_tokens
+        self.empty_context = -(self.reserved + block - 1)  # (context + reserved + block - 1) // block = 0
+        self.rng = np.random.default_rng([spec.seed, index])
+        self.draws = np.zeros(0, dtype=np.int64)
+        self.drawn = 0
+        self.slot: dict[int, int] = {}  # request -> slot
+        self.request: list[int] = []  # slot -> request (-1: free)
+        self.free: list[int] = []
+        self.context = np.zeros(0, dtype=np.int64)
+        self.remaining = np.zeros(0, dtype=np.int64)
+        self.output: list[int] = []
+        self.sum_context = 0
+        self.finished: list[int] = []
+
+    def __len__(self) -> int:
+        return len(self.slot)
+
+    def _grow(self) -> None:
+        old = len(self.request)
+        size = max(2 * old, 8)
+        self.context = np.concatenate([self.context, np.full(size - old, self.empty_context, dtype=np.int64)])
+        self.remaining = np.concatenate([self.remaining, np.zeros(size - old, dtype=np.int64)])
+        self.output.extend([0] * (size - old))
+        self.request.extend([-1] * (size - old))
+        self.free = list(range(size - 1, old - 1, -1)) + self.free
+
+    def _tokens_per_round(self, n: int) -> np.ndarray:
+        """n draws of 1 + A, P(A >= j) = a^j for j <= k: A = min(k, floor(log u / log a)), u uniform in (0, 1]."""
+        if self.drawn + n > len(self.draws):
+            u = 1.0 - self.rng.random(max(self.DRAWS, n))
+            if self.acceptance > 0:
+                accepted = np.minimum(np.floor(np.log(u) / np.log(self.acceptance)), self.k).astype(np.int64)
+            else:
+                accepted = np.zeros(len(u), dtype=np.int64)
+            self.draws = np.concatenate([self.draws[self.drawn :], accepted + 1])
+            self.drawn = 0
+        out = self.draws[self.drawn : self.drawn + n]
+        self.drawn += n
+        return out
+
+    def join(self, request: int, context: int, generated: int, output: int) -> None:
+        if not self.free:
+            self._grow()
+        s = self.free.pop()
+        self.slot[request] = s
+        self.request[s] = request
+        self.context[s] = context
+        self.remaining[s] = output - generated
+        self.output[s] = output
+        self.sum_context += context
+
+    def remove(self, request: int) -> tuple[int, int]:
+        """Take a decoder out; returns its context and the tokens it has generated."""
+        s = self.slot.pop(request)
+        self.request[s] = -1
+        self.free.append(s)
+        context, generated = int(self.context[s]), self.output[s] - int(self.remaining[s])
+        self.context[s], self.remaining[s] = self.empty_context, 0
+        self.sum_context -= context
+        return context, generated
+
+    def leave(self, request: int) -> int:
+        return self.remove(request)[0]
+
+    def context_tokens(self) -> int:
+        return self.sum_context
+
+    def blocks(self) -> int:
+        """KV blocks the decoders hold while they verify: context + reserved positions each."""
+        return int(((self.context + (self.reserved + self.block - 1)) // self.block).sum())
+
+    def advance(self) -> np.ndarray:
+        """One round: every decoder gains 1 + A tokens (at most what it has left); returns every slot's gain
+        (0 for a free one), and the finished requests wait in `finished`."""
+        gains = np.minimum(self._tokens_per_round(len(self.request)), self.remaining)
+        self.context += gains
+        self.remaining -= gains
+        self.sum_context += int(gains.sum())
+        done = np.flatnonzero((self.remaining == 0) & (gains > 0))
+        if done.size:
+            self.finished.extend(self.request[s] for s in done.tolist())
+        return gains
+
+    def pop_finished(self) -> list[int]:
+        done, self.finished = self.finished, []
+        return done
+
+
 def simulate_replica(
     arrival_seconds: np.ndarray,
     prompt_tokens: np.ndarray,
@@ -167,25 +307,40 @@ def simulate_replica(
     cached_tokens: np.ndarray,
     indices: np.ndarray,
     limits: EngineLimits,
-    cost: StepCost,
+    cost: StepCost | RoundCost,
     client_max_concurrency: int | None = None,
     ready_delay_seconds: np.ndarray | None = None,
+    speculation: Speculation | None = None,
+    replica_index: int = 0,
 ) -> ReplicaTimeline:
     """Serve the given requests (sorted by arrival) on one replica; returns their timeline.
+
+    `speculation` (with a `RoundCost` as `cost`): every step with decoding sequences is a draft-and-verify
+    round (`Speculation`), its random acceptances drawn from the speculation's seed and `replica_index`.
 
     `ready_delay_seconds` (optional, per request): how long a request waits, once the scheduler first sees it,
     before it can be scheduled — its cached prefix being read from a prefix pool into GPU memory. The wait
     overlaps the steps of the other requests (the load is asynchronous, as vLLM's KV connectors load remote
     KV while the engine keeps stepping); the request then joins the queue's tail.
     """
-    replica = _Replica(
-        arrival_seconds, prompt_tokens, output_tokens, cached_tokens, limits, cost, client_max_concurrency
+    args = (arrival_seconds, prompt_tokens, output_tokens, cached_tokens, limits, cost, client_max_concurrency)
+    replica = (
+        _Replica(*args)
+        if speculation is None
+        else _SpeculativeReplica(*args, speculation=speculation, index=replica_index)
     )
     if ready_delay_seconds is not None and bool(np.any(ready_delay_seconds > 0)):
         replica.delay = ready_delay_seconds.tolist()
     replica.run()
     r = replica
-    return _timeline(indices, r.sent, r.scheduled, r.first, r.finish, output_tokens, r.preemptions, r.log)
+    timeline = _timeline(indices, r.sent, r.scheduled, r.first, r.finish, output_tokens, r.preemptions, r.log)
+    if speculation is not None:
+        timeline = replace(
+            timeline,
+            itl_seconds=np.asarray(r.log.itl_seconds, dtype=float),
+            itl_tokens=np.asarray(r.log.itl_tokens, dtype=float),
+        )
+    return timeline
 
 
 class _Replica:
@@ -211,7 +366,8 @@ class _Replica:
         self.finish = [np.nan] * n
         self.log = _StepLog()
         self.waiting: deque[tuple[int, int, int, int]] = deque()  # (request, context in KV, to prefill, generated)
-        self.decoders = _Decoders(self.block)
+        self._plain = _Decoders(self.block)  # the plain path's decoders (`_SpeculativeReplica` has its own)
+        self.decoders: _Decoders | _SpeculativeDecoders = self._plain
         self.prefilling: list[list[int]] = []  # [request, context, left to prefill, generated], admission order
         self.admitted_order: dict[int, int] = {}
         self.preemptions = 0
@@ -222,6 +378,7 @@ class _Replica:
         self.done = 0
         self.delay: list[float] | None = None  # per request: a prefix load before it may be scheduled
         self.loading: list[tuple[float, int, int, int]] = []  # heap of (ready at, request, context, to prefill)
+        self.query_tokens = 1  # budget tokens a decoding sequence takes per step
 
     # ------------------------------------------------------------------------------------- the loop
 
@@ -272,7 +429,8 @@ class _Replica:
         """One step's prompt chunks (vLLM V1): decodes first, then the unfinished prompts, then new requests
         in arrival order while fewer than max_num_seqs run, their KV blocks fit and tokens remain."""
         limits, chunked = self.limits, self.limits.chunked_prefill
-        budget = limits.max_num_batched_tokens - (len(self.decoders) if chunked else 0)
+        # a verifying sequence's k + 1 positions count against the budget, as in vLLM V1
+        budget = limits.max_num_batched_tokens - (len(self.decoders) * self.query_tokens if chunked else 0)
         chunks: list[tuple[list[int], int]] = []
         if chunked:
             for entry in self.prefilling:
@@ -319,7 +477,7 @@ class _Replica:
 
     def _mixed_step(self, chunks: list[tuple[list[int], int]]) -> None:
         """One step that runs prompt chunks (and, with chunked prefill, every decode)."""
-        decoders = self.decoders
+        decoders = self._plain
         spans = [(e[1], e[1] + c) for e, c in chunks]
         if self.limits.chunked_prefill:
             batch, context = len(decoders), decoders.context_tokens()
@@ -329,7 +487,12 @@ class _Replica:
         self.now += duration
         if batch:
             decoders.tick += 1
-        sampled = batch
+        sampled = batch + self._advance_chunks(chunks)
+        self.log.step(duration, sampled, len(decoders) + len(self.prefilling), self._blocks_used())
+
+    def _advance_chunks(self, chunks: list[tuple[list[int], int]]) -> int:
+        """The step's prompt chunks are done: prompts that finished sample a token and start decoding (how many)."""
+        sampled = 0
         for entry, chunk in chunks:
             entry[1] += chunk
             entry[2] -= chunk
@@ -344,7 +507,7 @@ class _Replica:
             self.prefilling = [e for e in self.prefilling if e[2]]
             for entry in finished_prompts:
                 self._start_decoding(entry)
-        self.log.step(duration, sampled, len(decoders) + len(self.prefilling), self._blocks_used())
+        return sampled
 
     def _decode_steps(self, running: int) -> bool:
         """A run of pure decode steps until the next event; False when the first needs a KV block none has."""
@@ -353,7 +516,7 @@ class _Replica:
         if joinable and self.loading:
             horizon = min(horizon, self.loading[0][0])
         held = self._blocks_used()
-        end = _decode_run(self.decoders, self.now, horizon, self.limits.kv_blocks - held, self.cost, self.log, held)
+        end = _decode_run(self._plain, self.now, horizon, self.limits.kv_blocks - held, self.cost, self.log, held)
         if end is None:
             return False
         self.now = end
@@ -371,13 +534,17 @@ class _Replica:
                 context, generated = entry[1] + entry[2], entry[3]
                 break
         else:
-            decoders = self.decoders
-            generated = decoders.generated(victim, self.outputs[victim])
-            decoders.finish_heap = [(f, r) for f, r in decoders.finish_heap if r != victim]
-            heapq.heapify(decoders.finish_heap)
-            context = decoders.leave(victim)
+            context, generated = self._evict_decoder(victim)
         self.waiting.appendleft((victim, 0, context, generated))
         self.preemptions += 1
+
+    def _evict_decoder(self, victim: int) -> tuple[int, int]:
+        """Take a decoding sequence out; its context and the tokens it has generated."""
+        decoders = self._plain
+        generated = decoders.generated(victim, self.outputs[victim])
+        decoders.finish_heap = [(f, r) for f, r in decoders.finish_heap if r != victim]
+        heapq.heapify(decoders.finish_heap)
+        return decoders.leave(victim), generated
 
     # ----------------------------------------------------------------------------------- bookkeeping
 
@@ -406,6 +573,51 @@ class _Replica:
             self._complete(i)
         else:
             self.decoders.join(i, context, generated, self.outputs[i])
+
+
+class _SpeculativeReplica(_Replica):
+    """`_Replica` under speculative decoding (`Speculation`): every step with decoding sequences is a
+    draft-and-verify round, costed by a `RoundCost`; the decoders gain their own 1 + A tokens per round, so
+    pure decode steps run one loop turn each (no vectorised runs), and the log keeps each round's token bursts
+    for ITL."""
+
+    def __init__(self, *args, speculation: Speculation, index: int) -> None:
+        super().__init__(*args)
+        self.spec = self.decoders = _SpeculativeDecoders(self.block, speculation, index)
+        self.query_tokens = speculation.drafted_tokens + 1
+        self.round_cost: RoundCost = self.cost
+
+    def _mixed_step(self, chunks: list[tuple[list[int], int]]) -> None:
+        spec = self.spec
+        spans = [(e[1], e[1] + c) for e, c in chunks]
+        if self.limits.chunked_prefill:
+            batch, context = len(spec), spec.context_tokens()
+        else:
+            batch, context = 0, 0  # a whole-prompt prefill step: decodes wait for it
+        duration = self.round_cost.round_seconds(batch, context, spans)
+        self.now += duration
+        gains = spec.advance() if batch else None
+        first_tokens = self._advance_chunks(chunks)
+        self.log.step(duration, batch + first_tokens, len(spec) + len(self.prefilling), self._blocks_used())
+        self.log.bursts(duration, gains, first_tokens)
+
+    def _decode_steps(self, running: int) -> bool:
+        """One draft-and-verify round of the decoding sequences; False when their KV slots do not fit (a lone
+        sequence runs regardless)."""
+        spec = self.spec
+        held = self._blocks_used()
+        if held > self.limits.kv_blocks and running > 1:
+            return False
+        batch = len(spec)
+        duration = self.round_cost.round_seconds(batch, spec.context_tokens(), [])
+        self.now += duration
+        gains = spec.advance()
+        self.log.step(duration, batch, batch, held)
+        self.log.bursts(duration, gains, 0)
+        return True
+
+    def _evict_decoder(self, victim: int) -> tuple[int, int]:
+        return self.spec.remove(victim)
 
 
 def _decode_run(
@@ -499,6 +711,21 @@ class _StepLog:
         self.batch: list[int] = []
         self.running: list[int] = []
         self.kv_blocks: list[int] = []
+        self.itl_seconds: list[float] = []  # speculative decoding: gap per token of each burst
+        self.itl_tokens: list[int] = []  # and the tokens it stands for
+
+    def bursts(self, seconds: float, gains: np.ndarray | None, first_tokens: int) -> None:
+        """A speculative step's token bursts: each decoding sequence's g tokens count g gaps of seconds / g
+        (grouped by g); each prompt finished in it, one token after the whole step."""
+        if first_tokens:
+            self.itl_seconds.append(seconds)
+            self.itl_tokens.append(first_tokens)
+        if gains is not None:
+            counts = np.bincount(gains).tolist()
+            for g in range(1, len(counts)):  # gains of 0 are free slots
+                if counts[g]:
+                    self.itl_seconds.append(seconds / g)
+                    self.itl_tokens.append(g * counts[g])
 
     def step(self, seconds: float, batch: int, running: int, kv_blocks: int) -> None:
         self.single.append(seconds)

@@ -126,6 +126,20 @@ def draft_seconds(step: PhaseStep) -> Number:
     return step.seconds - step.scheduler_seconds
 
 
+def draft_replica_shape(draft: Draft, shape: ReplicaShape) -> ReplicaShape:
+    """The replica shape a draft step runs in: the target's micro-batch and links, the draft's layers."""
+    return replace(shape, stage_layers=draft.arch.num_layers)
+
+
+def draft_read_bytes(draft: Draft, x: InferenceInputs) -> Number:
+    """Weight bytes one draft step streams per GPU: a head reads its own layer and the target's embedding and
+    output head (plus its fusion projection); a draft model its weights."""
+    d = draft_inputs(x)
+    return mem.weight_bytes(
+        draft.counts, draft.arch, d.tensor_parallel, 1, 1, d.linear_bytes, d.high_precision_bytes, d.embedding_bytes
+    ) + (draft.fusion_parameters * d.linear_bytes / d.tensor_parallel)
+
+
 def speculative_round(
     draft: Draft,
     arch: ModelArchitecture,
@@ -141,15 +155,10 @@ def speculative_round(
     k = draft.drafted_tokens
     verify = decode_step(arch, counts, hw, efficiency, x, shape, stage_weight_bytes, query_tokens=k + 1)
     d = draft_inputs(x)
-    draft_shape = replace(shape, stage_layers=draft.arch.num_layers)
-    # A head's step reads its own layer and the target's embedding and head; a draft model its weights.
-    draft_read_bytes = mem.weight_bytes(
-        draft.counts, draft.arch, d.tensor_parallel, 1, 1, d.linear_bytes, d.high_precision_bytes, d.embedding_bytes
-    ) + (draft.fusion_parameters * d.linear_bytes / d.tensor_parallel)
-    step = decode_step(draft.arch, draft.counts, hw, efficiency, d, draft_shape, draft_read_bytes)
-    prefill = prefill_step(
-        draft.arch, draft.counts, hw, efficiency, d, draft_shape, draft_read_bytes, new_prompt_tokens, 1
-    )
+    draft_shape = draft_replica_shape(draft, shape)
+    read_bytes = draft_read_bytes(draft, x)
+    step = decode_step(draft.arch, draft.counts, hw, efficiency, d, draft_shape, read_bytes)
+    prefill = prefill_step(draft.arch, draft.counts, hw, efficiency, d, draft_shape, read_bytes, new_prompt_tokens, 1)
     return SpeculativeRound(
         verify=verify,
         draft_step=step,

@@ -15,6 +15,9 @@ step, because a simulation asks for tens of thousands of steps and each must cos
 A step with no prompt chunk equals `steps.decode_step` at the same micro-batch and mean context, and a
 step with one whole prompt and no decodes equals `steps.prefill_step` (the tests hold both to 1e-9
 relative for a lone prompt, 1e-5 for decode: the context grid is interpolated; the plan's prefill reads the weights once per chunk, the simulation once per step — the same).
+Under speculative decoding, `SpeculativeStepCost` prices a step as a draft-and-verify round from the same
+tables (the target over k + 1 query tokens per decoding sequence) and the draft network's own; a pure decode
+round equals `speculative.speculative_round(...).round_seconds`.
 """
 
 from __future__ import annotations
@@ -108,6 +111,7 @@ class RooflineStepCost:
         self._bandwidth = hw.bandwidth_bytes_per_second
         self._efficiency = efficiency
         self._rows: dict[int, _DecodeRows] = {}
+        self._verify_rows: dict[tuple[int, int], _DecodeRows] = {}
 
         tokens = np.arange(max_step_tokens + 1, dtype=float)
         routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes)
@@ -187,24 +191,31 @@ class RooflineStepCost:
 
     # ------------------------------------------------------------------------------------------ terms
 
-    def terms(self, decode_batch: int, decode_context_tokens: float, prefill_spans=()) -> StepTerms:
+    def terms(
+        self, decode_batch: int, decode_context_tokens: float, prefill_spans=(), query_tokens: int = 1
+    ) -> StepTerms:
         """A step's per-stage terms: `decode_batch` sequences with `decode_context_tokens` tokens of context
-        in all, and prompt pieces [start, end) (positions in their prompts)."""
-        return StepTerms(*self._term_values(decode_batch, decode_context_tokens, prefill_spans))
+        in all, and prompt pieces [start, end) (positions in their prompts). `query_tokens` > 1: each decoding
+        sequence runs that many positions (a speculative verify step, as `steps.decode_step(query_tokens=...)`:
+        compute, expert reads, messages and sampling scale with it, the KV read does not)."""
+        return StepTerms(*self._term_values(decode_batch, decode_context_tokens, prefill_spans, query_tokens))
 
-    def _term_values(self, decode_batch: int, decode_context_tokens: float, prefill_spans) -> tuple[float, ...]:
+    def _term_values(
+        self, decode_batch: int, decode_context_tokens: float, prefill_spans, query_tokens: int = 1
+    ) -> tuple[float, ...]:
         """`terms` as plain floats in `StepTerms`' order: a simulation asks for one per prompt-carrying step,
         so the tables are read as Python lists (numpy scalars cost more than the arithmetic)."""
         t = self._scalar_tables
         micro = -(-decode_batch // self.pipeline_parallel)
+        decode_tokens = micro * query_tokens
         prefill_tokens = sum(end - start for start, end in prefill_spans)
-        step_tokens = micro + prefill_tokens
+        step_tokens = decode_tokens + prefill_tokens
         if step_tokens > self.max_step_tokens:
             raise ValueError(f"a step of {step_tokens} tokens exceeds the table's {self.max_step_tokens}")
         decode_flops = decode_kv_bytes = 0.0
         if decode_batch:
             mean_context = decode_context_tokens / decode_batch
-            decode_flops = micro * interp_one(mean_context, t.context_grid, t.decode_flops_per_sequence)
+            decode_flops = decode_tokens * interp_one(mean_context, t.context_grid, t.decode_flops_per_sequence)
             decode_kv_bytes = micro * interp_one(mean_context, t.context_grid, t.kv_read_bytes_per_sequence)
         prefill_flops = kv_written = 0.0
         flops_to, kv_to = t.prefill_flops_to, t.kv_written_to
@@ -213,7 +224,7 @@ class RooflineStepCost:
             kv_written += kv_to[end] - kv_to[start]
         e = self._efficiency
         per_token = self._expert_flops_per_token
-        decode_expert_flops = micro * per_token if decode_batch else 0.0
+        decode_expert_flops = decode_tokens * per_token if decode_batch else 0.0
         prefill_expert_flops = prefill_tokens * per_token
         compute = (
             roofline.compute_seconds(prefill_flops - prefill_expert_flops, self._peak, self._prefill_efficiency)
@@ -227,6 +238,7 @@ class RooflineStepCost:
             expert_bytes, self._bandwidth, e.moe_expert_bandwidth
         )
         sequences = micro + len(prefill_spans)  # every scheduled sequence is sampled (partial prefills too)
+        sampled = decode_tokens + len(prefill_spans)  # a verify step samples every query position
         return (
             float(compute),
             float(memory),
@@ -234,14 +246,16 @@ class RooflineStepCost:
             self._overhead_seconds,
             t.handoff_seconds[step_tokens],
             float(scheduler_seconds(sequences, e)),
-            float(sampler_seconds(sequences, self._vocab_size, e)),
+            float(sampler_seconds(sampled, self._vocab_size, e)),
         )
 
     # ------------------------------------------------------------------------------ StepCost protocol
 
-    def mixed_seconds(self, decode_batch: int, decode_context_tokens: float, prefill_spans) -> float:
+    def mixed_seconds(
+        self, decode_batch: int, decode_context_tokens: float, prefill_spans, query_tokens: int = 1
+    ) -> float:
         compute, memory, collective, overhead, handoff, scheduler, sampler = self._term_values(
-            decode_batch, decode_context_tokens, prefill_spans
+            decode_batch, decode_context_tokens, prefill_spans, query_tokens
         )
         step = roofline.pipeline_step_seconds(compute, memory, collective, overhead, handoff, self.pipeline_parallel)
         return float(step + scheduler + sampler)
@@ -258,7 +272,7 @@ class RooflineStepCost:
         step += rows.fixed_seconds
         return step
 
-    def decode_step_seconds(self, decode_batch: int, decode_context_tokens: int) -> float:
+    def decode_step_seconds(self, decode_batch: int, decode_context_tokens: float) -> float:
         """One pure decode step: `decode_seconds` of a single context sum, bit for bit, in Python floats
         (cheaper than a numpy call for the few steps of a short run)."""
         rows = self._decode_rows(decode_batch)
@@ -278,43 +292,106 @@ class RooflineStepCost:
         sampler, cached per batch: a run then costs two interpolations."""
         rows = self._rows.get(decode_batch)
         if rows is None:
-            pp = self.pipeline_parallel
-            micro = -(-decode_batch // pp)
-            e = self._efficiency
-            expert_flops = micro * self._expert_flops_per_token
-            compute_row = (
-                roofline.compute_seconds(
-                    micro * self._decode_flops_per_sequence - expert_flops, self._peak, self._decode_efficiency
-                )
-                + roofline.compute_seconds(expert_flops, self._peak, self._expert_efficiency)
-                + self._kernel_tail_seconds
-            )
-            expert_bytes = self._expert_bytes[micro]
-            memory_row = roofline.memory_seconds(
-                self._weight_bytes[micro] - expert_bytes + micro * self._kv_read_bytes_per_sequence,
-                self._bandwidth,
-                e.memory_bandwidth,
-            ) + roofline.memory_seconds(expert_bytes, self._bandwidth, e.moe_expert_bandwidth)
-            # pipeline_step_seconds with compute = memory = 0 is exactly its terms beyond max(compute, memory).
-            fixed = float(
-                roofline.pipeline_step_seconds(
-                    0.0,
-                    0.0,
-                    self._collective_seconds[micro],
-                    self._overhead_seconds,
-                    self._handoff_seconds[micro],
-                    pp,
-                )
-                + scheduler_seconds(micro, e)
-                + sampler_seconds(micro, self._vocab_size, e)
-            )
-            # The rows' minima bound every interpolated value from below, and the arithmetic after the
-            # interpolation is monotone, so no step of this batch is shorter.
-            shortest = float(pp * max(compute_row.min(), memory_row.min()) + fixed)
-            rows = self._rows[decode_batch] = _DecodeRows(
-                compute_row, memory_row, compute_row.tolist(), memory_row.tolist(), fixed, shortest
-            )
+            rows = self._rows[decode_batch] = self._rows_of(decode_batch, 1)
         return rows
+
+    def verify_step_seconds(self, decode_batch: int, decode_context_tokens: float, query_tokens: int) -> float:
+        """A pure speculative verify step (`query_tokens` positions per sequence): `mixed_seconds(decode_batch,
+        decode_context_tokens, [], query_tokens)` through rows cached per batch, as `decode_step_seconds`."""
+        rows = self._verify_rows.get((decode_batch, query_tokens))
+        if rows is None:
+            rows = self._verify_rows[decode_batch, query_tokens] = self._rows_of(decode_batch, query_tokens)
+        compute, memory = interp_two(
+            decode_context_tokens / decode_batch, self._scalar_tables.context_grid, rows.compute_list, rows.memory_list
+        )
+        return max(compute, memory) * self.pipeline_parallel + rows.fixed_seconds
+
+    def _rows_of(self, decode_batch: int, query_tokens: int) -> _DecodeRows:
+        """`_decode_rows` for `query_tokens` positions per sequence (compute, expert reads, messages and
+        sampling scale with them, the KV read does not: `steps.decode_step(query_tokens=...)`)."""
+        pp = self.pipeline_parallel
+        micro = -(-decode_batch // pp)
+        tokens = micro * query_tokens
+        e = self._efficiency
+        expert_flops = tokens * self._expert_flops_per_token
+        compute_row = (
+            roofline.compute_seconds(
+                tokens * self._decode_flops_per_sequence - expert_flops, self._peak, self._decode_efficiency
+            )
+            + roofline.compute_seconds(expert_flops, self._peak, self._expert_efficiency)
+            + self._kernel_tail_seconds
+        )
+        expert_bytes = self._expert_bytes[tokens]
+        memory_row = roofline.memory_seconds(
+            self._weight_bytes[tokens] - expert_bytes + micro * self._kv_read_bytes_per_sequence,
+            self._bandwidth,
+            e.memory_bandwidth,
+        ) + roofline.memory_seconds(expert_bytes, self._bandwidth, e.moe_expert_bandwidth)
+        # pipeline_step_seconds with compute = memory = 0 is exactly its terms beyond max(compute, memory).
+        fixed = float(
+            roofline.pipeline_step_seconds(
+                0.0,
+                0.0,
+                self._collective_seconds[tokens],
+                self._overhead_seconds,
+                self._handoff_seconds[tokens],
+                pp,
+            )
+            + scheduler_seconds(micro, e)
+            + sampler_seconds(tokens, self._vocab_size, e)
+        )
+        # The rows' minima bound every interpolated value from below, and the arithmetic after the
+        # interpolation is monotone, so no step of this batch is shorter.
+        shortest = float(pp * max(compute_row.min(), memory_row.min()) + fixed)
+        return _DecodeRows(compute_row, memory_row, compute_row.tolist(), memory_row.tolist(), fixed, shortest)
+
+
+class SpeculativeStepCost:
+    """An engine step under speculative decoding: a draft-and-verify round for the decoding sequences plus the
+    step's prompt chunks (`serving_sim` runs one per step). No new terms: the target's part is `RooflineStepCost`
+    with k + 1 query tokens per decoding sequence (`steps.decode_step(query_tokens=k + 1)`), the draft's part k
+    of the draft network's own decode steps (`speculative.draft_seconds`: the round pays the scheduler once)
+    and, for a step's prompt chunks, the draft's pass over them (the static plan's `draft_prefill_seconds`).
+    A round with no prompt chunk equals `speculative.speculative_round(...).round_seconds` at the same
+    micro-batch and context."""
+
+    def __init__(self, target: RooflineStepCost, draft: RooflineStepCost, drafted_tokens: int) -> None:
+        self.target = target
+        self.draft = draft
+        self.drafted_tokens = int(drafted_tokens)
+        self.query_tokens = self.drafted_tokens + 1
+        self.request_overhead_seconds = target.request_overhead_seconds
+        self._efficiency = target._efficiency
+
+    @property
+    def max_step_tokens(self) -> int:
+        return self.target.max_step_tokens
+
+    def round_seconds(self, decode_batch: int, decode_context_tokens: float, prefill_spans) -> float:
+        """One step: the verify pass (and prompt chunks) of the target, k draft steps for the decoding batch,
+        the draft's pass over the prompt chunks."""
+        if prefill_spans:
+            seconds = self.target.mixed_seconds(decode_batch, decode_context_tokens, prefill_spans, self.query_tokens)
+        else:
+            seconds = self.target.verify_step_seconds(decode_batch, decode_context_tokens, self.query_tokens)
+        if decode_batch:
+            seconds += self.drafted_tokens * self.draft_step_seconds(decode_batch, decode_context_tokens)
+        if prefill_spans:
+            seconds += self.draft_prefill_seconds(prefill_spans)
+        return seconds
+
+    def draft_step_seconds(self, decode_batch: int, decode_context_tokens: float) -> float:
+        """One draft step over the target's micro-batch at the same mean context, less the engine's scheduling
+        (`speculative.draft_seconds`). The draft runs unpipelined (`speculative.draft_inputs`) on the micro-batch,
+        as `speculative_round` prices it."""
+        micro = -(-decode_batch // self.target.pipeline_parallel)
+        step = self.draft.decode_step_seconds(micro, decode_context_tokens / decode_batch * micro)
+        return step - float(scheduler_seconds(micro, self._efficiency))
+
+    def draft_prefill_seconds(self, prefill_spans) -> float:
+        """The draft's pass over the step's prompt pieces, less the engine's scheduling."""
+        step = self.draft.mixed_seconds(0, 0, prefill_spans)
+        return step - float(scheduler_seconds(len(prefill_spans), self._efficiency))
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,8 +28,9 @@ from planner.errors import PlanningError
 from planner.inference.metrics import InferenceMetrics, decode_read_weight_bytes, inference_metrics
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
-from planner.inference.serving_sim import EngineLimits, ReplicaTimeline, simulate_replica
-from planner.inference.step_cost import RooflineStepCost
+from planner.inference.serving_sim import EngineLimits, ReplicaTimeline, Speculation, simulate_replica
+from planner.inference.speculative import draft_inputs, draft_read_bytes, draft_replica_shape
+from planner.inference.step_cost import RooflineStepCost, SpeculativeStepCost
 from planner.inference.traffic_results import (
     CapacityAnswer,
     LoadCurve,
@@ -82,7 +83,9 @@ class TrafficEngine:
         traffic: Traffic | None = None,
     ) -> TrafficEngine:
         i = scenario_inputs(scenario, calibration)
-        return cls.from_metrics(scenario, i, inference_metrics(i.arch, i.counts, i.hw, i.efficiency, i.x), traffic)
+        return cls.from_metrics(
+            scenario, i, inference_metrics(i.arch, i.counts, i.hw, i.efficiency, i.x, i.draft), traffic
+        )
 
     @classmethod
     def from_metrics(
@@ -123,29 +126,73 @@ class TrafficEngine:
 
     # ---------------------------------------------------------------------------------------- pieces
 
+    def speculation(self, traffic: Traffic | None = None) -> Speculation | None:
+        """The scenario's speculative decoding as the simulation runs it, its acceptances drawn from the
+        stream's seed (None: plain decoding)."""
+        draft = self.inputs.draft
+        if draft is None:
+            return None
+        return Speculation(draft.drafted_tokens, draft.acceptance, (traffic or self.traffic).seed)
+
     def step_cost(self, requests: Requests) -> RooflineStepCost:
-        """Step-cost tables large enough for this stream (built once per size and reused)."""
+        """Step-cost tables large enough for this stream (built once per size and reused); with speculative
+        decoding, the target's (sized for its verify steps: k + 1 tokens per sequence)."""
         longest = int((requests.prompt_tokens + requests.output_tokens).max())
         longest_prompt = int(requests.prompt_tokens.max())
         limits = self.limits
-        step_tokens = limits.max_num_seqs + limits.max_num_batched_tokens + (0 if limits.chunked_prefill else longest)
+        draft = self.inputs.draft
+        query_tokens = 1 if draft is None else draft.drafted_tokens + 1
+        step_tokens = (
+            limits.max_num_seqs * query_tokens
+            + limits.max_num_batched_tokens
+            + (0 if limits.chunked_prefill else longest)
+        )
         key = (_round_up(step_tokens), _round_up(max(longest, longest_prompt)))
         cost = self._costs.get(key)
         if cost is None:
-            i = self.inputs
-            cost = RooflineStepCost(
-                i.arch,
-                i.counts,
-                i.hw,
-                i.efficiency,
-                i.x,
-                self._costs["shape"],
-                self._costs["weights"],
-                max_step_tokens=key[0],
-                max_position_tokens=key[1],
-            )
-            self._costs[key] = cost
+            cost = self._costs[key] = self._target_cost(*key)
         return cost
+
+    def speculative_cost(self, requests: Requests) -> SpeculativeStepCost:
+        """The round's cost for this stream: the target's tables (`step_cost`) and the draft's."""
+        draft = self.inputs.draft
+        if draft is None:
+            raise PlanningError("the scenario has no speculative decoding to cost")
+        target = self.step_cost(requests)
+        key = ("speculative", target.max_step_tokens, target.max_position_tokens)
+        cost = self._costs.get(key)
+        if cost is None:
+            i = self.inputs
+            cost = self._costs[key] = SpeculativeStepCost(
+                target,
+                RooflineStepCost(
+                    draft.arch,
+                    draft.counts,
+                    i.hw,
+                    i.efficiency,
+                    draft_inputs(i.x),
+                    draft_replica_shape(draft, self._costs["shape"]),
+                    float(draft_read_bytes(draft, i.x)),
+                    max_step_tokens=target.max_step_tokens,
+                    max_position_tokens=target.max_position_tokens,
+                ),
+                draft.drafted_tokens,
+            )
+        return cost
+
+    def _target_cost(self, max_step_tokens: int, max_position_tokens: int) -> RooflineStepCost:
+        i = self.inputs
+        return RooflineStepCost(
+            i.arch,
+            i.counts,
+            i.hw,
+            i.efficiency,
+            i.x,
+            self._costs["shape"],
+            self._costs["weights"],
+            max_step_tokens=max_step_tokens,
+            max_position_tokens=max_position_tokens,
+        )
 
     def requests(self, traffic: Traffic | None = None) -> Requests:
         """The stream's requests; each prompt carries the scenario's image tokens beside its text (a trace's
@@ -161,7 +208,8 @@ class TrafficEngine:
         traffic = traffic or self.traffic
         reqs = self.requests(traffic)
         replicas = replicas or self.replicas
-        cost = self.step_cost(reqs)
+        speculation = self.speculation(traffic)
+        cost = self.step_cost(reqs) if speculation is None else self.speculative_cost(reqs)
         timelines: list[ReplicaTimeline] = []
         bounded = traffic.prefix_pool is not None or traffic.gpu_prefix_cache_share is not None
         hits: list[PrefixHits] = []
@@ -185,6 +233,8 @@ class TrafficEngine:
                     if traffic.max_concurrency is None
                     else max(1, -(-traffic.max_concurrency // replicas)),
                     ready_delay_seconds=delay,
+                    speculation=speculation,
+                    replica_index=r,
                 )
             )
         stats = self._prefix_stats(traffic, reqs, hits) if bounded else _unbounded_stats(reqs)
@@ -307,7 +357,22 @@ class TrafficEngine:
             f"Routing: {ROUTING}; every replica identical.",
             "Step times: the static plan's roofline terms per step (no second physics); per-request costs "
             "outside the engine (tokenisation, network, HTTP) are not modelled.",
+            *self._speculative_assumptions(),
             *self._prefix_assumptions(),
+        ]
+
+    def _speculative_assumptions(self) -> list[str]:
+        draft = self.inputs.draft
+        if draft is None:
+            return []
+        k = draft.drafted_tokens
+        return [
+            f"Speculative decoding: every step with decoding sequences is a draft-and-verify round (the target over "
+            f"{k + 1} tokens per sequence, {k} draft steps); each sequence gains 1 + A tokens, A accepted drafts "
+            f"with P(A >= j) = {draft.acceptance:g}^j for j <= {k} (independent positions), drawn per sequence and "
+            f"round from the stream's seed; a verifying sequence holds KV slots for {2 * k + 1} positions beyond "
+            "its context (vLLM V1's verify positions and lookahead); ITL counts a burst of g tokens as g gaps of "
+            "the round / g."
         ]
 
     def _prefix_assumptions(self) -> list[str]:
@@ -391,9 +456,11 @@ def simulate_after_request_overhead(
     cached_tokens: np.ndarray,
     indices: np.ndarray,
     limits: EngineLimits,
-    cost: RooflineStepCost,
+    cost: RooflineStepCost | SpeculativeStepCost,
     client_max_concurrency: int | None = None,
     ready_delay_seconds: np.ndarray | None = None,
+    speculation: Speculation | None = None,
+    replica_index: int = 0,
 ) -> ReplicaTimeline:
     """`simulate_replica` with each request reaching the scheduler `cost.request_overhead_seconds` after
     the client sent it (the API server's chat template, tokenisation and set-up,
@@ -412,5 +479,7 @@ def simulate_after_request_overhead(
         cost,
         client_max_concurrency=client_max_concurrency,
         ready_delay_seconds=ready_delay_seconds,
+        speculation=speculation,
+        replica_index=replica_index,
     )
     return replace(timeline, sent_seconds=timeline.sent_seconds - delay)

@@ -7,7 +7,9 @@ The key names of `TrafficResult` are a contract (the CLI's JSON is used for auto
 
 Definitions follow `vllm bench serve`: TTFT from the moment the client sends a request to its first
 token; TPOT = (end-to-end latency - TTFT) / (output tokens - 1) per request; ITL = the gap between
-consecutive tokens of a request, pooled over all tokens.
+consecutive tokens of a request, pooled over all tokens. Under speculative decoding a sequence's tokens come
+in bursts (one per draft-and-verify round): a burst of g tokens after a gap of d seconds counts as g gaps of
+d / g (by token, so mean ITL and TPOT agree; `vllm bench serve` instead records one ITL per streamed chunk).
 """
 
 from __future__ import annotations
@@ -250,12 +252,17 @@ def summarize(
     n = len(m["sent"])
     start = float(np.nanmin(m["sent"])) if n else 0.0
     duration = max(float(np.nanmax(m["finish"])) - start, 1e-12) if n else 0.0
-    # ITL: every step's duration is the gap each token sampled in it waited (pooled over tokens).
+    # ITL: every step's duration is the gap each token sampled in it waited (pooled over tokens); under
+    # speculative decoding a burst of g tokens after a gap d counts g tokens of d / g (`ReplicaTimeline`).
     step_seconds = np.concatenate([t.step_seconds for t in timelines])
     step_batch = np.concatenate([t.step_batch for t in timelines])
-    if step_seconds.size:
-        order = np.argsort(step_seconds)
-        sorted_steps, sorted_batch = step_seconds[order], step_batch[order]
+    gaps, gap_tokens = step_seconds, step_batch
+    if timelines and all(t.itl_seconds is not None and t.itl_tokens is not None for t in timelines):
+        gaps = np.concatenate([t.itl_seconds for t in timelines])  # type: ignore[misc]
+        gap_tokens = np.concatenate([t.itl_tokens for t in timelines])  # type: ignore[misc]
+    if gaps.size:
+        order = np.argsort(gaps)
+        sorted_steps, sorted_batch = gaps[order], gap_tokens[order]
         itl = Distribution._of_sorted(sorted_steps, sorted_batch)
         itl_table = _weighted_table(sorted_steps, sorted_batch)
     else:
