@@ -151,6 +151,7 @@ class Link:
     # All-reduces over this link may use custom peer-memory kernels (one-shot / two-shot): the runtime has them
     # and the group sits inside an NVLink-class domain.
     peer_access: Flag = False
+    nodes: Number = 1  # nodes the group spans (a tree all-reduce's shape)
 
     @classmethod
     def spanning(cls, group_span_gpus, hw: HardwareInputs, custom_allreduce: bool = False) -> Link:
@@ -162,6 +163,7 @@ class Link:
             ),
             collectives.link_latency(group_span_gpus, hw.gpus_per_node, hw.link_latency_seconds),
             peer if custom_allreduce else False,
+            collectives.group_nodes(group_span_gpus, hw.gpus_per_node),
         )
 
 

@@ -268,6 +268,7 @@ def tensor_parallel_seconds(stage_layers, message_bytes, tensor_parallel, link: 
             link.latency_seconds,
             efficiency.communication,
             link.peer_access,
+            link.nodes,
         )
     )
 

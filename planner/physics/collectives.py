@@ -37,7 +37,7 @@ import math
 
 import numpy as np
 
-from planner.arrays import Flag, Number, minimum, where
+from planner.arrays import Flag, Number, ceil_div, maximum, minimum, where
 
 # Fixed cost of one collective kernel beyond its steps (NCCL tuning.cc baseLat, LL protocol, us -> s).
 RING_BASE_SECONDS = 3.6e-6
@@ -75,12 +75,17 @@ def ring_allreduce_seconds(message_bytes, participants, link_bytes_per_second, l
     )
 
 
-def tree_allreduce_seconds(message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency):
-    """Double-binary-tree all-reduce (reduce up, broadcast down): 2 log2(n) steps, the whole message twice
-    through each GPU's link."""
+def tree_allreduce_seconds(
+    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, nodes: Number = 1
+):
+    """Double-binary-tree all-reduce (reduce up, broadcast down): the tree spans the `nodes`, and inside each
+    node the ranks form a chain, so a step count of 2 ((n / nodes - 1) + log2(nodes)) (NCCL tuning.cc's tree
+    latency, intra-node chain plus inter-node tree); the whole message twice through each GPU's link. Inside
+    one node it is a chain of 2 (n - 1) steps, never fewer than a ring's."""
+    nodes = maximum(nodes, 1)
     return (
         TREE_BASE_SECONDS
-        + 2 * _log2(participants) * link_latency_seconds
+        + 2 * (participants / nodes - 1 + _log2(nodes)) * link_latency_seconds
         + _bandwidth_seconds(2 * message_bytes, link_bytes_per_second, efficiency)
     )
 
@@ -115,28 +120,41 @@ def peer_allreduce_available(message_bytes, participants, peer_access):
 
 
 def allreduce_algorithm_seconds(
-    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access: Flag = False
+    message_bytes,
+    participants,
+    link_bytes_per_second,
+    link_latency_seconds,
+    efficiency,
+    peer_access: Flag = False,
+    nodes: Number = 1,
 ) -> dict[str, Number]:
-    """Each algorithm's time (`ALLREDUCE_ALGORITHMS` order); infinite where it is not available."""
+    """Each algorithm's time (`ALLREDUCE_ALGORITHMS` order); infinite where it is not available. `nodes`: the
+    nodes the group spans (the tree's shape)."""
     args = (message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency)
     peer = peer_allreduce_available(message_bytes, participants, peer_access)
     return {
         "ring": ring_allreduce_seconds(*args),
-        "tree": tree_allreduce_seconds(*args),
+        "tree": tree_allreduce_seconds(*args, nodes),
         "one-shot": where(peer, one_shot_allreduce_seconds(*args), math.inf),
         "two-shot": where(peer, two_shot_allreduce_seconds(*args), math.inf),
     }
 
 
 def allreduce_seconds(
-    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access: Flag = False
+    message_bytes,
+    participants,
+    link_bytes_per_second,
+    link_latency_seconds,
+    efficiency,
+    peer_access: Flag = False,
+    nodes: Number = 1,
 ):
-    """One all-reduce of `message_bytes` over `participants` GPUs: the fastest available algorithm
-    (`allreduce_algorithm_seconds`). `peer_access`: the group sits inside an NVLink / NVSwitch / xGMI domain
-    and the runtime has custom peer-memory kernels (vLLM, SGLang, TensorRT-LLM); NCCL alone (training) has
-    ring and tree only. Zero for one participant."""
+    """One all-reduce of `message_bytes` over `participants` GPUs on `nodes` nodes: the fastest available
+    algorithm (`allreduce_algorithm_seconds`). `peer_access`: the group sits inside an NVLink / NVSwitch / xGMI
+    domain and the runtime has custom peer-memory kernels (vLLM, SGLang, TensorRT-LLM); NCCL alone (training)
+    has ring and tree only. Zero for one participant."""
     times = allreduce_algorithm_seconds(
-        message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access
+        message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access, nodes
     )
     fastest = times["ring"]
     for name in ALLREDUCE_ALGORITHMS[1:]:
@@ -145,11 +163,17 @@ def allreduce_seconds(
 
 
 def allreduce_algorithm(
-    message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access: Flag = False
+    message_bytes,
+    participants,
+    link_bytes_per_second,
+    link_latency_seconds,
+    efficiency,
+    peer_access: Flag = False,
+    nodes: Number = 1,
 ) -> str:
     """The algorithm `allreduce_seconds` picks for one message (scalars; for the plan's explanation)."""
     times = allreduce_algorithm_seconds(
-        message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access
+        message_bytes, participants, link_bytes_per_second, link_latency_seconds, efficiency, peer_access, nodes
     )
     return min(ALLREDUCE_ALGORITHMS, key=lambda name: float(times[name]))
 
@@ -183,6 +207,11 @@ def link_bandwidth(group_span_gpus, gpus_per_node, intra_node_bytes_per_second, 
 
 
 INTER_NODE_LATENCY_SECONDS = 10e-6  # InfiniBand/RoCE message latency, planning constant
+
+
+def group_nodes(group_span_gpus, gpus_per_node):
+    """Nodes a group of consecutive ranks spans (at least one)."""
+    return maximum(ceil_div(group_span_gpus, gpus_per_node), 1)
 
 
 def link_latency(group_span_gpus, gpus_per_node, intra_node_latency_seconds):

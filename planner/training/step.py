@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
+from functools import partial
 
 from planner.arrays import Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import gemm_efficiency, roofline
-from planner.physics.collectives import link_bandwidth, link_latency
+from planner.physics.collectives import group_nodes, link_bandwidth, link_latency
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.training import step_time
@@ -46,6 +47,7 @@ class TrainingFlops:
 class Link:
     bytes_per_second: Number
     latency_seconds: Number
+    nodes: Number = 1  # nodes the group spans (a tree all-reduce's shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,6 +244,7 @@ def group_link(hw: TrainingHardware, group_span_gpus) -> Link:
             group_span_gpus, hw.gpus_per_node, hw.intra_node_bytes_per_second, hw.inter_node_bytes_per_second
         ),
         link_latency(group_span_gpus, hw.gpus_per_node, hw.intra_node_latency_seconds),
+        group_nodes(group_span_gpus, hw.gpus_per_node),
     )
 
 
@@ -265,7 +268,12 @@ def data_parallel_collectives(
     grads_expert = states.trainable_expert_elements * reduce_b
     return DataParallelCollectives(
         gradient_allreduce_seconds=_over_both_groups(
-            step_time.gradient_allreduce_seconds, grads_dense, grads_expert, inputs, link, eff
+            partial(step_time.gradient_allreduce_seconds, nodes=link.nodes),
+            grads_dense,
+            grads_expert,
+            inputs,
+            link,
+            eff,
         ),
         gradient_reduce_scatter_seconds=_over_both_groups(
             step_time.gradient_reduce_scatter_seconds, grads_dense, grads_expert, inputs, link, eff

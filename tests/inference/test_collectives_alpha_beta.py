@@ -23,9 +23,16 @@ def test_ring_by_hand():
 
 
 def test_tree_by_hand():
-    # n = 8: 4.4 us + 2 x 3 x 10 us = 64.4 us; 2 x 65,536 B / (64e9 x 0.75 = 48e9) = 2.7307 us -> 67.13 us
+    # NCCL's tree (tuning.cc): a chain inside each node, a tree across nodes: 2 ((n / nodes - 1) + log2(nodes)) steps.
+    # n = 8 in one node: 4.4 us + 2 x 7 x 10 us = 144.4 us; 2 x 65,536 B / (64e9 x 0.75 = 48e9) = 2.7307 us
     t = c.tree_allreduce_seconds(65536, 8, PCIE, PCIE_ALPHA, EFF)
-    assert t == pytest.approx(64.4e-6 + 2.7307e-6, rel=1e-4)
+    assert t == pytest.approx(144.4e-6 + 2.7307e-6, rel=1e-4)
+    # n = 64 on 8 nodes: 2 x (7 + 3) = 20 steps: 4.4 + 200 = 204.4 us + the same 2.7307 us
+    t = c.tree_allreduce_seconds(65536, 64, PCIE, PCIE_ALPHA, EFF, nodes=8)
+    assert t == pytest.approx(204.4e-6 + 2.7307e-6, rel=1e-4)
+    # ... where a ring needs 2 x 63 steps: the tree wins across nodes, never inside one
+    assert c.allreduce_algorithm(65536, 64, PCIE, PCIE_ALPHA, EFF, nodes=8) == "tree"
+    assert c.allreduce_algorithm(65536, 8, PCIE, PCIE_ALPHA, EFF) == "ring"
 
 
 def test_one_shot_by_hand():
@@ -53,9 +60,10 @@ def test_small_messages_on_nvlink_take_one_shot_and_cost_a_few_microseconds():
     assert c.allreduce_algorithm(one_token, 8, NVLINK, NVLINK_ALPHA, EFF, peer_access=True) == "one-shot"
     # 6.6 us + 7 x 16,384 / 121.5e9 = 0.944 us -> 7.544 us (ring would be 45.6 us + 0.085 us)
     assert c.allreduce_seconds(one_token, 8, NVLINK, NVLINK_ALPHA, EFF, True) == pytest.approx(7.544e-6, rel=1e-3)
-    # Without peer access (NCCL alone: training, PCIe) the tree wins: 4.4 + 18 = 22.4 us + 2 x 16,384 / 337.5e9
-    assert c.allreduce_algorithm(one_token, 8, NVLINK, NVLINK_ALPHA, EFF) == "tree"
-    assert c.allreduce_seconds(one_token, 8, NVLINK, NVLINK_ALPHA, EFF) == pytest.approx(22.497e-6, rel=1e-3)
+    # Without peer access (NCCL alone: training, PCIe) the ring: 3.6 + 14 x 3 = 45.6 us + 1.75 x 16,384 / 337.5e9
+    # (inside one node NCCL's tree is a chain: 4.4 + 42 us + 2 x 16,384 / 337.5e9 = 46.5 us)
+    assert c.allreduce_algorithm(one_token, 8, NVLINK, NVLINK_ALPHA, EFF) == "ring"
+    assert c.allreduce_seconds(one_token, 8, NVLINK, NVLINK_ALPHA, EFF) == pytest.approx(45.685e-6, rel=1e-3)
 
 
 def test_choice_moves_to_two_shot_then_to_nccl_as_messages_grow():
@@ -112,8 +120,8 @@ def test_calibration_fits_alpha_and_beta_from_the_all_reduce_sizes():
     ref = Reference.from_catalog("h100-sxm")  # NVLink 450 GB/s, catalog alpha 3 us
     sizes = (64 << 10, 1 << 20, 16 << 20, 128 << 20, 512 << 20)
     # A device whose link takes 2 us per step and reaches 0.6 of 450 GB/s; NCCL (no peer access) at n = 8.
-    # 512 MiB - 128 MiB = 402,653,184 B x 1.75 / 270e9 = 2.6098 ms of slope; 64 KiB by tree: 4.4 + 6 x 2 = 16.4 us
-    # + 2 x 65,536 / 270e9 = 0.4855 us.
+    # 512 MiB - 128 MiB = 402,653,184 B x 1.75 / 270e9 = 2.6098 ms of slope; 64 KiB by ring (in one node the tree
+    # is a chain of 14 steps too, with a larger fixed cost): 3.6 + 14 x 2 = 31.6 us + 1.75 x 65,536 / 270e9 = 0.4248 us.
     measured = [
         AllReduceMeasurement(
             backend="nccl",
@@ -124,7 +132,7 @@ def test_calibration_fits_alpha_and_beta_from_the_all_reduce_sizes():
         )
         for m in sizes
     ]
-    assert measured[0].seconds == pytest.approx(16.4e-6 + 0.4855e-6, rel=1e-3)
+    assert measured[0].seconds == pytest.approx(31.6e-6 + 0.4248e-6, rel=1e-3)
     fit = fit_allreduce(measured, ref, 0.75)
     assert fit.efficiency == pytest.approx(0.6, rel=1e-9)
     assert fit.latency_seconds == pytest.approx(2e-6, rel=1e-6)
