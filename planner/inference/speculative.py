@@ -58,8 +58,9 @@ def draft_for(target: ModelArchitecture, spec: SpeculativeDecoding | None) -> Dr
 
 def draft_inputs(x: InferenceInputs) -> InferenceInputs:
     """The draft runs tensor-parallel like the target on the same GPUs, unpipelined, experts over the tensor
-    group."""
-    return replace(x, pipeline_parallel=1, expert_parallel=1)
+    group, in the target's weight formats (attention's included); it drafts text, so the request's images are the
+    target's to encode, not the draft's."""
+    return replace(x, pipeline_parallel=1, expert_parallel=1, image_encoder_flops=0.0, images_per_request=0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -74,7 +75,15 @@ def draft_weight_bytes(draft: Draft, x: InferenceInputs) -> Number:
         own = draft.counts.layers_total + draft.fusion_parameters
         return draft.modules * own * d.linear_bytes / d.tensor_parallel
     return mem.weight_bytes(
-        draft.counts, draft.arch, d.tensor_parallel, 1, 1, d.linear_bytes, d.high_precision_bytes, d.embedding_bytes
+        draft.counts,
+        draft.arch,
+        d.tensor_parallel,
+        1,
+        1,
+        d.linear_bytes,
+        d.high_precision_bytes,
+        d.embedding_bytes,
+        d.attention_linear_bytes,
     )
 
 
@@ -136,7 +145,15 @@ def draft_read_bytes(draft: Draft, x: InferenceInputs) -> Number:
     output head (plus its fusion projection); a draft model its weights."""
     d = draft_inputs(x)
     return mem.weight_bytes(
-        draft.counts, draft.arch, d.tensor_parallel, 1, 1, d.linear_bytes, d.high_precision_bytes, d.embedding_bytes
+        draft.counts,
+        draft.arch,
+        d.tensor_parallel,
+        1,
+        1,
+        d.linear_bytes,
+        d.high_precision_bytes,
+        d.embedding_bytes,
+        d.attention_linear_bytes,
     ) + (draft.fusion_parameters * d.linear_bytes / d.tensor_parallel)
 
 

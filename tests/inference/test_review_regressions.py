@@ -70,3 +70,27 @@ def test_recompute_num_layers_above_the_largest_stage_is_refused():
                 "recompute_num_layers": 33,
             }
         )
+
+
+def test_a_draft_model_keeps_the_targets_attention_format():
+    """gpt-oss-20b drafting for gpt-oss-120b (MXFP4 experts, BF16 attention): the draft holds its checkpoint's
+    12.8 GiB (model card), not 11.9 GiB with its attention in MXFP4."""
+    p = plan(
+        InferenceScenario(
+            model="gpt-oss-120b",
+            gpu="h200",
+            num_gpus=1,
+            tensor_parallel=1,
+            speculative={"method": "draft_model", "draft_model": "gpt-oss-20b"},
+        )
+    )
+    assert p.memory.components["draft_weights_bytes"] / (1 << 30) == pytest.approx(12.8, abs=0.06)
+
+
+def test_the_drafts_prompt_pass_does_not_encode_the_images_again():
+    """Gemma 3 with 4 images and an EAGLE head: the head's pass over the prompt is one layer over the tokens
+    (~3 ms), the tower's FLOPs are the target's prefill's only (they made it ~40 ms)."""
+    base = dict(model="gemma-3-27b", num_gpus=1, tensor_parallel=1, prompt_tokens=1024, speculative={"method": "eagle"})
+    with_images = plan(InferenceScenario(**base, images_per_request=4)).performance.speculative
+    as_text = plan(InferenceScenario(**{**base, "prompt_tokens": 1024 + 4 * 256})).performance.speculative
+    assert with_images.draft_prefill_seconds == pytest.approx(as_text.draft_prefill_seconds, rel=1e-9)
