@@ -473,7 +473,9 @@ def pipeline_p2p_seconds(
 # data-parallel and sharding collectives
 
 
-def gradient_allreduce_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency, nodes=1):
+def gradient_allreduce_seconds(
+    grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency, nodes: Number = 1
+):
     """DDP / ZeRO-0: one all-reduce of this GPU's gradients per step over `nodes` nodes (NCCL's ring or tree,
     whichever is faster; a ring sends 2 (n-1)/n of them through each link)."""
     return collectives.allreduce_seconds(
