@@ -74,6 +74,12 @@ def draft_weight_bytes(draft: Draft, x: InferenceInputs) -> Number:
     if draft.shares_target_embeddings:
         own = draft.counts.layers_total + draft.fusion_parameters
         return draft.modules * own * d.linear_bytes / d.tensor_parallel
+    return _draft_network_bytes(draft, d)
+
+
+def _draft_network_bytes(draft: Draft, d: InferenceInputs) -> Number:
+    """The draft network's parameters on one GPU (`physics.memory.weight_bytes`, one stage, the target's formats;
+    a head's network includes the embedding and output head it shares with the target)."""
     return mem.weight_bytes(
         draft.counts,
         draft.arch,
@@ -144,17 +150,7 @@ def draft_read_bytes(draft: Draft, x: InferenceInputs) -> Number:
     """Weight bytes one draft step streams per GPU: a head reads its own layer and the target's embedding and
     output head (plus its fusion projection); a draft model its weights."""
     d = draft_inputs(x)
-    return mem.weight_bytes(
-        draft.counts,
-        draft.arch,
-        d.tensor_parallel,
-        1,
-        1,
-        d.linear_bytes,
-        d.high_precision_bytes,
-        d.embedding_bytes,
-        d.attention_linear_bytes,
-    ) + (draft.fusion_parameters * d.linear_bytes / d.tensor_parallel)
+    return _draft_network_bytes(draft, d) + draft.fusion_parameters * d.linear_bytes / d.tensor_parallel
 
 
 def speculative_round(
