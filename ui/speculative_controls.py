@@ -28,7 +28,7 @@ import streamlit as st
 from pydantic import ValidationError
 
 from planner import PlanningError, explain, units
-from planner.inference.draft import DEFAULT_ACCEPTANCE, SpeculativeDecoding
+from planner.inference.draft import ACCEPTANCE_SOURCE_LABELS, DEFAULT_ACCEPTANCE, SpeculativeDecoding
 from planner.model.architecture import ModelArchitecture, parameter_counts
 from planner.model.catalog import catalog_model_ids, model_metadata, resolve_model
 from ui.specs import FieldFacts, field_facts
@@ -37,7 +37,6 @@ OFF = "off"
 METHODS = (OFF, "draft_model", "eagle", "mtp")
 LABELS = {OFF: "Off", "draft_model": "Draft model", "eagle": "EAGLE head", "mtp": "MTP"}
 # Where each default acceptance comes from, in a few words (the plan's assumptions give the full source).
-DEFAULT_SOURCES = {"mtp": "DeepSeek-V3 report", "eagle": "a guess", "draft_model": "a guess"}
 METHOD_HELP = (
     "Off: plain decoding. Draft model: a small model with the same tokenizer proposes tokens. EAGLE head: a "
     "one-layer head on the model's hidden states (trained separately). MTP: the checkpoint's own "
@@ -61,7 +60,7 @@ def facts(name: str) -> FieldFacts:
 
 def default_acceptance_text(method: str) -> str:
     """What an empty acceptance box means for `method`: '0.85 (assumed: DeepSeek-V3 report)'."""
-    return f"{DEFAULT_ACCEPTANCE[method]:g} (assumed: {DEFAULT_SOURCES[method]})"
+    return f"{DEFAULT_ACCEPTANCE[method]:g} (assumed: {ACCEPTANCE_SOURCE_LABELS[method]})"
 
 
 # ------------------------------------------------------------------------------------------ choices

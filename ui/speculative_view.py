@@ -9,8 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from planner import units
-from planner.inference.draft import METHOD_TITLES
-from ui.speculative_controls import DEFAULT_SOURCES
+from planner.inference.draft import ACCEPTANCE_SOURCE_LABELS, METHOD_TITLES
 from ui.text import equation_help, md_escape
 
 
@@ -21,7 +20,7 @@ def speedup_text(speedup: float) -> str:
 def acceptance_text(summary) -> str:
     """'0.85 (assumed: DeepSeek-V3 report)' or '0.72 (yours)'."""
     if summary.acceptance_is_assumed:
-        return f"{summary.acceptance_rate:g} (assumed: {DEFAULT_SOURCES.get(summary.method, 'a guess')})"
+        return f"{summary.acceptance_rate:g} (assumed: {ACCEPTANCE_SOURCE_LABELS[summary.method]})"
     return f"{summary.acceptance_rate:g} (yours)"
 
 

@@ -34,6 +34,8 @@ ACCEPTANCE_SOURCES: dict[str, str] = {
     "eagle": "a guess within the range EAGLE (Li et al. 2024) reports for chain drafts on MT-bench",
     "draft_model": "a guess (Leviathan et al. 2023 measure 0.5-0.9 depending on the model pair and task)",
 }
+# The same sources in a few words, where a number is labelled (the dashboard's "0.85 (assumed: ...)").
+ACCEPTANCE_SOURCE_LABELS: dict[str, str] = {"mtp": "DeepSeek-V3 report", "eagle": "a guess", "draft_model": "a guess"}
 METHOD_TITLES: dict[str, str] = {
     "draft_model": "draft model",
     "eagle": "EAGLE-style head",
