@@ -45,7 +45,7 @@ from planner.hardware.catalog import get_accelerator  # noqa: E402
 from planner.inference.scenario import InferenceScenario  # noqa: E402
 from planner.inference.traffic import TrafficEngine  # noqa: E402
 from planner.inference.workload import Traffic  # noqa: E402
-from planner.physics import collectives, gemm_efficiency  # noqa: E402
+from planner.physics import collectives, gemm_efficiency, roofline  # noqa: E402
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
 from planner.physics.runtimes import DEFAULT_RUNTIME  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
@@ -1119,6 +1119,14 @@ def _without_custom_allreduce():
     return _replaced(collectives, has_peer_link=lambda *args, **kwargs: False)
 
 
+def _one_roofline_per_step():
+    """The step's kernel groups overlapping, as before they were added: max(all FLOPs' time, all bytes' time)."""
+    return _replaced(
+        roofline,
+        context_free_groups=lambda gemm_c, gemm_m, expert_c, expert_m: (gemm_c + expert_c, gemm_m + expert_m, 0.0),
+    )
+
+
 # Mechanisms of issue 13 that can be switched off one at a time: (name, efficiency with it off, or a context that
 # switches it off). Each row of the study re-plans every case with that one mechanism off.
 MECHANISMS: tuple[tuple[str, Efficiency | None, Callable | None], ...] = (
@@ -1149,6 +1157,11 @@ MECHANISMS: tuple[tuple[str, Efficiency | None, Callable | None], ...] = (
         None,
     ),
     ("custom one-/two-shot all-reduce (NCCL ring/tree only)", None, _without_custom_allreduce),
+    (
+        "kernel groups one after another (one roofline over the whole step, decode GEMMs at the former 0.50)",
+        DEFAULT_EFFICIENCY.model_copy(update={"decode_compute": 0.50, "source": "mechanism study"}),
+        _one_roofline_per_step,
+    ),
 )
 
 
@@ -1169,7 +1182,7 @@ def mechanism_study(cases: list[Case]) -> list[tuple[str, dict[str, float]]]:
         else:
             _SIMULATED.clear()  # simulations are kept per efficiency; a switched module is not in that key
             with switch():
-                results = evaluate(cases)
+                results = evaluate(cases, efficiency or DEFAULT_EFFICIENCY)
             _SIMULATED.clear()
         rows.append((f"without {name}", _medians(results)))
     return rows

@@ -92,7 +92,11 @@ Resource = Literal["compute", "memory_bandwidth", "communication"]
 
 
 class PhaseRoofline(Frozen):
-    """One step of one phase on one GPU: the work, the time each resource needs, which binds."""
+    """One step of one phase on one GPU: the work, the time each resource needs, which binds.
+
+    `compute_seconds` / `memory_seconds`: what all the step's FLOPs / bytes need. `compute_bound_seconds` /
+    `memory_bound_seconds`: the time of the step's kernel groups that compute / bandwidth bind (a step's GEMMs
+    can be compute-bound while its attention is bandwidth-bound; `roofline.kernel_groups_seconds`)."""
 
     phase: str
     tokens: float
@@ -100,6 +104,8 @@ class PhaseRoofline(Frozen):
     bytes: float
     compute_seconds: float
     memory_seconds: float
+    compute_bound_seconds: float
+    memory_bound_seconds: float
     communication_seconds: float
     seconds: float
 
@@ -112,8 +118,8 @@ class PhaseRoofline(Frozen):
     @property
     def binding(self) -> Resource:
         times: dict[Resource, float] = {
-            "compute": self.compute_seconds,
-            "memory_bandwidth": self.memory_seconds,
+            "compute": self.compute_bound_seconds,
+            "memory_bandwidth": self.memory_bound_seconds,
             "communication": self.communication_seconds,
         }
         return max(times, key=times.__getitem__)

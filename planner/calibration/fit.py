@@ -408,7 +408,7 @@ def predicted_seconds(
     tail_seconds: float = 0.0,
 ) -> float:
     """What the engine plans for one step on one GPU without communication: for inference steps
-    `roofline.pipeline_step_seconds` with one stage, max(compute, memory) + `layers` x the per-layer
+    `roofline.pipeline_step_seconds` with one stage and one kernel group, max(compute, memory) + `layers` x the per-layer
     overhead (`inference.steps.launch_overhead_seconds`), compute by GEMM ceiling and kernel tail as
     `inference.steps.step_compute_seconds` (one pass through `layers`); for training max(compute, memory) with
     compute as `training.step.microbatch_time` (three GEMM passes per layer, no recomputation; `ceiling_ratio`
@@ -424,7 +424,9 @@ def predicted_seconds(
             tail_seconds,
         )
         overhead = steps.launch_overhead_seconds(layers, efficiency)
-        return float(pipeline_step_seconds(compute, memory, 0.0, overhead, 0.0, 1))
+        # one roofline for the probe's whole step: its decode steps are small batches, where every kernel group
+        # is bandwidth-bound and the groups' sum (`roofline.kernel_groups_seconds`) is this max
+        return float(pipeline_step_seconds(max(compute, memory), 0.0, overhead, 0.0, 1))
     kernels = layers * gemm_efficiency.GEMMS_PER_LAYER * gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM
     compute = shaped_compute_seconds(
         flops, peak, _compute_efficiency(efficiency, phase), ceiling_ratio, kernels, tail_seconds

@@ -336,7 +336,6 @@ def equations(
         *_memory_equations(s, arch, model, x, m),
         step_equation(
             "TTFT",
-            "bytes",
             m.prefill,
             efficiency.prefill_compute,
             hw,
@@ -348,7 +347,6 @@ def equations(
         ),
         step_equation(
             "Decode step",
-            "(weights read + KV read)",
             m.decode,
             efficiency.decode_compute,
             hw,
@@ -371,7 +369,6 @@ def _speculative_equations(
     return [
         step_equation(
             f"Verify step ({k + 1} tokens per sequence)",
-            "(weights read + KV read)",
             r.verify,
             efficiency.decode_compute,
             hw,
@@ -438,7 +435,6 @@ def _memory_equations(
 
 def step_equation(
     name: str,
-    bytes_words: str,
     step: PhaseStep,
     compute_efficiency: float,
     hw: HardwareInputs,
@@ -464,9 +460,8 @@ def step_equation(
     moe_formula = moe_sub = ""
     if moe_layers:
         moe_formula = (
-            "; MoE: routed-expert FLOPs at the fused-MoE eff x GEMM ceiling ratio and routed-expert bytes at the "
-            "fused-MoE BW eff inside compute and memory, MoE layers x (fused-MoE fixed time - 2 GEMM tails) in "
-            "the overhead"
+            " + experts max(routed-expert FLOPs / (peak x fused-MoE eff x ratio), routed-expert bytes / (BW x "
+            "fused-MoE BW eff)); MoE layers x (fused-MoE fixed time - 2 GEMM tails) in the overhead"
         )
         moe_sub = (
             f"; MoE: eff {efficiency.moe_expert_compute:g}, BW eff {efficiency.moe_expert_bandwidth:g}, "
@@ -474,27 +469,31 @@ def step_equation(
             f"{seconds(float(hw.gemm_tail_seconds))})"
         )
     terms = " + ".join(seconds(v) for v in parts)
-    # Compute by GEMM generation and shape (inference.steps.step_compute_seconds): the phase efficiency x the
-    # GPU's GEMM ceiling ratio (capped at 1), plus the fixed time of the step's GEMM kernels.
+    # Kernel groups (roofline.kernel_groups_seconds): dense GEMMs, fused-MoE calls, token mixing (attention, state
+    # updates), each max(its FLOPs' time, its bytes' time), one after another. The GEMMs' FLOPs by GEMM generation
+    # and shape (inference.steps.step_compute_seconds): the phase efficiency x the GPU's GEMM ceiling ratio
+    # (capped at 1), plus the fixed time of the step's GEMM kernels.
+    k = step.kernels
     ratio = float(hw.gemm_ceiling_ratio)
-    achieved = min(compute_efficiency * ratio, 1.0)
-    kernel_tails = max(
-        float(step.compute_seconds) - float(step.flops) / (float(hw.peak_flops_per_second) * achieved), 0.0
-    )
+    groups = [("GEMMs", k.gemm_compute, k.gemm_memory), ("attention", k.mixing_compute, k.mixing_memory)]
+    if moe_layers:
+        groups.append(("experts", k.expert_compute, k.expert_memory))
+    kernels_sub = " + ".join(f"{label} max({seconds(float(c))}, {seconds(float(m))})" for label, c, m in groups)
     return Equation(
         name=name,
-        formula=f"{request_formula}PP x (max(FLOPs / (peak x eff x GEMM ceiling ratio) + GEMM kernels x tail, "
-        f"{bytes_words} / (BW x eff)) + all-reduces + "
-        "layers x overhead) + hand-offs + scheduler (per step + sequences x per sequence) + sampler (sequences x "
-        f"vocabulary x per logit){draft_formula}{moe_formula}",
-        substituted=f"{request_sub}{int(step.pipeline_parallel)} x (max({count(float(step.flops))}FLOP / "
-        f"({rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g} x {ratio:.3g}) + "
-        f"{seconds(kernel_tails)}, "
-        f"{gib(float(step.bytes))} / ({rate(float(hw.bandwidth_bytes_per_second), 'B/s')} x "
-        f"{efficiency.memory_bandwidth:g})) + {seconds(float(step.collective_seconds))} + "
+        formula=f"{request_formula}PP x (kernel groups + all-reduces + layers x overhead) + hand-offs + scheduler "
+        "(per step + sequences x per sequence) + sampler (sequences x vocabulary x per logit)"
+        f"{draft_formula}; kernel groups, one after another: GEMMs max(FLOPs / (peak x eff x GEMM ceiling ratio) + "
+        f"GEMM kernels x tail, weight bytes / (BW x eff)) + attention max(attention FLOPs / (peak x eff x ratio), "
+        f"KV bytes read or written / (BW x eff)){moe_formula}",
+        substituted=f"{request_sub}{int(step.pipeline_parallel)} x ({seconds(float(k.seconds))} + "
+        f"{seconds(float(step.collective_seconds))} + "
         f"{int(stage_layers)} x {seconds(efficiency.layer_overhead_seconds)}) + "
         f"{seconds(float(step.handoff_seconds))} + {seconds(float(step.scheduler_seconds))} + "
-        f"{seconds(float(step.sampler_seconds))}{draft_sub} = {terms}{moe_sub}",
+        f"{seconds(float(step.sampler_seconds))}{draft_sub} = {terms}; kernel groups: {kernels_sub} "
+        f"({count(float(step.flops))}FLOP and {gib(float(step.bytes))} in all; "
+        f"{rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g} x {ratio:.3g}, "
+        f"{rate(float(hw.bandwidth_bytes_per_second), 'B/s')} x {efficiency.memory_bandwidth:g}){moe_sub}",
         value=float(step.seconds) + float(request_overhead_seconds or 0.0) + float(draft_prefill_seconds or 0.0),
         unit="seconds",
     )

@@ -134,6 +134,8 @@ def _phase(name: str, step: PhaseStep) -> PhaseRoofline:
         bytes=float(step.bytes),
         compute_seconds=float(step.compute_seconds),
         memory_seconds=float(step.memory_seconds),
+        compute_bound_seconds=float(step.kernels.compute_bound_seconds),
+        memory_bound_seconds=float(step.kernels.memory_bound_seconds),
         communication_seconds=float(step.communication_seconds),
         seconds=float(step.seconds),
     )

@@ -32,6 +32,7 @@ from planner.inference.steps import (
     activation_message_bytes,
     decode_kv_read_bytes,
     decode_step_flops,
+    decode_step_mixing_flops,
     expert_dispatch_seconds,
     image_encoder_step_flops,
     launch_overhead_seconds,
@@ -39,6 +40,7 @@ from planner.inference.steps import (
     pipeline_handoff_seconds,
     prefill_kv_write_bytes,
     prefill_step_flops,
+    prefill_step_mixing_flops,
     request_overhead_seconds,
     sampler_seconds,
     scheduler_seconds,
@@ -58,8 +60,11 @@ CONTEXT_GRID_POINTS = 96  # log-spaced decode contexts; kinks (windows) are adde
 @dataclass(frozen=True, slots=True)
 class StepTerms:
     """One step's per-stage terms (seconds) before `roofline.pipeline_step_seconds` combines them, and the
-    engine's per-step scheduler and sampler time added after it (as `steps._step` does)."""
+    engine's per-step scheduler and sampler time added after it (as `steps._step` does). `kernel_seconds` is the
+    kernel groups one after another (`roofline.kernel_groups_seconds`); `compute_seconds` and `memory_seconds`
+    what all the step's FLOPs and bytes need."""
 
+    kernel_seconds: float
     compute_seconds: float
     memory_seconds: float
     collective_seconds: float
@@ -75,8 +80,10 @@ class _ScalarTables:
 
     context_grid: list[float]
     decode_flops_per_sequence: list[float]
+    decode_mixing_flops_per_sequence: list[float]
     kv_read_bytes_per_sequence: list[float]
     prefill_flops_to: list[float]
+    prefill_mixing_flops_to: list[float]
     kv_written_to: list[float]
     weight_bytes: list[float]
     expert_bytes: list[float]
@@ -149,6 +156,15 @@ class RooflineStepCost:
         self._decode_flops_per_sequence = np.asarray(
             decode_step_flops(counts, arch, 1, self._context_grid, tp, pp), dtype=float
         )
+        # the attention and state-update part (its own kernel group); the rest, the GEMMs', is the same at
+        # every context
+        self._decode_mixing_flops_per_sequence = np.broadcast_to(
+            np.asarray(decode_step_mixing_flops(arch, 1, self._context_grid, tp, pp), dtype=float),
+            self._context_grid.shape,
+        ).copy()
+        self._decode_gemm_flops_per_token = float(
+            self._decode_flops_per_sequence[0] - self._decode_mixing_flops_per_sequence[0]
+        )
         self._kv_read_bytes_per_sequence = np.asarray(
             decode_kv_read_bytes(
                 arch, tp, pp, 1, self._context_grid, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
@@ -163,6 +179,10 @@ class RooflineStepCost:
         # A prompt's images are encoded with its first piece: every position from 1 on carries the encoder's
         # FLOPs, so only a piece that starts at 0 pays them (F(e) - F(0) + F(0)).
         self._prefill_flops_to[1:] += image_encoder_step_flops(x.image_encoder_flops, 1, tp, pp)
+        # the attention and state-update part of F (M(0) = 0): a piece's mixing FLOPs are M(e) - M(s)
+        self._prefill_mixing_flops_to = np.broadcast_to(
+            np.asarray(prefill_step_mixing_flops(arch, positions, positions, 1, tp, pp), dtype=float), positions.shape
+        ).copy()
         self._kv_written_to = np.asarray(
             prefill_kv_write_bytes(
                 arch, tp, pp, 1, positions, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
@@ -172,8 +192,10 @@ class RooflineStepCost:
         self._scalar_tables = _ScalarTables(
             context_grid=self._context_grid.tolist(),
             decode_flops_per_sequence=self._decode_flops_per_sequence.tolist(),
+            decode_mixing_flops_per_sequence=self._decode_mixing_flops_per_sequence.tolist(),
             kv_read_bytes_per_sequence=self._kv_read_bytes_per_sequence.tolist(),
             prefill_flops_to=self._prefill_flops_to.tolist(),
+            prefill_mixing_flops_to=self._prefill_mixing_flops_to.tolist(),
             kv_written_to=self._kv_written_to.tolist(),
             weight_bytes=self._weight_bytes.tolist(),
             expert_bytes=self._expert_bytes.tolist(),
@@ -212,36 +234,53 @@ class RooflineStepCost:
         step_tokens = decode_tokens + prefill_tokens
         if step_tokens > self.max_step_tokens:
             raise ValueError(f"a step of {step_tokens} tokens exceeds the table's {self.max_step_tokens}")
-        decode_flops = decode_kv_bytes = 0.0
+        decode_flops = decode_mixing = decode_kv_bytes = 0.0
         if decode_batch:
             mean_context = decode_context_tokens / decode_batch
             decode_flops = decode_tokens * interp_one(mean_context, t.context_grid, t.decode_flops_per_sequence)
+            decode_mixing = decode_tokens * interp_one(mean_context, t.context_grid, t.decode_mixing_flops_per_sequence)
             decode_kv_bytes = micro * interp_one(mean_context, t.context_grid, t.kv_read_bytes_per_sequence)
-        prefill_flops = kv_written = 0.0
-        flops_to, kv_to = t.prefill_flops_to, t.kv_written_to
+        prefill_flops = prefill_mixing = kv_written = 0.0
+        flops_to, mixing_to, kv_to = t.prefill_flops_to, t.prefill_mixing_flops_to, t.kv_written_to
         for start, end in prefill_spans:
             prefill_flops += flops_to[end] - flops_to[start] + flops_to[0]
+            prefill_mixing += mixing_to[end] - mixing_to[start]
             kv_written += kv_to[end] - kv_to[start]
         e = self._efficiency
         per_token = self._expert_flops_per_token
         decode_expert_flops = decode_tokens * per_token if decode_batch else 0.0
         prefill_expert_flops = prefill_tokens * per_token
-        compute = (
-            roofline.compute_seconds(prefill_flops - prefill_expert_flops, self._peak, self._prefill_efficiency)
-            + roofline.compute_seconds(decode_flops - decode_expert_flops, self._peak, self._decode_efficiency)
-            + roofline.compute_seconds(prefill_expert_flops + decode_expert_flops, self._peak, self._expert_efficiency)
+        # the kernel groups of steps.kernel_groups, each phase's FLOPs at its efficiency
+        gemm_compute = (
+            roofline.compute_seconds(
+                prefill_flops - prefill_expert_flops - prefill_mixing, self._peak, self._prefill_efficiency
+            )
+            + roofline.compute_seconds(
+                decode_flops - decode_expert_flops - decode_mixing, self._peak, self._decode_efficiency
+            )
             + self._kernel_tail_seconds
         )
+        expert_compute = roofline.compute_seconds(
+            prefill_expert_flops + decode_expert_flops, self._peak, self._expert_efficiency
+        )
+        mixing_compute = roofline.compute_seconds(
+            prefill_mixing, self._peak, self._prefill_efficiency
+        ) + roofline.compute_seconds(decode_mixing, self._peak, self._decode_efficiency)
         expert_bytes = t.expert_bytes[step_tokens]
-        bytes_moved = t.weight_bytes[step_tokens] - expert_bytes + decode_kv_bytes + kv_written
-        memory = roofline.memory_seconds(bytes_moved, self._bandwidth, e.memory_bandwidth) + roofline.memory_seconds(
-            expert_bytes, self._bandwidth, e.moe_expert_bandwidth
+        gemm_memory = roofline.memory_seconds(
+            t.weight_bytes[step_tokens] - expert_bytes, self._bandwidth, e.memory_bandwidth
+        )
+        expert_memory = roofline.memory_seconds(expert_bytes, self._bandwidth, e.moe_expert_bandwidth)
+        mixing_memory = roofline.memory_seconds(decode_kv_bytes + kv_written, self._bandwidth, e.memory_bandwidth)
+        kernels = roofline.kernel_groups_seconds(
+            gemm_compute, gemm_memory, expert_compute, expert_memory, mixing_compute, mixing_memory
         )
         sequences = micro + len(prefill_spans)  # every scheduled sequence is sampled (partial prefills too)
         sampled = decode_tokens + len(prefill_spans)  # a verify step samples every query position
         return (
-            float(compute),
-            float(memory),
+            float(kernels),
+            float(gemm_compute + expert_compute + mixing_compute),
+            float(gemm_memory + expert_memory + mixing_memory),
             t.collective_seconds[step_tokens],
             self._overhead_seconds,
             t.handoff_seconds[step_tokens],
@@ -254,10 +293,10 @@ class RooflineStepCost:
     def mixed_seconds(
         self, decode_batch: int, decode_context_tokens: float, prefill_spans, query_tokens: int = 1
     ) -> float:
-        compute, memory, collective, overhead, handoff, scheduler, sampler = self._term_values(
+        kernels, _, _, collective, overhead, handoff, scheduler, sampler = self._term_values(
             decode_batch, decode_context_tokens, prefill_spans, query_tokens
         )
-        step = roofline.pipeline_step_seconds(compute, memory, collective, overhead, handoff, self.pipeline_parallel)
+        step = roofline.pipeline_step_seconds(kernels, collective, overhead, handoff, self.pipeline_parallel)
         return float(step + scheduler + sampler)
 
     def decode_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
@@ -265,7 +304,8 @@ class RooflineStepCost:
         rows = self._decode_rows(decode_batch)
         mean_context = np.asarray(decode_context_tokens) / decode_batch  # float64, as float(sum) / batch
         step = np.interp(mean_context, self._context_grid, rows.compute)
-        # pp * max(compute, memory) + fixed, in place: a run is short, so allocations cost more than the math.
+        # pp x max(mixing compute + offset, mixing memory + offset) + fixed, in place: a run is short, so
+        # allocations cost more than the math.
         np.maximum(step, np.interp(mean_context, self._context_grid, rows.memory), out=step)
         if self.pipeline_parallel != 1:
             step *= self.pipeline_parallel
@@ -314,23 +354,38 @@ class RooflineStepCost:
         tokens = micro * query_tokens
         e = self._efficiency
         expert_flops = tokens * self._expert_flops_per_token
-        compute_row = (
+        # The kernel groups (steps.kernel_groups): the GEMMs' and the experts' do not depend on the context, so
+        # they fold into offsets on the token-mixing rows and a serial time (roofline.context_free_groups);
+        # adding constants to the rows keeps their interpolation exact.
+        gemm_compute = (
             roofline.compute_seconds(
-                tokens * self._decode_flops_per_sequence - expert_flops, self._peak, self._decode_efficiency
+                tokens * self._decode_gemm_flops_per_token - expert_flops, self._peak, self._decode_efficiency
             )
-            + roofline.compute_seconds(expert_flops, self._peak, self._expert_efficiency)
             + self._kernel_tail_seconds
         )
         expert_bytes = self._expert_bytes[tokens]
-        memory_row = roofline.memory_seconds(
-            self._weight_bytes[tokens] - expert_bytes + micro * self._kv_read_bytes_per_sequence,
-            self._bandwidth,
-            e.memory_bandwidth,
-        ) + roofline.memory_seconds(expert_bytes, self._bandwidth, e.moe_expert_bandwidth)
-        # pipeline_step_seconds with compute = memory = 0 is exactly its terms beyond max(compute, memory).
+        gemm_memory = roofline.memory_seconds(
+            self._weight_bytes[tokens] - expert_bytes, self._bandwidth, e.memory_bandwidth
+        )
+        expert_compute = roofline.compute_seconds(expert_flops, self._peak, self._expert_efficiency)
+        expert_memory = roofline.memory_seconds(expert_bytes, self._bandwidth, e.moe_expert_bandwidth)
+        compute_offset, memory_offset, serial = roofline.context_free_groups(
+            gemm_compute, gemm_memory, expert_compute, expert_memory
+        )
+        compute_row = (
+            roofline.compute_seconds(
+                tokens * self._decode_mixing_flops_per_sequence, self._peak, self._decode_efficiency
+            )
+            + compute_offset
+        )
+        memory_row = (
+            roofline.memory_seconds(micro * self._kv_read_bytes_per_sequence, self._bandwidth, e.memory_bandwidth)
+            + memory_offset
+        )
+        # pipeline_step_seconds with no kernels is exactly its terms beyond them.
         fixed = float(
-            roofline.pipeline_step_seconds(
-                0.0,
+            pp * serial
+            + roofline.pipeline_step_seconds(
                 0.0,
                 self._collective_seconds[tokens],
                 self._overhead_seconds,

@@ -20,7 +20,7 @@ from planner.model.cache import decode_cache_traffic_bytes
 from planner.physics import collectives, roofline
 from planner.physics import memory as mem
 from planner.physics.efficiency import Efficiency
-from planner.physics.flops import decode_flops, prefill_flops
+from planner.physics.flops import decode_flops, decode_mixing_flops, prefill_flops, prefill_mixing_flops
 from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
 from planner.physics.moe_efficiency import (
     moe_layer_extra_seconds,
@@ -30,19 +30,69 @@ from planner.physics.moe_efficiency import (
 
 
 @dataclass(frozen=True, slots=True)
+class KernelGroups:
+    """One stage's kernels of a step as three groups, each with the time its FLOPs and its HBM bytes need
+    (seconds): the dense GEMMs (resident weights), the fused-MoE calls (routed experts) and the token mixing
+    (attention over the KV cache, recurrent state updates). `seconds` runs the groups one after another
+    (`roofline.kernel_groups_seconds`)."""
+
+    gemm_compute: Number
+    gemm_memory: Number
+    expert_compute: Number
+    expert_memory: Number
+    mixing_compute: Number
+    mixing_memory: Number
+
+    @property
+    def compute_seconds(self) -> Number:
+        return self.gemm_compute + self.expert_compute + self.mixing_compute
+
+    @property
+    def memory_seconds(self) -> Number:
+        return self.gemm_memory + self.expert_memory + self.mixing_memory
+
+    @property
+    def seconds(self) -> Number:
+        return roofline.kernel_groups_seconds(
+            self.gemm_compute,
+            self.gemm_memory,
+            self.expert_compute,
+            self.expert_memory,
+            self.mixing_compute,
+            self.mixing_memory,
+        )
+
+    @property
+    def compute_bound_seconds(self) -> Number:
+        """Time in the groups whose FLOPs take longer than their bytes."""
+        return sum(where(c > m, c, 0.0) for c, m in self._pairs())
+
+    @property
+    def memory_bound_seconds(self) -> Number:
+        """Time in the groups whose bytes take at least as long as their FLOPs."""
+        return sum(where(c > m, 0.0, m) for c, m in self._pairs())
+
+    def _pairs(self):
+        return (
+            (self.gemm_compute, self.gemm_memory),
+            (self.expert_compute, self.expert_memory),
+            (self.mixing_compute, self.mixing_memory),
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class PhaseStep:
     """One step of a phase: its work on one GPU and where its time goes.
 
-    `seconds` = pipeline_parallel x (max(compute, memory) + collectives + overhead) + hand-offs
-    (`roofline.pipeline_step_seconds`) + the engine's per-step scheduler and sampler time (paid once per
-    engine step, not per stage); `terms()` lists those addends.
+    `seconds` = pipeline_parallel x (kernels + collectives + overhead) + hand-offs
+    (`roofline.pipeline_step_seconds`; kernels: `KernelGroups.seconds`) + the engine's per-step scheduler and
+    sampler time (paid once per engine step, not per stage); `terms()` lists those addends.
     """
 
     tokens: Number  # tokens the step processes on its replica
     flops: Number  # per GPU, one stage
     bytes: Number  # HBM traffic per GPU, one stage
-    compute_seconds: Number  # per stage
-    memory_seconds: Number  # per stage
+    kernels: KernelGroups  # per stage: compute and memory time of each kernel group
     collective_seconds: Number  # per stage: tensor-parallel all-reduces (and MoE all-to-alls)
     overhead_seconds: Number  # per stage: kernel launches and synchronisation, layers x fixed cost
     handoff_seconds: Number  # all pipeline hand-offs of the step together
@@ -50,6 +100,16 @@ class PhaseStep:
     sampler_seconds: Number  # per engine step: sampling every scheduled sequence over the vocabulary
     pipeline_parallel: Number
     seconds: Number  # the whole step, every stage
+
+    @property
+    def compute_seconds(self) -> Number:
+        """What the step's FLOPs need per stage, all kernel groups."""
+        return self.kernels.compute_seconds
+
+    @property
+    def memory_seconds(self) -> Number:
+        """What the step's HBM bytes need per stage, all kernel groups."""
+        return self.kernels.memory_seconds
 
     @property
     def communication_seconds(self) -> Number:
@@ -60,7 +120,7 @@ class PhaseStep:
         """The addends of `seconds`, named as the equation shows them."""
         pp = self.pipeline_parallel
         return {
-            "PP x max(compute, memory)": pp * maximum(self.compute_seconds, self.memory_seconds),
+            "PP x kernel groups": pp * self.kernels.seconds,
             "PP x collectives": pp * self.collective_seconds,
             "PP x layer overhead": pp * self.overhead_seconds,
             "hand-offs": self.handoff_seconds,
@@ -147,6 +207,18 @@ def decode_step_flops(
     return decode_flops(counts, arch, batch, context_tokens) / (tensor_parallel * pipeline_parallel)
 
 
+def decode_step_mixing_flops(arch: ModelArchitecture, batch, context_tokens, tensor_parallel, pipeline_parallel):
+    """The token-mixing part of `decode_step_flops` (attention, recurrent state updates) per GPU."""
+    return decode_mixing_flops(arch, batch, context_tokens) / (tensor_parallel * pipeline_parallel)
+
+
+def prefill_step_mixing_flops(
+    arch: ModelArchitecture, prompt_tokens, new_tokens, prompts, tensor_parallel, pipeline_parallel
+):
+    """The token-mixing part of `prefill_step_flops` (attention, recurrent state updates) per GPU."""
+    return prefill_mixing_flops(arch, prompt_tokens, prompts, new_tokens) / (tensor_parallel * pipeline_parallel)
+
+
 def stage_routed_expert_bytes(
     counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel, expert_parallel, linear_bytes
 ):
@@ -213,22 +285,38 @@ def step_expert_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture
     )
 
 
-def split_compute_seconds(flops, expert_flops, layer_passes, hw: HardwareInputs, phase_efficiency, efficiency):
-    """Compute time of a step whose `expert_flops` (of its `flops`) are routed-expert GEMMs: the rest by GEMM
-    shape at the phase efficiency (`step_compute_seconds`), the experts at `moe_expert_compute` x the device's
-    ceiling ratio (published fused-MoE rate; `planner.physics.moe_efficiency`)."""
+def kernel_groups(
+    flops,
+    expert_flops,
+    mixing_flops,
+    bytes_moved,
+    expert_bytes,
+    mixing_bytes,
+    layer_passes,
+    hw: HardwareInputs,
+    phase_efficiency,
+    efficiency: Efficiency,
+) -> KernelGroups:
+    """A step's kernel groups from its FLOPs and bytes, of which `expert_*` run in fused-MoE calls and
+    `mixing_*` in the token-mixing kernels:
+    - dense GEMMs: their FLOPs by GEMM shape at the phase efficiency (`step_compute_seconds`, with every GEMM
+      kernel's fixed time), their weight bytes at `memory_bandwidth`;
+    - routed experts: FLOPs at `moe_expert_compute` x the device's ceiling ratio, bytes at `moe_expert_bandwidth`
+      (published fused-MoE rates; `planner.physics.moe_efficiency`);
+    - token mixing: FLOPs at the phase efficiency x the ceiling ratio (no GEMM kernel tails), KV bytes at
+      `memory_bandwidth`."""
+    bandwidth, peak = hw.bandwidth_bytes_per_second, hw.peak_flops_per_second
     expert_efficiency = phase_compute_efficiency(efficiency.moe_expert_compute, hw.gemm_ceiling_ratio)
-    return step_compute_seconds(flops - expert_flops, layer_passes, hw, phase_efficiency) + roofline.compute_seconds(
-        expert_flops, hw.peak_flops_per_second, expert_efficiency
-    )
-
-
-def split_memory_seconds(bytes_moved, expert_bytes, hw: HardwareInputs, efficiency: Efficiency):
-    """HBM time of a step whose `expert_bytes` (of its `bytes_moved`) are routed-expert weights: those stream at
-    `moe_expert_bandwidth` (published fused-MoE rate), the rest at `memory_bandwidth`."""
-    bandwidth = hw.bandwidth_bytes_per_second
-    return roofline.memory_seconds(bytes_moved - expert_bytes, bandwidth, efficiency.memory_bandwidth) + (
-        roofline.memory_seconds(expert_bytes, bandwidth, efficiency.moe_expert_bandwidth)
+    mixing_efficiency = phase_compute_efficiency(phase_efficiency, hw.gemm_ceiling_ratio)
+    return KernelGroups(
+        gemm_compute=step_compute_seconds(flops - expert_flops - mixing_flops, layer_passes, hw, phase_efficiency),
+        gemm_memory=roofline.memory_seconds(
+            bytes_moved - expert_bytes - mixing_bytes, bandwidth, efficiency.memory_bandwidth
+        ),
+        expert_compute=roofline.compute_seconds(expert_flops, peak, expert_efficiency),
+        expert_memory=roofline.memory_seconds(expert_bytes, bandwidth, efficiency.moe_expert_bandwidth),
+        mixing_compute=roofline.compute_seconds(mixing_flops, peak, mixing_efficiency),
+        mixing_memory=roofline.memory_seconds(mixing_bytes, bandwidth, efficiency.memory_bandwidth),
     )
 
 
@@ -370,15 +458,24 @@ def prefill_step(
     # every chunk streams all of the stage's routed experts and runs its tokens through them
     expert_bytes = chunks * stage_routed_expert_bytes(counts, arch, tp, pp, x.expert_parallel, x.linear_bytes)
     expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
+    mixing_flops = prefill_step_mixing_flops(arch, x.prompt_tokens, new_tokens, prompts, tp, pp)
     message = activation_message_bytes(arch, tokens, x.activation_bytes)
     return _step(
         tokens,
         flops,
         bytes_moved,
-        split_compute_seconds(
-            flops, expert_flops, chunks * shape.stage_layers, hw, efficiency.prefill_compute, efficiency
+        kernel_groups(
+            flops,
+            expert_flops,
+            mixing_flops,
+            bytes_moved,
+            expert_bytes,
+            kv_written,
+            chunks * shape.stage_layers,
+            hw,
+            efficiency.prefill_compute,
+            efficiency,
         ),
-        split_memory_seconds(bytes_moved, expert_bytes, hw, efficiency),
         tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency),
         launch_overhead_seconds(shape.stage_layers, efficiency)
         + chunks * moe_overhead_seconds(arch, pp, hw, efficiency),
@@ -417,9 +514,11 @@ def decode_step(
     )
     expert_bytes = routed_expert_read_bytes(routed_bytes, arch.num_experts, arch.experts_per_token, tokens)
     expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
-    bytes_moved = weight_reads + decode_kv_read_bytes(
+    mixing_flops = decode_step_mixing_flops(arch, tokens, mean_context, tp, pp)
+    kv_read = decode_kv_read_bytes(
         arch, tp, pp, batch, mean_context, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
     )
+    bytes_moved = weight_reads + kv_read
     message = activation_message_bytes(arch, tokens, x.activation_bytes)
     collectives_s = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
     if arch.is_moe:
@@ -430,8 +529,18 @@ def decode_step(
         tokens,
         flops,
         bytes_moved,
-        split_compute_seconds(flops, expert_flops, shape.stage_layers, hw, efficiency.decode_compute, efficiency),
-        split_memory_seconds(bytes_moved, expert_bytes, hw, efficiency),
+        kernel_groups(
+            flops,
+            expert_flops,
+            mixing_flops,
+            bytes_moved,
+            expert_bytes,
+            kv_read,
+            shape.stage_layers,
+            hw,
+            efficiency.decode_compute,
+            efficiency,
+        ),
         collectives_s,
         launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency),
         pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
@@ -442,21 +551,20 @@ def decode_step(
 
 
 def _step(
-    tokens, flops, bytes_moved, compute, memory, collective, overhead, handoff, scheduler, sampler, pp
+    tokens, flops, bytes_moved, kernels: KernelGroups, collective, overhead, handoff, scheduler, sampler, pp
 ) -> PhaseStep:
     return PhaseStep(
         tokens=tokens,
         flops=flops,
         bytes=bytes_moved,
-        compute_seconds=compute,
-        memory_seconds=memory,
+        kernels=kernels,
         collective_seconds=collective,
         overhead_seconds=overhead,
         handoff_seconds=handoff,
         scheduler_seconds=scheduler,
         sampler_seconds=sampler,
         pipeline_parallel=pp,
-        seconds=roofline.pipeline_step_seconds(compute, memory, collective, overhead, handoff, pp)
+        seconds=roofline.pipeline_step_seconds(kernels.seconds, collective, overhead, handoff, pp)
         + scheduler
         + sampler,
     )

@@ -25,7 +25,12 @@ class Efficiency(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     prefill_compute: float = Field(default=0.60, gt=0, le=1)
-    decode_compute: float = Field(default=0.50, gt=0, le=1)
+    # The same GEMMs as a prefill's: what makes a decode step's small GEMMs reach less of the peak is their
+    # shape, which the per-kernel fixed time already charges (`planner.physics.gemm_efficiency`). Was 0.50
+    # while a decode step took max(compute, memory) over all its kernels, which hid most of its GEMM time
+    # behind its attention's KV read; with the kernel groups adding (`roofline.kernel_groups_seconds`) the
+    # lower figure charged large decode batches twice for their small shapes. A calibration fits it apart.
+    decode_compute: float = Field(default=0.60, gt=0, le=1)
     memory_bandwidth: float = Field(default=0.80, gt=0, le=1)
     communication: float = Field(default=0.75, gt=0, le=1)
     training_compute: float = Field(default=0.55, gt=0, le=1)

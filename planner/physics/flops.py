@@ -49,6 +49,19 @@ def head_forward_flops_per_token(counts: ParameterCounts) -> float:
     return 2 * (counts.lm_head if counts.lm_head else counts.embedding)
 
 
+def prefill_mixing_flops(
+    arch: ModelArchitecture, prompt_tokens, sequences: Number = 1, new_tokens: Number | None = None
+):
+    """The token-mixing part of `prefill_flops` (attention and recurrent state updates, run by their own kernels,
+    not the GEMMs): causal attention of the computed tokens over the whole prefix (sum of 4*heads*head_dim*i over
+    their positions, in the attention layers only, windowed ones capped; `architecture.prefill_attention_flops`)
+    and the state updates of linear-attention and Mamba layers per computed token."""
+    new_tokens = prompt_tokens if new_tokens is None else new_tokens
+    cached = prompt_tokens - new_tokens
+    attention = prefill_attention_flops(arch, prompt_tokens) - prefill_attention_flops(arch, cached)
+    return sequences * (attention + recurrent_mixer_flops_per_token(arch) * new_tokens)
+
+
 def prefill_flops(
     counts: ParameterCounts,
     arch: ModelArchitecture,
@@ -59,28 +72,29 @@ def prefill_flops(
     """Prefill FLOPs for `sequences` prompts of `prompt_tokens` each, of which the last `new_tokens`
     are computed (the rest come from a prefix cache; default: all).
 
-    2 x active layer parameters per computed token; causal attention of the computed tokens over
-    the whole prefix (sum of 4*heads*head_dim*i over their positions, in the attention layers only,
-    windowed ones capped; `architecture.prefill_attention_flops`); the state updates of linear-attention
-    and Mamba layers per computed token; the lm_head for the last position of each sequence only (engines
-    sample one token per sequence).
+    2 x active layer parameters per computed token; the token mixing (`prefill_mixing_flops`); the lm_head for
+    the last position of each sequence only (engines sample one token per sequence).
     """
     new_tokens = prompt_tokens if new_tokens is None else new_tokens
-    cached = prompt_tokens - new_tokens
-    attention = prefill_attention_flops(arch, prompt_tokens) - prefill_attention_flops(arch, cached)
-    per_token = 2 * matmul_parameters_per_token(counts) + recurrent_mixer_flops_per_token(arch)
-    per_sequence = per_token * new_tokens + attention + head_forward_flops_per_token(counts)
-    return sequences * per_sequence
+    linear = 2 * matmul_parameters_per_token(counts) * new_tokens + head_forward_flops_per_token(counts)
+    return sequences * linear + prefill_mixing_flops(arch, prompt_tokens, sequences, new_tokens)
+
+
+def decode_mixing_flops(arch: ModelArchitecture, batch, context_tokens):
+    """The token-mixing part of `decode_flops` (its own kernels, not the GEMMs): attention over the keys each
+    attention layer attends (windows and V3.2's top-k capped; V3.2's indexer scores every cached key) + the
+    state updates of linear-attention and Mamba layers (constant in the context)."""
+    attention = attention_score_flops_per_token(arch, attended_tokens_per_layer_sum(arch, context_tokens), "decode")
+    return batch * (
+        attention + indexer_score_flops_per_key(arch) * context_tokens + recurrent_mixer_flops_per_token(arch)
+    )
 
 
 def decode_flops(counts: ParameterCounts, arch: ModelArchitecture, batch, context_tokens):
     """One decode step for `batch` sequences at `context_tokens` each: 2 x active parameters per new
-    token (lm_head included) + attention over the keys each attention layer attends (windows and V3.2's
-    top-k capped; V3.2's indexer scores every cached key) + the state updates of linear-attention and
-    Mamba layers (constant in the context)."""
-    attention = attention_score_flops_per_token(arch, attended_tokens_per_layer_sum(arch, context_tokens), "decode")
-    mixing = attention + indexer_score_flops_per_key(arch) * context_tokens + recurrent_mixer_flops_per_token(arch)
-    return batch * (2 * matmul_parameters_per_token(counts) + head_forward_flops_per_token(counts) + mixing)
+    token (lm_head included) + the token mixing (`decode_mixing_flops`)."""
+    linear = 2 * matmul_parameters_per_token(counts) + head_forward_flops_per_token(counts)
+    return batch * linear + decode_mixing_flops(arch, batch, context_tokens)
 
 
 def vision_encoder_flops(arch: ModelArchitecture, images, tokens_per_image) -> Number:

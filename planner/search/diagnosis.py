@@ -35,10 +35,10 @@ def diagnose(scenario, calibration=None, effects: list[TechniqueEffect] | None =
     evidence = [p.bottleneck_reason]
     if p.kind == "inference":
         phase = p.performance.decode if p.performance.prefill_share_of_time <= 0.5 else p.performance.prefill
-        step = phase.compute_seconds + phase.memory_seconds + phase.communication_seconds
+        step = phase.compute_bound_seconds + phase.memory_bound_seconds + phase.communication_seconds
         time_shares = {
-            "compute": phase.compute_seconds / step,
-            "memory_bandwidth": phase.memory_seconds / step,
+            "compute": phase.compute_bound_seconds / step,
+            "memory_bandwidth": phase.memory_bound_seconds / step,
             "communication": phase.communication_seconds / step,
         }
         intensity = phase.arithmetic_intensity_flops_per_byte

@@ -171,6 +171,9 @@ def _performance(scenario: TrainingScenario, m: TrainingMetrics) -> TrainingPerf
         bytes=float(mb.bytes),
         compute_seconds=float(mb.compute_seconds),
         memory_seconds=float(mb.memory_seconds),
+        # one roofline for the micro-batch's forward and backward (training.step.microbatch_time)
+        compute_bound_seconds=float(mb.compute_seconds) if mb.compute_seconds > mb.memory_seconds else 0.0,
+        memory_bound_seconds=0.0 if mb.compute_seconds > mb.memory_seconds else float(mb.memory_seconds),
         communication_seconds=float(mb.exposed_communication_seconds),
         seconds=float(mb.slot_seconds),
     )
@@ -181,6 +184,8 @@ def _performance(scenario: TrainingScenario, m: TrainingMetrics) -> TrainingPerf
         bytes=float(opt.bytes),
         compute_seconds=0.0,
         memory_seconds=float(opt.seconds),
+        compute_bound_seconds=0.0,
+        memory_bound_seconds=float(opt.seconds),
         communication_seconds=float(opt.offload_transfer_seconds),
         seconds=float(opt.seconds) + float(opt.offload_transfer_seconds),
     )

@@ -24,7 +24,7 @@ def test_step_equations_list_every_term_and_the_terms_add_up(model, pp):
         # The pipeline's addends, read from the step's typed parts, then the engine's per-step scheduler and
         # sampler, and (TTFT) the request's own overhead.
         parts = [
-            pp * max(step.compute_seconds, step.memory_seconds),
+            pp * step.kernels.seconds,
             pp * step.collective_seconds,
             pp * step.overhead_seconds,
             step.handoff_seconds,

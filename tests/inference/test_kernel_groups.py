@@ -1,0 +1,80 @@
+"""Kernel groups: a step's dense GEMMs, fused-MoE calls and attention are separate kernels that run one after
+another, each its own roofline (`roofline.kernel_groups_seconds`), by hand."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner import InferenceScenario, plan
+from planner.hardware.catalog import get_accelerator
+from planner.physics import roofline
+
+from .test_steps import metrics_of
+
+
+def test_groups_add_their_own_rooflines():
+    # GEMMs need 3 ms of compute and 1 ms of bytes, attention 1 ms of compute and 4 ms of bytes: 3 + 4 = 7 ms,
+    # where one roofline over the step would say max(3 + 1, 1 + 4) = 5 ms.
+    assert roofline.kernel_groups_seconds(3e-3, 1e-3, 0.0, 0.0, 1e-3, 4e-3) == pytest.approx(7e-3)
+    # The fused-MoE calls are a third group: + max(2, 0.5) ms.
+    assert roofline.kernel_groups_seconds(3e-3, 1e-3, 2e-3, 0.5e-3, 1e-3, 4e-3) == pytest.approx(9e-3)
+    # When every group is bound by the same resource, the groups' sum is the one roofline.
+    assert roofline.kernel_groups_seconds(1e-3, 3e-3, 0.2e-3, 0.5e-3, 1e-3, 4e-3) == pytest.approx(7.5e-3)
+    assert roofline.context_free_groups(3e-3, 1e-3, 2e-3, 0.5e-3) == (0.0, 0.0, pytest.approx(5e-3))
+
+
+def _llama_8b_fp8(gpu: str, concurrency: int) -> InferenceScenario:
+    return InferenceScenario(
+        model="llama-3.1-8b",
+        gpu=gpu,
+        num_gpus=1,
+        tensor_parallel=1,
+        weight_dtype="fp8",
+        kv_cache_dtype="fp8",
+        prompt_tokens=128,
+        output_tokens=2048,
+        concurrency=concurrency,
+        gpu_memory_utilization=0.95,
+    )
+
+
+def test_a_large_decode_batch_pays_its_gemms_and_its_kv_read():
+    """Llama-3.1-8B in FP8 on one H200, 900 sequences at a mean context of 128 + 2048 / 2 = 1,152 tokens (NVIDIA's
+    128/2048 max-throughput row runs this shape): the GEMMs are compute-bound, the attention reads
+    900 x 1,152 x 64 KiB = 68.0 GB of KV at 0.8 x 4.8 TB/s = 17.7 ms, and the step pays both."""
+    m = metrics_of(_llama_8b_fp8("h200", 900))
+    k = m.decode.kernels
+    h200 = get_accelerator("h200")
+    kv_bytes = 900 * 1152 * (32 * 8 * 128 * 2 * 1)  # layers x KV heads x head dim x (K, V) x 1 B
+    assert kv_bytes == 67_947_724_800
+    assert k.mixing_memory == pytest.approx(kv_bytes / (h200.memory_bandwidth_bytes_per_second * 0.8), rel=1e-9)
+    assert k.gemm_compute > k.gemm_memory  # 900 tokens through 8 B parameters: compute-bound GEMMs
+    assert k.mixing_memory > k.mixing_compute  # GQA attention over an FP8 cache: bandwidth-bound
+    assert k.seconds == pytest.approx(k.gemm_compute + k.mixing_memory)
+    assert k.seconds > max(k.compute_seconds, k.memory_seconds) * 1.3  # one roofline would hide a third of it
+    # Which resource binds is per group: time in compute-bound kernels and in bandwidth-bound ones.
+    assert k.compute_bound_seconds == pytest.approx(k.gemm_compute)
+    assert k.memory_bound_seconds == pytest.approx(k.mixing_memory)
+    assert m.decode.terms()["PP x kernel groups"] == pytest.approx(k.seconds)
+
+
+def test_batch_one_decode_and_a_long_prefill_are_one_roofline():
+    """Where every group is bound by the same resource (batch-1 decode: bandwidth; a 2,048-token prefill:
+    compute) the groups' sum is the single roofline, so those cases do not move."""
+    m = metrics_of(InferenceScenario(model="llama-3.1-8b", num_gpus=1, tensor_parallel=1, concurrency=1))
+    decode, prefill = m.decode.kernels, m.prefill.kernels
+    assert decode.seconds == pytest.approx(max(decode.compute_seconds, decode.memory_seconds), rel=1e-12)
+    assert prefill.seconds == pytest.approx(max(prefill.compute_seconds, prefill.memory_seconds), rel=1e-12)
+
+
+def test_h200_gains_over_h100_what_its_bandwidth_buys_the_attention_only():
+    """NVIDIA's TensorRT-LLM table (reference rows T015/T016: Llama-3.1-8B FP8, 128/2048, max throughput) measures
+    26,221 tokens/s on H200 and 22,714 on H100: 1.15x, for 1.43x the bandwidth and the same FLOPs. With the GEMMs
+    compute-bound at these batches, only the attention's share of the step speeds up; a single roofline over the
+    step gave 1.50x (36,646 / 24,351)."""
+    h200 = plan(_llama_8b_fp8("h200", 2048))
+    h100 = plan(_llama_8b_fp8("h100-sxm", 2048))
+    ratio = h200.performance.output_tokens_per_second / h100.performance.output_tokens_per_second
+    assert 1.1 < ratio < 1.35
+    assert h200.performance.decode.binding == "memory_bandwidth"  # the KV read is still the larger group
+    assert h200.performance.decode.compute_bound_seconds > 0.3 * h200.performance.decode.seconds
