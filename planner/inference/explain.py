@@ -484,7 +484,7 @@ def step_equation(
         formula=f"{request_formula}PP x (kernel groups + all-reduces + layers x overhead) + hand-offs + scheduler "
         "(per step + sequences x per sequence) + sampler (sequences x vocabulary x per logit)"
         f"{draft_formula}; kernel groups, one after another: GEMMs max(FLOPs / (peak x eff x GEMM ceiling ratio) + "
-        f"GEMM kernels x tail, weight bytes / (BW x eff)) + attention max(attention FLOPs / (peak x eff x ratio), "
+        f"GEMM kernels x tail, weight bytes / (BW x eff)) + attention max(attention FLOPs / (peak of the KV cache's format x eff x ratio), "
         f"KV bytes read or written / (BW x eff)){moe_formula}",
         substituted=f"{request_sub}{int(step.pipeline_parallel)} x ({seconds(float(k.seconds))} + "
         f"{seconds(float(step.collective_seconds))} + "
@@ -492,7 +492,9 @@ def step_equation(
         f"{seconds(float(step.handoff_seconds))} + {seconds(float(step.scheduler_seconds))} + "
         f"{seconds(float(step.sampler_seconds))}{draft_sub} = {terms}; kernel groups: {kernels_sub} "
         f"({count(float(step.flops))}FLOP and {gib(float(step.bytes))} in all; "
-        f"{rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g} x {ratio:.3g}, "
+        f"{rate(float(hw.peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g} x {ratio:.3g}, attention "
+        f"{rate(float(hw.attention_peak_flops_per_second), 'FLOP/s')} x {compute_efficiency:g} x "
+        f"{float(hw.attention_ceiling_ratio):.3g}, "
         f"{rate(float(hw.bandwidth_bytes_per_second), 'B/s')} x {efficiency.memory_bandwidth:g}){moe_sub}",
         value=float(step.seconds) + float(request_overhead_seconds or 0.0) + float(draft_prefill_seconds or 0.0),
         unit="seconds",

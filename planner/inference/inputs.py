@@ -28,6 +28,11 @@ class HardwareInputs:
     memory_capacity_bytes: Number
     bandwidth_bytes_per_second: Number
     peak_flops_per_second: Number  # dense, at Accelerator.gemm_dtype of the weights (prefill and decode alike)
+    # The attention kernels' math runs in the KV cache's format, not the weights': FP8 where the cache is FP8
+    # (FlashAttention-3 / FlashInfer FP8 paths), else 16-bit (an FP8 checkpoint with a BF16 cache attends in
+    # BF16). Dense peak of that format and its GEMM ceiling relative to the reference.
+    attention_peak_flops_per_second: Number
+    attention_ceiling_ratio: Number
     link_bytes_per_second: Number  # the fast interconnect inside a node
     link_latency_seconds: Number
     inter_node_bytes_per_second: Number  # the network between nodes, per GPU
@@ -49,15 +54,22 @@ class HardwareInputs:
         weight_dtype: str,
         usd_per_gpu_hour: float,
         calibration: CalibrationRecord | None = None,
+        kv_cache_dtype: str = "bf16",
     ) -> HardwareInputs:
         """The catalog's numbers; a calibration that measured this GPU (`CalibrationRecord.device_terms_apply`)
         replaces the link's per-step latency and the GEMM ceiling and kernel time with the ones it fitted."""
         gemm_dtype = accel.gemm_dtype(weight_dtype)
+        attention_dtype = attention_compute_dtype(accel, kv_cache_dtype)
         latency, fitted = device_terms_for(calibration, accel.id, gemm_dtype)
+        _, attention_fitted = device_terms_for(calibration, accel.id, attention_dtype)
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
             bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
             peak_flops_per_second=accel.peak_flops(gemm_dtype),
+            attention_peak_flops_per_second=accel.peak_flops(attention_dtype),
+            attention_ceiling_ratio=gemm_efficiency.ceiling_ratio(
+                accel.id, attention_dtype, attention_fitted.ceiling if attention_fitted is not None else None
+            ),
             link_bytes_per_second=accel.interconnect_bandwidth_bytes_per_second,
             link_latency_seconds=accel.interconnect_latency_seconds if latency is None else latency,
             inter_node_bytes_per_second=accel.scale_out_bandwidth_bytes_per_second,
@@ -72,6 +84,16 @@ class HardwareInputs:
                 accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None
             ),
         )
+
+
+def attention_compute_dtype(accel: Accelerator, kv_cache_dtype: str) -> str:
+    """The format attention's math runs in on this device: FP8 where the KV cache is FP8 and the device has FP8
+    tensor cores (vLLM's `--kv-cache-dtype fp8` "runs the entire attention computation (the QK and ScoreV
+    matrix multiplications) in FP8": vLLM blog, 2026-04-22, "The State of FP8 KV-Cache and Attention
+    Quantization in vLLM"), else the 16-bit format (other caches are dequantized to it)."""
+    if kv_cache_dtype.startswith("fp8") and accel.supports("fp8"):
+        return "fp8"
+    return high_precision_dtype(kv_cache_dtype)
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,7 +36,7 @@ def scenario_inputs(scenario: InferenceScenario, calibration: CalibrationRecord 
         counts=parameter_counts(arch),
         accel=accel,
         efficiency=calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY,
-        hw=HardwareInputs.from_accelerator(accel, scenario.weight_dtype, price, calibration),
+        hw=HardwareInputs.from_accelerator(accel, scenario.weight_dtype, price, calibration, scenario.kv_cache_dtype),
         x=InferenceInputs.from_scenario(scenario, correction),
         usd_per_gpu_hour=price,
         draft=draft_for(arch, scenario.speculative),

@@ -150,6 +150,14 @@ class RooflineStepCost:
         # phase efficiencies; one pass through the stage's layers pays every GEMM kernel's fixed time once.
         self._prefill_efficiency = float(phase_compute_efficiency(efficiency.prefill_compute, hw.gemm_ceiling_ratio))
         self._decode_efficiency = float(phase_compute_efficiency(efficiency.decode_compute, hw.gemm_ceiling_ratio))
+        # attention's math in the KV cache's format (steps.kernel_groups)
+        self._attention_peak = hw.attention_peak_flops_per_second
+        self._prefill_attention_efficiency = float(
+            phase_compute_efficiency(efficiency.prefill_compute, hw.attention_ceiling_ratio)
+        )
+        self._decode_attention_efficiency = float(
+            phase_compute_efficiency(efficiency.decode_compute, hw.attention_ceiling_ratio)
+        )
         self._kernel_tail_seconds = float(shape.stage_layers * GEMMS_PER_LAYER * hw.gemm_tail_seconds)
 
         self._context_grid = context_grid(arch, max_position_tokens)
@@ -264,8 +272,8 @@ class RooflineStepCost:
             prefill_expert_flops + decode_expert_flops, self._peak, self._expert_efficiency
         )
         mixing_compute = roofline.compute_seconds(
-            prefill_mixing, self._peak, self._prefill_efficiency
-        ) + roofline.compute_seconds(decode_mixing, self._peak, self._decode_efficiency)
+            prefill_mixing, self._attention_peak, self._prefill_attention_efficiency
+        ) + roofline.compute_seconds(decode_mixing, self._attention_peak, self._decode_attention_efficiency)
         expert_bytes = t.expert_bytes[step_tokens]
         gemm_memory = roofline.memory_seconds(
             t.weight_bytes[step_tokens] - expert_bytes, self._bandwidth, e.memory_bandwidth
@@ -374,7 +382,9 @@ class RooflineStepCost:
         )
         compute_row = (
             roofline.compute_seconds(
-                tokens * self._decode_mixing_flops_per_sequence, self._peak, self._decode_efficiency
+                tokens * self._decode_mixing_flops_per_sequence,
+                self._attention_peak,
+                self._decode_attention_efficiency,
             )
             + compute_offset
         )

@@ -303,11 +303,12 @@ def kernel_groups(
       kernel's fixed time), their weight bytes at `memory_bandwidth`;
     - routed experts: FLOPs at `moe_expert_compute` x the device's ceiling ratio, bytes at `moe_expert_bandwidth`
       (published fused-MoE rates; `planner.physics.moe_efficiency`);
-    - token mixing: FLOPs at the phase efficiency x the ceiling ratio (no GEMM kernel tails), KV bytes at
+    - token mixing: FLOPs at the phase efficiency x the ceiling ratio of the attention's own format (the KV
+      cache's: `HardwareInputs.attention_peak_flops_per_second`), no GEMM kernel tails; KV bytes at
       `memory_bandwidth`."""
     bandwidth, peak = hw.bandwidth_bytes_per_second, hw.peak_flops_per_second
     expert_efficiency = phase_compute_efficiency(efficiency.moe_expert_compute, hw.gemm_ceiling_ratio)
-    mixing_efficiency = phase_compute_efficiency(phase_efficiency, hw.gemm_ceiling_ratio)
+    mixing_efficiency = phase_compute_efficiency(phase_efficiency, hw.attention_ceiling_ratio)
     return KernelGroups(
         gemm_compute=step_compute_seconds(flops - expert_flops - mixing_flops, layer_passes, hw, phase_efficiency),
         gemm_memory=roofline.memory_seconds(
@@ -315,7 +316,7 @@ def kernel_groups(
         ),
         expert_compute=roofline.compute_seconds(expert_flops, peak, expert_efficiency),
         expert_memory=roofline.memory_seconds(expert_bytes, bandwidth, efficiency.moe_expert_bandwidth),
-        mixing_compute=roofline.compute_seconds(mixing_flops, peak, mixing_efficiency),
+        mixing_compute=roofline.compute_seconds(mixing_flops, hw.attention_peak_flops_per_second, mixing_efficiency),
         mixing_memory=roofline.memory_seconds(mixing_bytes, bandwidth, efficiency.memory_bandwidth),
     )
 

@@ -164,7 +164,7 @@ def evaluate_inference(
         activation_bytes=_per_value(weight_dtype, activation_bytes_per_element),
         concurrency=layout["concurrency"],
     )
-    hardware = _hardware_arrays(frame["gpu"], weight_dtype, base, calibration)
+    hardware = _hardware_arrays(frame["gpu"], weight_dtype, kv_dtype, base, calibration)
     metrics = inference_metrics(
         arch, parameter_counts(arch), hardware, efficiency, x, draft_for(arch, base.speculative)
     )
@@ -236,16 +236,20 @@ def _per_value(values: pd.Series, make) -> np.ndarray:
 
 
 def _hardware_arrays(
-    gpu_ids: pd.Series, weight_dtype: pd.Series, base: InferenceScenario, calibration: CalibrationRecord | None = None
+    gpu_ids: pd.Series,
+    weight_dtype: pd.Series,
+    kv_dtype: pd.Series,
+    base: InferenceScenario,
+    calibration: CalibrationRecord | None = None,
 ) -> HardwareInputs:
-    """Per-row accelerator numbers, looked up once per distinct (GPU, dtype) pair; a calibration's fitted device
-    terms on the GPU it measured (`CalibrationRecord.device_terms_apply`, as plan() applies them)."""
-    distinct, rows = _distinct(gpu_ids, weight_dtype)
+    """Per-row accelerator numbers, looked up once per distinct (GPU, weight dtype, KV dtype); a calibration's
+    fitted device terms on the GPU it measured (`CalibrationRecord.device_terms_apply`, as plan() applies them)."""
+    distinct, rows = _distinct(gpu_ids, weight_dtype, kv_dtype)
     built = []
-    for gpu_id, dtype in distinct:
+    for gpu_id, dtype, kv in distinct:
         accel = _accelerator(base, gpu_id)
         price = base.usd_per_gpu_hour if base.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
-        built.append(HardwareInputs.from_accelerator(accel, dtype, price, calibration))
+        built.append(HardwareInputs.from_accelerator(accel, dtype, price, calibration, kv))
     columns = {f.name: np.array([float(getattr(b, f.name)) for b in built])[rows] for f in fields(HardwareInputs)}
     columns["is_accelerator"] = columns["is_accelerator"].astype(bool)
     return HardwareInputs(**columns)

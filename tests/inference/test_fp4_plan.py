@@ -9,6 +9,8 @@ from planner import plan
 from planner.inference.scenario import InferenceScenario
 from planner.search.inference_tradeoffs import inference_techniques
 
+from .test_steps import metrics_of
+
 
 def _scenario(gpu: str, weight_dtype: str = "nvfp4") -> InferenceScenario:
     return InferenceScenario(
@@ -45,12 +47,14 @@ def test_nvfp4_weight_bytes_of_llama_70b_by_hand(b200, h100):
 def test_b200_computes_in_fp4_and_h100_dequantizes_to_bf16(b200, h100):
     assert (b200.hardware.compute_dtype, b200.hardware.peak_flops_per_second) == ("fp4", 9.0e15)
     assert (h100.hardware.compute_dtype, h100.hardware.peak_flops_per_second) == ("bf16", 989.4e12)
-    # same FLOPs and efficiency, so prefill compute time, less the GEMM kernels' fixed time (80 layers x 4
+    # same FLOPs and efficiency, so the prefill GEMMs' compute time, less their kernels' fixed time (80 layers x 4
     # kernels x 6.6 us on both), scales with the peak x the GEMM ceiling (planner.physics.gemm_efficiency: B200
     # NVFP4 MAMF 6624 / 9000 = 73.6 % against the H100's BF16 794.5 / 989 = 80.3 %):
-    # 9000 / 989.4 x 0.7360 / 0.8033 = 9.096 x 0.9162 = 8.33x
+    # 9000 / 989.4 x 0.7360 / 0.8033 = 9.096 x 0.9162 = 8.33x. (The attention runs in its FP8 cache's format on
+    # both: `HardwareInputs.attention_peak_flops_per_second`.)
     tail = 80 * 4 * 6.6e-6
-    ratio = (h100.performance.prefill.compute_seconds - tail) / (b200.performance.prefill.compute_seconds - tail)
+    gemm = {gpu: metrics_of(_scenario(gpu)).prefill.kernels.gemm_compute - tail for gpu in ("h100-sxm", "b200")}
+    ratio = gemm["h100-sxm"] / gemm["b200"]
     assert ratio == pytest.approx(9.0e15 / 989.4e12 * (6624.0 / 9000.0) / (794.5 / 989.0))
     # same bytes, so decode memory time scales with HBM bandwidth: 8 / 3.35 TB/s
     ratio = h100.performance.decode.memory_seconds / b200.performance.decode.memory_seconds

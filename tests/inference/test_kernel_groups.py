@@ -78,3 +78,54 @@ def test_h200_gains_over_h100_what_its_bandwidth_buys_the_attention_only():
     assert 1.1 < ratio < 1.35
     assert h200.performance.decode.binding == "memory_bandwidth"  # the KV read is still the larger group
     assert h200.performance.decode.compute_bound_seconds > 0.3 * h200.performance.decode.seconds
+
+
+@pytest.mark.parametrize(
+    ("gpu", "weight_dtype", "kv_cache_dtype", "gemm_peak", "attention_peak"),
+    [
+        # DeepSeek-R1's FP8 checkpoint served with vLLM's default BF16 cache: FP8 GEMMs, BF16 attention
+        ("h200", "fp8", "bf16", 1979e12, 989e12),
+        # an FP8 cache: attention's QK and PV in FP8 too (vLLM blog 2026-04-22)
+        ("h200", "fp8", "fp8", 1979e12, 1979e12),
+        # A100 has no FP8 tensor cores: an FP8 cache is dequantized, attention runs in BF16
+        ("a100-80gb", "bf16", "fp8", 312e12, 312e12),
+    ],
+)
+def test_attention_runs_in_the_kv_caches_format(gpu, weight_dtype, kv_cache_dtype, gemm_peak, attention_peak):
+    from planner.inference.inputs import HardwareInputs
+
+    accel = get_accelerator(gpu)
+    hw = HardwareInputs.from_accelerator(accel, weight_dtype, 1.0, None, kv_cache_dtype)
+    assert hw.peak_flops_per_second == pytest.approx(gemm_peak, rel=0.01)
+    assert hw.attention_peak_flops_per_second == pytest.approx(attention_peak, rel=0.01)
+
+
+def test_a_long_fp8_prefill_with_a_bf16_cache_attends_at_the_bf16_peak():
+    """Qwen3-32B-sized attention over a 32k prompt in FP8 weights: the attention group's compute time is its FLOPs
+    at the BF16 peak x the prefill efficiency x H200's BF16 ceiling ratio; an FP8 cache halves it (FP8 peak, FP8
+    ceiling)."""
+    from planner.physics.flops import prefill_mixing_flops
+    from planner.physics.gemm_efficiency import ceiling_ratio
+
+    def scenario(kv):
+        return InferenceScenario(
+            model="llama-3.1-8b",
+            gpu="h200",
+            num_gpus=1,
+            tensor_parallel=1,
+            weight_dtype="fp8",
+            kv_cache_dtype=kv,
+            prompt_tokens=32_000,
+            output_tokens=16,
+            concurrency=1,
+        )
+
+    bf16_cache, fp8_cache = metrics_of(scenario("bf16")), metrics_of(scenario("fp8"))
+    arch = scenario("bf16").architecture()
+    flops = prefill_mixing_flops(arch, 32_000)
+    h200 = get_accelerator("h200")
+    expected = flops / (h200.peak_flops("bf16") * 0.60 * ceiling_ratio("h200", "bf16"))
+    assert bf16_cache.prefill.kernels.mixing_compute == pytest.approx(expected, rel=1e-9)
+    expected_fp8 = flops / (h200.peak_flops("fp8") * 0.60 * ceiling_ratio("h200", "fp8"))
+    assert fp8_cache.prefill.kernels.mixing_compute == pytest.approx(expected_fp8, rel=1e-9)
+    assert bf16_cache.prefill.kernels.gemm_compute == pytest.approx(fp8_cache.prefill.kernels.gemm_compute)

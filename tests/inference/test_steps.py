@@ -14,7 +14,7 @@ from planner.physics.efficiency import DEFAULT_EFFICIENCY
 
 def metrics_of(s: InferenceScenario) -> InferenceMetrics:
     arch, accel = s.architecture(), s.accelerator()
-    hw = HardwareInputs.from_accelerator(accel, s.weight_dtype, accel.reference_usd_per_hour)
+    hw = HardwareInputs.from_accelerator(accel, s.weight_dtype, accel.reference_usd_per_hour, None, s.kv_cache_dtype)
     return inference_metrics(arch, parameter_counts(arch), hw, DEFAULT_EFFICIENCY, InferenceInputs.from_scenario(s))
 
 
