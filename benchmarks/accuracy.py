@@ -526,7 +526,9 @@ SERVING_READINGS = {
     "vllm": "vLLM V1 defaults (OpenAI server): max_num_seqs 1024 / max_num_batched_tokens 8192 on >= 70 GiB GPUs "
     "other than A100, else 256 / 2048; gpu_memory_utilization 0.9 unless the run sets it; KV in bf16; chunked prefill; "
     "lengths fixed at the stated values (or the measured means where a note says so); Poisson arrivals (seed 0) at a "
-    "finite rate, all at t=0 for rate inf; the run's request count and client concurrency",
+    "finite rate, all at t=0 for rate inf; the run's request count and client concurrency; Qwen's own -FP8 releases "
+    "served as block-scaled FP8 (fp8_scaling 'block': their model cards' 'fine-grained fp8 quantization with block "
+    "size of 128')",
     "nim-trtllm": "NIM (TensorRT-LLM, runtime tensorrt-llm): batch cap 256, 8192 tokens per step, "
     "free_gpu_memory_fraction 0.95, fp8 KV "
     "(assumed: the profile's settings are not published); closed loop at the stated concurrency, 10 requests per "
@@ -645,6 +647,7 @@ def _serving_run(row: dict) -> ServingRun | str:
             gpu_memory_utilization=float(settings["gpu_memory_utilization"]),
             prefill_chunk_tokens=int(settings["max_num_batched_tokens"]),
             runtime=_runtime_of(engine),
+            fp8_scaling=_fp8_scaling_of(row["model"], row["dtype"]),
         )
         traffic = Traffic(
             requests_per_second=None if rate == "inf" else float(rate),
@@ -655,6 +658,12 @@ def _serving_run(row: dict) -> ServingRun | str:
     except (PlanningError, ValueError, KeyError) as exc:
         return f"scenario rejected: {' '.join(str(exc).split())}"
     return ServingRun(scenario, traffic, engine)
+
+
+def _fp8_scaling_of(model: str, dtype: str) -> str | None:
+    """The published checkpoint's FP8 scaling where the catalog model is its BF16 parent: Qwen's own -FP8 releases
+    are block-scaled (128 x 128); every other row keeps the checkpoint's own reading (`fp8_scaling` None)."""
+    return "block" if dtype == "fp8" and model.startswith("Qwen/") and model.endswith("-FP8") else None
 
 
 _SIMULATED: dict[tuple[ServingRun, str], object] = {}  # one simulation per run and efficiency, shared by its rows
@@ -1041,7 +1050,13 @@ def _serving_analysis(results: list[Result], serving: dict) -> list[str]:
         "A100 run, whose GPU is slowest, is the one the simulator gets closest. The engine's fixed costs "
         "(`request_overhead_seconds`, `step_host_seconds`, `sequence_host_seconds`) are latencies per request and "
         "per step, not a cap on how many requests a single API process admits per second; that cap (no published "
-        "per-version figure we could cite) is still missing.",
+        "per-version figure we could cite) is still missing. It shows in TPOT too: the simulator admits the flood "
+        "into full 8-16k-token prompt steps, so each request's few decode tokens ride steps that also carry "
+        "prefills (Qwen3-235B FP8 on 4xH100, budget 16,384: about 480 ms a step, TPOT far too high), while the "
+        "measured run's first tokens arrive together at the end (its TTFT median 5.5 s and p99 5.8 s) and its "
+        "decodes run in steps of their own. The nearest published bound, vLLM PR #43469 (a mock engine, GB200, "
+        "DP 4: 807 req/s through the Python front end), caps per-request front-end time below about 5 ms, too "
+        "loose to place the cap.",
         f"- **Light load** (TTFT {med('light load', 'TTFT')}, TPOT/ITL {med('light load', 'TPOT / ITL')}): the "
         f"measured TTFT holds {gaps(('ttft',), dense_only=False)} per request that no GPU term explains (HTTP and "
         "tokenisation, the wait for the next engine step, first-token detokenisation and streaming), and dense "
@@ -1056,11 +1071,14 @@ def _serving_analysis(results: list[Result], serving: dict) -> list[str]:
         "with vLLM's published fused-MoE rates, not the dense roofline: a fixed `moe_layer_seconds` per MoE layer "
         "(routing, alignment, activation, weighted sum), expert weights streamed at `moe_expert_bandwidth` and "
         "expert FLOPs at `moe_expert_compute` (benchmark_moe.py timings on H100, vLLM PR #24700; arithmetic in "
-        "`planner/physics/moe_efficiency.py`). What they leave: the DeepSeek-R1 rows stay too fast (MLA attention "
-        f"and FP8 block-scaled experts are not in those two shapes){mxfp4 and ', as are MXFP4 weights dequantised on Hopper'}. "
+        "`planner/physics/moe_efficiency.py`); dense GEMMs over block-scaled FP8 weights (DeepSeek-R1's checkpoint, "
+        "Qwen's -FP8 releases) run at 0.68 of the BF16 rate on Hopper (vLLM PR #23280) and attention in the BF16 "
+        "cache's format. What they leave: the DeepSeek-R1 rows stay too fast (MLA decode attention and the "
+        "fused-MoE calls over block-scaled experts have no published rate: the expert figures were measured with "
+        f"per-tensor scales){mxfp4 and ', as are MXFP4 weights dequantised on Hopper'}. "
         f"A batch of four sequences on 8 GPUs (the DeepSeek-R1 ShareGPT row, light load) decodes {slow} slower than "
         "simulated: routing, expert and synchronisation kernels across 8 GPUs at tiny batch cost more per layer "
-        "than one GPU's fused-MoE call, launches and link latency. Needed: MLA attention efficiency and a "
+        "than one GPU's fused-MoE call, launches and link latency. Needed: MLA decode attention's rate and a "
         "fused-MoE figure for block-scaled FP8 and MXFP4 experts.",
         "- **Tails:** p99 TTFT under a flood follows the queue (the last request waits for all the others), so it "
         "tracks the throughput error; with few requests in flight the simulator has no source of variance (fixed "

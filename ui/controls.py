@@ -102,6 +102,7 @@ INFERENCE_SPECS: tuple[Spec, ...] = (
         Spec("kv_block_tokens", "KV block size (tokens)", "number", section="more", step=16),
         Spec("prefill_chunk_tokens", "Prefill chunk (tokens)", "number", section="more", step=1024),
         Spec("weight_group_size", "int4 group size", "number", section="more", step=16),
+        Spec("fp8_scaling", "FP8 weight scales", "select", section="more"),
         Spec("quantize_embeddings", "Quantize embeddings and lm_head too", "toggle", section="more"),
         Spec("honor_sliding_window", "Honour sliding-window attention", "toggle", section="more"),
         Spec("usd_per_gpu_hour", "Price ($ per GPU-hour)", "number", section="more", step=0.1, fmt="%.2f"),
@@ -158,6 +159,7 @@ PLACEHOLDERS = {
     "gpus_per_node": "the GPU's NVLink domain",
     "tokens_per_image": "the model's",
     "attention_weight_dtype": "same as the weights",
+    "fp8_scaling": "the checkpoint's",
     "first_pipeline_stage_layers": "even split",
     "last_pipeline_stage_layers": "even split",
 }

@@ -18,16 +18,17 @@ from planner.dtypes import (
 from planner.hardware.catalog import Accelerator
 from planner.inference.cache_notes import cache_assumptions, kv_per_gpu_substitution, kv_per_token_equation
 from planner.inference.draft import METHOD_TITLES
-from planner.inference.inputs import HardwareInputs, InferenceInputs
+from planner.inference.inputs import HardwareInputs, InferenceInputs, attention_compute_dtype
 from planner.inference.metrics import InferenceMetrics
 from planner.inference.results import InferencePerformance
 from planner.inference.scenario import InferenceScenario
 from planner.inference.speculative import draft_seconds
 from planner.inference.steps import PhaseStep
 from planner.model.architecture import ModelArchitecture
-from planner.model.checkpoint_precision import checkpoint_weight_dtypes
+from planner.model.checkpoint_precision import checkpoint_weight_dtypes, fp8_block_scaled
 from planner.model.notes import architecture_assumptions, architecture_warnings
 from planner.physics.efficiency import Efficiency
+from planner.physics.gemm_efficiency import BLOCK_SCALED_FP8_OF_BF16
 from planner.physics.memory import stage_moe_layers
 from planner.physics.runtimes import kv_block_tokens, runtime_profile
 from planner.results import Bottleneck, Equation, MemoryBreakdown, ModelSummary
@@ -203,7 +204,12 @@ def assumptions(
         "Runtime overhead: CUDA context and workspaces 0.5 GiB, CUDA graphs 0.25 GiB, NCCL buffers 0.25 GiB when "
         "GPUs communicate.",
     ]
-    return out + _model_assumptions(s, arch) + _precision_assumptions(s, s.accelerator(), calibration)
+    return (
+        out
+        + _model_assumptions(s, arch)
+        + _precision_assumptions(s, s.accelerator(), calibration)
+        + _kernel_format_assumptions(s, arch, s.accelerator())
+    )
 
 
 def _model_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[str]:
@@ -291,6 +297,30 @@ def _precision_assumptions(
         out.append("Embedding, lm_head, norms and routers stay in 16-bit; only linear layers are quantized.")
     if calibration is not None:
         out.append(f"Calibrated with '{calibration.label}': efficiencies and runtime overhead from a measured profile.")
+    return out
+
+
+def _kernel_format_assumptions(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator) -> list[str]:
+    """The formats the step's kernel groups compute in, where they differ from the weights'
+    (`roofline.kernel_groups_seconds`): attention in the KV cache's format, block-scaled FP8 GEMMs on Hopper."""
+    out = []
+    attention = attention_compute_dtype(accel, s.kv_cache_dtype)
+    gemm = accel.gemm_dtype(s.weight_dtype)
+    if attention != gemm:
+        out.append(
+            f"Attention's math runs in {attention} (the {s.kv_cache_dtype} KV cache's format), the GEMMs in {gemm}: "
+            "each kernel group (GEMMs, experts, attention) is its own roofline and they run one after another."
+        )
+    if fp8_block_scaled(arch, s.weight_dtype, s.fp8_scaling):
+        share = BLOCK_SCALED_FP8_OF_BF16.get(accel.id)
+        rate = (
+            f"on {accel.name} its dense GEMMs run at {share:.2f} x the BF16 GEMM rate (vLLM PR #23280, H100 CUTLASS "
+            "block-FP8 kernel); the fused-MoE calls keep their per-tensor published rate (no block-scaled figure)"
+            if share is not None
+            else f"{accel.name} applies the block scales at the FP8 rate (no penalty is modelled)"
+        )
+        source = "the scenario" if s.fp8_scaling is not None else "the checkpoint's quantization_config"
+        out.append(f"FP8 weights with 128 x 128 block scales ({source}): {rate}.")
     return out
 
 

@@ -46,6 +46,9 @@ class HardwareInputs:
     # efficiencies are stated for, and the fixed time per GEMM kernel (planner.physics.gemm_efficiency).
     gemm_ceiling_ratio: Number = 1.0
     gemm_tail_seconds: Number = 0.0
+    # The fused-MoE calls' ceiling ratio: the weights' format without the block-scaled FP8 penalty of the dense
+    # GEMMs (their published rates were measured with per-tensor scales: planner.physics.moe_efficiency).
+    expert_ceiling_ratio: Number = 1.0
 
     @classmethod
     def from_accelerator(
@@ -55,13 +58,28 @@ class HardwareInputs:
         usd_per_gpu_hour: float,
         calibration: CalibrationRecord | None = None,
         kv_cache_dtype: str = "bf16",
+        fp8_block_scaled: bool = False,
     ) -> HardwareInputs:
         """The catalog's numbers; a calibration that measured this GPU (`CalibrationRecord.device_terms_apply`)
-        replaces the link's per-step latency and the GEMM ceiling and kernel time with the ones it fitted."""
+        replaces the link's per-step latency and the GEMM ceiling and kernel time with the ones it fitted.
+        `fp8_block_scaled`: FP8 weights scaled in blocks (`checkpoint_precision.fp8_block_scaled`), whose dense
+        GEMMs reach a published share of the BF16 rate on Hopper (`gemm_efficiency.BLOCK_SCALED_FP8_OF_BF16`)."""
         gemm_dtype = accel.gemm_dtype(weight_dtype)
         attention_dtype = attention_compute_dtype(accel, kv_cache_dtype)
         latency, fitted = device_terms_for(calibration, accel.id, gemm_dtype)
         _, attention_fitted = device_terms_for(calibration, accel.id, attention_dtype)
+        gemm_ratio = gemm_efficiency.ceiling_ratio(accel.id, gemm_dtype, fitted.ceiling if fitted is not None else None)
+        dense_ratio = gemm_ratio
+        if fp8_block_scaled and gemm_dtype == "fp8":
+            _, bf16_fitted = device_terms_for(calibration, accel.id, "bf16")
+            bf16_ceiling = (
+                bf16_fitted.ceiling if bf16_fitted is not None else gemm_efficiency.gemm_ceiling(accel.id, "bf16")
+            )
+            block = gemm_efficiency.block_scaled_fp8_ceiling(
+                accel.id, bf16_ceiling, accel.peak_flops("bf16"), accel.peak_flops("fp8")
+            )
+            if block is not None:
+                dense_ratio = gemm_efficiency.ceiling_ratio(accel.id, gemm_dtype, block)
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
             bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
@@ -77,9 +95,8 @@ class HardwareInputs:
             is_accelerator=accel.vendor != "cpu",
             usd_per_gpu_hour=usd_per_gpu_hour,
             peer_link=collectives.has_peer_link(accel.interconnect.name if accel.interconnect else None),
-            gemm_ceiling_ratio=gemm_efficiency.ceiling_ratio(
-                accel.id, gemm_dtype, fitted.ceiling if fitted is not None else None
-            ),
+            gemm_ceiling_ratio=dense_ratio,
+            expert_ceiling_ratio=gemm_ratio,
             gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
                 accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None
             ),

@@ -39,6 +39,12 @@ class InferenceScenario(ScenarioBase):
         "that keep attention in BF16, gpt-oss's MXFP4 experts beside BF16 attention); empty: weight_dtype. Both "
         "default to what the checkpoint's quantization_config declares",
     )
+    fp8_scaling: Literal["tensor", "block"] | None = Field(
+        default=None,
+        description="how FP8 weights carry their scales: one per tensor or channel, or one per 128 x 128 block "
+        "(DeepSeek-V3-style checkpoints; on Hopper their GEMMs reach about 0.68 of the BF16 rate); empty: the "
+        "checkpoint's quantization_config (blocks where it gives weight_block_size), else per tensor",
+    )
     kv_cache_dtype: KVDType = Field(
         default="bf16",
         description="storage format of the cached keys and values (formats serving engines cache in; nvfp4: "

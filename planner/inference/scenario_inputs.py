@@ -11,6 +11,7 @@ from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.scenario import InferenceScenario
 from planner.inference.speculative import Draft, draft_for
 from planner.model.architecture import ModelArchitecture, ParameterCounts, parameter_counts
+from planner.model.checkpoint_precision import fp8_block_scaled
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 
 
@@ -36,7 +37,14 @@ def scenario_inputs(scenario: InferenceScenario, calibration: CalibrationRecord 
         counts=parameter_counts(arch),
         accel=accel,
         efficiency=calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY,
-        hw=HardwareInputs.from_accelerator(accel, scenario.weight_dtype, price, calibration, scenario.kv_cache_dtype),
+        hw=HardwareInputs.from_accelerator(
+            accel,
+            scenario.weight_dtype,
+            price,
+            calibration,
+            scenario.kv_cache_dtype,
+            fp8_block_scaled(arch, scenario.weight_dtype, scenario.fp8_scaling),
+        ),
         x=InferenceInputs.from_scenario(scenario, correction),
         usd_per_gpu_hour=price,
         draft=draft_for(arch, scenario.speculative),

@@ -131,7 +131,9 @@ class RooflineStepCost:
         expert_bytes = routed_expert_read_bytes(routed_bytes, arch.num_experts, arch.experts_per_token, tokens)
         self._expert_bytes = np.broadcast_to(np.asarray(expert_bytes, dtype=float), tokens.shape).copy()
         self._expert_flops_per_token = float(step_expert_flops_per_token(counts, arch, tp, pp))
-        self._expert_efficiency = float(phase_compute_efficiency(efficiency.moe_expert_compute, hw.gemm_ceiling_ratio))
+        self._expert_efficiency = float(
+            phase_compute_efficiency(efficiency.moe_expert_compute, hw.expert_ceiling_ratio)
+        )
         message = activation_message_bytes(arch, tokens, x.activation_bytes)
         collectives = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
         if arch.is_moe:

@@ -301,13 +301,14 @@ def kernel_groups(
     `mixing_*` in the token-mixing kernels:
     - dense GEMMs: their FLOPs by GEMM shape at the phase efficiency (`step_compute_seconds`, with every GEMM
       kernel's fixed time), their weight bytes at `memory_bandwidth`;
-    - routed experts: FLOPs at `moe_expert_compute` x the device's ceiling ratio, bytes at `moe_expert_bandwidth`
+    - routed experts: FLOPs at `moe_expert_compute` x the device's ceiling ratio for the format (never the block-
+      scaled FP8 one: `HardwareInputs.expert_ceiling_ratio`), bytes at `moe_expert_bandwidth`
       (published fused-MoE rates; `planner.physics.moe_efficiency`);
     - token mixing: FLOPs at the phase efficiency x the ceiling ratio of the attention's own format (the KV
       cache's: `HardwareInputs.attention_peak_flops_per_second`), no GEMM kernel tails; KV bytes at
       `memory_bandwidth`."""
     bandwidth, peak = hw.bandwidth_bytes_per_second, hw.peak_flops_per_second
-    expert_efficiency = phase_compute_efficiency(efficiency.moe_expert_compute, hw.gemm_ceiling_ratio)
+    expert_efficiency = phase_compute_efficiency(efficiency.moe_expert_compute, hw.expert_ceiling_ratio)
     mixing_efficiency = phase_compute_efficiency(phase_efficiency, hw.attention_ceiling_ratio)
     return KernelGroups(
         gemm_compute=step_compute_seconds(flops - expert_flops - mixing_flops, layer_passes, hw, phase_efficiency),

@@ -39,3 +39,15 @@ def checkpoint_weight_dtypes(arch: ModelArchitecture) -> tuple[str, str | None] 
     bulk = quantized if any(g in q.quantized_groups for g in _BULK_GROUPS) else unquantized
     attention = quantized if "attention" in q.quantized_groups else unquantized
     return bulk, (attention if attention != bulk else None)
+
+
+def fp8_block_scaled(arch: ModelArchitecture, weight_dtype: str, fp8_scaling: str | None) -> bool:
+    """Whether `weight_dtype` weights are FP8 scaled in blocks (128 x 128: DeepSeek-V3-style checkpoints) rather
+    than per tensor or channel: as the scenario says (`fp8_scaling`), else as the checkpoint's
+    quantization_config does (`weight_block_size` on an FP8 checkpoint served as FP8)."""
+    if weight_dtype != "fp8":
+        return False
+    if fp8_scaling is not None:
+        return fp8_scaling == "block"
+    q = arch.quantization
+    return q is not None and planner_dtype(q) == "fp8" and bool(q.weight_block_size)

@@ -76,6 +76,18 @@ MAMF_FRACTIONS: dict[str, dict[str, float]] = {
     "gaudi3": {"bf16": 1243.0 / 1677.0, "fp8": 1289.5 / 1677.0},
 }
 
+# Block-scaled FP8 GEMMs (weights in 128 x 128 blocks and activations in 1 x 128 groups, each with its own scale:
+# DeepSeek-V3/R1, Kimi K2, MiniMax, the Qwen3 and GLM FP8 releases) on Hopper, whose tensor cores take one scale
+# per operand, so the kernel rescales every K block's partial sums itself: their rate as a share of the same
+# device's BF16 GEMM rate. vLLM PR #23280 (github.com/vllm-project/vllm/pull/23280, 2025-09, H100 80GB HBM3,
+# CUTLASS block-FP8 kernel vs torch BF16 on DeepSeek-V3's N=2112, K=7168), TFLOP/s at batches 2048, 4096, 8192:
+# 426.6 / 648.2, 456.9 / 715.8, 489.7 / 666.4 = 0.658, 0.638, 0.735; mean 0.677. Hopper only: Blackwell's tensor
+# cores apply block scales themselves; no figure is published for Ada or AMD here, so they keep the FP8 MAMF.
+BLOCK_SCALED_FP8_OF_BF16: dict[str, float] = {
+    gpu: (426.6 / 648.2 + 456.9 / 715.8 + 489.7 / 666.4) / 3
+    for gpu in ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20")
+}
+
 # A100 SXM BF16 MAMF / peak: the GPU the documented training efficiency is stated for (its source, Megatron-LM
 # runs in Narayanan et al. 2021, Table 1, are on A100s).
 TRAINING_REFERENCE_CEILING = 271.2 / 312.0
@@ -147,13 +159,25 @@ def phase_compute_efficiency(phase_efficiency, ratio):
     return minimum(phase_efficiency * ratio, 1.0)
 
 
+def block_scaled_fp8_ceiling(gpu_id: str, bf16_ceiling: float, bf16_peak: float, fp8_peak: float) -> float | None:
+    """The ceiling (as a share of the FP8 peak) of block-scaled FP8 GEMMs on `gpu_id`: `BLOCK_SCALED_FP8_OF_BF16`
+    x the device's BF16 GEMM rate (its `bf16_ceiling` x `bf16_peak`); None where no figure is published (the FP8
+    MAMF then applies)."""
+    share = BLOCK_SCALED_FP8_OF_BF16.get(gpu_id)
+    if share is None or not fp8_peak:
+        return None
+    return share * bf16_ceiling * bf16_peak / fp8_peak
+
+
 __all__ = [
+    "BLOCK_SCALED_FP8_OF_BF16",
     "GEMMS_PER_LAYER",
     "GEMM_TAIL_SECONDS",
     "MAMF_FRACTIONS",
     "REFERENCE_CEILING",
     "TRAINING_GEMMS_PER_FORWARD_GEMM",
     "TRAINING_REFERENCE_CEILING",
+    "block_scaled_fp8_ceiling",
     "ceiling_ratio",
     "gemm_ceiling",
     "gemm_fraction",

@@ -33,7 +33,8 @@ from planner.inference.inputs import HardwareInputs, InferenceInputs, activation
 from planner.inference.metrics import InferenceMetrics, inference_metrics
 from planner.inference.scenario import InferenceScenario
 from planner.inference.speculative import draft_for
-from planner.model.architecture import parameter_counts
+from planner.model.architecture import ModelArchitecture, parameter_counts
+from planner.model.checkpoint_precision import fp8_block_scaled
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.training.inputs import RECOMPUTE_LEVEL, TrainingHardware, training_hardware, training_inputs
 from planner.training.metrics import training_metrics
@@ -164,7 +165,7 @@ def evaluate_inference(
         activation_bytes=_per_value(weight_dtype, activation_bytes_per_element),
         concurrency=layout["concurrency"],
     )
-    hardware = _hardware_arrays(frame["gpu"], weight_dtype, kv_dtype, base, calibration)
+    hardware = _hardware_arrays(frame["gpu"], weight_dtype, kv_dtype, base, arch, calibration)
     metrics = inference_metrics(
         arch, parameter_counts(arch), hardware, efficiency, x, draft_for(arch, base.speculative)
     )
@@ -240,6 +241,7 @@ def _hardware_arrays(
     weight_dtype: pd.Series,
     kv_dtype: pd.Series,
     base: InferenceScenario,
+    arch: ModelArchitecture,
     calibration: CalibrationRecord | None = None,
 ) -> HardwareInputs:
     """Per-row accelerator numbers, looked up once per distinct (GPU, weight dtype, KV dtype); a calibration's
@@ -249,7 +251,8 @@ def _hardware_arrays(
     for gpu_id, dtype, kv in distinct:
         accel = _accelerator(base, gpu_id)
         price = base.usd_per_gpu_hour if base.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
-        built.append(HardwareInputs.from_accelerator(accel, dtype, price, calibration, kv))
+        block = fp8_block_scaled(arch, dtype, base.fp8_scaling)
+        built.append(HardwareInputs.from_accelerator(accel, dtype, price, calibration, kv, block))
     columns = {f.name: np.array([float(getattr(b, f.name)) for b in built])[rows] for f in fields(HardwareInputs)}
     columns["is_accelerator"] = columns["is_accelerator"].astype(bool)
     return HardwareInputs(**columns)

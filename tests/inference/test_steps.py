@@ -6,16 +6,16 @@ import pytest
 
 from planner import InferenceScenario
 from planner.hardware.catalog import get_accelerator
-from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.metrics import InferenceMetrics, inference_metrics
-from planner.model.architecture import parameter_counts
+from planner.inference.scenario_inputs import scenario_inputs
 from planner.physics.efficiency import DEFAULT_EFFICIENCY
 
 
 def metrics_of(s: InferenceScenario) -> InferenceMetrics:
-    arch, accel = s.architecture(), s.accelerator()
-    hw = HardwareInputs.from_accelerator(accel, s.weight_dtype, accel.reference_usd_per_hour, None, s.kv_cache_dtype)
-    return inference_metrics(arch, parameter_counts(arch), hw, DEFAULT_EFFICIENCY, InferenceInputs.from_scenario(s))
+    """The plan's own inputs (`scenario_inputs`: the accelerator, the KV cache's and the weights' formats) through
+    the engine with the documented efficiencies."""
+    i = scenario_inputs(s)
+    return inference_metrics(i.arch, i.counts, i.hw, DEFAULT_EFFICIENCY, i.x)
 
 
 @pytest.mark.parametrize("pp", [1, 2])
