@@ -330,7 +330,12 @@ def inference_cases(rows: list[dict]) -> tuple[list[Case], list[Unmapped]]:
 
 # The engine a reference row was measured on -> the runtime profile that budgets its memory
 # (planner/physics/runtimes.py); rows of other engines keep the default (vLLM V1).
-FRAMEWORK_RUNTIMES = {"tensorrt-llm": "tensorrt-llm", "sglang": "sglang", "nim-trtllm": "tensorrt-llm"}
+FRAMEWORK_RUNTIMES = {
+    "tensorrt-llm v0.": "tensorrt-llm-engine",  # the TensorRT-engine releases (the H100-vs-A100 blog's v0.5.0)
+    "tensorrt-llm": "tensorrt-llm",
+    "sglang": "sglang",
+    "nim-trtllm": "tensorrt-llm",
+}
 
 
 def _runtime_of(framework: str) -> str:

@@ -177,6 +177,26 @@ def _budget_sentence(s: InferenceScenario) -> str:
     return f"{budget}; {cache}, every sequence held at its full prompt + output length."
 
 
+def _engine_costs_sentence(s: InferenceScenario, efficiency: Efficiency) -> str:
+    """The engine's fixed costs and where they come from for the scenario's runtime (`RuntimeProfile`)."""
+    runtime = runtime_profile(s.runtime)
+    step = (
+        f"no per-step CPU time ({runtime.title} overlaps scheduling with the GPU's work)"
+        if runtime.host_work_overlapped
+        else f"per step {efficiency.step_host_seconds * 1e3:g} ms of scheduling and input preparation (vLLM PR "
+        f"#42131) plus {efficiency.sequence_host_seconds * 1e6:g} µs per scheduled sequence "
+        "(Scheduler.update_from_output, PR #46112)"
+    )
+    return (
+        f"Fixed engine costs, not fitted to any benchmark ({runtime.title}: {runtime.host_costs_source}): {step}; "
+        f"the sampler's top-k/top-p at {efficiency.sampler_seconds_per_logit * 1e12:g} ps per sequence per "
+        "vocabulary entry (FlashInfer sampler, vLLM PR #40376); per request "
+        f"{efficiency.request_overhead_seconds * 1e3:g} ms of chat template + tokenisation before its first step "
+        "(tt-inference-server #2173), added to TTFT only. The calibration's torch probe runs no engine, so it "
+        "keeps these defaults."
+    )
+
+
 def assumptions(
     s: InferenceScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration: CalibrationRecord | None
 ) -> list[str]:
@@ -189,16 +209,10 @@ def assumptions(
         f"{percent(efficiency.decode_compute)} of dense peak FLOP/s, HBM at {percent(efficiency.memory_bandwidth)} "
         f"of peak bandwidth, collectives at {percent(efficiency.communication)} of link bandwidth, plus "
         f"{efficiency.layer_overhead_seconds * 1e6:g} µs of launch/synchronisation overhead per layer per step.",
-        f"Fixed engine costs (vLLM V1 measurements, not fitted to any benchmark): per step "
-        f"{efficiency.step_host_seconds * 1e3:g} ms of scheduling and input preparation (vLLM PR #42131) plus "
-        f"{efficiency.sequence_host_seconds * 1e6:g} µs per scheduled sequence (Scheduler.update_from_output, PR "
-        f"#46112); the sampler's top-k/top-p at {efficiency.sampler_seconds_per_logit * 1e12:g} ps per sequence per "
-        "vocabulary entry (FlashInfer sampler, PR #40376); per request "
-        f"{efficiency.request_overhead_seconds * 1e3:g} ms of chat template + tokenisation before its first step "
-        "(tt-inference-server #2173), added to TTFT only. The calibration's torch probe runs no engine, so it "
-        "keeps these defaults.",
-        "Roofline per step: time = max(FLOPs / achieved FLOP/s, bytes / achieved bandwidth) + non-overlapped "
-        "communication (2 tensor-parallel all-reduces per layer, pipeline hand-offs).",
+        _engine_costs_sentence(s, efficiency),
+        "Roofline per step, per kernel group: the dense GEMMs, the fused-MoE calls and the attention each take "
+        "max(their FLOPs / achieved FLOP/s, their bytes / achieved bandwidth), one group after another, + "
+        "non-overlapped communication (2 tensor-parallel all-reduces per layer, pipeline hand-offs).",
         "Continuous batching: each request costs its share of a batched prefill chunk plus output_tokens decode "
         "steps; TPOT includes that prefill interference. Queueing delay is not modelled (TTFT = idle replica).",
         "Runtime overhead: CUDA context and workspaces 0.5 GiB, CUDA graphs 0.25 GiB, NCCL buffers 0.25 GiB when "

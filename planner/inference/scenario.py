@@ -82,11 +82,14 @@ class InferenceScenario(ScenarioBase):
     )
     runtime: RuntimeName = Field(
         default=DEFAULT_RUNTIME,
-        description="serving engine whose memory accounting sizes the KV pool: vllm (V1: the budget holds weights, "
+        description="serving engine whose memory accounting sizes the KV pool and whose fixed costs each step pays: "
+        "vllm (V1: the budget holds weights, "
         "the profiling run's activations and sampler, and the NCCL / all-reduce buffers that grow with TP), "
         "vllm-v0 (v0.1-0.2, the PagedAttention paper's engine: only the torch peak counts), sglang "
         "(gpu_memory_utilization read as mem_fraction_static: a static pool of weights and KV), tensorrt-llm (read "
-        "as free_gpu_memory_fraction of what the profiling peak leaves), hf-transformers (generate(): no paging, "
+        "as free_gpu_memory_fraction of what the profiling peak leaves; its overlap scheduler hides per-step CPU work), "
+        "tensorrt-llm-engine (the same budget in the v0.x TensorRT-engine releases, without the overlap scheduler), "
+        "hf-transformers (generate(): no paging, "
         "the whole prompt's activations, no fraction) or llama.cpp (the whole context's KV and compute buffers "
         "allocated up front, no fraction)",
     )

@@ -34,6 +34,7 @@ from planner.inference.steps import (
     decode_step_flops,
     decode_step_mixing_flops,
     expert_dispatch_seconds,
+    host_work_overlapped,
     image_encoder_step_flops,
     launch_overhead_seconds,
     moe_overhead_seconds,
@@ -117,6 +118,7 @@ class RooflineStepCost:
         self._peak = hw.peak_flops_per_second
         self._bandwidth = hw.bandwidth_bytes_per_second
         self._efficiency = efficiency
+        self._host_work_overlapped = host_work_overlapped(x)
         self._rows: dict[int, _DecodeRows] = {}
         self._verify_rows: dict[tuple[int, int], _DecodeRows] = {}
 
@@ -294,7 +296,7 @@ class RooflineStepCost:
             t.collective_seconds[step_tokens],
             self._overhead_seconds,
             t.handoff_seconds[step_tokens],
-            float(scheduler_seconds(sequences, e)),
+            float(scheduler_seconds(sequences, e, self._host_work_overlapped)),
             float(sampler_seconds(sampled, self._vocab_size, e)),
         )
 
@@ -404,7 +406,7 @@ class RooflineStepCost:
                 self._handoff_seconds[tokens],
                 pp,
             )
-            + scheduler_seconds(micro, e)
+            + scheduler_seconds(micro, e, self._host_work_overlapped)
             + sampler_seconds(tokens, self._vocab_size, e)
         )
         # The rows' minima bound every interpolated value from below, and the arithmetic after the
@@ -453,12 +455,12 @@ class SpeculativeStepCost:
         as `speculative_round` prices it."""
         micro = -(-decode_batch // self.target.pipeline_parallel)
         step = self.draft.decode_step_seconds(micro, decode_context_tokens / decode_batch * micro)
-        return step - float(scheduler_seconds(micro, self._efficiency))
+        return step - float(scheduler_seconds(micro, self._efficiency, self.target._host_work_overlapped))
 
     def draft_prefill_seconds(self, prefill_spans) -> float:
         """The draft's pass over the step's prompt pieces, less the engine's scheduling."""
         step = self.draft.mixed_seconds(0, 0, prefill_spans)
-        return step - float(scheduler_seconds(len(prefill_spans), self._efficiency))
+        return step - float(scheduler_seconds(len(prefill_spans), self._efficiency, self.target._host_work_overlapped))
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from planner.physics.moe_efficiency import (
     routed_expert_flops_per_token,
     routed_expert_read_bytes,
 )
+from planner.physics.runtimes import runtime_profile
 
 
 @dataclass(frozen=True, slots=True)
@@ -402,12 +403,20 @@ def launch_overhead_seconds(stage_layers, efficiency: Efficiency):
     return stage_layers * efficiency.layer_overhead_seconds
 
 
-def scheduler_seconds(sequences, efficiency: Efficiency):
+def scheduler_seconds(sequences, efficiency: Efficiency, host_work_overlapped: bool = False):
     """CPU time of one engine step that the GPU waits for: a fixed cost (scheduling, input preparation)
     plus a cost per scheduled sequence (post-step bookkeeping). Once per engine step, whatever the
     pipeline depth. Defaults from vLLM V1 measurements (see `Efficiency`); the calibration's torch probe
-    runs no engine, so it never refines them."""
+    runs no engine, so it never refines them. None is exposed where the runtime overlaps that work with the
+    GPU's (`RuntimeProfile.host_work_overlapped`: SGLang's and TensorRT-LLM's overlap schedulers)."""
+    if host_work_overlapped:
+        return 0.0 * sequences
     return efficiency.step_host_seconds + sequences * efficiency.sequence_host_seconds
+
+
+def host_work_overlapped(x: InferenceInputs) -> bool:
+    """Whether the scenario's runtime hides its per-step CPU work behind the GPU's (`scheduler_seconds`)."""
+    return runtime_profile(x.runtime).host_work_overlapped
 
 
 def sampler_seconds(sequences, vocab_size, efficiency: Efficiency):
@@ -484,7 +493,7 @@ def prefill_step(
         pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
         # every chunk is an engine step that schedules and samples its prompts (vLLM V1 samples partial
         # prefills too and discards the token)
-        chunks * scheduler_seconds(prompts, efficiency),
+        chunks * scheduler_seconds(prompts, efficiency, host_work_overlapped(x)),
         chunks * sampler_seconds(prompts, arch.vocab_size, efficiency),
         pp,
     )
@@ -546,7 +555,7 @@ def decode_step(
         collectives_s,
         launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency),
         pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
-        scheduler_seconds(batch, efficiency),
+        scheduler_seconds(batch, efficiency, host_work_overlapped(x)),
         sampler_seconds(tokens, arch.vocab_size, efficiency),
         pp,
     )

@@ -24,7 +24,7 @@ A runtime that keeps memory outside its pool names it (`reserve_component`): the
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from planner.arrays import Number, maximum, minimum, where
@@ -33,7 +33,9 @@ from planner.physics import memory as mem
 
 GIB = 1 << 30
 
-RuntimeName = Literal["vllm", "vllm-v0", "sglang", "tensorrt-llm", "hf-transformers", "llama.cpp"]
+RuntimeName = Literal[
+    "vllm", "vllm-v0", "sglang", "tensorrt-llm", "tensorrt-llm-engine", "hf-transformers", "llama.cpp"
+]
 BudgetKind = Literal["profiled", "static_pool", "free_fraction", "device", "preallocated"]
 DEFAULT_RUNTIME: RuntimeName = "vllm"
 
@@ -72,6 +74,12 @@ class RuntimeProfile:
     custom_allreduce: bool = True
     # Tokens of the step whose activations the engine reserves (None: the scenario's prefill chunk).
     reserved_step_tokens: int | None = None
+    # The engine's per-step CPU work (scheduling, input preparation, per-sequence bookkeeping) runs while the GPU
+    # executes the previous step, so none of it lengthens a step (`inference.steps.scheduler_seconds`).
+    host_work_overlapped: bool = False
+    # Where the per-step, per-sequence, sampler and per-request costs (`efficiency.Efficiency`) come from for this
+    # engine: said next to the plan's numbers.
+    host_costs_source: str = "vLLM V1 measurements (Efficiency: step_host_seconds, sequence_host_seconds, sampler)"
 
 
 RUNTIMES: dict[str, RuntimeProfile] = {
@@ -135,6 +143,10 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         fraction_setting="mem_fraction_static",
         reserve_component="static_pool_reserve_bytes",
         kv_block_tokens=1,  # server_args page_size defaults to 1: a token-granular pool
+        host_work_overlapped=True,
+        host_costs_source="SGLang's overlap (zero-overhead) batch scheduler, on by default since v0.4, prepares the "
+        "next batch while the GPU runs this one (lmsys.org/blog/2024-12-04-sglang-v0-4, #zero-overhead-batch-"
+        "scheduler): no per-step CPU time; sampler and per-request costs are vLLM V1's measurements, assumed",
     ),
     "tensorrt-llm": RuntimeProfile(
         name="tensorrt-llm",
@@ -161,6 +173,10 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         fraction_setting="free_gpu_memory_fraction",
         reserve_component="free_memory_reserve_bytes",
         kv_block_tokens=32,
+        host_work_overlapped=True,
+        host_costs_source="TensorRT-LLM's overlap scheduler, enabled by default, checks stop criteria, updates "
+        "responses and schedules the next batch while the GPU runs (nvidia.github.io/TensorRT-LLM, features/"
+        "overlap-scheduler): no per-step CPU time; sampler and per-request costs are vLLM V1's measurements, assumed",
     ),
     "hf-transformers": RuntimeProfile(
         name="hf-transformers",
@@ -184,6 +200,7 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         fraction_setting=None,
         kv_block_tokens=1,
         custom_allreduce=False,  # tp_plan="auto" all-reduces through torch.distributed (NCCL)
+        host_costs_source="vLLM V1's measurements, assumed: no per-step figure is published for generate()",
     ),
     "llama.cpp": RuntimeProfile(
         name="llama.cpp",
@@ -209,8 +226,22 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         kv_block_tokens=1,
         custom_allreduce=False,
         reserved_step_tokens=512,
+        host_costs_source="vLLM V1's measurements, assumed: no per-step figure is published for llama-server",
     ),
 }
+
+
+# TensorRT-LLM's earlier TensorRT-engine releases (v0.x C++ batch manager, the H100-vs-A100 blog's v0.5.0): the
+# same free-memory-fraction budget, but no overlap scheduler (it came with the PyTorch backend's PyExecutor).
+RUNTIMES["tensorrt-llm-engine"] = replace(
+    RUNTIMES["tensorrt-llm"],
+    name="tensorrt-llm-engine",
+    title="TensorRT-LLM (TensorRT engines, v0.x)",
+    version="v0.5-v0.x TensorRT-engine releases (C++ GptManager / batch manager, kv_cache_free_gpu_mem_fraction)",
+    host_work_overlapped=False,
+    host_costs_source="vLLM V1's measurements, assumed: these releases had no overlap scheduler and publish no "
+    "per-step figure",
+)
 
 
 def runtime_profile(name: str) -> RuntimeProfile:

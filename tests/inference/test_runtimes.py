@@ -252,3 +252,37 @@ def test_only_engines_with_custom_all_reduce_use_peer_memory():
     assert runtime_profile("vllm").custom_allreduce and runtime_profile("sglang").custom_allreduce
     assert runtime_profile("tensorrt-llm").custom_allreduce
     assert not runtime_profile("hf-transformers").custom_allreduce and not runtime_profile("llama.cpp").custom_allreduce
+
+
+@pytest.mark.parametrize("runtime", ["sglang", "tensorrt-llm"])
+def test_an_overlap_scheduler_hides_the_per_step_cpu_work(runtime):
+    """SGLang's zero-overhead scheduler and TensorRT-LLM's overlap scheduler prepare step n + 1 while the GPU runs
+    step n: the decode step loses exactly vLLM's per-step CPU time, 0.4 ms + 8 x 1.1 us = 408.8 us at batch 8; the
+    sampler (GPU work) stays."""
+    overlapped, vllm = plan(_llama_8b(runtime=runtime, concurrency=8)), plan(_llama_8b(concurrency=8))
+    gap = vllm.performance.decode_step_seconds - overlapped.performance.decode_step_seconds
+    assert gap == pytest.approx(0.4e-3 + 8 * 1.1e-6, rel=1e-9)
+    assert any("overlaps scheduling" in a for a in overlapped.assumptions)
+    assert any("PR #42131" in a for a in vllm.assumptions)
+
+
+def test_tensorrt_llm_engine_releases_budget_alike_but_pay_the_cpu_time():
+    engine, pytorch = runtime_profile("tensorrt-llm-engine"), runtime_profile("tensorrt-llm")
+    assert engine.budget_kind == pytorch.budget_kind and engine.non_torch_bytes_by_tensor_parallel == (
+        pytorch.non_torch_bytes_by_tensor_parallel
+    )
+    assert pytorch.host_work_overlapped and not engine.host_work_overlapped
+    a = plan(_llama_8b(runtime="tensorrt-llm-engine", concurrency=8))
+    b = plan(_llama_8b(runtime="tensorrt-llm", concurrency=8))
+    assert a.memory.components == b.memory.components
+    assert a.performance.decode_step_seconds - b.performance.decode_step_seconds == pytest.approx(408.8e-6, rel=1e-9)
+    assert any("assumed" in x and "overlap scheduler" in x for x in a.assumptions)
+
+
+def test_a_simulated_step_under_an_overlap_scheduler_pays_no_cpu_time():
+    from planner.inference.traffic import TrafficEngine
+    from planner.inference.workload import Traffic
+
+    engine = TrafficEngine.of(_llama_8b(runtime="sglang", concurrency=8), traffic=Traffic(num_requests=4, seed=0))
+    terms = engine.step_cost(engine.requests()).terms(4, 4 * 3000.0, [(0, 512)])
+    assert terms.scheduler_seconds == 0.0 and terms.sampler_seconds > 0
