@@ -32,7 +32,7 @@ import statistics
 import sys
 from collections.abc import Callable
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,7 +45,7 @@ from planner.hardware.catalog import get_accelerator  # noqa: E402
 from planner.inference.scenario import InferenceScenario  # noqa: E402
 from planner.inference.traffic import TrafficEngine  # noqa: E402
 from planner.inference.workload import Traffic  # noqa: E402
-from planner.physics import collectives, gemm_efficiency, roofline  # noqa: E402
+from planner.physics import collectives, gemm_efficiency, roofline, runtimes  # noqa: E402
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
 from planner.physics.runtimes import DEFAULT_RUNTIME  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
@@ -1142,6 +1142,23 @@ def _without_custom_allreduce():
     return _replaced(collectives, has_peer_link=lambda *args, **kwargs: False)
 
 
+def _block_scales_at_fp8_rate():
+    """Block-scaled FP8 GEMMs at the FP8 MAMF, as per-tensor ones (no published share of the BF16 rate)."""
+    return _replaced(gemm_efficiency, block_scaled_fp8_ceiling=lambda *args, **kwargs: None)
+
+
+@contextmanager
+def _no_overlap_scheduler():
+    """Every runtime pays vLLM's per-step CPU time: the overlap schedulers' runtimes swapped for copies without."""
+    saved = dict(runtimes.RUNTIMES)
+    for name, profile in saved.items():
+        runtimes.RUNTIMES[name] = replace(profile, host_work_overlapped=False)
+    try:
+        yield
+    finally:
+        runtimes.RUNTIMES.update(saved)
+
+
 def _one_roofline_per_step():
     """The step's kernel groups overlapping, as before they were added: max(all FLOPs' time, all bytes' time)."""
     return _replaced(
@@ -1180,6 +1197,12 @@ MECHANISMS: tuple[tuple[str, Efficiency | None, Callable | None], ...] = (
         None,
     ),
     ("custom one-/two-shot all-reduce (NCCL ring/tree only)", None, _without_custom_allreduce),
+    (
+        "block-scaled FP8 GEMMs at 0.68 x the BF16 rate on Hopper (at the FP8 MAMF instead)",
+        None,
+        _block_scales_at_fp8_rate,
+    ),
+    ("overlap schedulers (SGLang, TensorRT-LLM pay vLLM's per-step CPU time)", None, _no_overlap_scheduler),
     (
         "kernel groups one after another (one roofline over the whole step, decode GEMMs at the former 0.50)",
         DEFAULT_EFFICIENCY.model_copy(update={"decode_compute": 0.50, "source": "mechanism study"}),
