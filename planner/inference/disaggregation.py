@@ -29,7 +29,7 @@ from planner.inference.scenario import InferenceScenario
 from planner.inference.serving_sim import ReplicaTimeline, simulate_replica
 from planner.inference.traffic import ROUTING, TrafficEngine, simulate_after_request_overhead
 from planner.inference.traffic_results import TrafficResult, summarize
-from planner.inference.workload import Traffic
+from planner.inference.workload import PrefixHits, Traffic
 from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics import collectives
 
@@ -43,6 +43,9 @@ ASSUMPTIONS = (
     "Each prompt's KV cache crosses once, after its first token: every prefill GPU sends its tensor-parallel shard "
     "at once over the link spanning both replicas (NVLink within a node, the network across), priced as one "
     "point-to-point transfer; transfers delay the decode start but are not contended and take no GPU time.",
+    "Prefix caching happens where prompts are prefilled: a bounded GPU prefix cache and a prefix pool are per "
+    "prefill replica. Speculative decoding runs in both pools (the draft's prompt pass where the prompt is "
+    "prefilled, draft-and-verify rounds where it decodes); a draft's own KV cache is not in the transfer.",
 )
 
 
@@ -90,22 +93,33 @@ def simulate_disaggregated(
     traffic = prefill_engine.traffic
     reqs = prefill_engine.requests(traffic)
     n = len(reqs)
-    # Prefill pool: each request needs its prompt and one sampled token.
-    prefill_cost = prefill_engine.step_cost(reqs)
+    # Speculative decoding runs in both pools: the draft's pass over each prompt where it is prefilled, the
+    # draft-and-verify rounds where it decodes.
+    prefill_speculation, decode_speculation = prefill_engine.speculation(traffic), decode_engine.speculation(traffic)
+    # Prefill pool: each request needs its prompt and one sampled token; a bounded prefix cache (and a pool
+    # behind it) is per prefill replica, as in the colocated simulation.
+    prefill_cost = (
+        prefill_engine.step_cost(reqs) if prefill_speculation is None else prefill_engine.speculative_cost(reqs)
+    )
     first = np.full(n, np.nan)
     sent = np.full(n, np.nan)
     scheduled = np.full(n, np.nan)
     prefill_timelines: list[ReplicaTimeline] = []
+    hits: list[PrefixHits] = []
     for r in range(min(prefill_engine.replicas, n)):
         mine = np.arange(r, n, prefill_engine.replicas)
+        cached, delay = prefill_engine.replica_prefix_cache(traffic, reqs, mine, hits)
         t = simulate_after_request_overhead(
             reqs.arrival_seconds[mine],
             reqs.prompt_tokens[mine],
             np.ones(len(mine), dtype=np.int64),
-            reqs.cached_prompt_tokens[mine],
+            cached,
             mine,
             prefill_engine.limits,
             prefill_cost,
+            ready_delay_seconds=delay,
+            speculation=prefill_speculation,
+            replica_index=r,
         )
         first[mine], sent[mine], scheduled[mine] = t.first_token_seconds, t.sent_seconds, t.scheduled_seconds
         prefill_timelines.append(t)
@@ -113,7 +127,7 @@ def simulate_disaggregated(
     # Decode pool: the request arrives with its prompt's KV (cached) and one token generated.
     ready = first + transfer
     order = np.argsort(ready, kind="stable")
-    decode_cost = decode_engine.step_cost(reqs)
+    decode_cost = decode_engine.step_cost(reqs) if decode_speculation is None else decode_engine.speculative_cost(reqs)
     timelines: list[ReplicaTimeline] = []
     for r in range(min(decode_engine.replicas, n)):
         mine = order[r :: decode_engine.replicas]
@@ -125,6 +139,8 @@ def simulate_disaggregated(
             mine,
             decode_engine.limits,
             decode_cost,
+            speculation=decode_speculation,
+            replica_index=r,
         )
         timelines.append(
             replace(
@@ -135,7 +151,13 @@ def simulate_disaggregated(
                 output_tokens=reqs.output_tokens[mine],
             )
         )
-    result = summarize(timelines, traffic.slo, decode_engine.limits.kv_blocks, f"{ROUTING}, in each pool")
+    result = summarize(
+        timelines,
+        traffic.slo,
+        decode_engine.limits.kv_blocks,
+        f"{ROUTING}, in each pool",
+        prefill_engine.prefix_stats(traffic, reqs, hits),
+    )
     return DisaggregatedResult(
         layout=layout,
         prefill_replicas=prefill_engine.replicas,

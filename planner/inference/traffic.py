@@ -211,15 +211,10 @@ class TrafficEngine:
         speculation = self.speculation(traffic)
         cost = self.step_cost(reqs) if speculation is None else self.speculative_cost(reqs)
         timelines: list[ReplicaTimeline] = []
-        bounded = traffic.prefix_pool is not None or traffic.gpu_prefix_cache_share is not None
         hits: list[PrefixHits] = []
         for r in range(min(replicas, len(reqs))):
             mine = np.arange(r, len(reqs), replicas)
-            cached, delay = reqs.cached_prompt_tokens[mine], None
-            if bounded and reqs.prefix_key is not None and reqs.prefix_tokens is not None:
-                found = self.prefix_hits(traffic, reqs.prefix_key[mine], reqs.prefix_tokens[mine])
-                hits.append(found)
-                cached, delay = found.cached_tokens, found.transfer_seconds
+            cached, delay = self.replica_prefix_cache(traffic, reqs, mine, hits)
             timelines.append(
                 simulate_after_request_overhead(
                     reqs.arrival_seconds[mine],
@@ -237,10 +232,27 @@ class TrafficEngine:
                     replica_index=r,
                 )
             )
-        stats = self._prefix_stats(traffic, reqs, hits) if bounded else _unbounded_stats(reqs)
-        return summarize(timelines, traffic.slo, self.limits.kv_blocks, ROUTING, stats)
+        return summarize(timelines, traffic.slo, self.limits.kv_blocks, ROUTING, self.prefix_stats(traffic, reqs, hits))
 
     # ------------------------------------------------------------------------------- prefix caching
+
+    def replica_prefix_cache(
+        self, traffic: Traffic, reqs: Requests, mine: np.ndarray, hits: list[PrefixHits]
+    ) -> tuple[np.ndarray, np.ndarray | None]:
+        """One replica's cached prompt tokens and prefix-pool waits for its requests `mine`: the stream's
+        unbounded cache (no waits), or, with a bounded GPU cache or a pool, the replica's own residency
+        (`prefix_hits`, appended to `hits` for `prefix_stats`)."""
+        bounded = traffic.prefix_pool is not None or traffic.gpu_prefix_cache_share is not None
+        if not bounded or reqs.prefix_key is None or reqs.prefix_tokens is None:
+            return reqs.cached_prompt_tokens[mine], None
+        found = self.prefix_hits(traffic, reqs.prefix_key[mine], reqs.prefix_tokens[mine])
+        hits.append(found)
+        return found.cached_tokens, found.transfer_seconds
+
+    def prefix_stats(self, traffic: Traffic, reqs: Requests, hits: list[PrefixHits]) -> PrefixCacheStats | None:
+        """The stream's prefix-cache answer: per replica residency where bounded, else the unbounded cache's."""
+        bounded = traffic.prefix_pool is not None or traffic.gpu_prefix_cache_share is not None
+        return self._prefix_stats(traffic, reqs, hits) if bounded else _unbounded_stats(reqs)
 
     @property
     def kv_bytes_per_token(self) -> float:

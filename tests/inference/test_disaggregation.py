@@ -83,3 +83,44 @@ def test_every_request_is_served_once_with_its_output_tokens():
 def test_impossible_splits_are_sentences(layout, words):
     with pytest.raises(PlanningError, match=words):
         simulate_disaggregated(LONG, layout, traffic=_traffic(LONG, 0.3, 50))
+
+
+def test_speculative_decoding_runs_in_the_decode_pool():
+    """EAGLE (k 3, acceptance 0.8) on the default 70B at a vanishing rate: the decode pool's time per output token
+    is the static plan's speculative time per token at batch 1 (round / expected tokens per round), not plain
+    decoding's; the prefill pool pays the draft's prompt pass. Acceptances are random draws: 3 % allowed."""
+    eagle = {"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.8}
+    scenario = InferenceScenario(num_gpus=8, tensor_parallel=4, output_tokens=256, concurrency=8, speculative=eagle)
+    plain = scenario.model_copy(update={"speculative": None})
+    layout = DisaggregatedLayout(prefill_gpus=4, prefill_tensor_parallel=4)
+    traffic = Traffic(requests_per_second=0.05, num_requests=60, seed=2)
+    fast = simulate_disaggregated(scenario, layout, traffic=traffic).traffic
+    slow = simulate_disaggregated(plain, layout, traffic=traffic).traffic
+    single = plan(scenario.model_copy(update={"num_gpus": 4, "concurrency": 1})).performance.speculative
+    per_token = single.round_seconds / single.tokens_per_round
+    assert fast.tpot_seconds.mean == pytest.approx(per_token, rel=0.03)
+    assert slow.tpot_seconds.mean > 1.8 * fast.tpot_seconds.mean
+    assert fast.ttft_seconds.mean > slow.ttft_seconds.mean  # the draft's prompt pass
+
+
+def test_a_bounded_prefix_cache_lives_in_the_prefill_pool():
+    """30 shared prefixes, a GPU prefix cache of 1 % of each prefill replica's KV blocks: the stream's prefix
+    answer is the prefill pool's bounded residency (hits and misses add up to the requests with a prefix)."""
+    traffic = Traffic(
+        requests_per_second=2.0,
+        num_requests=200,
+        shared_prefix_fraction=0.5,
+        num_prefixes=30,
+        gpu_prefix_cache_share=0.01,
+        seed=3,
+    )
+    layout = DisaggregatedLayout(prefill_gpus=4, prefill_tensor_parallel=2)
+    result = simulate_disaggregated(LONG, layout, traffic=traffic).traffic
+    stats = result.prefix_cache
+    assert stats is not None and stats.mode == "bounded"
+    assert stats.gpu_hits + stats.pool_hits + stats.misses == stats.requests_with_prefix > 0
+    unbounded = simulate_disaggregated(
+        LONG, layout, traffic=traffic.model_copy(update={"gpu_prefix_cache_share": None})
+    )
+    assert unbounded.traffic.prefix_cache is not None and unbounded.traffic.prefix_cache.mode == "unbounded"
+    assert stats.gpu_hits < unbounded.traffic.prefix_cache.gpu_hits
