@@ -57,9 +57,10 @@ def bottleneck(memory: MemoryBreakdown, performance: InferencePerformance) -> tu
     intensity = phase.arithmetic_intensity_flops_per_byte
     side = "below" if intensity < ridge else "above"
     reason = (
-        f"{phase.phase.capitalize()} takes {percent(share)} of the time; its step needs "
-        f"{seconds(phase.compute_seconds)} of compute, {seconds(phase.memory_seconds)} of memory traffic and "
-        f"{seconds(phase.communication_seconds)} of communication, so {RESOURCE_WORDS[binding]} binds "
+        f"{phase.phase.capitalize()} takes {percent(share)} of the time; its step spends "
+        f"{seconds(phase.compute_bound_seconds)} in compute-bound kernels, {seconds(phase.memory_bound_seconds)} in "
+        f"bandwidth-bound ones and {seconds(phase.communication_seconds)} in communication, so "
+        f"{RESOURCE_WORDS[binding]} binds "
         f"(arithmetic intensity {intensity:,.0f} FLOP/B, {side} the GPU's ridge point of {ridge:,.0f} FLOP/B)."
     )
     return binding, reason
@@ -325,7 +326,7 @@ def _kernel_format_assumptions(s: InferenceScenario, arch: ModelArchitecture, ac
             f"Attention's math runs in {attention} (the {s.kv_cache_dtype} KV cache's format), the GEMMs in {gemm}: "
             "each kernel group (GEMMs, experts, attention) is its own roofline and they run one after another."
         )
-    if fp8_block_scaled(arch, s.weight_dtype, s.fp8_scaling):
+    if gemm == "fp8" and fp8_block_scaled(arch, s.weight_dtype, s.fp8_scaling):
         share = BLOCK_SCALED_FP8_OF_BF16.get(accel.id)
         rate = (
             f"on {accel.name} its dense GEMMs run at {share:.2f} x the BF16 GEMM rate (vLLM PR #23280, H100 CUTLASS "
@@ -499,8 +500,8 @@ def step_equation(
     if draft_prefill_seconds is not None:
         parts.append(float(draft_prefill_seconds))
         draft_formula, draft_sub = " + draft's prompt pass", f" + {seconds(float(draft_prefill_seconds))}"
-    # Routed experts (inference.steps.split_compute_seconds / split_memory_seconds / moe_overhead_seconds): their
-    # FLOPs and weight bytes at the published fused-MoE rates, and each MoE layer's fixed fused-MoE time.
+    # Routed experts (inference.steps.kernel_groups' expert group, moe_overhead_seconds): their FLOPs and weight
+    # bytes at the published fused-MoE rates, and each MoE layer's fixed fused-MoE time.
     moe_formula = moe_sub = ""
     if moe_layers:
         moe_formula = (
@@ -508,7 +509,8 @@ def step_equation(
             "fused-MoE BW eff)); MoE layers x (fused-MoE fixed time - 2 GEMM tails) in the overhead"
         )
         moe_sub = (
-            f"; MoE: eff {efficiency.moe_expert_compute:g}, BW eff {efficiency.moe_expert_bandwidth:g}, "
+            f"; MoE: eff {efficiency.moe_expert_compute:g} x ratio {float(hw.expert_ceiling_ratio):.3g}, BW eff "
+            f"{efficiency.moe_expert_bandwidth:g}, "
             f"{int(moe_layers)} x ({seconds(efficiency.moe_layer_seconds)} - 2 x "
             f"{seconds(float(hw.gemm_tail_seconds))})"
         )

@@ -128,7 +128,7 @@ class RooflineStepCost:
             stage_weight_bytes, routed_bytes, arch.num_experts, arch.experts_per_token, tokens
         )
         self._weight_bytes = np.broadcast_to(np.asarray(weight_bytes, dtype=float), tokens.shape).copy()
-        # Routed experts (steps.split_memory_seconds / split_compute_seconds): the expert weights a step of T tokens
+        # Routed experts (steps.kernel_groups' expert group): the expert weights a step of T tokens
         # streams at the fused-MoE bandwidth, and the expert FLOPs per token at the fused-MoE rate.
         expert_bytes = routed_expert_read_bytes(routed_bytes, arch.num_experts, arch.experts_per_token, tokens)
         self._expert_bytes = np.broadcast_to(np.asarray(expert_bytes, dtype=float), tokens.shape).copy()
@@ -339,9 +339,10 @@ class RooflineStepCost:
         return self._decode_rows(decode_batch).shortest_seconds
 
     def _decode_rows(self, decode_batch: int) -> _DecodeRows:
-        """Compute and memory seconds of a decode step of this batch over the context grid, and the rest of
-        `roofline.pipeline_step_seconds` (pp x (collectives + overhead) + hand-offs) plus the scheduler and
-        sampler, cached per batch: a run then costs two interpolations."""
+        """A decode step of this batch over the context grid: the attention group's compute and memory seconds
+        with the GEMM and expert groups' offsets added (`roofline.context_free_groups`), and the rest of the step
+        (pp x those groups' serial time, pp x (collectives + overhead) + hand-offs, the scheduler and sampler),
+        cached per batch: a run then costs two interpolations."""
         rows = self._rows.get(decode_batch)
         if rows is None:
             rows = self._rows[decode_batch] = self._rows_of(decode_batch, 1)

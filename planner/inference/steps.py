@@ -37,12 +37,13 @@ class KernelGroups:
     (attention over the KV cache, recurrent state updates). `seconds` runs the groups one after another
     (`roofline.kernel_groups_seconds`)."""
 
-    gemm_compute: Number
+    gemm_compute: Number  # FLOP time and the GEMM kernels' fixed time (`gemm_tail`)
     gemm_memory: Number
     expert_compute: Number
     expert_memory: Number
     mixing_compute: Number
     mixing_memory: Number
+    gemm_tail: Number = 0.0  # the part of gemm_compute that is the kernels' fixed time, not FLOPs
 
     @property
     def compute_seconds(self) -> Number:
@@ -65,19 +66,21 @@ class KernelGroups:
 
     @property
     def compute_bound_seconds(self) -> Number:
-        """Time in the groups whose FLOPs take longer than their bytes."""
-        return sum(where(c > m, c, 0.0) for c, m in self._pairs())
+        """Time in the groups whose FLOPs take longer than their bytes (a GEMM kernel's fixed time is neither:
+        small decode GEMMs whose time is mostly that fixed time are not compute-bound)."""
+        return sum(where(f > m, t, 0.0) for f, m, t in self._groups())
 
     @property
     def memory_bound_seconds(self) -> Number:
         """Time in the groups whose bytes take at least as long as their FLOPs."""
-        return sum(where(c > m, 0.0, m) for c, m in self._pairs())
+        return sum(where(f > m, 0.0, t) for f, m, t in self._groups())
 
-    def _pairs(self):
+    def _groups(self):
+        """(FLOP time, byte time, the group's time) per group."""
         return (
-            (self.gemm_compute, self.gemm_memory),
-            (self.expert_compute, self.expert_memory),
-            (self.mixing_compute, self.mixing_memory),
+            (self.gemm_compute - self.gemm_tail, self.gemm_memory, maximum(self.gemm_compute, self.gemm_memory)),
+            (self.expert_compute, self.expert_memory, maximum(self.expert_compute, self.expert_memory)),
+            (self.mixing_compute, self.mixing_memory, maximum(self.mixing_compute, self.mixing_memory)),
         )
 
 
@@ -313,6 +316,7 @@ def kernel_groups(
     mixing_efficiency = phase_compute_efficiency(phase_efficiency, hw.attention_ceiling_ratio)
     return KernelGroups(
         gemm_compute=step_compute_seconds(flops - expert_flops - mixing_flops, layer_passes, hw, phase_efficiency),
+        gemm_tail=layer_passes * GEMMS_PER_LAYER * hw.gemm_tail_seconds,
         gemm_memory=roofline.memory_seconds(
             bytes_moved - expert_bytes - mixing_bytes, bandwidth, efficiency.memory_bandwidth
         ),

@@ -78,3 +78,11 @@ def test_the_choice_travels_in_a_share_link():
     assert opened.fp8_scaling == "tensor" and not warnings
     reopened, warnings = query_params_to_scenario(scenario_to_query_params(_r1("h200", None)))
     assert reopened.fp8_scaling is None and not warnings
+
+
+def test_no_block_scale_sentence_where_fp8_weights_are_dequantized():
+    """Review regression: A100 has no FP8 tensor cores; its GEMMs run in BF16, so no FP8-rate sentence."""
+    a100 = plan(_r1("a100-80gb", None))
+    assert not any("block scales" in a and "FP8 rate" in a for a in a100.assumptions)
+    h200 = plan(_r1("h200", None))
+    assert any("0.68 x the BF16 GEMM rate" in a for a in h200.assumptions)

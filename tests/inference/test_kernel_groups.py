@@ -129,3 +129,24 @@ def test_a_long_fp8_prefill_with_a_bf16_cache_attends_at_the_bf16_peak():
     expected_fp8 = flops / (h200.peak_flops("fp8") * 0.60 * ceiling_ratio("h200", "fp8"))
     assert fp8_cache.prefill.kernels.mixing_compute == pytest.approx(expected_fp8, rel=1e-9)
     assert bf16_cache.prefill.kernels.gemm_compute == pytest.approx(fp8_cache.prefill.kernels.gemm_compute)
+
+
+def test_small_gemms_whose_time_is_their_fixed_cost_are_not_compute_bound():
+    """Review regression: DeepSeek-R1 at batch 1 on 8 x H200. Its GEMM group's compute time is mostly the kernels'
+    fixed time (61 layers x 4 x 6.6 us = 1.61 ms); its FLOPs take far less than its bytes, so decode is
+    bandwidth-bound, and the sentence names the time per bound group."""
+    p = plan(
+        InferenceScenario(
+            model="deepseek-r1",
+            gpu="h200",
+            num_gpus=8,
+            tensor_parallel=8,
+            concurrency=1,
+            prompt_tokens=2048,
+            output_tokens=512,
+        )
+    )
+    assert p.bottleneck == "memory_bandwidth" and p.performance.decode.binding == "memory_bandwidth"
+    assert "in bandwidth-bound ones" in p.bottleneck_reason
+    d = p.performance.decode
+    assert d.memory_bound_seconds > d.compute_bound_seconds
