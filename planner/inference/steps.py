@@ -198,9 +198,9 @@ def prefill_kv_write_bytes(
     )
 
 
-def prefill_step_bytes(stage_weight_bytes, chunks, kv_write_bytes):
-    """HBM traffic of a prefill on one GPU: the stage's weights once per chunk, plus the KV it writes."""
-    return chunks * stage_weight_bytes + kv_write_bytes
+def prefill_step_bytes(chunk_weight_bytes, chunks, kv_write_bytes):
+    """HBM traffic of a prefill on one GPU: the weights a chunk reads, once per chunk, plus the KV it writes."""
+    return chunks * chunk_weight_bytes + kv_write_bytes
 
 
 def decode_step_flops(
@@ -457,21 +457,34 @@ def prefill_step(
     flops = prefill_step_flops(counts, arch, x.prompt_tokens, new_tokens, prompts, tp, pp) + image_encoder_step_flops(
         x.image_encoder_flops, prompts, tp, pp
     )
+    # The cache of the positions the prefill computes, token by token (a write fills the slots it uses; whole
+    # blocks are the allocation, not the traffic): the prompt's cache less the cached prefix's, as the traffic
+    # simulation writes each prompt piece (`step_cost.RooflineStepCost`).
     kv_written = prefill_kv_write_bytes(
+        arch, tp, pp, prompts, x.prompt_tokens, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
+    ) - prefill_kv_write_bytes(
         arch,
         tp,
         pp,
         prompts,
-        x.prompt_tokens,
+        x.prompt_tokens - new_tokens,
         x.kv_bytes,
-        x.kv_block_tokens,
+        1,
         x.honor_sliding_window,
         x.activation_bytes,
     )
     chunks = prefill_chunks(tokens, x.prefill_chunk_tokens)
-    bytes_moved = prefill_step_bytes(stage_weight_bytes, chunks, kv_written)
-    # every chunk streams all of the stage's routed experts and runs its tokens through them
-    expert_bytes = chunks * stage_routed_expert_bytes(counts, arch, tp, pp, x.expert_parallel, x.linear_bytes)
+    # every chunk streams the stage's weights, of its routed experts those its tokens are routed to (all of
+    # them but for short chunks: uniform routing, `roofline.expected_distinct_experts`)
+    chunk_tokens = tokens / chunks
+    routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, x.expert_parallel, x.linear_bytes)
+    chunk_weight_reads = roofline.decode_weight_read_bytes(
+        stage_weight_bytes, routed_bytes, arch.num_experts, arch.experts_per_token, chunk_tokens
+    )
+    bytes_moved = prefill_step_bytes(chunk_weight_reads, chunks, kv_written)
+    expert_bytes = chunks * routed_expert_read_bytes(
+        routed_bytes, arch.num_experts, arch.experts_per_token, chunk_tokens
+    )
     expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
     mixing_flops = prefill_step_mixing_flops(arch, x.prompt_tokens, new_tokens, prompts, tp, pp)
     message = activation_message_bytes(arch, tokens, x.activation_bytes)

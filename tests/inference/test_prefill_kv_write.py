@@ -1,4 +1,4 @@
-"""The KV cache a prefill writes, as the engine stores it: sliding windows and paged blocks."""
+"""The KV cache a prefill writes: sliding windows, token by token (not whole blocks), only what it computes."""
 
 from __future__ import annotations
 
@@ -25,9 +25,17 @@ def test_prefill_writes_the_whole_prompt_when_the_engine_ignores_sliding_windows
     assert ignored.flops == honored.flops  # the compute is the same; only the cache layout differs
 
 
-def test_prefill_writes_whole_kv_blocks():
-    prompt = 6150  # 385 blocks of 16 tokens = 6,160 tokens: 10 tokens of padding
+def test_prefill_writes_the_tokens_it_computes_not_whole_blocks():
+    """A write fills the slots it uses: a 6,150-token prompt writes 6,150 tokens' KV whatever the block size (the
+    16-token blocks' 10 padding slots are allocated, not written); a prefix-cache hit writes only the new
+    tokens' KV: 42 layers x (6,150 - 3,075) tokens x 4,096 elements x 2 B = 1,057,996,800 B less."""
+    prompt = 6150
     one = plan(gemma(prompt_tokens=prompt, kv_block_tokens=1, honor_sliding_window=False)).performance.prefill
     blocks = plan(gemma(prompt_tokens=prompt, kv_block_tokens=16, honor_sliding_window=False)).performance.prefill
-    # 42 layers x 10 tokens x 4,096 elements x 2 B = 3,440,640 B
-    assert blocks.bytes - one.bytes == 3_440_640
+    assert blocks.bytes == one.bytes
+    half = plan(
+        gemma(prompt_tokens=prompt, honor_sliding_window=False, prefix_cache_hit_rate=0.5)
+    ).performance.prefill
+    # both read the weights once (one chunk each); the rest is the KV each writes
+    assert one.bytes - half.bytes == 1_057_996_800
+    assert one.bytes - 42 * 6150 * 4096 * 2 == half.bytes - 42 * 3075 * 4096 * 2

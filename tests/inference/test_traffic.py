@@ -66,7 +66,13 @@ def test_a_step_costs_what_the_plan_s_step_functions_say(scenario):
         assert cost.mixed_seconds(batch, batch * context, []) == pytest.approx(expected, rel=1e-5)
     prompt = scenario.prompt_tokens  # fits one chunk, whole blocks: the plan's TTFT step exactly
     expected = prefill_step(i.arch, i.counts, i.hw, i.efficiency, i.x, shape, weights, prompt, 1).seconds
-    assert cost.mixed_seconds(0, 0, [(0, prompt)]) == pytest.approx(expected, rel=1e-9 if not i.arch.is_moe else 1e-3)
+    assert cost.mixed_seconds(0, 0, [(0, prompt)]) == pytest.approx(expected, rel=1e-9)
+    # A prefix-cache hit: the piece [prompt - new, prompt) computes and writes only its own positions' KV.
+    new = prompt // 8
+    expected = prefill_step(i.arch, i.counts, i.hw, i.efficiency, i.x, shape, weights, new, 1).seconds
+    assert cost.mixed_seconds(0, 0, [(prompt - new, prompt)]) == pytest.approx(
+        expected, rel=1e-9
+    )
 
 
 # --------------------------------------------------------------------------- against the static plan
