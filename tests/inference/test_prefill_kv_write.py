@@ -33,9 +33,7 @@ def test_prefill_writes_the_tokens_it_computes_not_whole_blocks():
     one = plan(gemma(prompt_tokens=prompt, kv_block_tokens=1, honor_sliding_window=False)).performance.prefill
     blocks = plan(gemma(prompt_tokens=prompt, kv_block_tokens=16, honor_sliding_window=False)).performance.prefill
     assert blocks.bytes == one.bytes
-    half = plan(
-        gemma(prompt_tokens=prompt, honor_sliding_window=False, prefix_cache_hit_rate=0.5)
-    ).performance.prefill
+    half = plan(gemma(prompt_tokens=prompt, honor_sliding_window=False, prefix_cache_hit_rate=0.5)).performance.prefill
     # both read the weights once (one chunk each); the rest is the KV each writes
     assert one.bytes - half.bytes == 1_057_996_800
     assert one.bytes - 42 * 6150 * 4096 * 2 == half.bytes - 42 * 3075 * 4096 * 2
