@@ -70,9 +70,7 @@ def test_a_step_costs_what_the_plan_s_step_functions_say(scenario):
     # A prefix-cache hit: the piece [prompt - new, prompt) computes and writes only its own positions' KV.
     new = prompt // 8
     expected = prefill_step(i.arch, i.counts, i.hw, i.efficiency, i.x, shape, weights, new, 1).seconds
-    assert cost.mixed_seconds(0, 0, [(prompt - new, prompt)]) == pytest.approx(
-        expected, rel=1e-9
-    )
+    assert cost.mixed_seconds(0, 0, [(prompt - new, prompt)]) == pytest.approx(expected, rel=1e-9)
 
 
 # --------------------------------------------------------------------------- against the static plan
