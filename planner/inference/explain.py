@@ -57,13 +57,25 @@ def bottleneck(memory: MemoryBreakdown, performance: InferencePerformance) -> tu
     intensity = phase.arithmetic_intensity_flops_per_byte
     side = "below" if intensity < ridge else "above"
     reason = (
-        f"{phase.phase.capitalize()} takes {percent(share)} of the time; its step spends "
-        f"{seconds(phase.compute_bound_seconds)} in compute-bound kernels, {seconds(phase.memory_bound_seconds)} in "
-        f"bandwidth-bound ones and {seconds(phase.communication_seconds)} in communication, so "
+        f"{phase.phase.capitalize()} takes {percent(share)} of the time; its step spends {_step_split(phase)}, so "
         f"{RESOURCE_WORDS[binding]} binds "
         f"(arithmetic intensity {intensity:,.0f} FLOP/B, {side} the GPU's ridge point of {ridge:,.0f} FLOP/B)."
     )
     return binding, reason
+
+
+def _step_split(phase) -> str:
+    """Where a step's time goes, the parts that are there: '12 ms in compute-bound kernels, 3 ms in
+    bandwidth-bound ones and 1 ms in communication'."""
+    parts = [
+        (phase.compute_bound_seconds, "in compute-bound kernels"),
+        (phase.memory_bound_seconds, "in bandwidth-bound kernels"),
+        (phase.communication_seconds, "in communication"),
+    ]
+    words = [f"{seconds(t)} {what}" for t, what in parts if t > 0]
+    if not words:
+        return "no measurable time"
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " and " + words[-1]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -147,6 +147,6 @@ def test_small_gemms_whose_time_is_their_fixed_cost_are_not_compute_bound():
         )
     )
     assert p.bottleneck == "memory_bandwidth" and p.performance.decode.binding == "memory_bandwidth"
-    assert "in bandwidth-bound ones" in p.bottleneck_reason
+    assert "in bandwidth-bound kernels" in p.bottleneck_reason
     d = p.performance.decode
     assert d.memory_bound_seconds > d.compute_bound_seconds
