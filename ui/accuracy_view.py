@@ -58,33 +58,45 @@ FAMILIES = {  # family -> (name, what was compared, which dashboard numbers take
 }
 
 # Likely causes of the largest errors (judgement from the case's setup; see report.md for the readings).
+FLOOD = (
+    "A flood of short requests sent at once: the measured server admits and streams them far slower than its GPU "
+    "serves them (per-request CPU work in the API server), which the simulator does not model (report.md: "
+    "short-request floods)."
+)
 CASE_CAUSES = {
-    "T082": "A batch-1 decode step of a 6B model in fp8 lasts ~3 ms: kernel launches, sampling and fp8 scaling "
-    "kernels are a large share of it, and such small steps do not reach the share of HBM bandwidth the "
-    "default efficiency assumes.",
+    "T082": "A batch-1 decode step of a 6B model in fp8 on TensorRT-LLM v0.5 lasts ~5 ms where its weight reads take "
+    "~2 ms: kernel launches, sampling and fp8 scaling kernels of that early release, which the per-step costs "
+    "(measured on vLLM V1) do not cover.",
     "T082-ttft": "One 128-token prompt on an idle GPU: a few ms of fixed per-request cost (scheduling, tokenization, "
     "launches, first sampling) that a roofline of the prefill FLOPs does not contain.",
     "T084-ttft": "As T082-ttft: fixed per-request overhead dominates a tiny prompt.",
-    "T015": "Long outputs on an H200: the benchmark's scheduler caps the batch (max batch size, in-flight limits) "
-    "below what fits in 141 GB, so real concurrency — and throughput — stays under the memory limit "
-    "Headroom assumes.",
-    "T019": "As T015: on the H200 the engine's batch cap, not memory, limits concurrency.",
-    "T021": "As T015: on the H200 the engine's batch cap, not memory, limits concurrency.",
-    "T023": "As T015: on the H200 the engine's batch cap, not memory, limits concurrency.",
-    "T013": "Short requests at full load: scheduling and prefill/decode interleaving cost more than modelled.",
     "M009": "vLLM's profiled activation peak and runtime buffers on 4 GPUs are larger than Headroom's overhead "
     "allowance, so less memory is left for the KV pool.",
     "T148": "ZeRO-3 without model parallelism: parameter all-gathers overlap with compute less than Headroom assumes.",
     "T143": "A 35-stage pipeline: the paper's schedule hides more of the bubble and communication than the "
     "(p − 1)/m bubble model, so Headroom under-predicts the achieved rate.",
     "T144": "A 64-stage pipeline: as T143, the measured run hides more bubble and communication than modelled.",
+    "S117": FLOOD + " DeepSeek-R1's tiny-batch MoE decode on 8 GPUs is also slower than its fused-MoE rates say.",
+    "S118": FLOOD + " DeepSeek-R1's tiny-batch MoE decode on 8 GPUs is also slower than its fused-MoE rates say.",
+    "S091": "TPOT of 4-token outputs under a flood: the simulator admits the flood into full 16k-token prompt steps, "
+    "so each request's decode tokens ride prefill steps; in the measured run the first tokens all arrive at the "
+    "end and decodes run in steps of their own (the front end's admission rate, not modelled).",
+    "S092": "As S091: decode tokens ride the flood's prefill steps in the simulation, not in the measured run.",
+    "S002": "500 requests at once: the front end admits about 95 requests/s, so the engine never batches the "
+    "500 prompts the simulator pushes into its first steps (TTFT far too low, TPOT too high).",
+    "S005": "As S002: the simulator's first steps carry prompts the real front end had not admitted yet.",
+    "S030": FLOOD,
+    "S031": FLOOD,
 }
 FAMILY_CAUSES = {
     "memory": "allocator and runtime reserve differ from the documented overhead",
     "decode_speed": "fixed per-step overheads (launches, sampling) that the roofline does not contain",
     "ttft": "fixed per-request overhead, or a prefill efficiency other than the default",
-    "max_throughput": "the engine's batch cap or scheduler keeps concurrency below the memory limit",
+    "max_throughput": "the engine's scheduler or kernels at that batch and context differ from the kernel-group "
+    "roofline",
     "training_step": "communication overlap and the pipeline schedule differ from the model's",
+    "serving": "work the simulator does not model: the API server's per-request CPU time (floods, light load), "
+    "MLA decode attention and block-scaled FP8 experts (DeepSeek-R1); report.md splits the errors by regime",
 }
 
 
@@ -157,7 +169,9 @@ def summary_frame() -> pd.DataFrame:
 
 
 def cause(case: str, family: str) -> str:
-    return CASE_CAUSES.get(case) or f"Likely: {FAMILY_CAUSES.get(family, 'see report.md')}."
+    if case in CASE_CAUSES:
+        return CASE_CAUSES[case]
+    return f"{FAMILY_CAUSES.get(family, 'see report.md').capitalize()}."
 
 
 def worst_frame(frame: pd.DataFrame, n: int = 8) -> pd.DataFrame:
@@ -345,6 +359,10 @@ def accuracy_section(calibration=None) -> None:
     if sensitivity:
         with st.expander("Sensitivity: how the median error moves when one default efficiency moves"):
             st.markdown(sensitivity)
+    mechanisms = next((body for title, body in sections.items() if title.startswith("What each mechanism")), None)
+    if mechanisms:
+        with st.expander("What each accuracy mechanism buys: the median error with one switched off"):
+            st.markdown(mechanisms)
     readings = sections.get("Readings chosen where a source is ambiguous")
     if readings:
         with st.expander("Readings chosen where a source is ambiguous"):

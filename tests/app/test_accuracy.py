@@ -55,3 +55,7 @@ def test_worst_cases_have_causes_and_the_page_says_how_to_regenerate():
     assert any(c.value == accuracy_view.REGENERATE for c in at.code)
     assert accuracy_view.REGENERATE == ".venv/bin/python benchmarks/accuracy.py --sensitivity"
     assert any(e.label.startswith("Sensitivity") for e in at.expander)
+    # every shown cause is a sentence of its own, never a pointer with nothing in it
+    assert "Likely: see report.md" not in text
+    assert any(e.label.startswith("What each accuracy mechanism buys") for e in at.expander)
+    assert "without kernel groups one after another" in text
