@@ -19,8 +19,10 @@ plain one-step-at-a-time scheduler.
 
 Under speculative decoding (`Speculation`, `_SpeculativeReplica`) every step with decoding sequences is a
 draft-and-verify round in which each sequence gains its own random 1 + A tokens, so decode runs cannot be
-advanced at once: that path takes one loop turn per round (a few numpy operations over the decoders' slots),
-the same scheduler otherwise.
+advanced by a formula: the decoders plan their per-round totals a draws buffer at a time (`_SpeculativeDecoders`),
+so a round costs O(1) in Python floats, and a long stretch of rounds in which no sequence finishes is costed
+vectorised (`LONG_RUN_ROUNDS`); the same scheduler otherwise, and the same numbers bit for bit as rounds advanced
+one at a time over slot arrays (the tests hold them to it).
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ import numpy as np
 # A decode run of at most this many steps is costed step by step: a vectorised run costs ~10 us of numpy
 # calls whatever its length, one step in Python floats ~1.5 us.
 SHORT_RUN_STEPS = 8
+# Under speculative decoding, a stretch of at least this many rounds in which no sequence finishes is costed at
+# once (~40 us of numpy calls whatever its length, one round in Python floats ~5 us).
+LONG_RUN_ROUNDS = 16
 
 
 class StepCost(Protocol):
@@ -63,6 +68,14 @@ class RoundCost(Protocol):
     def round_seconds(
         self, decode_batch: int, decode_context_tokens: float, prefill_spans: list[tuple[int, int]]
     ) -> float: ...
+
+    def decode_round_seconds(self, decode_batch: int, decode_context_tokens: float) -> float:
+        """`round_seconds` without prompt chunks (and decode_batch >= 1), bit for bit."""
+        ...
+
+    def decode_rounds_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
+        """`decode_round_seconds` at each of the given context sums, bit for bit (a run, vectorised)."""
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,9 +215,17 @@ class _Decoders:
 
 
 class _SpeculativeDecoders:
-    """The decoding sequences under speculative decoding, in slot arrays: every round each gains its own
-    1 + A tokens (`Speculation`), so a round is a few numpy operations over the slots, not one per sequence.
-    A free slot has no tokens left (it gains nothing) and a context that holds no KV block."""
+    """The decoding sequences under speculative decoding, in slots: every round each gains its own 1 + A tokens
+    (`Speculation`), drawn per slot and round (free slots too) from one generator, consumed in order.
+
+    A round must cost O(1) in Python (a stream runs ~10 rounds per request), so the rounds are planned a window
+    at a time: the draws buffer holds the next W rounds' draws, and their cumulative sums per slot (`cum`, W + 1
+    rows) fix every sequence's context at every round start and the round in which it finishes. Per-round totals
+    over the sequences (tokens gained, their counts by gain for ITL, KV blocks held at each round start) are kept
+    as arrays, updated with a few numpy operations when a sequence joins or is taken out; finishing needs no
+    update (a sequence contributes up to its finishing round only). A slot's context at window row j is
+    min(base + cum[j], final): `base` its context less the draws before it joined, `final` its context once done.
+    """
 
     DRAWS = 1 << 14  # 1 + A drawn this many at a time (deterministic: one generator, consumed in order)
 
@@ -212,34 +233,89 @@ class _SpeculativeDecoders:
         self.block = block
         self.k = spec.drafted_tokens
         self.acceptance = spec.acceptance
-        self.reserved = spec.reserved_tokens
-        self.empty_context = -(self.reserved + block - 1)  # (context + reserved + block - 1) // block = 0
+        self.pad = spec.reserved_tokens + block - 1  # a context c holds (c + pad) // block KV blocks
+        self.empty_context = -self.pad  # a free slot's: no block, and min(base + cum, final) stays there
         self.rng = np.random.default_rng([spec.seed, index])
         self.draws = np.zeros(0, dtype=np.int64)
         self.drawn = 0
         self.slot: dict[int, int] = {}  # request -> slot
         self.request: list[int] = []  # slot -> request (-1: free)
         self.free: list[int] = []
-        self.context = np.zeros(0, dtype=np.int64)
-        self.remaining = np.zeros(0, dtype=np.int64)
         self.output: list[int] = []
+        self.base: list[int] = []  # slot -> context less cum[its row when placed]
+        self.final: list[int] = []  # slot -> context when it has generated all its tokens
         self.sum_context = 0
         self.finished: list[int] = []
+        self.finished_blocks = 0  # KV blocks of the finished sequences not yet taken out
+        self._window(0)
 
     def __len__(self) -> int:
         return len(self.slot)
 
-    def _grow(self) -> None:
-        old = len(self.request)
-        size = max(2 * old, 8)
-        self.context = np.concatenate([self.context, np.full(size - old, self.empty_context, dtype=np.int64)])
-        self.remaining = np.concatenate([self.remaining, np.zeros(size - old, dtype=np.int64)])
-        self.output.extend([0] * (size - old))
-        self.request.extend([-1] * (size - old))
-        self.free = list(range(size - 1, old - 1, -1)) + self.free
+    # ---------------------------------------------------------------------------------- the window
 
-    def _tokens_per_round(self, n: int) -> np.ndarray:
-        """n draws of 1 + A, P(A >= j) = a^j for j <= k: A = min(k, floor(log u / log a)), u uniform in (0, 1]."""
+    def _window(self, rounds: int) -> None:
+        """Plan the next `rounds` rounds (draws already in the buffer) from every slot's current context."""
+        slots = len(self.request)
+        cum = np.zeros((rounds + 1, slots), dtype=np.int64)
+        if rounds:
+            np.cumsum(self.draws[self.drawn : self.drawn + rounds * slots].reshape(rounds, slots), axis=0, out=cum[1:])
+        now = self.contexts_now() if slots else np.zeros(0, dtype=np.int64)
+        final = np.asarray(self.final, dtype=np.int64)
+        self.base = now.tolist()
+        self.cum, self.row, self.rounds = cum, 0, rounds
+        contexts = np.minimum(now + cum, final)  # at each round start, by slot
+        live = contexts < final  # still generating at that round's start (free slots never)
+        self.held = np.where(live, (contexts + self.pad) // self.block, 0).sum(axis=1)
+        gains = np.diff(contexts, axis=0)
+        self.gained = gains.sum(axis=1)
+        width = self.k + 2
+        self.row_buckets = width * np.arange(rounds)  # where row r's gains are counted in gain_counts, flat
+        self.gain_counts = np.bincount((gains + self.row_buckets[:, None]).ravel(), minlength=rounds * width).reshape(
+            rounds, width
+        )
+        self.finishing: dict[int, list[int]] = {}  # window round -> slots whose last tokens it yields
+        for s, lived in enumerate(live.sum(axis=0).tolist()):
+            if 0 < lived <= rounds:
+                self.finishing.setdefault(lived - 1, []).append(s)
+
+    def contexts_now(self) -> np.ndarray:
+        """Every slot's context at the current round start (int64)."""
+        return np.minimum(np.asarray(self.base, dtype=np.int64) + self.cum[self.row], self.final)
+
+    def _place(self, s: int, context: int, final: int, sign: int) -> None:
+        """Add (sign 1) or take back (sign -1) slot s's share of the per-round totals from the current round
+        on, at `context` now; it is generating, so context < final."""
+        j, rounds = self.row, self.rounds
+        column = self.cum[j:, s]
+        start = self.cum.item(j, s)
+        # it generates at the round starts j .. j + lived - 1 (cum is increasing: every round gains >= 1)
+        lived = int(column.searchsorted(final - context + start))
+        contexts = np.minimum(column[: lived + 1] + (context - start), final)
+        blocks = (contexts[:lived] + self.pad) // self.block
+        n = min(lived, rounds - j)  # its rounds in this window
+        gains = contexts[1 : n + 1] - contexts[:n]
+        buckets = self.gain_counts.reshape(-1)  # a view: row r, gain g at r * width + g
+        where = self.row_buckets[j : j + n] + gains
+        if sign > 0:
+            self.held[j : j + lived] += blocks
+            self.gained[j : j + n] += gains
+            buckets[where] += 1
+        else:
+            self.held[j : j + lived] -= blocks
+            self.gained[j : j + n] -= gains
+            buckets[where] -= 1
+        last = j + lived - 1
+        if last < rounds:
+            if sign > 0:
+                self.finishing.setdefault(last, []).append(s)
+            else:
+                self.finishing[last].remove(s)
+
+    def _refill(self) -> None:
+        """The next round's draws of 1 + A, P(A >= j) = a^j for j <= k: A = min(k, floor(log u / log a)),
+        u uniform in (0, 1], drawn DRAWS at a time (or a round's worth if larger)."""
+        n = len(self.request)
         if self.drawn + n > len(self.draws):
             u = 1.0 - self.rng.random(max(self.DRAWS, n))
             if self.acceptance > 0:
@@ -248,9 +324,22 @@ class _SpeculativeDecoders:
                 accepted = np.zeros(len(u), dtype=np.int64)
             self.draws = np.concatenate([self.draws[self.drawn :], accepted + 1])
             self.drawn = 0
-        out = self.draws[self.drawn : self.drawn + n]
-        self.drawn += n
-        return out
+
+    def _grow(self) -> None:
+        old = len(self.request)
+        size = max(2 * old, 8)
+        if old:
+            self.base = self.contexts_now().tolist()
+        self.base.extend([self.empty_context] * (size - old))
+        self.final.extend([self.empty_context] * (size - old))
+        self.output.extend([0] * (size - old))
+        self.request.extend([-1] * (size - old))
+        self.free = list(range(size - 1, old - 1, -1)) + self.free
+        self.cum = np.zeros((1, size), dtype=np.int64)  # the old window is void: its rows had the old width
+        self.row = 0
+        self._window(0 if self.drawn + size > len(self.draws) else (len(self.draws) - self.drawn) // size)
+
+    # -------------------------------------------------------------------------------- the sequences
 
     def join(self, request: int, context: int, generated: int, output: int) -> None:
         if not self.free:
@@ -258,18 +347,25 @@ class _SpeculativeDecoders:
         s = self.free.pop()
         self.slot[request] = s
         self.request[s] = request
-        self.context[s] = context
-        self.remaining[s] = output - generated
         self.output[s] = output
+        self.base[s] = context - self.cum.item(self.row, s)
+        self.final[s] = context + output - generated
         self.sum_context += context
+        self._place(s, context, self.final[s], 1)
 
     def remove(self, request: int) -> tuple[int, int]:
         """Take a decoder out; returns its context and the tokens it has generated."""
         s = self.slot.pop(request)
         self.request[s] = -1
         self.free.append(s)
-        context, generated = int(self.context[s]), self.output[s] - int(self.remaining[s])
-        self.context[s], self.remaining[s] = self.empty_context, 0
+        final = self.final[s]
+        context = min(self.base[s] + self.cum.item(self.row, s), final)
+        if context < final:
+            self._place(s, context, final, -1)
+        else:
+            self.finished_blocks -= (final + self.pad) // self.block
+        generated = self.output[s] - (final - context)
+        self.base[s] = self.final[s] = self.empty_context
         self.sum_context -= context
         return context, generated
 
@@ -281,19 +377,50 @@ class _SpeculativeDecoders:
 
     def blocks(self) -> int:
         """KV blocks the decoders hold while they verify: context + reserved positions each."""
-        return int(((self.context + (self.reserved + self.block - 1)) // self.block).sum())
+        return self.held.item(self.row) + self.finished_blocks
 
-    def advance(self) -> np.ndarray:
-        """One round: every decoder gains 1 + A tokens (at most what it has left); returns every slot's gain
-        (0 for a free one), and the finished requests wait in `finished`."""
-        gains = np.minimum(self._tokens_per_round(len(self.request)), self.remaining)
-        self.context += gains
-        self.remaining -= gains
-        self.sum_context += int(gains.sum())
-        done = np.flatnonzero((self.remaining == 0) & (gains > 0))
-        if done.size:
-            self.finished.extend(self.request[s] for s in done.tolist())
-        return gains
+    def advance(self) -> list[int]:
+        """One round: every decoder gains 1 + A tokens (at most what it has left); returns how many gained g
+        tokens, by g (index 0: free slots and those done), and the finished requests wait in `finished`."""
+        if not self.request:
+            return []  # no slot yet: nothing drawn
+        if self.row == self.rounds:
+            self._next_window()
+        j = self.row
+        self.row += 1
+        self.drawn += len(self.request)
+        self.sum_context += self.gained.item(j)
+        if j in self.finishing:
+            self._finish(j)
+        return self.gain_counts[j].tolist()
+
+    def quiet_rounds(self) -> int:
+        """Rounds from the next one through the next in which a sequence finishes, or to the window's end. Call
+        it only when a round follows: a used-up window is replaced first (its draws are taken now)."""
+        if self.row == self.rounds:
+            self._next_window()
+        last = min(self.finishing, default=self.rounds - 1)
+        return min(last, self.rounds - 1) - self.row + 1
+
+    def advance_quietly(self, rounds: int) -> None:
+        """`advance` for `rounds` rounds in which no sequence finishes but maybe the last (at most
+        `quiet_rounds`); the caller reads their totals from the window's rows first."""
+        j = self.row
+        self.row += rounds
+        self.drawn += rounds * len(self.request)
+        self.sum_context += int(self.gained[j : j + rounds].sum())
+        if j + rounds - 1 in self.finishing:
+            self._finish(j + rounds - 1)
+
+    def _next_window(self) -> None:
+        self._refill()
+        self._window((len(self.draws) - self.drawn) // len(self.request))
+
+    def _finish(self, row: int) -> None:
+        """The sequences whose last tokens came in that round wait in `finished` (in slot order)."""
+        done = sorted(self.finishing.pop(row))
+        self.finished.extend(self.request[s] for s in done)
+        self.finished_blocks += sum((self.final[s] + self.pad) // self.block for s in done)
 
     def pop_finished(self) -> list[int]:
         done, self.finished = self.finished, []
@@ -578,7 +705,7 @@ class _Replica:
 class _SpeculativeReplica(_Replica):
     """`_Replica` under speculative decoding (`Speculation`): every step with decoding sequences is a
     draft-and-verify round, costed by a `RoundCost`; the decoders gain their own 1 + A tokens per round, so
-    pure decode steps run one loop turn each (no vectorised runs), and the log keeps each round's token bursts
+    pure decode steps run one round at a time (no vectorised runs), and the log keeps each round's token bursts
     for ITL."""
 
     def __init__(self, *args, speculation: Speculation, index: int) -> None:
@@ -596,25 +723,77 @@ class _SpeculativeReplica(_Replica):
             batch, context = 0, 0  # a whole-prompt prefill step: decodes wait for it
         duration = self.round_cost.round_seconds(batch, context, spans)
         self.now += duration
-        gains = spec.advance() if batch else None
+        gain_counts = spec.advance() if batch else None
         first_tokens = self._advance_chunks(chunks)
         self.log.step(duration, batch + first_tokens, len(spec) + len(self.prefilling), self._blocks_used())
-        self.log.bursts(duration, gains, first_tokens)
+        self.log.bursts(duration, gain_counts, first_tokens)
 
     def _decode_steps(self, running: int) -> bool:
-        """One draft-and-verify round of the decoding sequences; False when their KV slots do not fit (a lone
-        sequence runs regardless)."""
-        spec = self.spec
+        """Draft-and-verify rounds of the decoding sequences until the scheduler has something to do: a
+        sequence finished, a request or a prefix load is due, their KV slots no longer fit (a lone sequence
+        runs regardless), or requests wait or prompts are unfinished (it looks after every round). False when
+        the first round does not fit. A long stretch of rounds in which no sequence finishes is costed at once
+        (`_quiet_run`), the rest one round at a time."""
+        spec, log, kv_blocks = self.spec, self.log, self.limits.kv_blocks
         held = self._blocks_used()
-        if held > self.limits.kv_blocks and running > 1:
+        if held > kv_blocks and running > 1:
             return False
         batch = len(spec)
-        duration = self.round_cost.round_seconds(batch, spec.context_tokens(), [])
-        self.now += duration
-        gains = spec.advance()
-        self.log.step(duration, batch, batch, held)
-        self.log.bursts(duration, gains, 0)
-        return True
+        look_every_round = bool(self.waiting or self.prefilling)
+        # what `_take_arrivals` would act on next: the next request sent, the next prefix loaded
+        due = self._send_time(self.next_arrival)
+        if self.loading:
+            due = min(due, self.loading[0][0])
+        round_seconds, advance = self.round_cost.decode_round_seconds, spec.advance
+        quiet = 0  # rounds known to pass before the next finish or the window's end
+        while True:
+            if not look_every_round and quiet <= 0:
+                quiet = spec.quiet_rounds()
+            duration = round_seconds(batch, spec.sum_context)
+            # the rounds until `due`, were none longer than this one (contexts only grow): a guess that only
+            # chooses how to cost them
+            ahead = min(quiet, int((due - self.now) / duration) + 2) if due - self.now < 1e9 else quiet
+            if ahead >= LONG_RUN_ROUNDS:
+                quiet -= self._quiet_run(ahead, batch, due)
+            else:
+                self.now += duration
+                gain_counts = advance()
+                log.step(duration, batch, batch, held)
+                log.bursts(duration, gain_counts, 0)
+                quiet -= 1
+            if look_every_round or spec.finished or due <= self.now + 1e-12:
+                return True
+            held = spec.blocks()  # no prompt holds blocks here
+            if held > kv_blocks and running > 1:
+                return True  # the scheduler preempts next turn
+
+    def _quiet_run(self, rounds: int, batch: int, due: float) -> int:
+        """Up to `rounds` rounds (at most `quiet_rounds`) at once, through the first after which `_decode_steps`
+        would stop (a request due, KV slots that no longer fit); how many. Their context sums come from the
+        window's rows, their durations vectorised, the clock accumulated round by round as `now += duration`
+        (a cumulative sum is that addition in order)."""
+        spec, j = self.spec, self.spec.row
+        contexts = np.empty(rounds, dtype=np.int64)
+        contexts[0] = 0
+        spec.gained[j : j + rounds - 1].cumsum(out=contexts[1:])
+        contexts += spec.sum_context
+        durations = self.round_cost.decode_rounds_seconds(batch, contexts)
+        times = np.empty(rounds + 1)
+        times[0] = self.now
+        times[1:] = durations
+        times = times.cumsum()[1:]
+        n = rounds
+        due_after = due <= times + 1e-12  # false, then true (the clock only moves on)
+        if due_after[-1]:
+            n = int(due_after.argmax()) + 1
+        if batch > 1:  # the KV slots held before each later round (a lone sequence runs regardless)
+            over = spec.held[j + 1 : j + n] > self.limits.kv_blocks
+            if over.any():
+                n = int(over.argmax()) + 1
+        self.now = times.item(n - 1)
+        self.log.rounds(durations[:n], batch, spec.held[j : j + n], spec.gain_counts[j : j + n])
+        spec.advance_quietly(n)
+        return n
 
     def _evict_decoder(self, victim: int) -> tuple[int, int]:
         return self.spec.remove(victim)
@@ -714,18 +893,32 @@ class _StepLog:
         self.itl_seconds: list[float] = []  # speculative decoding: gap per token of each burst
         self.itl_tokens: list[int] = []  # and the tokens it stands for
 
-    def bursts(self, seconds: float, gains: np.ndarray | None, first_tokens: int) -> None:
+    def bursts(self, seconds: float, gain_counts: list[int] | None, first_tokens: int) -> None:
         """A speculative step's token bursts: each decoding sequence's g tokens count g gaps of seconds / g
-        (grouped by g); each prompt finished in it, one token after the whole step."""
+        (`gain_counts[g]` sequences gained g); each prompt finished in it, one token after the whole step."""
         if first_tokens:
             self.itl_seconds.append(seconds)
             self.itl_tokens.append(first_tokens)
-        if gains is not None:
-            counts = np.bincount(gains).tolist()
+        if gain_counts is not None:
+            counts = gain_counts
             for g in range(1, len(counts)):  # gains of 0 are free slots
                 if counts[g]:
                     self.itl_seconds.append(seconds / g)
                     self.itl_tokens.append(g * counts[g])
+
+    def rounds(self, seconds: np.ndarray, batch: int, kv_blocks: np.ndarray, gain_counts: np.ndarray) -> None:
+        """Speculative rounds of one batch of decoding sequences, each a `step` with its `bursts` (rows of
+        gain counts by g), in order."""
+        n = len(seconds)
+        self.single.extend(seconds.tolist())
+        self.counts.extend([1] * n)
+        self.batch.extend([batch] * n)
+        self.running.extend([batch] * n)
+        self.kv_blocks.extend(kv_blocks.tolist())
+        rows, gains = np.nonzero(gain_counts[:, 1:])  # row by row, g ascending, as `bursts` appends them
+        gains += 1
+        self.itl_seconds.extend((seconds[rows] / gains).tolist())
+        self.itl_tokens.extend((gains * gain_counts[rows, gains]).tolist())
 
     def step(self, seconds: float, batch: int, running: int, kv_blocks: int) -> None:
         self.single.append(seconds)

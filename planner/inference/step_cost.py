@@ -425,6 +425,8 @@ class SpeculativeStepCost:
     A round with no prompt chunk equals `speculative.speculative_round(...).round_seconds` at the same
     micro-batch and context."""
 
+    DRAFT_PREFILL_CACHE = 1 << 16  # at most this many steps' draft prefill times are kept
+
     def __init__(self, target: RooflineStepCost, draft: RooflineStepCost, drafted_tokens: int) -> None:
         self.target = target
         self.draft = draft
@@ -432,6 +434,8 @@ class SpeculativeStepCost:
         self.query_tokens = self.drafted_tokens + 1
         self.request_overhead_seconds = target.request_overhead_seconds
         self._efficiency = target._efficiency
+        self._round_rows: dict[int, _RoundRows] = {}
+        self._draft_prefill: dict[tuple[tuple[int, int], ...], float] = {}
 
     @property
     def max_step_tokens(self) -> int:
@@ -440,6 +444,8 @@ class SpeculativeStepCost:
     def round_seconds(self, decode_batch: int, decode_context_tokens: float, prefill_spans) -> float:
         """One step: the verify pass (and prompt chunks) of the target, k draft steps for the decoding batch,
         the draft's pass over the prompt chunks."""
+        if not prefill_spans and decode_batch:
+            return self.decode_round_seconds(decode_batch, decode_context_tokens)
         if prefill_spans:
             seconds = self.target.mixed_seconds(decode_batch, decode_context_tokens, prefill_spans, self.query_tokens)
         else:
@@ -450,6 +456,71 @@ class SpeculativeStepCost:
             seconds += self.draft_prefill_seconds(prefill_spans)
         return seconds
 
+    def decode_round_seconds(self, decode_batch: int, decode_context_tokens: float) -> float:
+        """A round with no prompt chunk (the simulation's most frequent step): the target's
+        `verify_step_seconds` plus k `draft_step_seconds`, the same arithmetic in the same order (bit for bit),
+        through rows cached per batch, so a round costs two interpolations and no method calls."""
+        rows = self._round_rows.get(decode_batch)
+        if rows is None:
+            rows = self._round_rows[decode_batch] = self._round_rows_of(decode_batch)
+        mean_context = decode_context_tokens / decode_batch
+        compute, memory = interp_two(mean_context, rows.verify_grid, rows.verify_compute, rows.verify_memory)
+        seconds = max(compute, memory) * rows.verify_pipeline + rows.verify_fixed
+        compute, memory = interp_two(
+            mean_context * rows.micro / rows.micro, rows.draft_grid, rows.draft_compute, rows.draft_memory
+        )
+        draft = max(compute, memory) * rows.draft_pipeline + rows.draft_fixed - rows.draft_scheduler
+        return seconds + self.drafted_tokens * draft
+
+    def decode_rounds_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
+        """`decode_round_seconds` at each of the given context sums (a run of rounds of the same batch,
+        vectorised): np.interp is `interp_two` bit for bit, and the arithmetic after it the same."""
+        rows = self._round_rows.get(decode_batch)
+        if rows is None:
+            rows = self._round_rows[decode_batch] = self._round_rows_of(decode_batch)
+        mean_context = decode_context_tokens / decode_batch  # float64, as int / int
+        seconds = np.maximum(
+            np.interp(mean_context, rows.verify_grid_array, rows.verify_compute_array),
+            np.interp(mean_context, rows.verify_grid_array, rows.verify_memory_array),
+        )
+        seconds *= rows.verify_pipeline
+        seconds += rows.verify_fixed
+        draft_context = mean_context * rows.micro / rows.micro
+        draft = np.maximum(
+            np.interp(draft_context, rows.draft_grid_array, rows.draft_compute_array),
+            np.interp(draft_context, rows.draft_grid_array, rows.draft_memory_array),
+        )
+        draft *= rows.draft_pipeline
+        draft += rows.draft_fixed
+        draft -= rows.draft_scheduler
+        return seconds + self.drafted_tokens * draft
+
+    def _round_rows_of(self, decode_batch: int) -> _RoundRows:
+        target, draft = self.target, self.draft
+        verify = target._rows_of(decode_batch, self.query_tokens)  # what verify_step_seconds caches
+        micro = -(-decode_batch // target.pipeline_parallel)
+        drafting = draft._decode_rows(micro)
+        return _RoundRows(
+            verify_grid=target._scalar_tables.context_grid,
+            verify_compute=verify.compute_list,
+            verify_memory=verify.memory_list,
+            verify_pipeline=target.pipeline_parallel,
+            verify_fixed=verify.fixed_seconds,
+            micro=micro,
+            draft_grid=draft._scalar_tables.context_grid,
+            draft_compute=drafting.compute_list,
+            draft_memory=drafting.memory_list,
+            draft_pipeline=draft.pipeline_parallel,
+            draft_fixed=drafting.fixed_seconds,
+            draft_scheduler=float(scheduler_seconds(micro, self._efficiency, target._host_work_overlapped)),
+            verify_grid_array=target._context_grid,
+            verify_compute_array=verify.compute,
+            verify_memory_array=verify.memory,
+            draft_grid_array=draft._context_grid,
+            draft_compute_array=drafting.compute,
+            draft_memory_array=drafting.memory,
+        )
+
     def draft_step_seconds(self, decode_batch: int, decode_context_tokens: float) -> float:
         """One draft step over the target's micro-batch at the same mean context, less the engine's scheduling
         (`speculative.draft_seconds`). The draft runs unpipelined (`speculative.draft_inputs`) on the micro-batch,
@@ -459,9 +530,44 @@ class SpeculativeStepCost:
         return step - float(scheduler_seconds(micro, self._efficiency, self.target._host_work_overlapped))
 
     def draft_prefill_seconds(self, prefill_spans) -> float:
-        """The draft's pass over the step's prompt pieces, less the engine's scheduling."""
-        step = self.draft.mixed_seconds(0, 0, prefill_spans)
-        return step - float(scheduler_seconds(len(prefill_spans), self._efficiency, self.target._host_work_overlapped))
+        """The draft's pass over the step's prompt pieces, less the engine's scheduling. Cached by the pieces: a
+        stream's chunk boundaries repeat (same prompt lengths, budgets that depend on the batch only)."""
+        key = tuple(prefill_spans)
+        seconds = self._draft_prefill.get(key)
+        if seconds is None:
+            if len(self._draft_prefill) >= self.DRAFT_PREFILL_CACHE:
+                self._draft_prefill.clear()  # a bound on the memory of a long-lived engine
+            step = self.draft.mixed_seconds(0, 0, prefill_spans)
+            seconds = self._draft_prefill[key] = step - float(
+                scheduler_seconds(len(prefill_spans), self._efficiency, self.target._host_work_overlapped)
+            )
+        return seconds
+
+
+@dataclass(frozen=True, slots=True)
+class _RoundRows:
+    """`SpeculativeStepCost.decode_round_seconds`' rows for one batch: the target's verify rows and the draft's
+    decode rows over their context grids (Python lists, and arrays for runs), their fixed parts and the draft's
+    micro-batch."""
+
+    verify_grid: list[float]
+    verify_compute: list[float]
+    verify_memory: list[float]
+    verify_pipeline: int
+    verify_fixed: float
+    micro: int
+    draft_grid: list[float]
+    draft_compute: list[float]
+    draft_memory: list[float]
+    draft_pipeline: int
+    draft_fixed: float
+    draft_scheduler: float
+    verify_grid_array: np.ndarray
+    verify_compute_array: np.ndarray
+    verify_memory_array: np.ndarray
+    draft_grid_array: np.ndarray
+    draft_compute_array: np.ndarray
+    draft_memory_array: np.ndarray
 
 
 @dataclass(frozen=True, slots=True)
