@@ -204,17 +204,23 @@ def band(point: float, family: str, calibration=None) -> Band:
 
 
 def inference_bands(
-    total_bytes: float, ttft: float, tpot: float, tokens_per_second: float, calibration=None
+    total_bytes: float,
+    ttft: float,
+    tpot: float,
+    tokens_per_second: float,
+    calibration=None,
+    sequences_per_replica: float = 2.0,
 ) -> dict[str, Band]:
-    # Decode speed is measured as tokens/s; a time per token has the reciprocal error.
-    speed = band(1 / tpot, "decode_speed", calibration)
+    """The plan's bands. Output tokens/s is sequences / TPOT, so the two read one family and carry the same
+    relative error, reciprocally: the batch-1 decode family for one sequence per replica, the loaded (max
+    throughput) family otherwise, whose cases run tens to thousands of sequences."""
+    family = "decode_speed" if sequences_per_replica <= 1 else "max_throughput"
+    rate = band(tokens_per_second, family, calibration)
     return {
         "memory.total_bytes": band(total_bytes, "memory", calibration),
         "performance.ttft_seconds": band(ttft, "ttft", calibration),
-        "performance.tpot_seconds": Band(
-            low=1 / speed.high, high=1 / speed.low, family="decode_speed", basis=speed.basis
-        ),
-        "performance.output_tokens_per_second": band(tokens_per_second, "max_throughput", calibration),
+        "performance.tpot_seconds": rate.proportional(tokens_per_second, tpot, inverse=True),
+        "performance.output_tokens_per_second": rate,
     }
 
 

@@ -135,3 +135,19 @@ def test_committed_bands_keep_their_promise_when_each_case_is_left_out():
         assert b["loo_cases"] == stats["cases"], family
         if b["tested"]:
             assert b["loo_coverage"] >= b["promised_coverage"], (family, b)
+
+
+def test_tpot_and_tokens_per_second_read_one_family_reciprocally():
+    """Output tokens/s = sequences / TPOT, so their bands carry the same relative error: the loaded family
+    (max throughput) above one sequence per replica, the batch-1 decode family at one."""
+    from planner import InferenceScenario, plan
+
+    loaded = plan(InferenceScenario(concurrency=64))
+    u, perf = loaded.uncertainty, loaded.performance
+    tpot, rate = u["performance.tpot_seconds"], u["performance.output_tokens_per_second"]
+    assert tpot.family == rate.family == "max_throughput"
+    assert tpot.low / perf.tpot_seconds == pytest.approx(perf.output_tokens_per_second / rate.high)
+    assert tpot.high / perf.tpot_seconds == pytest.approx(perf.output_tokens_per_second / rate.low)
+    single = plan(InferenceScenario(concurrency=1)).uncertainty
+    assert single["performance.tpot_seconds"].family == single["performance.output_tokens_per_second"].family
+    assert single["performance.tpot_seconds"].family == "decode_speed"

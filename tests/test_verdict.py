@@ -55,7 +55,7 @@ def test_judge_broadcasts_over_arrays():
 
 
 def test_tpot_target_met_at_risk_and_missed(fixed_spreads):
-    p = plan(InferenceScenario())
+    p = plan(InferenceScenario(concurrency=1))  # one sequence: TPOT takes the batch-1 decode family's band
     tpot = p.performance.tpot_seconds
 
     def tpot_verdict(target):

@@ -33,7 +33,7 @@ FAMILIES = {  # family -> (name, what was compared, which dashboard numbers take
     "decode_speed": (
         "Decode speed",
         "batch-1 output tokens/s (NVIDIA TensorRT-LLM, GPT-J on A100/H100)",
-        "time per output token",
+        "time per output token and output tokens/s of plans serving one sequence per replica",
     ),
     "ttft": (
         "Time to first token",
@@ -43,7 +43,8 @@ FAMILIES = {  # family -> (name, what was compared, which dashboard numbers take
     "max_throughput": (
         "Max throughput",
         "output tokens/s at full load (TensorRT-LLM, Llama 3.1 8B on H100/H200)",
-        "output tokens/s and $ per 1M tokens",
+        "output tokens/s, time per output token (sequences / tokens/s) and $ per 1M tokens of plans serving "
+        "more than one sequence per replica",
     ),
     "training_step": (
         "Training step",

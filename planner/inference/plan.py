@@ -74,6 +74,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
             performance.tpot_seconds,
             performance.output_tokens_per_second,
             calibration,
+            float(m.shape.sequences),
         ),
         calibration=calibration.label if calibration is not None else None,
         traffic=traffic.simulate() if traffic is not None else None,

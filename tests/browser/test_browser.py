@@ -219,7 +219,7 @@ def review_query() -> str:
         {
             "pin": [encode_pin(p) for p in plans],
             "review_max_ttft_s": "0.5",
-            "review_max_tpot_ms": "30",  # below even the likely range's low end (decode band +-59 %)
+            "review_max_tpot_ms": "30",  # below even the likely range's low end: every pinned plan misses it
             "review_max_usd_per_month": "10000",
         },
         doseq=True,
