@@ -54,3 +54,20 @@ def test_images_per_request_reach_the_plan():
     expected = plan(scenario)
     assert metric(at, "Time to first token") == units.seconds(expected.performance.ttft_seconds)
     assert scenario == InferenceScenario(**{**scenario.model_dump(), "images_per_request": 2})
+
+
+def test_fp8_block_scales_follow_the_checkpoint_and_can_be_set_from_the_sidebar():
+    """DeepSeek-R1's checkpoint has 128 x 128 block scales: the sidebar's 'FP8 weight scales' reads 'the
+    checkpoint's' (empty), the plan says what it assumes, and choosing per-tensor scales reaches the plan and
+    its numbers (faster dense GEMMs on the H100)."""
+    at = open_page()
+    at.selectbox(key="inference_pick_model").set_value("deepseek-r1").run()
+    assert at.selectbox(key="inference_fp8_scaling").value is None
+    block = at.session_state["current_inference"]
+    assert block.fp8_scaling is None and any("128 x 128 block scales" in a for a in plan(block).assumptions)
+    at.selectbox(key="inference_fp8_scaling").set_value("tensor").run()
+    assert not at.exception
+    tensor = at.session_state["current_inference"]
+    assert tensor.fp8_scaling == "tensor"
+    assert plan(tensor).performance.ttft_seconds < plan(block).performance.ttft_seconds
+    assert metric(at, "Time to first token") == units.seconds(plan(tensor).performance.ttft_seconds)
