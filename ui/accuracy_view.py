@@ -172,7 +172,8 @@ def summary_frame() -> pd.DataFrame:
 def cause(case: str, family: str) -> str:
     if case in CASE_CAUSES:
         return CASE_CAUSES[case]
-    return f"{FAMILY_CAUSES.get(family, 'see report.md').capitalize()}."
+    text = FAMILY_CAUSES.get(family, "see report.md")
+    return f"{text[:1].upper()}{text[1:]}."
 
 
 def worst_frame(frame: pd.DataFrame, n: int = 8) -> pd.DataFrame:

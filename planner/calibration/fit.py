@@ -336,7 +336,7 @@ class ProxyGeometry:
         on one GPU: one chunk (the weights read once) plus the KV it writes (no blocks, no window)."""
         flops = steps.prefill_step_flops(self.counts, self.arch, tokens, tokens, 1, 1, 1)
         kv_written = steps.prefill_kv_write_bytes(self.arch, 1, 1, 1, tokens, self.element_bytes, 1, False)
-        return float(flops), float(steps.prefill_step_bytes(self.weight_bytes(), 1, kv_written))
+        return float(flops), float(steps.prefill_step_bytes(self.weight_bytes(), kv_written))
 
     def decode_work(self, batch: int, context: int) -> tuple[float, float]:
         """(FLOPs, bytes) of one decode step over `context` cached tokens (each new token attends

@@ -198,9 +198,29 @@ def prefill_kv_write_bytes(
     )
 
 
-def prefill_step_bytes(chunk_weight_bytes, chunks, kv_write_bytes):
-    """HBM traffic of a prefill on one GPU: the weights a chunk reads, once per chunk, plus the KV it writes."""
-    return chunks * chunk_weight_bytes + kv_write_bytes
+def prefill_weight_read_bytes(stage_weight_bytes, stage_routed_expert_bytes, arch, tokens, chunks, chunk_tokens):
+    """Weight bytes a prefill of `tokens` tokens in `chunks` chunks of at most `chunk_tokens` streams on one GPU, and
+    the routed-expert part of them: every chunk reads the stage's weights, of its routed experts those its own
+    tokens are routed to (all but for short chunks: uniform routing, `roofline.expected_distinct_experts`). The
+    full chunks and the last, possibly shorter one, each as the traffic simulation steps them."""
+    last = tokens - (chunks - 1) * chunk_tokens
+    e, k = arch.num_experts, arch.experts_per_token
+
+    def reads(n):
+        return roofline.decode_weight_read_bytes(stage_weight_bytes, stage_routed_expert_bytes, e, k, n)
+
+    def experts(n):
+        return routed_expert_read_bytes(stage_routed_expert_bytes, e, k, n)
+
+    return (
+        (chunks - 1) * reads(chunk_tokens) + reads(last),
+        (chunks - 1) * experts(chunk_tokens) + experts(last),
+    )
+
+
+def prefill_step_bytes(weight_read_bytes, kv_write_bytes):
+    """HBM traffic of a prefill on one GPU: the weights its chunks read plus the KV it writes."""
+    return weight_read_bytes + kv_write_bytes
 
 
 def decode_step_flops(
@@ -474,20 +494,32 @@ def prefill_step(
         x.activation_bytes,
     )
     chunks = prefill_chunks(tokens, x.prefill_chunk_tokens)
-    # every chunk streams the stage's weights, of its routed experts those its tokens are routed to (all of
-    # them but for short chunks: uniform routing, `roofline.expected_distinct_experts`)
-    chunk_tokens = tokens / chunks
     routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, x.expert_parallel, x.linear_bytes)
-    chunk_weight_reads = roofline.decode_weight_read_bytes(
-        stage_weight_bytes, routed_bytes, arch.num_experts, arch.experts_per_token, chunk_tokens
+    weight_reads, expert_bytes = prefill_weight_read_bytes(
+        stage_weight_bytes, routed_bytes, arch, tokens, chunks, x.prefill_chunk_tokens
     )
-    bytes_moved = prefill_step_bytes(chunk_weight_reads, chunks, kv_written)
-    expert_bytes = chunks * routed_expert_read_bytes(
-        routed_bytes, arch.num_experts, arch.experts_per_token, chunk_tokens
-    )
+    bytes_moved = prefill_step_bytes(weight_reads, kv_written)
     expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
     mixing_flops = prefill_step_mixing_flops(arch, x.prompt_tokens, new_tokens, prompts, tp, pp)
-    message = activation_message_bytes(arch, tokens, x.activation_bytes)
+    last_chunk_tokens = tokens - (chunks - 1) * x.prefill_chunk_tokens
+
+    def per_chunk(cost):
+        """A cost every engine step pays for its `n` tokens, over the prefill's full chunks and its last one."""
+        return (chunks - 1) * cost(x.prefill_chunk_tokens) + cost(last_chunk_tokens)
+
+    def collectives_of(n):
+        message = activation_message_bytes(arch, n, x.activation_bytes)
+        reduce = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
+        if not arch.is_moe:
+            return reduce
+        return reduce + expert_dispatch_seconds(
+            arch, pp, n, tp, x.expert_parallel, shape.expert_link, x.activation_bytes, efficiency
+        )
+
+    def handoff_of(n):
+        message = activation_message_bytes(arch, n, x.activation_bytes)
+        return pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency)
+
     return _step(
         tokens,
         flops,
@@ -504,12 +536,12 @@ def prefill_step(
             efficiency.prefill_compute,
             efficiency,
         ),
-        tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency),
-        launch_overhead_seconds(shape.stage_layers, efficiency)
-        + chunks * moe_overhead_seconds(arch, pp, hw, efficiency),
-        pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
-        # every chunk is an engine step that schedules and samples its prompts (vLLM V1 samples partial
-        # prefills too and discards the token)
+        # every chunk is an engine step: a forward pass with its own collectives, launches and hand-offs, that
+        # schedules and samples its prompts (vLLM V1 samples partial prefills too and discards the token)
+        per_chunk(collectives_of),
+        chunks
+        * (launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency)),
+        per_chunk(handoff_of),
         chunks * scheduler_seconds(prompts, efficiency, host_work_overlapped(x)),
         chunks * sampler_seconds(prompts, arch.vocab_size, efficiency),
         pp,

@@ -7,6 +7,7 @@ import pytest
 
 from planner import InferenceScenario, plan
 from planner.hardware.catalog import get_accelerator
+from planner.model.catalog import resolve_model
 from planner.physics import roofline
 
 from .test_steps import metrics_of
@@ -150,3 +151,37 @@ def test_small_gemms_whose_time_is_their_fixed_cost_are_not_compute_bound():
     assert "in bandwidth-bound kernels" in p.bottleneck_reason
     d = p.performance.decode
     assert d.memory_bound_seconds > d.compute_bound_seconds
+
+
+def test_a_short_last_prefill_chunk_pays_for_its_own_tokens():
+    """Review regression: 8,200 tokens in 8,192-token chunks are a full chunk and an 8-token one. The short chunk
+    streams only the experts its 8 tokens reach (Qwen3-30B-A3B: 128 experts, top-8, uniform routing:
+    1 - (120/128)^8 = 40.3 % of them), not the average chunk's; and each chunk pays its own launches and
+    collectives, as the traffic simulation steps them."""
+    from planner.inference.steps import prefill_weight_read_bytes
+    from planner.inference.traffic import TrafficEngine
+    from planner.inference.workload import Traffic
+
+    arch = resolve_model("qwen3-30b-a3b")
+    assert (arch.num_experts, arch.experts_per_token) == (128, 8)
+    weights, routed = 1000.0, 600.0
+    reads, experts = prefill_weight_read_bytes(weights, routed, arch, 8200, 2, 8192)
+    touched = 1 - (120 / 128) ** 8
+    assert touched == pytest.approx(0.4033, abs=1e-4)
+    assert experts == pytest.approx(routed * (1 - (1 - 8 / 128) ** 8192) + routed * touched)
+    assert reads == pytest.approx(2 * weights - routed * (1 - touched) - routed * (1 - 8 / 128) ** 8192)
+
+    scenario = InferenceScenario(
+        model="qwen3-30b-a3b",
+        num_gpus=2,
+        tensor_parallel=2,
+        concurrency=1,
+        prompt_tokens=8200,
+        prefill_chunk_tokens=8192,
+    )
+    m = metrics_of(scenario)
+    engine = TrafficEngine.of(scenario, traffic=Traffic(num_requests=1))
+    cost = engine.step_cost(engine.requests())
+    first, last = cost.terms(0, 0, [(0, 8192)]), cost.terms(0, 0, [(8192, 8200)])
+    assert m.prefill.collective_seconds == pytest.approx(first.collective_seconds + last.collective_seconds)
+    assert m.prefill.overhead_seconds == pytest.approx(first.overhead_seconds + last.overhead_seconds)
