@@ -29,16 +29,13 @@ import numpy as np
 
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
 from planner.inference.steps import (
-    activation_message_bytes,
     decode_kv_read_bytes,
     decode_step_flops,
     decode_step_mixing_flops,
-    expert_dispatch_seconds,
     host_work_overlapped,
     image_encoder_step_flops,
     launch_overhead_seconds,
     moe_overhead_seconds,
-    pipeline_handoff_seconds,
     prefill_kv_write_bytes,
     prefill_step_flops,
     prefill_step_mixing_flops,
@@ -46,8 +43,9 @@ from planner.inference.steps import (
     sampler_seconds,
     scheduler_seconds,
     stage_routed_expert_bytes,
+    step_collective_seconds,
     step_expert_flops_per_token,
-    tensor_parallel_seconds,
+    step_handoff_seconds,
 )
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import roofline
@@ -136,16 +134,10 @@ class RooflineStepCost:
         self._expert_efficiency = float(
             phase_compute_efficiency(efficiency.moe_expert_compute, hw.expert_ceiling_ratio)
         )
-        message = activation_message_bytes(arch, tokens, x.activation_bytes)
-        collectives = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
-        if arch.is_moe:
-            collectives = collectives + expert_dispatch_seconds(
-                arch, pp, tokens, tp, ep, shape.expert_link, x.activation_bytes, efficiency
-            )
+        collectives = step_collective_seconds(arch, x, shape, tokens, efficiency)
         self._collective_seconds = np.broadcast_to(np.asarray(collectives, dtype=float), tokens.shape).copy()
         self._handoff_seconds = np.broadcast_to(
-            np.asarray(pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency), dtype=float),
-            tokens.shape,
+            np.asarray(step_handoff_seconds(arch, x, shape, tokens, efficiency), dtype=float), tokens.shape
         ).copy()
         self._overhead_seconds = float(
             launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency)

@@ -198,12 +198,17 @@ def prefill_kv_write_bytes(
     )
 
 
+def chunked(cost, tokens, chunks, chunk_tokens):
+    """A cost each engine step pays for its own `n` tokens (`cost(n)`), summed over a prefill of `tokens` tokens in
+    `chunks` chunks of at most `chunk_tokens`: the full chunks and the last, possibly shorter one, each as the
+    traffic simulation steps them."""
+    return (chunks - 1) * cost(chunk_tokens) + cost(tokens - (chunks - 1) * chunk_tokens)
+
+
 def prefill_weight_read_bytes(stage_weight_bytes, stage_routed_expert_bytes, arch, tokens, chunks, chunk_tokens):
     """Weight bytes a prefill of `tokens` tokens in `chunks` chunks of at most `chunk_tokens` streams on one GPU, and
     the routed-expert part of them: every chunk reads the stage's weights, of its routed experts those its own
-    tokens are routed to (all but for short chunks: uniform routing, `roofline.expected_distinct_experts`). The
-    full chunks and the last, possibly shorter one, each as the traffic simulation steps them."""
-    last = tokens - (chunks - 1) * chunk_tokens
+    tokens are routed to (all but for short chunks: uniform routing, `roofline.expected_distinct_experts`)."""
     e, k = arch.num_experts, arch.experts_per_token
 
     def reads(n):
@@ -212,10 +217,7 @@ def prefill_weight_read_bytes(stage_weight_bytes, stage_routed_expert_bytes, arc
     def experts(n):
         return routed_expert_read_bytes(stage_routed_expert_bytes, e, k, n)
 
-    return (
-        (chunks - 1) * reads(chunk_tokens) + reads(last),
-        (chunks - 1) * experts(chunk_tokens) + experts(last),
-    )
+    return chunked(reads, tokens, chunks, chunk_tokens), chunked(experts, tokens, chunks, chunk_tokens)
 
 
 def prefill_step_bytes(weight_read_bytes, kv_write_bytes):
@@ -414,6 +416,31 @@ def expert_dispatch_seconds(
     return where(expert_parallel > tensor_parallel, all_to_all, 0.0)
 
 
+def step_collective_seconds(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
+    """Collectives of one engine step of `tokens` tokens on one stage: the tensor-parallel all-reduces of their
+    hidden states, and for a MoE model the all-to-alls to experts beyond the tensor group."""
+    message = activation_message_bytes(arch, tokens, x.activation_bytes)
+    seconds = tensor_parallel_seconds(shape.stage_layers, message, x.tensor_parallel, shape.tensor_link, efficiency)
+    if not arch.is_moe:
+        return seconds
+    return seconds + expert_dispatch_seconds(
+        arch,
+        x.pipeline_parallel,
+        tokens,
+        x.tensor_parallel,
+        x.expert_parallel,
+        shape.expert_link,
+        x.activation_bytes,
+        efficiency,
+    )
+
+
+def step_handoff_seconds(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
+    """Pipeline hand-offs of one engine step of `tokens` tokens: their hidden states between the stages."""
+    message = activation_message_bytes(arch, tokens, x.activation_bytes)
+    return pipeline_handoff_seconds(message, x.pipeline_parallel, shape.pipeline_link, efficiency)
+
+
 def pipeline_handoff_seconds(message_bytes, pipeline_parallel, link: Link, efficiency: Efficiency):
     """Point-to-point sends of the activations between consecutive stages: pp - 1 per step."""
     return (pipeline_parallel - 1) * collectives.p2p_seconds(
@@ -477,22 +504,16 @@ def prefill_step(
     flops = prefill_step_flops(counts, arch, x.prompt_tokens, new_tokens, prompts, tp, pp) + image_encoder_step_flops(
         x.image_encoder_flops, prompts, tp, pp
     )
+
     # The cache of the positions the prefill computes, token by token (a write fills the slots it uses; whole
     # blocks are the allocation, not the traffic): the prompt's cache less the cached prefix's, as the traffic
     # simulation writes each prompt piece (`step_cost.RooflineStepCost`).
-    kv_written = prefill_kv_write_bytes(
-        arch, tp, pp, prompts, x.prompt_tokens, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
-    ) - prefill_kv_write_bytes(
-        arch,
-        tp,
-        pp,
-        prompts,
-        x.prompt_tokens - new_tokens,
-        x.kv_bytes,
-        1,
-        x.honor_sliding_window,
-        x.activation_bytes,
-    )
+    def cache_of(prompt_tokens):
+        return prefill_kv_write_bytes(
+            arch, tp, pp, prompts, prompt_tokens, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
+        )
+
+    kv_written = cache_of(x.prompt_tokens) - cache_of(x.prompt_tokens - new_tokens)
     chunks = prefill_chunks(tokens, x.prefill_chunk_tokens)
     routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, x.expert_parallel, x.linear_bytes)
     weight_reads, expert_bytes = prefill_weight_read_bytes(
@@ -501,24 +522,9 @@ def prefill_step(
     bytes_moved = prefill_step_bytes(weight_reads, kv_written)
     expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
     mixing_flops = prefill_step_mixing_flops(arch, x.prompt_tokens, new_tokens, prompts, tp, pp)
-    last_chunk_tokens = tokens - (chunks - 1) * x.prefill_chunk_tokens
 
     def per_chunk(cost):
-        """A cost every engine step pays for its `n` tokens, over the prefill's full chunks and its last one."""
-        return (chunks - 1) * cost(x.prefill_chunk_tokens) + cost(last_chunk_tokens)
-
-    def collectives_of(n):
-        message = activation_message_bytes(arch, n, x.activation_bytes)
-        reduce = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
-        if not arch.is_moe:
-            return reduce
-        return reduce + expert_dispatch_seconds(
-            arch, pp, n, tp, x.expert_parallel, shape.expert_link, x.activation_bytes, efficiency
-        )
-
-    def handoff_of(n):
-        message = activation_message_bytes(arch, n, x.activation_bytes)
-        return pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency)
+        return chunked(lambda n: cost(arch, x, shape, n, efficiency), tokens, chunks, x.prefill_chunk_tokens)
 
     return _step(
         tokens,
@@ -538,10 +544,10 @@ def prefill_step(
         ),
         # every chunk is an engine step: a forward pass with its own collectives, launches and hand-offs, that
         # schedules and samples its prompts (vLLM V1 samples partial prefills too and discards the token)
-        per_chunk(collectives_of),
+        per_chunk(step_collective_seconds),
         chunks
         * (launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency)),
-        per_chunk(handoff_of),
+        per_chunk(step_handoff_seconds),
         chunks * scheduler_seconds(prompts, efficiency, host_work_overlapped(x)),
         chunks * sampler_seconds(prompts, arch.vocab_size, efficiency),
         pp,
@@ -579,12 +585,6 @@ def decode_step(
         arch, tp, pp, batch, mean_context, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
     )
     bytes_moved = weight_reads + kv_read
-    message = activation_message_bytes(arch, tokens, x.activation_bytes)
-    collectives_s = tensor_parallel_seconds(shape.stage_layers, message, tp, shape.tensor_link, efficiency)
-    if arch.is_moe:
-        collectives_s = collectives_s + expert_dispatch_seconds(
-            arch, pp, tokens, tp, ep, shape.expert_link, x.activation_bytes, efficiency
-        )
     return _step(
         tokens,
         flops,
@@ -601,9 +601,9 @@ def decode_step(
             efficiency.decode_compute,
             efficiency,
         ),
-        collectives_s,
+        step_collective_seconds(arch, x, shape, tokens, efficiency),
         launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency),
-        pipeline_handoff_seconds(message, pp, shape.pipeline_link, efficiency),
+        step_handoff_seconds(arch, x, shape, tokens, efficiency),
         scheduler_seconds(batch, efficiency, host_work_overlapped(x)),
         sampler_seconds(tokens, arch.vocab_size, efficiency),
         pp,
