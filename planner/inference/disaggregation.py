@@ -98,9 +98,7 @@ def simulate_disaggregated(
     prefill_speculation, decode_speculation = prefill_engine.speculation(traffic), decode_engine.speculation(traffic)
     # Prefill pool: each request needs its prompt and one sampled token; a bounded prefix cache (and a pool
     # behind it) is per prefill replica, as in the colocated simulation.
-    prefill_cost = (
-        prefill_engine.step_cost(reqs) if prefill_speculation is None else prefill_engine.speculative_cost(reqs)
-    )
+    prefill_cost = prefill_engine.stream_cost(reqs)
     first = np.full(n, np.nan)
     sent = np.full(n, np.nan)
     scheduled = np.full(n, np.nan)
@@ -127,7 +125,7 @@ def simulate_disaggregated(
     # Decode pool: the request arrives with its prompt's KV (cached) and one token generated.
     ready = first + transfer
     order = np.argsort(ready, kind="stable")
-    decode_cost = decode_engine.step_cost(reqs) if decode_speculation is None else decode_engine.speculative_cost(reqs)
+    decode_cost = decode_engine.stream_cost(reqs)
     timelines: list[ReplicaTimeline] = []
     for r in range(min(decode_engine.replicas, n)):
         mine = order[r :: decode_engine.replicas]

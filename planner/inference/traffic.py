@@ -153,6 +153,11 @@ class TrafficEngine:
             cost = self._costs[key] = self._target_cost(*key)
         return cost
 
+    def stream_cost(self, requests: Requests) -> RooflineStepCost | SpeculativeStepCost:
+        """What the simulation prices this stream's steps with: draft-and-verify rounds under speculative decoding
+        (`speculative_cost`), else plain steps (`step_cost`)."""
+        return self.step_cost(requests) if self.inputs.draft is None else self.speculative_cost(requests)
+
     def speculative_cost(self, requests: Requests) -> SpeculativeStepCost:
         """The round's cost for this stream: the target's tables (`step_cost`) and the draft's."""
         draft = self.inputs.draft
@@ -209,7 +214,7 @@ class TrafficEngine:
         reqs = self.requests(traffic)
         replicas = replicas or self.replicas
         speculation = self.speculation(traffic)
-        cost = self.step_cost(reqs) if speculation is None else self.speculative_cost(reqs)
+        cost = self.stream_cost(reqs)
         timelines: list[ReplicaTimeline] = []
         hits: list[PrefixHits] = []
         for r in range(min(replicas, len(reqs))):
@@ -242,8 +247,7 @@ class TrafficEngine:
         """One replica's cached prompt tokens and prefix-pool waits for its requests `mine`: the stream's
         unbounded cache (no waits), or, with a bounded GPU cache or a pool, the replica's own residency
         (`prefix_hits`, appended to `hits` for `prefix_stats`)."""
-        bounded = traffic.prefix_pool is not None or traffic.gpu_prefix_cache_share is not None
-        if not bounded or reqs.prefix_key is None or reqs.prefix_tokens is None:
+        if not traffic.prefix_cache_bounded or reqs.prefix_key is None or reqs.prefix_tokens is None:
             return reqs.cached_prompt_tokens[mine], None
         found = self.prefix_hits(traffic, reqs.prefix_key[mine], reqs.prefix_tokens[mine])
         hits.append(found)
@@ -251,8 +255,7 @@ class TrafficEngine:
 
     def prefix_stats(self, traffic: Traffic, reqs: Requests, hits: list[PrefixHits]) -> PrefixCacheStats | None:
         """The stream's prefix-cache answer: per replica residency where bounded, else the unbounded cache's."""
-        bounded = traffic.prefix_pool is not None or traffic.gpu_prefix_cache_share is not None
-        return self._prefix_stats(traffic, reqs, hits) if bounded else _unbounded_stats(reqs)
+        return self._prefix_stats(traffic, reqs, hits) if traffic.prefix_cache_bounded else _unbounded_stats(reqs)
 
     @property
     def kv_bytes_per_token(self) -> float:
@@ -391,7 +394,7 @@ class TrafficEngine:
         t = self.traffic
         if t.shared_prefix_fraction <= 0:
             return []
-        if t.prefix_pool is None and t.gpu_prefix_cache_share is None:
+        if not t.prefix_cache_bounded:
             return ["Prefix cache: unbounded and stream-wide — every repeat of a shared prefix finds it cached."]
         lines = [
             f"Prefix cache: per replica, LRU over whole prefixes in {self.gpu_prefix_cache_tokens(t):,.0f} tokens "

@@ -142,6 +142,12 @@ class Traffic(BaseModel):
     )
     slo: Slo | None = None
 
+    @property
+    def prefix_cache_bounded(self) -> bool:
+        """A bounded GPU prefix cache or a prefix pool is set: each replica keeps its own residency, instead of
+        the default cache in which every repeat of a prefix hits."""
+        return self.prefix_pool is not None or self.gpu_prefix_cache_share is not None
+
     @model_validator(mode="after")
     def _consistent(self) -> Traffic:
         if self.lengths == "trace" and not self.trace:
