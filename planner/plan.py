@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.errors import PlanningError
 from planner.inference.plan import plan_inference
 from planner.inference.results import InferencePlan

@@ -40,8 +40,8 @@ from urllib.parse import urlencode
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from planner.calibration.errors import CalibrationFileError
-from planner.calibration.record import CalibrationRecord
 from planner.calibration.store import NOT_STORED, record_from_data
+from planner.calibration_record import CalibrationRecord
 from planner.errors import PlanningError, explain
 from planner.hardware.catalog import resolve_accelerator
 from planner.inference.draft import SpeculativeDecoding

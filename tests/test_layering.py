@@ -20,7 +20,7 @@ LAYERS: list[tuple[str, ...]] = [
     # What a plan may take as input: the scenario types, the calibration record, the result types.
     (
         "planner.scenario_base",
-        "planner.calibration.record",
+        "planner.calibration_record",
         "planner.calibration.errors",
         "planner.uncertainty",
         "planner.verdict",

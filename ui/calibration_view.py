@@ -39,8 +39,8 @@ from planner import plan, units
 from planner.calibration import profile, store
 from planner.calibration.device import torch_available
 from planner.calibration.errors import CalibrationError, ProfileAborted
-from planner.calibration.record import CalibrationRecord, ProfileSettings
 from planner.calibration.report import device_terms, format_error, format_value, table_rows
+from planner.calibration_record import CalibrationRecord, ProfileSettings
 from planner.hardware.catalog import list_accelerators
 from planner.inference.results import InferencePlan
 from planner.model.catalog import catalog_model_ids, resolve_model

@@ -51,7 +51,7 @@ KINDS = ("inference", "training")
 TRAINING_SCENARIO_FQN = "planner.training.scenario.TrainingScenario"
 
 
-CALIBRATION_FQN = "planner.calibration.record.CalibrationRecord"
+CALIBRATION_FQN = "planner.calibration_record.CalibrationRecord"
 
 
 def _scenario_hash(scenario) -> str:

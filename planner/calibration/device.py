@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from planner.calibration.errors import ProfileUnavailable
-from planner.calibration.record import DeviceInfo, ProxyComputeDType
+from planner.calibration_record import DeviceInfo, ProxyComputeDType
 
 TORCH_DTYPE_NAMES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16", "fp8": "float8_e4m3fn"}
 BYTES_PER_ELEMENT = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}

@@ -37,7 +37,7 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from planner.calibration.record import Ceilings, ComparisonRow, GemmShapeFit, MatmulMeasurement, PhaseMeasurement
+from planner.calibration_record import Ceilings, ComparisonRow, GemmShapeFit, MatmulMeasurement, PhaseMeasurement
 from planner.hardware.catalog import Accelerator, get_accelerator
 from planner.inference import steps
 from planner.model.architecture import (

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from planner.calibration.context import ProfileContext
 from planner.calibration.device import BYTES_PER_ELEMENT
-from planner.calibration.record import (
+from planner.calibration_record import (
     AllReduceMeasurement,
     BandwidthMeasurement,
     MatmulMeasurement,

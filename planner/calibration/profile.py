@@ -36,7 +36,7 @@ from planner.calibration.fit import (
     fit_allreduce,
     fit_efficiency,
 )
-from planner.calibration.record import (
+from planner.calibration_record import (
     CalibrationRecord,
     Ceilings,
     DeviceInfo,

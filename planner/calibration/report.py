@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.calibration.record import CalibrationRecord, ComparisonRow
+from planner.calibration_record import CalibrationRecord, ComparisonRow
 from planner.hardware.catalog import get_accelerator
 from planner.physics import gemm_efficiency
 from planner.physics.efficiency import ENGINE_COST_FIELDS

@@ -19,7 +19,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from planner.calibration.errors import CalibrationFileError
-from planner.calibration.record import (
+from planner.calibration_record import (
     CALIBRATION_FORMAT,
     CALIBRATION_VERSION,
     CalibrationRecord,

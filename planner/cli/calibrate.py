@@ -24,8 +24,8 @@ from pydantic import ValidationError
 from planner.calibration import store
 from planner.calibration.errors import ProfileAborted, ProfileUnavailable
 from planner.calibration.profile import run_profile
-from planner.calibration.record import ProfileSettings
 from planner.calibration.report import markdown_report, text_table
+from planner.calibration_record import ProfileSettings
 from planner.cli.main import CliError
 
 EXIT_STOPPED = 1

@@ -22,7 +22,7 @@ from dataclasses import replace
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.errors import PlanningError
 from planner.inference.inputs import Link
 from planner.inference.scenario import InferenceScenario

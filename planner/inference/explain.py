@@ -6,7 +6,7 @@ Reads the plan's typed results only; computes nothing the equations do not show.
 
 from __future__ import annotations
 
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.dtypes import (
     BYTES_PER_ELEMENT,
     FORMATS,

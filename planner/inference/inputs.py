@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from planner.arrays import Flag, Number, ceil_div
-from planner.calibration.record import CalibrationRecord, device_terms_for
+from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.dtypes import BYTES_PER_ELEMENT, high_precision_dtype, kv_bytes_per_element, weight_bytes_per_element
 from planner.hardware.catalog import Accelerator
 from planner.inference.scenario import InferenceScenario

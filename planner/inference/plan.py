@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
 from planner.inference import explain

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.hardware.catalog import Accelerator
 from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.scenario import InferenceScenario

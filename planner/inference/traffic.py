@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.errors import PlanningError
 from planner.inference.metrics import InferenceMetrics, decode_read_weight_bytes, inference_metrics
 from planner.inference.scenario import InferenceScenario

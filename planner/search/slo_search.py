@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.errors import PlanningError
 from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import TrafficEngine

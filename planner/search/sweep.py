@@ -18,7 +18,7 @@ import pandas as pd
 from pydantic import ValidationError
 
 from planner.arrays import Number
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.dtypes import (
     BYTES_PER_ELEMENT,
     DTYPES,

@@ -3,7 +3,7 @@ equations with their numbers filled in (DESIGN rules 5 and 7). Reads the plan's 
 
 from __future__ import annotations
 
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.hardware.catalog import Accelerator
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.notes import architecture_assumptions, architecture_warnings

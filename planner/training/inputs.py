@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from planner.arrays import Flag, Number
-from planner.calibration.record import CalibrationRecord, device_terms_for
+from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.hardware.catalog import Accelerator
 from planner.physics import gemm_efficiency
 from planner.training.memory import PRECISIONS, PrecisionBytes

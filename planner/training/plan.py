@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.hardware.catalog import Accelerator
 from planner.model.architecture import (
     ModelArchitecture,

@@ -23,7 +23,7 @@ def data_dir(tmp_path, monkeypatch):
 @pytest.fixture(scope="session")
 def cpu_record():
     from planner.calibration.profile import run_profile
-    from planner.calibration.record import ProfileSettings
+    from planner.calibration_record import ProfileSettings
 
     progress = []
     record = run_profile(

@@ -16,7 +16,7 @@ from planner.calibration.fit import (
     predicted_seconds,
 )
 from planner.calibration.proxy import probe_architecture, proxy_architecture
-from planner.calibration.record import (
+from planner.calibration_record import (
     AllReduceMeasurement,
     BandwidthMeasurement,
     CalibrationRecord,

@@ -7,7 +7,7 @@ from streamlit.testing.v1 import AppTest
 
 from planner.calibration import store
 from planner.calibration.errors import ProfileAborted
-from planner.calibration.record import ProfileSettings
+from planner.calibration_record import ProfileSettings
 from ui import calibration_view as view
 
 from .synthetic import fitted_record, synthetic_record

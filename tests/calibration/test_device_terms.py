@@ -19,9 +19,9 @@ from planner.calibration.fit import (
     fit_gemm_shape,
     predicted_seconds,
 )
-from planner.calibration.record import AllReduceMeasurement, CalibrationRecord, Ceilings, MatmulMeasurement
 from planner.calibration.report import device_terms, efficiency_lines
 from planner.calibration.store import export_calibration, parse_calibration
+from planner.calibration_record import AllReduceMeasurement, CalibrationRecord, Ceilings, MatmulMeasurement
 from planner.hardware.catalog import get_accelerator
 from planner.inference.scenario import InferenceScenario
 from planner.physics import collectives

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from planner.calibration.fit import Reference, clamp, comparison_rows, fit_efficiency
-from planner.calibration.record import Ceilings
+from planner.calibration_record import Ceilings
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 
 from .synthetic import DTYPE, TRUE, measurements, partially_overlapping_seconds

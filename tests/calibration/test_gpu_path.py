@@ -25,7 +25,7 @@ from planner.calibration.errors import (
     ProfileUnavailable,
 )
 from planner.calibration.profile import run_profile
-from planner.calibration.record import AllReduceMeasurement, ProfileSettings
+from planner.calibration_record import AllReduceMeasurement, ProfileSettings
 from planner.inference.scenario import InferenceScenario
 from planner.physics.memory import CUDA_CONTEXT_BYTES
 
@@ -233,7 +233,7 @@ def test_a_gpu_profile_fits_alpha_and_the_gemm_curve_and_plans_on_that_gpu_use_t
     """The profile's record carries the fitted alpha (two GPUs, several all-reduce sizes) and the GEMM curve
     (square matmuls at 2048 and above), and a TP=2 plan on the H100 it measured reads both."""
     from planner.calibration.fit import fit_allreduce, fit_gemm_shape
-    from planner.calibration.record import MatmulMeasurement
+    from planner.calibration_record import MatmulMeasurement
 
     def curve_matmuls(ctx, dtypes, budget_seconds, skipped):
         # 0.70 of the fp32 peak (66.9 TFLOP/s) plus 8 us per kernel: 2048^3 takes 366.9 us + 8 us.

@@ -19,7 +19,7 @@ import pytest
 
 from planner import plan
 from planner.calibration import store
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.inference.scenario import InferenceScenario
 
 from .conftest import CPU_PROFILE_MODEL, CPU_PROFILE_SECONDS

@@ -15,8 +15,8 @@ import pytest
 from planner import plan
 from planner.calibration import store
 from planner.calibration.errors import CalibrationFileError
-from planner.calibration.record import CALIBRATION_VERSION
 from planner.calibration.report import markdown_report, text_table
+from planner.calibration_record import CALIBRATION_VERSION
 from planner.cli.main import main as cli_main
 from planner.inference.scenario import InferenceScenario
 from planner.physics.memory import GIB
@@ -177,7 +177,7 @@ def test_reports_render():
 def test_the_calibration_package_imports_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"  # any `import torch` now raises ImportError
-        "import planner, planner.calibration, planner.calibration.record, planner.calibration.store\n"
+        "import planner, planner.calibration, planner.calibration_record, planner.calibration.store\n"
         "import planner.calibration.fit, planner.calibration.report, planner.cli.calibrate\n"
         "import planner.calibration.device, planner.calibration.microbench, planner.calibration.proxy\n"
         "import planner.calibration.profile\n"

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from planner import parse_scenario, plan
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.model.architecture import parameter_counts
 from planner.physics.efficiency import Efficiency
 from planner.training.inputs import training_hardware, training_inputs

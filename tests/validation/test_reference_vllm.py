@@ -22,7 +22,7 @@ import re
 import pytest
 
 from planner import InferenceScenario, plan
-from planner.calibration.record import CalibrationRecord
+from planner.calibration_record import CalibrationRecord
 from planner.hardware.catalog import get_accelerator
 from planner.model.architecture import (
     kv_cache_bytes_per_token,

@@ -5,7 +5,8 @@
 and the device's fitted GEMM ceiling and fixed time per kernel (`gemm_shapes`; see `device_terms_apply`).
 Everything else says where those numbers came from: the device, the measured ceilings, the
 proxy model and its phase timings, and a predicted-vs-measured table with the error of each quantity.
-No torch here: records load, validate and plot on machines without it.
+No torch here: records load, validate and plot on machines without it. The record lives below `inference/`
+and `training/`, which read it; `planner.calibration` (profile, fit, store) sits above them and writes it.
 """
 
 from __future__ import annotations
