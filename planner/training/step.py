@@ -14,13 +14,12 @@ Broadcasts over numpy arrays of the numeric inputs (DESIGN rule 4).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
-from functools import partial
+from dataclasses import dataclass, field, fields, replace
 
 from planner.arrays import Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
-from planner.physics import gemm_efficiency, roofline
-from planner.physics.collectives import group_nodes, link_bandwidth, link_latency
+from planner.physics import communication, gemm_efficiency, roofline
+from planner.physics.communication import Link
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.training import step_time
@@ -41,13 +40,6 @@ class TrainingFlops:
     stage_gemm_flops_per_token: Number = 0.0  # the slowest stage's layer GEMMs (what FP8 speeds up)
     recompute_fraction: Number = 1.0  # share of layers full recomputation repeats (block method: fewer)
     stage_layers: Number = 0.0  # layers of the stage the step time runs on (the slowest)
-
-
-@dataclass(frozen=True, slots=True)
-class Link:
-    bytes_per_second: Number
-    latency_seconds: Number
-    nodes: Number = 1  # nodes the group spans (a tree all-reduce's shape)
 
 
 @dataclass(frozen=True, slots=True)
@@ -238,22 +230,21 @@ def training_flops(arch: ModelArchitecture, counts: ParameterCounts, inputs: Tra
 
 
 def group_link(hw: TrainingHardware, group_span_gpus) -> Link:
-    """The link a group of consecutive ranks talks over: NVLink inside a node, the network across nodes."""
-    return Link(
-        link_bandwidth(
-            group_span_gpus, hw.gpus_per_node, hw.intra_node_bytes_per_second, hw.inter_node_bytes_per_second
-        ),
-        link_latency(group_span_gpus, hw.gpus_per_node, hw.intra_node_latency_seconds),
-        group_nodes(group_span_gpus, hw.gpus_per_node),
+    """The link a group of consecutive ranks talks over: the interconnect inside a node, the network across nodes
+    (`communication.Link.spanning`; NCCL alone, no peer-access kernels)."""
+    return Link.spanning(
+        group_span_gpus,
+        hw.gpus_per_node,
+        hw.intra_node_bytes_per_second,
+        hw.inter_node_bytes_per_second,
+        hw.intra_node_latency_seconds,
     )
 
 
 def _over_both_groups(collective: Callable, dense_bytes, expert_bytes, inputs: TrainingInputs, link: Link, eff):
     """A data-parallel collective of the dense shard over DP x CP plus one of the expert shard over DP x CP / EP."""
     lay = inputs.layout
-    return collective(dense_bytes, lay.dense_group, link.bytes_per_second, link.latency_seconds, eff) + collective(
-        expert_bytes, lay.expert_group, link.bytes_per_second, link.latency_seconds, eff
-    )
+    return collective(dense_bytes, lay.dense_group, link, eff) + collective(expert_bytes, lay.expert_group, link, eff)
 
 
 def data_parallel_collectives(
@@ -268,12 +259,7 @@ def data_parallel_collectives(
     grads_expert = states.trainable_expert_elements * reduce_b
     return DataParallelCollectives(
         gradient_allreduce_seconds=_over_both_groups(
-            partial(step_time.gradient_allreduce_seconds, nodes=link.nodes),
-            grads_dense,
-            grads_expert,
-            inputs,
-            link,
-            eff,
+            step_time.gradient_allreduce_seconds, grads_dense, grads_expert, inputs, link, eff
         ),
         gradient_reduce_scatter_seconds=_over_both_groups(
             step_time.gradient_reduce_scatter_seconds, grads_dense, grads_expert, inputs, link, eff
@@ -297,6 +283,47 @@ def data_parallel_collectives(
     )
 
 
+def _stage_layers_communicating(arch: ModelArchitecture, inputs: TrainingInputs, flops: TrainingFlops | None):
+    """(layers, MoE layers) of the stage whose collectives the step waits on: the slowest stage when stages are
+    uneven, else the most loaded stage of the even split."""
+    pp = inputs.layout.pipeline_parallel
+    if flops is not None and stage_layer_counts(arch, inputs) is not None:
+        return flops.stage_layers, minimum(flops.stage_layers, arch.num_moe_layers)
+    return stage_layers(arch, pp), stage_moe_layers(arch, pp)
+
+
+def _layer_collectives_seconds(
+    arch: ModelArchitecture, hw: TrainingHardware, efficiency: Efficiency, inputs: TrainingInputs, flops
+) -> tuple[Number, Number, Number]:
+    """(tensor-parallel, expert all-to-all, ring-attention) seconds of one micro-batch on the stage: each
+    parallelism's collectives per layer, recomputed ones included, over its own group's link."""
+    lay, recipe = inputs.layout, inputs.recipe
+    tp, cp, ep = lay.tensor_parallel, lay.context_parallel, lay.expert_parallel
+    tokens, bytes_per_element, eff = inputs.tokens_per_microbatch, inputs.precision.activation, efficiency.communication
+    fraction = flops.recompute_fraction if flops is not None else 1.0
+    tp_again, ep_again, cp_again = step_time.recomputed_collectives(
+        recipe.recompute, recipe.recompute_modules, fraction
+    )
+    layers, moe_layers = _stage_layers_communicating(arch, inputs, flops)
+    hidden_states = communication.hidden_state_message_bytes(tokens, arch.hidden_size, bytes_per_element)
+    # Training prices the TP all-reduce's tree as one node's, even where TP spans nodes.
+    tp_link = replace(group_link(hw, tp), nodes=1)
+    tensor_parallel = step_time.tensor_parallel_comm_seconds(layers, hidden_states, tp, tp_link, eff, tp_again)
+    expert_parallel = 0.0
+    if arch.is_moe:
+        dispatched = communication.hidden_state_message_bytes(
+            tokens * arch.experts_per_token, arch.hidden_size, bytes_per_element
+        )
+        expert_parallel = step_time.expert_all_to_all_seconds(
+            moe_layers, dispatched, ep, group_link(hw, tp * cp * ep), eff, ep_again
+        )
+    kv = step_time.ring_attention_message_bytes(
+        tokens, cp, step_time.kv_elements_per_token_for_cp(arch, tp), bytes_per_element
+    )
+    context_parallel = step_time.context_parallel_comm_seconds(layers, kv, cp, group_link(hw, tp * cp), eff, cp_again)
+    return tensor_parallel, expert_parallel, context_parallel
+
+
 def microbatch_communication(
     arch: ModelArchitecture,
     hw: TrainingHardware,
@@ -307,61 +334,15 @@ def microbatch_communication(
     flops: TrainingFlops | None = None,
 ) -> MicrobatchCommunication:
     lay, recipe = inputs.layout, inputs.recipe
-    tp, pp, cp, ep = lay.tensor_parallel, lay.pipeline_parallel, lay.context_parallel, lay.expert_parallel
-    tokens, h, act_b = inputs.tokens_per_microbatch, arch.hidden_size, inputs.precision.activation
-    eff, recompute, zero = efficiency.communication, recipe.recompute, recipe.zero_stage
-    fraction = flops.recompute_fraction if flops is not None else 1.0
-    tp_again, ep_again, cp_again = step_time.recomputed_collectives(recompute, recipe.recompute_modules, fraction)
-    uneven = flops is not None and stage_layer_counts(arch, inputs) is not None
-    layers = flops.stage_layers if flops is not None and uneven else stage_layers(arch, pp)
-    moe_layers = minimum(layers, arch.num_moe_layers) if uneven else stage_moe_layers(arch, pp)
-    tp_link = group_link(hw, tp)
-    tensor_parallel = step_time.tensor_parallel_comm_seconds(
-        layers, tokens, h, act_b, tp, recompute, tp_link.bytes_per_second, tp_link.latency_seconds, eff, tp_again
-    )
-    expert_parallel = 0.0
-    if arch.is_moe:
-        ep_link = group_link(hw, tp * cp * ep)
-        expert_parallel = step_time.expert_all_to_all_seconds(
-            moe_layers,
-            tokens,
-            arch.experts_per_token,
-            h,
-            act_b,
-            ep,
-            recompute,
-            ep_link.bytes_per_second,
-            ep_link.latency_seconds,
-            eff,
-            ep_again,
-        )
-    cp_link = group_link(hw, tp * cp)
-    context_parallel = step_time.context_parallel_comm_seconds(
-        layers,
-        tokens,
-        step_time.kv_elements_per_token_for_cp(arch, tp),
-        act_b,
-        cp,
-        recompute,
-        cp_link.bytes_per_second,
-        cp_link.latency_seconds,
-        eff,
-        cp_again,
-    )
+    tp, pp, cp = lay.tensor_parallel, lay.pipeline_parallel, lay.context_parallel
+    zero = recipe.zero_stage
+    tensor_parallel, expert_parallel, context_parallel = _layer_collectives_seconds(arch, hw, efficiency, inputs, flops)
     # The next stage sits a whole TP x CP x DP block away.
     pp_link = group_link(hw, where(pp > 1, tp * cp * lay.data_parallel * 2, 1))
-    p2p = step_time.pipeline_p2p_seconds(
-        tokens,
-        h,
-        act_b,
-        tp,
-        lay.sequence_parallel,
-        pp,
-        lay.virtual_stages,
-        pp_link.bytes_per_second,
-        pp_link.latency_seconds,
-        eff,
+    message = step_time.pipeline_message_bytes(
+        inputs.tokens_per_microbatch, arch.hidden_size, inputs.precision.activation, tp, lay.sequence_parallel
     )
+    p2p = step_time.pipeline_p2p_seconds(message, pp, lay.virtual_stages, pp_link, efficiency.communication)
     reduce_scatter = data_parallel.gradient_reduce_scatter_seconds
     sharded = where(
         zero >= 3,

@@ -18,7 +18,8 @@ from planner.model.architecture import (
     prefill_attention_flops,
     recurrent_mixer_flops_per_token,
 )
-from planner.physics import collectives
+from planner.physics import communication
+from planner.physics.communication import Link
 from planner.physics.flops import head_forward_flops_per_token, layer_matmul_parameters
 from planner.training.memory import (
     layer_matrices,
@@ -366,131 +367,89 @@ def pipeline_bubble_seconds(slot_seconds, pipeline_parallel, virtual_stages: Num
 
 
 # ---------------------------------------------------------------------------------------------
-# communication per micro-batch, on the critical path unless said otherwise
-# (links: planner.physics.collectives.link_bandwidth / link_latency)
+# communication per micro-batch, on the critical path unless said otherwise: training's counts and messages,
+# priced by the per-layer model of `planner.physics.communication` (links: `Link.spanning`, NCCL ring and tree
+# only: training has no peer-access kernels)
+
+# Collectives per layer of one micro-batch's forward and backward, before recomputation repeats some
+# (`recomputed_collectives`).
+TENSOR_PARALLEL_COLLECTIVES_PER_LAYER = 4  # Megatron TP: two all-reduces in the forward, two in the backward
+EXPERT_ALL_TO_ALLS_PER_LAYER = 4  # MoE dispatch and combine, in the forward and in the backward
+RING_ATTENTION_EXCHANGES_PER_LAYER = 3  # K and V in the forward; K and V again and their gradients backward
 
 
 def tensor_parallel_comm_seconds(
-    layers,
-    tokens,
-    hidden,
-    activation_bytes,
-    tensor_parallel,
-    recompute,
-    link_bytes_per_second,
-    link_latency_seconds,
-    efficiency,
-    recompute_collectives=None,
+    layers, message_bytes, tensor_parallel, link: Link, efficiency, recomputed_per_layer: Number = 0
 ):
-    """Megatron TP: two all-reduces of the layer's activations (tokens x h) per layer in the forward, two in
-    the backward, two more when the forward is recomputed (`recompute_collectives`: the repeated ones per layer,
-    `recomputed_collectives`); with sequence parallelism each becomes an all-gather + reduce-scatter of the
-    same volume (Korthikanti Sec. 4.2.2). Not overlapped with compute."""
-    count = 4 + (where(recompute == 2, 2, 0) if recompute_collectives is None else recompute_collectives)
-    return (
-        layers
-        * count
-        * collectives.allreduce_seconds(
-            tokens * hidden * activation_bytes, tensor_parallel, link_bytes_per_second, link_latency_seconds, efficiency
-        )
-    )
+    """Megatron TP: `TENSOR_PARALLEL_COLLECTIVES_PER_LAYER` all-reduces of the layer's hidden states (tokens x h,
+    `communication.hidden_state_message_bytes`) per layer, plus the ones recomputation repeats
+    (`recomputed_per_layer`, `recomputed_collectives`); with sequence parallelism each becomes an all-gather +
+    reduce-scatter of the same volume (Korthikanti Sec. 4.2.2). Not overlapped with compute."""
+    per_layer = TENSOR_PARALLEL_COLLECTIVES_PER_LAYER + recomputed_per_layer
+    return communication.tensor_parallel_seconds(layers, per_layer, message_bytes, tensor_parallel, link, efficiency)
 
 
 def expert_all_to_all_seconds(
-    moe_layers,
-    tokens,
-    experts_per_token,
-    hidden,
-    activation_bytes,
-    expert_parallel,
-    recompute,
-    link_bytes_per_second,
-    link_latency_seconds,
-    efficiency,
-    recompute_collectives=None,
+    moe_layers, message_bytes, expert_parallel, link: Link, efficiency, recomputed_per_layer: Number = 0
 ):
-    """MoE dispatch and combine: an all-to-all of tokens x k x h each way per MoE layer in forward and backward
-    (and again when recomputed: `recompute_collectives` per layer); (EP - 1)/EP of it leaves the GPU. Not
-    overlapped."""
-    count = 4 + (where(recompute == 2, 2, 0) if recompute_collectives is None else recompute_collectives)
-    message = tokens * experts_per_token * hidden * activation_bytes
-    return (
-        moe_layers
-        * count
-        * collectives.allgather_seconds(
-            message, expert_parallel, link_bytes_per_second, link_latency_seconds, efficiency
-        )
+    """MoE dispatch and combine: `EXPERT_ALL_TO_ALLS_PER_LAYER` all-to-alls of tokens x k x h (`message_bytes`)
+    per MoE layer, plus the ones recomputation repeats (`recomputed_per_layer`); (EP - 1)/EP of it leaves the
+    GPU. Not overlapped."""
+    per_layer = EXPERT_ALL_TO_ALLS_PER_LAYER + recomputed_per_layer
+    return communication.expert_all_to_all_seconds(
+        moe_layers, per_layer, message_bytes, expert_parallel, link, efficiency
     )
+
+
+def ring_attention_message_bytes(tokens, context_parallel, kv_elements_per_token, bytes_per_element):
+    """The K and V one ring-attention pass gathers: every rank's `tokens` tokens x `kv_elements_per_token`
+    (`kv_elements_per_token_for_cp`)."""
+    return tokens * context_parallel * kv_elements_per_token * bytes_per_element
 
 
 def context_parallel_comm_seconds(
-    layers,
-    tokens,
-    kv_elements_per_token,
-    activation_bytes,
-    context_parallel,
-    recompute,
-    link_bytes_per_second,
-    link_latency_seconds,
-    efficiency,
-    recompute_collectives=None,
+    layers, message_bytes, context_parallel, link: Link, efficiency, recomputed_per_layer: Number = 0
 ):
-    """Ring attention (Megatron-core CP): every rank receives the other ranks' K and V in the forward, K and V
-    again and their gradients in the backward (plus a forward's worth when recomputed: `recompute_collectives`).
-    Runs alongside the attention blocks; the plan hides it behind the micro-batch's compute."""
-    count = 3 + (where(recompute == 2, 1, 0) if recompute_collectives is None else recompute_collectives)
-    message = tokens * context_parallel * kv_elements_per_token * activation_bytes
-    return (
-        layers
-        * count
-        * collectives.allgather_seconds(
-            message, context_parallel, link_bytes_per_second, link_latency_seconds, efficiency
-        )
-    )
+    """Ring attention (Megatron-core CP): every rank receives the other ranks' K and V
+    (`ring_attention_message_bytes`) `RING_ATTENTION_EXCHANGES_PER_LAYER` times per layer, plus a forward's worth
+    when recomputed (`recomputed_per_layer`). Runs alongside the attention blocks; the plan hides it behind the
+    micro-batch's compute."""
+    per_layer = RING_ATTENTION_EXCHANGES_PER_LAYER + recomputed_per_layer
+    return communication.context_parallel_seconds(layers, per_layer, message_bytes, context_parallel, link, efficiency)
 
 
-def pipeline_p2p_seconds(
-    tokens,
-    hidden,
-    activation_bytes,
-    tensor_parallel,
-    sequence_parallel,
-    pipeline_parallel,
-    virtual_stages,
-    link_bytes_per_second,
-    link_latency_seconds,
-    efficiency,
-):
+def pipeline_message_bytes(tokens, hidden, bytes_per_element, tensor_parallel, sequence_parallel):
+    """The activations one stage sends the next (tokens x h), split over TP by Megatron's scatter-gather
+    optimisation or sequence parallelism."""
+    hidden_states = communication.hidden_state_message_bytes(tokens, hidden, bytes_per_element)
+    return hidden_states / where(sequence_parallel, tensor_parallel, 1)
+
+
+def pipeline_p2p_seconds(message_bytes, pipeline_parallel, virtual_stages, link: Link, efficiency):
     """Per micro-batch per stage: send the activations forward and receive their gradient backward
-    (tokens x h, split over TP by Megatron's scatter-gather optimisation or sequence parallelism); the
-    interleaved schedule crosses v times as many stage boundaries."""
-    message = tokens * hidden * activation_bytes / where(sequence_parallel, tensor_parallel, 1)
-    one = collectives.p2p_seconds(message, link_bytes_per_second, link_latency_seconds, efficiency)
-    return where(pipeline_parallel > 1, 2 * virtual_stages * one, 0.0)
+    (`pipeline_message_bytes`); the interleaved schedule crosses v times as many stage boundaries."""
+    sends = 2 * virtual_stages
+    return where(pipeline_parallel > 1, communication.pipeline_p2p_seconds(sends, message_bytes, link, efficiency), 0.0)
 
 
 # ---------------------------------------------------------------------------------------------
 # data-parallel and sharding collectives
 
 
-def gradient_allreduce_seconds(
-    grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency, nodes: Number = 1
-):
-    """DDP / ZeRO-0: one all-reduce of this GPU's gradients per step over `nodes` nodes (NCCL's ring or tree,
+def gradient_allreduce_seconds(grad_bytes, group, link: Link, efficiency):
+    """DDP / ZeRO-0: one all-reduce of this GPU's gradients per step over `link.nodes` nodes (NCCL's ring or tree,
     whichever is faster; a ring sends 2 (n-1)/n of them through each link)."""
-    return collectives.allreduce_seconds(
-        grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency, nodes=nodes
-    )
+    return communication.data_parallel_allreduce_seconds(grad_bytes, group, link, efficiency)
 
 
-def gradient_reduce_scatter_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency):
+def gradient_reduce_scatter_seconds(grad_bytes, group, link: Link, efficiency):
     """ZeRO-1/2/3, FSDP, Megatron's distributed optimizer: reduce-scatter of the gradients ((n-1)/n cross)."""
-    return collectives.allgather_seconds(grad_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
+    return communication.reduce_scatter_seconds(grad_bytes, group, link, efficiency)
 
 
-def parameter_allgather_seconds(param_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency):
+def parameter_allgather_seconds(param_bytes, group, link: Link, efficiency):
     """All-gather of the updated (ZeRO-1/2) or needed (ZeRO-3: forward and backward) parameter shards."""
-    return collectives.allgather_seconds(param_bytes, group, link_bytes_per_second, link_latency_seconds, efficiency)
+    return communication.allgather_seconds(param_bytes, group, link, efficiency)
 
 
 def host_transfer_seconds(num_bytes, host_link_bytes_per_second, efficiency):

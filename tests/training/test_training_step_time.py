@@ -8,6 +8,7 @@ import pytest
 from planner import plan
 from planner.model.architecture import parameter_counts
 from planner.physics.collectives import link_bandwidth
+from planner.physics.communication import Link
 from planner.training import step_time
 from planner.training.scenario import TrainingScenario
 
@@ -83,12 +84,17 @@ def test_links_switch_to_the_network_across_nodes():
 
 
 def test_tensor_parallel_comm_count():
-    one = step_time.tensor_parallel_comm_seconds(1, 1000, 100, 2, 4, 0, 100e9, 0.0, 1.0)
+    message = 1000 * 100 * 2  # 1000 tokens x h 100 x 2 B
+    one = step_time.tensor_parallel_comm_seconds(1, message, 4, Link(100e9, 0.0), 1.0)
     # ring all-reduce of 1000 x 100 x 2 B over 4 GPUs with no link latency: NCCL's fixed 3.6 us per collective
     # (planner.physics.collectives.RING_BASE_SECONDS) + 2 x 3/4 x 200 kB / 100 GB/s = 3.6 + 3.0 us, 4 per layer
     assert one == pytest.approx(4 * (3.6e-6 + 2 * 0.75 * 200_000 / 100e9))
-    assert step_time.tensor_parallel_comm_seconds(1, 1000, 100, 2, 4, 2, 100e9, 0.0, 1.0) == pytest.approx(one * 6 / 4)
-    assert step_time.tensor_parallel_comm_seconds(1, 1000, 100, 2, 1, 0, 100e9, 3e-6, 1.0) == 0
+    # full recomputation repeats the forward's two (step_time.recomputed_collectives)
+    again, _, _ = step_time.recomputed_collectives(2)
+    assert step_time.tensor_parallel_comm_seconds(1, message, 4, Link(100e9, 0.0), 1.0, again) == pytest.approx(
+        one * 6 / 4
+    )
+    assert step_time.tensor_parallel_comm_seconds(1, message, 1, Link(100e9, 3e-6), 1.0) == 0
 
 
 def test_step_step_breakdown_seconds_sums_and_respects_the_roofline():
