@@ -15,11 +15,8 @@ from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.hardware.catalog import Accelerator
 from planner.physics import gemm_efficiency
 from planner.training.memory import PRECISIONS, PrecisionBytes
+from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
 from planner.training.scenario import TrainingScenario
-
-# 0 none, 1 selective (Megatron-core modules), 2 full (layers), 3 op (torchtitan op-level SAC). Formulas compare
-# with ==, never >=: op is not "more" than full.
-RECOMPUTE_LEVEL = {"none": 0, "selective": 1, "full": 2, "op": 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +126,7 @@ class RecipeInputs:
     zero_stage: Number  # effective: Megatron's distributed optimizer counts as 1
     offload_optimizer: Flag
     offload_parameters: Flag
-    recompute: Number  # 0 none, 1 selective, 2 full, 3 op (RECOMPUTE_LEVEL)
+    recompute: Recompute | Number  # a level, or an array of levels when sweeping
     flash_attention: Flag
     dropout: Flag
     grad_accumulation_fp32: Flag

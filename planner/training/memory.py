@@ -4,8 +4,8 @@ Scope of every term: one GPU on one pipeline stage (the caller evaluates the fir
 and keeps the larger total: the first holds the most in-flight micro-batches, the last the output
 head and the logits). Scenario numbers (tensor_parallel, micro-batch, bytes per element, flags, ...)
 may be Python numbers or numpy arrays of one shape; the model (`ModelArchitecture`,
-`ParameterCounts`) is fixed. Flags are 0/1 (or bools); `recompute` is 0 = none, 1 = selective,
-2 = full. Memory is bytes; counts are elements.
+`ParameterCounts`) is fixed. Flags are 0/1 (or bools); `recompute` is a `Recompute` level (or
+an array of them). Memory is bytes; counts are elements.
 
 Sources: ZeRO (Rajbhandari et al. 2020, Sec. 3 and Fig. 1) for model states; Korthikanti et al. 2022
 ("Reducing Activation Recomputation in Large Transformer Models", Sec. 4, Table 2, Eq. 5) for
@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from planner.arrays import Flag, Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as base_memory
+from planner.training.recompute import Recompute
 
 # ---------------------------------------------------------------------------------------------
 # number formats
@@ -498,9 +499,13 @@ class LayerActivationTerms:
     full: Number
 
     def stored(self, recompute):
-        """The bytes kept at `recompute` (0 none, 1 selective, 2 full, 3 op)."""
+        """The bytes kept at the `recompute` level."""
         return where(
-            recompute == 2, self.full, where(recompute == 3, self.op, where(recompute == 1, self.selective, self.none))
+            recompute == Recompute.FULL,
+            self.full,
+            where(
+                recompute == Recompute.OP, self.op, where(recompute == Recompute.SELECTIVE, self.selective, self.none)
+            ),
         )
 
     def rebuilt(self, recompute):
@@ -699,7 +704,7 @@ def layer_activation_bytes_per_token(
     gemm_input_bytes=None,
 ):
     """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU, at `recompute`
-    (0 none, 1 selective with `recompute_modules`, 2 full, 3 op). The terms: `layer_activation_terms`."""
+    (selective with `recompute_modules`). The terms: `layer_activation_terms`."""
     terms = layer_activation_terms(
         arch,
         moe_layer,
@@ -855,8 +860,8 @@ def stage_activation_bytes(
             groups = -(-stage_layer_count // recompute_num_layers)
             full_stored = groups * dense.full
             full_working = minimum(recompute_num_layers, stage_layer_count) * largest_layer - dense.full
-        per_token = where(recompute == 2, full_stored, per_token)
-        working = where(recompute == 2, full_working, working)
+        per_token = where(recompute == Recompute.FULL, full_stored, per_token)
+        working = where(recompute == Recompute.FULL, full_working, working)
     if in_flight is None:
         in_flight = in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages) if first_stage else 1
     edge = edge_activation_bytes_per_token(

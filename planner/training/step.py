@@ -24,8 +24,9 @@ from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.training import step_time
 from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
-from planner.training.inputs import RECOMPUTE_LEVEL, TrainingHardware, TrainingInputs
+from planner.training.inputs import TrainingHardware, TrainingInputs
 from planner.training.memory import full_recompute_fraction
+from planner.training.recompute import Recompute
 
 
 @dataclass(frozen=True, slots=True)
@@ -412,7 +413,7 @@ def microbatch_gemm_kernels(layers, recompute, recompute_fraction):
     recomputation repeats. Each pays the fixed kernel time of `physics.gemm_efficiency` (small per-GPU GEMMs
     reach less of the peak)."""
     passes = gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM + where(
-        recompute == RECOMPUTE_LEVEL["full"], recompute_fraction, 0.0
+        recompute == Recompute.FULL, recompute_fraction, 0.0
     )
     return layers * gemm_efficiency.GEMMS_PER_LAYER * passes
 

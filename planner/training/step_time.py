@@ -28,6 +28,7 @@ from planner.training.memory import (
     stage_layer_split,
     stage_layers_total,
 )
+from planner.training.recompute import Recompute
 
 # ---------------------------------------------------------------------------------------------
 # FLOPs per token
@@ -117,14 +118,14 @@ def layer_recompute_flops_per_token(
     selective_attention = executed_attention if "core_attn" in recompute_modules else 0.0
     op_matmul = matrices_forward_flops_per_token(arch, moe_layer, op_recomputed_matrices(arch, moe_layer))
     matmul = where(
-        recompute == 2,
+        recompute == Recompute.FULL,
         full_matmul * recompute_fraction,
-        where(recompute == 1, selective_matmul, where(recompute == 3, op_matmul, 0.0)),
+        where(recompute == Recompute.SELECTIVE, selective_matmul, where(recompute == Recompute.OP, op_matmul, 0.0)),
     )
     attention = where(
-        recompute == 2,
+        recompute == Recompute.FULL,
         executed_attention * recompute_fraction,
-        where(recompute == 1, selective_attention, 0.0),
+        where(recompute == Recompute.SELECTIVE, selective_attention, 0.0),
     )
     return matmul, attention
 
@@ -472,7 +473,7 @@ def microbatch_memory_bytes(
     (forward, input gradient, weight gradient; four with full recomputation of the recomputed share), the saved
     activations written and read once, the gradients accumulated (read and written). A lower bound for the
     memory roofline."""
-    extra = where(recompute == 2, recompute_fraction, 0)
+    extra = where(recompute == Recompute.FULL, recompute_fraction, 0)
     return stage_param_bytes * (3 + extra) + 2 * stored_activation_bytes + 2 * grad_bytes
 
 
@@ -486,9 +487,10 @@ def recomputed_collectives(recompute, recompute_modules=("core_attn",), recomput
     a2a = 2 if "moe" in modules else 0
     ring = 1 if "core_attn" in modules else 0
     f = recompute_fraction
-    tp = where(recompute == 2, 2 * f, where(recompute == 1, mlp, 0))
-    ep = where(recompute == 2, 2 * f, where(recompute == 1, a2a, 0))
-    cp = where(recompute == 2, 1 * f, where(recompute == 1, ring, 0))
+    full, selective = recompute == Recompute.FULL, recompute == Recompute.SELECTIVE
+    tp = where(full, 2 * f, where(selective, mlp, 0))
+    ep = where(full, 2 * f, where(selective, a2a, 0))
+    cp = where(full, 1 * f, where(selective, ring, 0))
     return tp, ep, cp
 
 

@@ -10,6 +10,7 @@ from planner.model.architecture import parameter_counts
 from planner.physics.collectives import link_bandwidth
 from planner.physics.communication import Link
 from planner.training import step_time
+from planner.training.recompute import Recompute
 from planner.training.scenario import TrainingScenario
 
 # Llama-3.1-8B by hand (h 4096, 32 heads x 128, 8 KV heads x 128, SwiGLU 14336, 32 layers, vocabulary 128256,
@@ -90,7 +91,7 @@ def test_tensor_parallel_comm_count():
     # (planner.physics.collectives.RING_BASE_SECONDS) + 2 x 3/4 x 200 kB / 100 GB/s = 3.6 + 3.0 us, 4 per layer
     assert one == pytest.approx(4 * (3.6e-6 + 2 * 0.75 * 200_000 / 100e9))
     # full recomputation repeats the forward's two (step_time.recomputed_collectives)
-    again, _, _ = step_time.recomputed_collectives(2)
+    again, _, _ = step_time.recomputed_collectives(Recompute.FULL)
     assert step_time.tensor_parallel_comm_seconds(1, message, 4, Link(100e9, 0.0), 1.0, again) == pytest.approx(
         one * 6 / 4
     )

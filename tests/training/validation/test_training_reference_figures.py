@@ -25,6 +25,7 @@ from planner import plan
 from planner.model.architecture import parameter_counts
 from planner.training import memory as tmem
 from planner.training import step_time
+from planner.training.recompute import RECOMPUTE_LEVEL
 from planner.training.scenario import TrainingScenario
 
 REPO = Path(__file__).resolve().parents[3]
@@ -148,7 +149,7 @@ def test_adapted_formula_reduces_to_korthikanti_for_gpt(t, sp, recompute):
     arch = TrainingScenario(
         model="gpt-3-175b", gpu="a100-80gb", num_gpus=8, tensor_parallel=t, global_batch_size=8 // t
     ).architecture()
-    level = {"none": 0, "selective": 1, "full": 2}[recompute]
+    level = RECOMPUTE_LEVEL[recompute]
     engine = tmem.layer_activation_bytes_per_token(arch, False, t, sp, False, level, True, s) * s * b
     paper = korthikanti_layer_activation_bytes(s, b, h, a, t, sp, recompute)
     split = t if sp else 1

@@ -1,0 +1,20 @@
+"""Activation recomputation levels: which of a layer's saved tensors the backward rebuilds instead of keeping.
+
+An `IntEnum`, so an array of levels (the sweep's frame) compares with the named levels elementwise. Formulas
+compare with ==, never >=: op is not "more" than full.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class Recompute(IntEnum):
+    NONE = 0  # every tensor the backward reads is kept
+    SELECTIVE = 1  # Megatron-core --recompute-granularity selective with --recompute-modules
+    FULL = 2  # whole layers: only each layer's input kept (Megatron-core full, uniform or block)
+    OP = 3  # torchtitan op-level selective activation checkpointing (every second matmul recomputed)
+
+
+# The scenario's `activation_checkpointing` names -> levels.
+RECOMPUTE_LEVEL: dict[str, Recompute] = {level.name.lower(): level for level in Recompute}
