@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, SerializerFunctionWrapHandler
 
 from planner.model.architecture import ModelArchitecture
 from planner.physics.efficiency import Efficiency
+from planner.scenario_base import revised
 
 CALIBRATION_FORMAT = "headroom-calibration"
 CALIBRATION_VERSION = 1
@@ -346,12 +347,11 @@ class CalibrationRecord(_Frozen):
         """This record, mapped explicitly to plans for every accelerator (the measurement is unchanged)."""
         if self.mapped_to_any_gpu:
             return self
-        # model_copy skips validation; safe here: one bool field, nothing derived from it.
-        return self.model_copy(update={"mapped_to_any_gpu": True})
+        return revised(self, mapped_to_any_gpu=True)
 
     def as_measured(self) -> CalibrationRecord:
         """This record without the caller's mapping: what files and links carry."""
-        return self.model_copy(update={"mapped_to_any_gpu": False}) if self.mapped_to_any_gpu else self
+        return revised(self, mapped_to_any_gpu=False) if self.mapped_to_any_gpu else self
 
     @property
     def measured_on(self) -> str:

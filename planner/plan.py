@@ -18,6 +18,7 @@ from planner.inference.plan import plan_inference
 from planner.inference.results import InferencePlan
 from planner.inference.scenario import InferenceScenario
 from planner.scenario import parse_scenario
+from planner.scenario_base import revised
 from planner.training.plan import plan_training
 from planner.training.results import TrainingPlan
 
@@ -73,15 +74,14 @@ def plan(
         result = plan_training(scenario, calibration)
     if mapping_warning is None:
         return result
-    # model_copy skips validation; safe here: only the list of warning sentences changes.
-    return result.model_copy(update={"warnings": [mapping_warning, *result.warnings]})
+    return revised(result, warnings=[mapping_warning, *result.warnings])
 
 
 def without_traffic(scenario: Any) -> Any:
     """The scenario without its request stream (itself when it has none)."""
     if getattr(scenario, "traffic", None) is None:
         return scenario
-    return scenario.model_copy(update={"traffic": None})  # dropping an optional input keeps it valid
+    return revised(scenario, traffic=None)
 
 
 def static_plan(

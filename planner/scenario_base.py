@@ -7,7 +7,7 @@ possible but risky become plan warnings later.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -23,6 +23,24 @@ GpuRef = Annotated[str, Field(min_length=1, max_length=64)] | dict[str, Any]
 
 MAX_GPUS = 100_000
 MAX_TOKENS = 10_000_000
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+def revised(model: Model, /, **changes: Any) -> Model:
+    """A what-if: `model` with `changes`, validated as every input is (`model_copy(update=...)` skips validation
+    and keeps whatever was cached from the fields it replaces). The other fields pass as they are (nested models
+    stay the instances already validated); computed fields are derived again; private state (an inference plan's
+    deferred equations) is carried over, as model_copy carries it."""
+    cls = type(model)
+    unknown = sorted(changes.keys() - cls.model_fields.keys())
+    if unknown:
+        raise TypeError(f"{cls.__name__} has no field(s) {', '.join(unknown)}")
+    fields = {name: getattr(model, name) for name in cls.model_fields}
+    result = cls.model_validate({**fields, **changes})
+    if model.__pydantic_private__:
+        object.__setattr__(result, "__pydantic_private__", dict(model.__pydantic_private__))
+    return result
 
 
 class ScenarioBase(BaseModel):

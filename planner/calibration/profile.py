@@ -52,6 +52,7 @@ from planner.hardware.catalog import get_accelerator
 from planner.model.architecture import ModelArchitecture
 from planner.model.catalog import resolve_model
 from planner.physics.memory import CUDA_CONTEXT_BYTES
+from planner.scenario_base import revised
 from planner.units import gib, rate, seconds
 
 # Operating points before any cap: (prefill tokens, holdout prefill tokens, decode batch, decode context,
@@ -311,7 +312,7 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
     result = proxy.run_decode(ctx, probe, 1, PROBE_CONTEXT, PHASE_SHARES["overhead_probe"] * proxy_budget)
     flops, moved = ProxyGeometry(probe_arch, spec.dtype).decode_work(1, PROBE_CONTEXT)
     probe_phase = _phase("overhead_probe", "decode", layers, 1, 1, PROBE_CONTEXT, flops, moved, result)
-    state.phases.append(probe_phase.model_copy(update={"tensor_bytes": {}, "peak_memory_bytes": None}))
+    state.phases.append(revised(probe_phase, tensor_bytes={}, peak_memory_bytes=None))
     del probe
 
     # The held-out points run last and only while the budget lasts: the fitted points matter more.

@@ -22,6 +22,7 @@ from planner.arrays import Number
 from planner.errors import PlanningError
 from planner.model.architecture import ModelArchitecture
 from planner.model.catalog import resolve_model
+from planner.scenario_base import revised
 
 SpeculativeMethod = Literal["draft_model", "eagle", "mtp"]
 
@@ -124,29 +125,27 @@ def draft_architecture(target: ModelArchitecture, spec: SpeculativeDecoding) -> 
                 "use method 'eagle' or 'draft_model'"
             )
         last = target.layers[-1]
-        return target.model_copy(
-            update={
-                "name": f"{target.name} MTP module",
-                **_NO_VISION,
-                "num_layers": 1,
-                "first_k_dense_layers": 0,
-                "sliding_window_layers": 0,
-                "layer_pattern": (last,) if target.layer_pattern else (),
-            }
+        return revised(
+            target,
+            name=f"{target.name} MTP module",
+            **_NO_VISION,
+            num_layers=1,
+            first_k_dense_layers=0,
+            sliding_window_layers=0,
+            layer_pattern=(last,) if target.layer_pattern else (),
         )
     # EAGLE: a dense decoder layer of the target's width and attention, whatever the target's layer kinds.
-    return target.model_copy(
-        update={
-            "name": f"{target.name} EAGLE head",
-            **_NO_VISION,
-            "num_layers": 1,
-            "layer_pattern": (),
-            "first_k_dense_layers": 0,
-            "sliding_window_layers": 0,
-            "num_experts": 0,
-            "experts_per_token": 0,
-            "intermediate_size": target.intermediate_size or target.expert_intermediate_size or 4 * target.hidden_size,
-        }
+    return revised(
+        target,
+        name=f"{target.name} EAGLE head",
+        **_NO_VISION,
+        num_layers=1,
+        layer_pattern=(),
+        first_k_dense_layers=0,
+        sliding_window_layers=0,
+        num_experts=0,
+        experts_per_token=0,
+        intermediate_size=target.intermediate_size or target.expert_intermediate_size or 4 * target.hidden_size,
     )
 
 

@@ -53,6 +53,7 @@ from planner.inference.workload import (
 from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics.cost import HOURS_PER_MONTH
 from planner.physics.runtimes import kv_block_tokens, runtime_profile
+from planner.scenario_base import revised
 
 ROUTING = "round robin (request i to replica i mod replicas)"
 KNEE_TTFT_GROWTH = 3.0  # the knee: the first rate whose p99 TTFT is this many times the light-load p99 TTFT
@@ -308,11 +309,14 @@ class TrafficEngine:
 
     def _one_replica(self, rate: float, num_requests: int) -> TrafficResult:
         """A Poisson-like stream of the scenario's shape at `rate` on one replica."""
-        probe = self.traffic.model_copy(
-            update={"requests_per_second": rate, "num_requests": min(num_requests, self.traffic.num_requests)}
+        # a trace's requests are replaced by the scenario's fixed lengths at this rate
+        untraced = {"lengths": "fixed", "trace": None} if self.traffic.lengths == "trace" else {}
+        probe = revised(
+            self.traffic,
+            requests_per_second=rate,
+            num_requests=min(num_requests, self.traffic.num_requests),
+            **untraced,
         )
-        if probe.lengths == "trace":
-            probe = probe.model_copy(update={"lengths": "fixed", "trace": None})
         return self.simulate(probe, replicas=1)
 
     def load_curve(self, num_requests: int = CURVE_REQUESTS) -> LoadCurve:

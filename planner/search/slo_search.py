@@ -21,6 +21,7 @@ from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import TrafficEngine
 from planner.inference.traffic_results import TrafficResult
 from planner.inference.workload import Slo, Traffic
+from planner.scenario_base import revised
 from planner.search import grid_search, sweep
 from planner.search.constraints import OPERATORS, parse_constraint, search
 from planner.search.sweep import scenario_for_row
@@ -88,7 +89,7 @@ def slo_search(
     for _, row in candidates.iterrows():
         if len(rows) >= top or simulations >= max_simulations:
             break
-        scenario = scenario_for_row(base, row).model_copy(update={"traffic": traffic})
+        scenario = revised(scenario_for_row(base, row), traffic=traffic)
         result = TrafficEngine.of(scenario, calibration).simulate()
         simulations += 1
         percentiles = dict.fromkeys([*(c for c, _, _ in slo_constraints), *REPORTED_PERCENTILES])

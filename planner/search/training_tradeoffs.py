@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from planner.scenario_base import revised
 from planner.search.techniques import TechniqueEffect, _try_variant
 from planner.training.plan import plan_training
 from planner.training.scenario import RECOMPUTE_MODULES
@@ -32,7 +33,7 @@ def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
         variant(name, label, changes, **info)
         effect = effects[-1]
         if effect.applicable and effect.delta_memory_bytes > 0:  # it keeps more than the scenario: it buys time
-            effects[-1] = effect.model_copy(update={"relieves": "compute (less recomputation)"})
+            effects[-1] = revised(effect, relieves="compute (less recomputation)")
     _fp8_variant(scenario, variant, effects)
     accumulation = scenario.gradient_accumulation_steps
     if scenario.micro_batch_size > 1:
