@@ -1,7 +1,11 @@
 """The model picker's Hugging Face id box imports from the Hub (ui/pickers.py): a plan from the imported config,
 the checkpoint check beside it, one error sentence (and no stale plan) when the import fails, the install
 command without huggingface_hub, and the import travelling in the link. A fake fetcher answers; every test
-uses its own revision because the picker caches imports per id for the whole server (st.cache_data)."""
+uses its own revision because the picker caches imports per id for the whole server (st.cache_data).
+
+The fake answers with the recorded configs in ../shared/reference/hf_configs/. A test whose fake returns a config
+asks for them through the `reference` fixture, before the AppTest script runs: inside the script a missing
+folder's skip would be caught by Streamlit and turn into a page exception instead of a skip."""
 
 from __future__ import annotations
 
@@ -12,10 +16,17 @@ from streamlit.testing.v1 import AppTest
 import planner.model.hub as hub
 from planner.share import encode_inline
 from tests.hub_fakes import COMMIT, OLMO, FakeFetcher
+from tests.reference_data import require_reference
 
 
 @pytest.fixture
-def fetcher(monkeypatch):
+def reference():
+    """The recorded configs the fake answers with: skip (fail under CI) here, outside the AppTest run."""
+    return require_reference()
+
+
+@pytest.fixture
+def fetcher(reference, monkeypatch):
     fake = FakeFetcher()
     monkeypatch.setattr(hub, "DEFAULT_FETCHER", fake)
     return fake
@@ -50,7 +61,7 @@ def test_a_hub_id_imports_the_model_and_shows_the_check(fetcher):
     assert fetcher.calls == [f"{OLMO}@app-found"] and at.session_state["current_inference"].model == model
 
 
-def test_a_count_that_differs_is_a_warning(monkeypatch):
+def test_a_count_that_differs_is_a_warning(reference, monkeypatch):
     monkeypatch.setattr(hub, "DEFAULT_FETCHER", FakeFetcher(stored={"F32": 7_398_617_344}))
     at = type_id(own_model_page(), f"{OLMO}@app-differs")
     assert not at.exception and not at.error
@@ -78,7 +89,7 @@ def test_offline_without_the_cache_is_one_sentence(monkeypatch):
     assert not at.metric
 
 
-def test_offline_from_the_cache_plans_and_says_the_check_was_skipped(monkeypatch):
+def test_offline_from_the_cache_plans_and_says_the_check_was_skipped(reference, monkeypatch):
     skipped = "Offline, the parameter check against the checkpoint is skipped"
     monkeypatch.setattr(hub, "DEFAULT_FETCHER", FakeFetcher(counts_error=skipped, from_cache_only=True))
     at = type_id(own_model_page(), f"{OLMO}@app-cached")
@@ -102,7 +113,7 @@ def test_without_huggingface_hub_the_box_says_how_to_install_it(monkeypatch):
     assert at.session_state["current_inference"].model == "llama-3.1-8b"
 
 
-def test_a_link_with_an_imported_model_opens_without_the_network(monkeypatch):
+def test_a_link_with_an_imported_model_opens_without_the_network(reference, monkeypatch):
     imported = hub.import_from_hub(f"{OLMO}@main", FakeFetcher())
     monkeypatch.setattr(hub, "DEFAULT_FETCHER", FakeFetcher(config_error="no network in this test"))
     at = open_page(params={"inference_model": encode_inline(imported.config)})

@@ -128,22 +128,64 @@ def browser(server):
             chromium.close()
 
 
+# Streamlit 1.67 writes its script's state on the app root: [data-testid=stApp][data-test-script-state] is
+# "initial", then "running" / "rerunRequested" / ... and "notRunning" when a run is over. This script, run in
+# every page before Streamlit's own, counts the runs that finished since the page loaded, so a test waits for
+# the run its action started (a condition), never for a fixed time.
+RUN_COUNTER_SCRIPT = """
+window.__headroomRunsFinished = 0;
+new MutationObserver((records) => {
+  for (const record of records) {
+    const state = record.target.getAttribute("data-test-script-state");
+    if (state === "notRunning" && record.oldValue !== "notRunning") window.__headroomRunsFinished += 1;
+  }
+}).observe(document, {subtree: true, attributes: true, attributeOldValue: true,
+                      attributeFilter: ["data-test-script-state"]});
+"""
+# Settled: more than `after` runs finished, none is running, the connection is up, the page's title is there
+# (every page has one) and no lazily loaded widget still shows its placeholder.
+SETTLED = """(after) => {
+  const app = document.querySelector("[data-testid=stApp]");
+  return window.__headroomRunsFinished > after && app !== null
+    && app.getAttribute("data-test-script-state") === "notRunning"
+    && app.getAttribute("data-test-connection-state") === "CONNECTED"
+    && document.querySelector("[data-testid=stMain] h1") !== null
+    && document.querySelector("[data-testid=stStatusWidget]") === null
+    && document.querySelector(
+      "[data-testid=stSkeleton],[data-testid=stSkeletonElement],[data-testid=stAppSkeleton]") === null;
+}"""
+# Every chart on the page has drawn (Vega-Lite renders into a canvas or an svg after the run delivered it),
+# and the browser has painted twice since: what a screenshot should show.
+CHARTS_DRAWN = """() => [...document.querySelectorAll("[data-testid=stVegaLiteChart]")]
+  .every((chart) => chart.querySelector("canvas, svg") !== null)"""
+TWO_FRAMES = "() => new Promise((done) => requestAnimationFrame(() => requestAnimationFrame(() => done(true))))"
+
+
 def new_page(browser, viewport=WIDE, downloads: bool = False):
     context = browser.new_context(viewport=viewport, accept_downloads=downloads)
     context.set_default_timeout(STEP_MS)
+    context.add_init_script(RUN_COUNTER_SCRIPT)
     return context, context.new_page()
 
 
-def settle(page) -> None:
-    """Wait until the script run finished and lazily loaded widgets replaced their placeholders."""
-    page.wait_for_selector("[data-testid=stMain] h1")  # every page has a title: its script has run
-    page.wait_for_timeout(500)
-    page.wait_for_function("() => !document.querySelector('[data-testid=stStatusWidget]')")
-    page.wait_for_function(
-        "() => !document.querySelector('[data-testid=stSkeleton],[data-testid=stSkeletonElement],"
-        "[data-testid=stAppSkeleton]')"
-    )
-    page.wait_for_timeout(800)
+def runs_finished(page) -> int:
+    """Script runs finished since the page (document) loaded."""
+    return int(page.evaluate("() => window.__headroomRunsFinished || 0"))
+
+
+def settle(page, after: int = 0) -> None:
+    """Wait until a script run, the (after + 1)-th since the page loaded or a later one, has finished and
+    lazily loaded widgets replaced their placeholders. After an action that reruns the script, pass
+    `runs_finished(page)` read before the action (or use `rerun`), so the wait is for that action's run and
+    not the one before it."""
+    page.wait_for_function(SETTLED, arg=after)
+
+
+def rerun(page, action) -> None:
+    """Do `action` (a click, a key press) and wait until the script run it triggers has finished."""
+    before = runs_finished(page)
+    action()
+    settle(page, before)
 
 
 def metric_values(page) -> dict[str, str]:
@@ -183,14 +225,19 @@ def wait_for_new_metric(page, before: dict, name: str = "Output tokens/s") -> No
 def screenshot(page, name: str) -> None:
     """The viewport as a user sees it, and the whole page (Streamlit scrolls inside its main container)."""
     settle(page)
+    page.wait_for_function(CHARTS_DRAWN)
+    page.evaluate(TWO_FRAMES)
     page.screenshot(path=str(SHOTS / f"{name}.png"))
     height = page.evaluate(
         "() => Math.max(...[...document.querySelectorAll("
         "'[data-testid=stMain], [data-testid=stAppViewContainer], section')].map(e => e.scrollHeight))"
     )
     viewport = page.viewport_size
-    page.set_viewport_size({"width": viewport["width"], "height": min(int(height) + 40, 8000)})
-    page.wait_for_timeout(1200)
+    tall = min(int(height) + 40, 8000)
+    page.set_viewport_size({"width": viewport["width"], "height": tall})
+    page.wait_for_function("(tall) => window.innerHeight === tall", arg=tall)
+    page.wait_for_function(CHARTS_DRAWN)
+    page.evaluate(TWO_FRAMES)
     page.screenshot(path=str(SHOTS / f"{name}-full.png"), full_page=True)
     page.set_viewport_size(viewport)
 
@@ -227,8 +274,7 @@ def review_query() -> str:
 
 
 def navigate(page, title: str) -> None:
-    page.get_by_role("link", name=title, exact=True).first.click()
-    settle(page)
+    rerun(page, page.get_by_role("link", name=title, exact=True).first.click)
 
 
 def test_slider_share_link_and_csv_round_trip(browser, server, tmp_path):

@@ -19,6 +19,7 @@ from test_browser import (  # noqa: F401  (browser, server: fixtures)
     metric_values,
     new_page,
     open_app,
+    rerun,
     server,
     settle,
 )
@@ -63,8 +64,7 @@ def banner(page) -> str:
 
 def go_to(page, title: str) -> None:
     """Another page of the same session (a click, not a reload: a reload is a new session)."""
-    page.get_by_role("link", name=title, exact=True).first.click()
-    settle(page)
+    rerun(page, page.get_by_role("link", name=title, exact=True).first.click)
 
 
 def current(page) -> tuple[str, ...]:
@@ -105,8 +105,7 @@ def test_a_calibration_stays_in_its_browser_and_on_its_device(browser, server): 
 
         # A maps it on purpose: A's H100 numbers change, with both devices named; B's still do not.
         go_to(a, "Calibrate")
-        a.get_by_text("Apply to other GPUs too").first.click()
-        settle(a)
+        rerun(a, a.get_by_text("Apply to other GPUs too").first.click)
         go_to(a, "Inference")
         mapped = expected(h100, record, any_gpu=True)
         assert current(a) == mapped != baseline

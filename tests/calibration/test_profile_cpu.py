@@ -1,4 +1,4 @@
-"""The whole profile on the CPU (the CI device): a valid record within a small time budget, and the
+"""The whole profile on the CPU (the CI device): a valid record that keeps to its time budget, and the
 engine's memory prediction for the proxy model equal to the measured bytes.
 
 Tolerance for memory: exact (relative 1e-9, i.e. float rounding only). On the CPU every measured quantity
@@ -9,8 +9,9 @@ and nothing else; the KV cache is batch x tokens x layers x 2 x kv_heads x head_
 activations are what autograd keeps, counted once per storage, and the proxy's layers are written so that
 this is what training.memory.layer_activation_bytes_per_token counts (fused-style norms that keep their
 input and fp32 statistics, FlashAttention-style attention keeping q, k, v, output and fp32 log-sum-exp,
-SwiGLU/GeLU MLP tensors). A difference would be a real disagreement, not noise. Times are not asserted
-(a shared CI machine makes them vary); the table reports them.
+SwiGLU/GeLU MLP tensors). A difference would be a real disagreement, not noise. Times are not asserted, nor
+is the profile's wall-clock duration (a shared CI machine makes them vary); the table reports them, and the
+budget's mechanism is checked on a clock that reads "spent".
 """
 
 from __future__ import annotations
@@ -18,11 +19,12 @@ from __future__ import annotations
 import pytest
 
 from planner import plan
-from planner.calibration import store
-from planner.calibration_record import CalibrationRecord
+from planner.calibration import profile, store
+from planner.calibration.context import ProfileContext
+from planner.calibration_record import CalibrationRecord, ProfileSettings
 from planner.inference.scenario import InferenceScenario
 
-from .conftest import CPU_PROFILE_MODEL, CPU_PROFILE_SECONDS
+from .conftest import CPU_PROFILE_MODEL
 
 PHASES = {"overhead_probe", "prefill", "decode", "train"}
 HOLDOUTS = {"prefill_holdout", "decode_holdout"}
@@ -51,10 +53,28 @@ def test_the_cpu_profile_produces_a_complete_valid_record(cpu_record):
     assert record.ceilings.bandwidth_bytes_per_second() > 0
 
 
-def test_the_profile_keeps_to_its_budget(cpu_record):
-    record, _ = cpu_record
-    # The proxy is sized from the measured ceilings; on a busy 2-core CI machine allow 3x (plus start-up).
-    assert record.elapsed_seconds < 3 * CPU_PROFILE_SECONDS + 2
+def test_a_spent_budget_sizes_the_smallest_proxy_and_skips_the_held_out_points(monkeypatch):
+    """How the profile keeps to its budget, on a clock that reads "spent" from the start (no wall-clock bound:
+    on a shared machine any bound either flakes or is too loose to mean anything). The proxy is sized to the
+    floor share of the budget, the fitted phases still run (the record stays usable), and the optional
+    held-out points are skipped with a note saying why."""
+    budgets = []
+
+    def sizing(*args, **kwargs):
+        budgets.append(args[5])  # size_proxy(arch, settings, kind, dtype, rates, budget_seconds, ...)
+        return real_size_proxy(*args, **kwargs)
+
+    real_size_proxy = profile.size_proxy
+    monkeypatch.setattr(profile, "size_proxy", sizing)
+    monkeypatch.setattr(ProfileContext, "remaining", lambda self: 0.0)
+    seconds = 1.0
+    record = profile.run_profile(ProfileSettings(device="cpu", seconds=seconds, model=CPU_PROFILE_MODEL))
+    assert record.complete and not record.stopped_reason
+    assert len(budgets) == 1 and 0 < budgets[0] <= 0.05 * seconds
+    names = {p.name for p in record.phases}
+    assert names >= PHASES and not names & HOLDOUTS
+    for name in HOLDOUTS:
+        assert _skipped(record, name), record.notes
 
 
 def test_progress_is_reported_in_order_up_to_done(cpu_record):
