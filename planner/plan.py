@@ -17,6 +17,7 @@ from planner.errors import PlanningError
 from planner.inference.plan import plan_inference
 from planner.inference.results import InferencePlan
 from planner.inference.scenario import InferenceScenario
+from planner.results import PlanWarning, coded_warnings, warning_fields
 from planner.scenario import parse_scenario
 from planner.scenario_base import revised
 from planner.training.plan import plan_training
@@ -74,7 +75,8 @@ def plan(
         result = plan_training(scenario, calibration)
     if mapping_warning is None:
         return result
-    return revised(result, warnings=[mapping_warning, *result.warnings])
+    warnings = [PlanWarning("calibration_other_gpu", mapping_warning), *coded_warnings(result)]
+    return revised(result, **warning_fields(warnings))
 
 
 def without_traffic(scenario: Any) -> Any:

@@ -6,7 +6,8 @@ tests read the same numbers.
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
@@ -126,3 +127,73 @@ class PhaseRoofline(Frozen):
 
 
 Bottleneck = Literal["capacity", "memory_bandwidth", "compute", "communication"]
+
+
+# ---------------------------------------------------------------------------------------------
+# warnings: a stable code beside each sentence
+
+LOW_HEADROOM_FRACTION = 0.10  # a plan that fits with less free memory than this is warned ("low_headroom")
+
+WarningCode = Literal[
+    # both kinds
+    "generic_architecture",  # no dedicated config parser: planned as a Llama-style decoder
+    "does_not_fit",
+    "low_headroom",
+    "calibration_other_gpu",  # a calibration mapped explicitly from another device
+    "tensor_parallel_over_pcie",
+    # inference
+    "context_over_max",
+    "kv_exceeds_weights",
+    "dequantized_format",  # a weight or KV format without tensor cores on this GPU
+    "tensor_parallel_across_nodes",
+    "uneven_replicas",
+    "prefix_cache_assumed",
+    "small_weight_group",
+    "speculative_slows_decode",
+    "traffic_not_simulated",
+    # training
+    "sequence_over_max",
+    "uneven_pipeline_stages",
+    "uneven_layer_split",
+    "pipeline_bubble",
+    "collectives_across_nodes",
+    "tensor_parallel_without_sequence_parallel",
+    "core_attn_recompute",
+    "block_recompute_is_full",
+    "no_fp8_tensor_cores",
+    "attention_scores_stored",
+    "fp16_loss_scaling",
+    "bf16_without_master_weights",
+    "cpu_optimizer_step",
+    "zero_with_pipeline",
+    "qlora_sharded_storage",
+    "faster_micro_batch",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class PlanWarning:
+    """One warning of a plan: its stable `code` (filter on it, never on the words) and its sentence.
+
+    A plan keeps the sentences in `warnings` (a list of strings: the JSON every consumer reads) and the codes,
+    in the same order, in `warning_codes`; `coded_warnings(plan)` pairs them again."""
+
+    code: WarningCode
+    message: str
+
+
+def warning_fields(items: list[PlanWarning]) -> dict[str, list[str]]:
+    """A plan's `warnings` and `warning_codes` fields, in one order."""
+    return {"warnings": [w.message for w in items], "warning_codes": [w.code for w in items]}
+
+
+def coded_warnings(plan: Any) -> list[PlanWarning]:
+    """A plan's warnings with their codes."""
+    if len(plan.warning_codes) != len(plan.warnings):
+        raise ValueError(f"{len(plan.warnings)} warnings but {len(plan.warning_codes)} warning codes")
+    return [PlanWarning(code, message) for code, message in zip(plan.warning_codes, plan.warnings)]
+
+
+def warning_of(plan: Any, code: WarningCode) -> PlanWarning | None:
+    """The plan's first warning with `code`, or None."""
+    return next((w for w in coded_warnings(plan) if w.code == code), None)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from functools import lru_cache
 
 import altair as alt
@@ -259,44 +259,41 @@ def _roofline_chart() -> dict:
     return _finish(alt.layer(roof_line, ridge_mark, ridge_text, dots), height=360).to_dict()
 
 
-def roofline(peak_flops_per_second: float, bandwidth_bytes_per_second: float, phases: Iterable[dict]) -> dict:
+def roof_frame(roof) -> pd.DataFrame:
+    """The engine's roof (planner.search.roofline_points.Roof) in TFLOP/s, each sample named by its side of the ridge."""
+    frame = pd.DataFrame(
+        {"intensity": roof.intensities_flops_per_byte, "tflops": np.asarray(roof.attainable_flops_per_second) / TERA}
+    )
+    frame["where"] = np.where(frame["intensity"] < roof.ridge_flops_per_byte, "memory-bandwidth roof", "compute roof")
+    return frame
+
+
+def roofline(line) -> dict:
     """The GPU's roof (min(peak, bandwidth x intensity), log-log) with each phase at its achieved rate.
 
-    `phases`: dicts with phase, flops, bytes, seconds, binding (one step on one GPU, from the plan).
+    `line`: the engine's planner.search.roofline_points.PlanRoofline (one step per phase on one GPU).
     """
-    points = []
-    for item in phases:
-        if not item["bytes"] or not item["seconds"] or not item["flops"]:
-            continue
-        intensity = item["flops"] / item["bytes"]
-        achieved = item["flops"] / item["seconds"]
-        roof = min(peak_flops_per_second, bandwidth_bytes_per_second * intensity)
-        points.append(
-            {
-                "phase": item["phase"],
-                "intensity": intensity,
-                "tflops": achieved / TERA,
-                "roof": roof / TERA,
-                "of_roof": achieved / roof,
-                "binding": str(item["binding"]).replace("_", " "),
-                "step": units.seconds(item["seconds"]),
-                "label": f"{item['phase']}: {achieved / roof:.0%} of the roof",
-                "order": list(PHASE_COLOURS).index(item["phase"]) if item["phase"] in PHASE_COLOURS else 9,
-            }
-        )
-    ridge = peak_flops_per_second / bandwidth_bytes_per_second
-    intensities = [p["intensity"] for p in points] + [ridge]
-    low = 10 ** math.floor(math.log10(max(min(intensities) / 4, 1e-2)))
-    high = 10 ** math.ceil(math.log10(max(intensities) * 4))
-    xs = np.unique(np.concatenate([np.geomspace(low, high, 48), [ridge]]))
-    roof = pd.DataFrame(
-        {"intensity": xs, "tflops": np.minimum(peak_flops_per_second, bandwidth_bytes_per_second * xs) / TERA}
-    )
-    roof["where"] = np.where(roof["intensity"] < ridge, "memory-bandwidth roof", "compute roof")
+    points = [
+        {
+            "phase": p.phase,
+            "intensity": p.arithmetic_intensity_flops_per_byte,
+            "tflops": p.achieved_flops_per_second / TERA,
+            "roof": p.roof_flops_per_second / TERA,
+            "of_roof": p.fraction_of_roof,
+            "binding": str(p.binding).replace("_", " "),
+            "step": units.seconds(p.seconds),
+            "label": f"{p.phase}: {p.fraction_of_roof:.0%} of the roof",
+            "order": list(PHASE_COLOURS).index(p.phase) if p.phase in PHASE_COLOURS else 9,
+        }
+        for p in line.phases
+    ]
+    ridge = line.roof.ridge_flops_per_byte
     ridge_frame = pd.DataFrame(
-        [{"intensity": ridge, "tflops": peak_flops_per_second / TERA, "label": f"ridge {ridge:,.0f} FLOP/B"}]
+        [{"intensity": ridge, "tflops": line.roof.peak_flops_per_second / TERA, "label": f"ridge {ridge:,.0f} FLOP/B"}]
     )
-    return _spec(_roofline_chart(), {"roof": roof, "ridge": ridge_frame, "phases": pd.DataFrame(points)})
+    return _spec(
+        _roofline_chart(), {"roof": roof_frame(line.roof), "ridge": ridge_frame, "phases": pd.DataFrame(points)}
+    )
 
 
 # ----------------------------------------------------------------------------------------- sweeps

@@ -15,14 +15,12 @@ import streamlit as st
 
 from planner import units
 from planner.export import plans_to_csv, plans_to_summary_csv
-from planner.search.alternatives import alternatives
+from planner.results import coded_warnings
+from planner.search.roofline_points import plan_roofline
 from planner.share import scenario_to_query_params
 from planner.verdict import Verdict, memory_verdict
 from ui import bands, calibration_view, charts, speculative_view, state
 from ui.text import component_label, equation_help, fmt, gpu_short_name, md_escape, resource_label
-
-HEADROOM_RISK = 0.10
-
 
 # --------------------------------------------------------------------------------------- helpers
 
@@ -66,7 +64,7 @@ def metric_with_band(
 
 def plan_warnings(plan) -> None:
     # The verdict above already says that (and by how much) the plan does not fit.
-    shown = [w for w in plan.warnings if not w.startswith("Does not fit")]
+    shown = [w.message for w in coded_warnings(plan) if w.code != "does_not_fit"]
     if shown:
         st.warning("\n".join(f"- {md_escape(w)}" for w in shown), icon=":material/warning:")
 
@@ -210,54 +208,15 @@ def if_it_fit(plan, key: str):
     return box
 
 
-NEAREST_MAX = 4
-
-
 def nearest_fitting(scenario, calibration=None) -> list[tuple[str, str, str]]:
-    """(label, what it changes, share link) of the nearest plans that fit: the engine's single techniques
-    that make it fit (full plans, least extra cost first), then its simpler alternatives (a smaller model,
-    the longest context that fits: planner.search.alternatives)."""
+    """(label, what it changes, share link) of the engine's nearest plans that fit (planner.search.nearest:
+    answered for the static plan); each link keeps the scenario's request stream, if any."""
     cls = state.scenario_class(scenario.kind)
-    # The searches answer for the static plan (ui.state.static); each link keeps the request stream, if any.
     stream = {"traffic": scenario.traffic} if getattr(scenario, "traffic", None) is not None else {}
-    scenario = state.static(scenario)
-
-    def link(data: dict) -> str:
-        return share_link(scenario.kind, scenario_params(cls.model_validate({**data, **stream})))
-
-    simpler = []
-    for a in alternatives(scenario, calibration, base=state.cached_plan(scenario, calibration)):
-        if not a.fits:
-            continue
-        if a.kind == "smaller_model":
-            label = f"{a.model_name} instead"
-        elif scenario.kind == "inference":
-            label = f"{a.context_tokens:,}-token context"
-        else:
-            label = f"sequence length {a.context_tokens:,}"
-        simpler.append((label, a.summary, link(a.scenario)))
-    effects = [
-        e
-        for e in state.cached_techniques(scenario, calibration)
-        if e.applicable and e.fits_after and e.scenario and not e.derived
+    return [
+        (n.label, n.summary, share_link(scenario.kind, scenario_params(cls.model_validate({**n.scenario, **stream}))))
+        for n in state.cached_nearest(scenario, calibration)
     ]
-    effects.sort(key=lambda e: (e.delta_cost, e.delta_time_seconds))
-    techniques = [(e.variant, e.technique, link(e.scenario)) for e in effects if e.scenario]
-    base = state.cached_plan(scenario, calibration)
-    # Training: the largest micro-batch the plan itself found to fit, with the same global batch.
-    fitting = [o for o in getattr(base, "micro_batch_options", []) if o.fits]
-    if fitting:
-        best = max(fitting, key=lambda o: o.micro_batch_size)
-        techniques.insert(
-            0,
-            (
-                f"micro-batch {best.micro_batch_size}",
-                f"Gradient accumulation: {best.gradient_accumulation_steps} steps of {best.micro_batch_size} for the "
-                "same global batch",
-                link({**scenario.model_dump(mode="json"), "micro_batch_size": best.micro_batch_size}),
-            ),
-        )
-    return techniques[: NEAREST_MAX - len(simpler)] + simpler
 
 
 def nearest_fitting_links(scenario, calibration=None) -> None:
@@ -403,11 +362,7 @@ def roofline_chart(plan) -> None:
         f"{units.rate(hw.memory_bandwidth_bytes_per_second, 'B/s')}; points at their achieved rate per GPU "
         "(below the roof by the efficiency factors and communication)."
     )
-    phases = [
-        dict(phase=p.phase, flops=p.flops, bytes=p.bytes, seconds=p.seconds, binding=p.binding)
-        for p in (perf.prefill, perf.decode, *([perf.speculative.verify] if perf.speculative else []))
-    ]
-    chart(charts.roofline(hw.peak_flops_per_second, hw.memory_bandwidth_bytes_per_second, phases), width="stretch")
+    chart(charts.roofline(plan_roofline(plan)), width="stretch")
 
 
 EXPLORE_CURVE = "Latency vs throughput"

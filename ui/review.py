@@ -14,11 +14,12 @@ from planner import units
 from planner.dtypes import FORMATS
 from planner.hardware.catalog import resolve_accelerator
 from planner.inference.workload import Traffic
+from planner.results import LOW_HEADROOM_FRACTION, coded_warnings
 from planner.verdict import Targets, Verdict, memory_verdict, target_verdicts
 from ui import bands, traffic_text
 from ui.text import component_label, gpu_short_name, resource_label
 
-HEADROOM_RISK = 0.10
+HEADROOM_RISK = LOW_HEADROOM_FRACTION  # the engine's low_headroom threshold, named in the review's sentence
 IF_IT_FIT = "if it fit"
 STATUS_OF_VERDICT = {"met": "ok", "at_risk": "risk", "missed": "fail"}
 
@@ -205,11 +206,18 @@ def _untested_dtypes(plan) -> list[str]:
     return out
 
 
+# The engine's warnings the review words itself, or that its memory verdict already says (filtered by code).
+REWORDED = ("low_headroom", "kv_exceeds_weights", "does_not_fit")
+
+
 def risks(plan) -> list[str]:
-    """The reviewer's risk list: low headroom, KV cache above the weights, untested dtypes, then the rest."""
+    """The reviewer's risk list: low headroom, a likely memory range past the budget, KV cache above the
+    weights, untested dtypes, then the engine's other warnings. Low headroom and the KV cache follow the engine's
+    own warnings (by code), in plainer words; the memory range is the plan's uncertainty band."""
     mem = plan.memory
+    warned = {w.code for w in coded_warnings(plan)}
     out = []
-    if mem.fits and mem.headroom_fraction < HEADROOM_RISK:
+    if "low_headroom" in warned:
         out.append(
             f"Headroom is only {units.percent(mem.headroom_fraction)} (under {units.percent(HEADROOM_RISK)}): "
             "a longer input or a burst of traffic can run out of memory."
@@ -220,9 +228,8 @@ def risks(plan) -> list[str]:
             f"The likely memory range reaches {units.gib(band.high)} per GPU, past the {units.gib(mem.budget_bytes)} "
             f"available ({band.basis}): measure before committing."
         )
-    kv = mem.components.get("kv_cache_bytes", 0.0)
-    weights = mem.components.get("weights_bytes", 0.0)
-    if kv > weights > 0:
+    if "kv_exceeds_weights" in warned:
+        kv, weights = mem.components["kv_cache_bytes"], mem.components["weights_bytes"]
         out.append(
             f"The KV cache ({units.gib(kv)}) is larger than the weights ({units.gib(weights)}): memory use grows "
             "with concurrency and context, not with the model."
@@ -232,9 +239,7 @@ def risks(plan) -> list[str]:
             f"{what} on {plan.hardware.name}: this GPU has no native support, so the format is untested here "
             "(memory is saved, speed is not)."
         )
-    covered = ("Headroom is only", "KV cache (", "untested dtype", "Does not fit")
-    out += [w for w in plan.warnings if not any(c in w for c in covered)]
-    return out
+    return out + [w.message for w in coded_warnings(plan) if w.code not in REWORDED]
 
 
 def key_numbers(plan) -> list[tuple[str, str, str]]:

@@ -40,10 +40,12 @@ from planner.inference.disaggregation import (
 from planner.inference.plan import TRAFFIC_NOT_SIMULATED
 from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine, capacity_answer
+from planner.inference.traffic import probe_scenario as traffic_probe
 from planner.inference.traffic_results import CapacityAnswer, LoadCurve
-from planner.inference.workload import Slo, Traffic
+from planner.inference.workload import Slo
 from planner.plan import calibration_for_gpu, without_traffic
-from planner.search import alternatives, diagnosis, grid_search, slo_search
+from planner.results import warning_of
+from planner.search import alternatives, diagnosis, explore, grid_search, nearest, slo_search
 from planner.training.scenario import TrainingScenario
 from ui import sweeps
 
@@ -90,15 +92,9 @@ def cached_plan(scenario, calibration=None):
 
 
 def traffic_failure(plan_) -> str | None:
-    """Why a scenario's request stream was not simulated, or None."""
-    return next(
-        (
-            w.removeprefix(TRAFFIC_NOT_SIMULATED).rstrip(".")
-            for w in plan_.warnings
-            if w.startswith(TRAFFIC_NOT_SIMULATED)
-        ),
-        None,
-    )
+    """Why a scenario's request stream was not simulated (its `traffic_not_simulated` warning), or None."""
+    warning = warning_of(plan_, "traffic_not_simulated")
+    return warning.message.removeprefix(TRAFFIC_NOT_SIMULATED).rstrip(".") if warning is not None else None
 
 
 def static(scenario):
@@ -109,40 +105,31 @@ def static(scenario):
 @st.cache_data(max_entries=32, show_spinner="Sweeping concurrency…", hash_funcs=HASH_FUNCS)
 def concurrency_sweep(scenario, max_concurrency: int | None, calibration=None) -> pd.DataFrame:
     scenario = static(scenario)
-    calibration = applicable(scenario, calibration)
-    return sweeps.concurrency_sweep(scenario, sweeps.concurrency_axis(scenario, max_concurrency), calibration)
+    axis = explore.concurrency_axis(scenario, max_concurrency)
+    return sweeps.frame(explore.concurrency_sweep(scenario, applicable(scenario, calibration), axis))
 
 
 @st.cache_data(max_entries=32, show_spinner="Sweeping concurrency × context…", hash_funcs=HASH_FUNCS)
 def context_grid(scenario, max_concurrency: int | None, model_max_context: int, calibration=None) -> pd.DataFrame:
     scenario = static(scenario)
-    return sweeps.context_concurrency_grid(
+    grid = explore.context_concurrency_grid(
         scenario,
-        sweeps.concurrency_axis(scenario, max_concurrency),
-        sweeps.context_axis(scenario, model_max_context),
         applicable(scenario, calibration),
+        explore.concurrency_axis(scenario, max_concurrency),
+        explore.context_axis(scenario, model_max_context),
     )
+    return sweeps.frame(grid)
 
 
 # ------------------------------------------------------------------------------------------ traffic
 
 
 def probe_scenario(scenario, keep_slo: bool, max_requests: int | None = None):
-    """The scenario as the load curve and the SLO capacity search see it. Each of their probes sets its own
-    rate and replaces a trace by the scenario's fixed lengths (TrafficEngine._one_replica), so the stream's
-    rate and trace are left out (and the SLO too, for the curve, whose latencies do not depend on it), and the
-    request count is capped where the engine caps it (`max_requests`): the cache then serves every position of
-    the rate slider. tests/app/test_traffic_view.py checks the results are
-    the engine's for the scenario itself."""
-    traffic = scenario.traffic.model_dump()
-    traffic["requests_per_second"] = Traffic.model_fields["requests_per_second"].default
-    if traffic["lengths"] == "trace":
-        traffic.update(lengths="fixed", trace=None)
-    if not keep_slo:
-        traffic["slo"] = None
-    if max_requests is not None:  # each probe simulates at most this many (the engine's own cap)
-        traffic["num_requests"] = min(traffic["num_requests"], max_requests)
-    return type(scenario).model_validate({**scenario.model_dump(exclude={"traffic"}), "traffic": traffic})
+    """The scenario as the load curve and the SLO capacity search see it (planner.inference.traffic.probe_scenario:
+    the stream's rate and trace left out, the request count capped where the engine caps it), so the cache serves
+    every position of the rate slider. tests/app/test_traffic_view.py checks the results are the engine's for the
+    scenario itself."""
+    return traffic_probe(scenario, keep_slo, max_requests)
 
 
 @st.cache_data(max_entries=64, show_spinner="Simulating the load–latency curve…", hash_funcs=HASH_FUNCS)
@@ -210,6 +197,20 @@ def cached_simpler(scenario, calibration=None) -> list:
     scenario = static(scenario)
     calibration = applicable(scenario, calibration)
     return alternatives.alternatives(scenario, calibration, base=cached_plan(scenario, calibration))
+
+
+@st.cache_data(max_entries=64, show_spinner=False, hash_funcs=HASH_FUNCS)
+def cached_nearest(scenario, calibration=None) -> list:
+    """planner.search.nearest.nearest_fitting of the static plan, from the cached techniques and alternatives."""
+    scenario = static(scenario)
+    calibration = applicable(scenario, calibration)
+    return nearest.nearest_fitting(
+        scenario,
+        calibration,
+        base=cached_plan(scenario, calibration),
+        effects=cached_techniques(scenario, calibration),
+        simpler=cached_simpler(scenario, calibration),
+    )
 
 
 def _spec_hash(spec) -> str:

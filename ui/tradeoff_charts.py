@@ -8,12 +8,12 @@ import math
 from functools import lru_cache
 
 import altair as alt
-import numpy as np
 import pandas as pd
 
 from planner import units
+from planner.search import roofline_points
 from ui import palette
-from ui.charts import _finish, _records, _spec
+from ui.charts import _finish, _records, _spec, roof_frame
 from ui.text import component_label
 
 NUMERICS = ["resource use only", "changes numerics"]
@@ -338,17 +338,12 @@ def roofline_moves(
     `base`: intensity, tflops, binding of this plan's decode step; `moves`: one row per technique with
     intensity, tflops, binding, variant, label, numerics (and the base point repeated for the arrows).
     """
-    ridge = peak_flops_per_second / bandwidth_bytes_per_second
-    intensities = [base["intensity"], ridge] + list(moves.get("intensity", []))
-    low = max(min(intensities) / 2, 1e-2)
-    high = max(intensities) * 2
-    xs = np.unique(np.concatenate([np.geomspace(low, high, 48), [ridge]]))
-    roof = pd.DataFrame(
-        {"intensity": xs, "tflops": np.minimum(peak_flops_per_second, bandwidth_bytes_per_second * xs) / 1e12}
+    intensities = [base["intensity"], *moves.get("intensity", [])]
+    line = roofline_points.roof(
+        peak_flops_per_second, bandwidth_bytes_per_second, intensities, margin=2.0, whole_decades=False
     )
-    roof["where"] = np.where(roof["intensity"] < ridge, "memory-bandwidth roof", "compute roof")
     now = pd.DataFrame([{**base, "variant": "this plan"}])
-    return _spec(_roofline_moves_chart(), {"roof": roof, "moves": moves, "now": now})
+    return _spec(_roofline_moves_chart(), {"roof": roof_frame(line), "moves": moves, "now": now})
 
 
 # ------------------------------------------------------------------------------------------- shares

@@ -205,15 +205,6 @@ def roofline_moves(effects, base_plan) -> tuple[dict, pd.DataFrame]:
     return base, frame
 
 
-def kv_exceeds_weights(plan) -> tuple[float, float] | None:
-    """(kv bytes, weight bytes) per GPU when a serving plan's KV cache is larger than its weights."""
-    if plan.kind != "inference":
-        return None
-    kv = plan.memory.components.get("kv_cache_bytes", 0.0)
-    weights = plan.memory.components.get("weights_bytes", 0.0)
-    return (kv, weights) if kv > weights > 0 else None
-
-
 # ---------------------------------------------------------------------------------------------
 # constrained search: words and tables (the search itself is planner.search.grid_search)
 

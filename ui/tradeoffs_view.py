@@ -16,6 +16,7 @@ from planner import units
 from planner.dtypes import DTYPES, KV_DTYPES
 from planner.export import plans_to_csv
 from planner.hardware.catalog import list_accelerators
+from planner.results import warning_of
 from planner.search import grid_search
 from planner.search.checklist import checklist
 from planner.search.sweep import scenario_for_row, training_scenario_for_row
@@ -76,9 +77,8 @@ def kind_picker() -> str:
 
 
 def kv_warning(plan) -> None:
-    over = data.kv_exceeds_weights(plan)
-    if over:
-        kv, weights = over
+    if warning_of(plan, "kv_exceeds_weights") is not None:  # the engine's warning, by its code
+        kv, weights = plan.memory.components["kv_cache_bytes"], plan.memory.components["weights_bytes"]
         st.warning(
             f"**The KV cache ({units.gib(kv)} per GPU) is larger than the weights ({units.gib(weights)}) at "
             f"{plan.scenario.concurrency:,} sequences in flight.** Memory now grows with concurrency and "

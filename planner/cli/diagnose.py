@@ -1,5 +1,6 @@
-"""`python -m planner diagnose`: what binds a plan, what each technique buys and costs, the checklist and
-the simpler alternatives, headless.
+"""`python -m planner diagnose`: what binds a plan, what each technique buys and costs, the checklist, the
+simpler alternatives and the nearest plans that fit, and for inference the roofline and the concurrency and
+concurrency x context sweeps, headless.
 
     python -m planner diagnose SCENARIO.json [--format json|text] [--calibration FILE]
 
@@ -16,9 +17,11 @@ import sys
 
 from planner.cli.main import CliError, _load_calibration, _read_json, _scenarios
 from planner.errors import PlanningError, explain
+from planner.search.explore import Sweep
 from planner.search.report import TradeoffReport, tradeoff_report
+from planner.search.roofline_points import PlanRoofline
 from planner.search.words import capitalized, resource_words, signed
-from planner.units import count, gib, percent, seconds, usd
+from planner.units import count, gib, percent, rate, seconds, usd
 
 
 def register(subparsers) -> None:
@@ -60,9 +63,36 @@ def _table(header: list[str], rows: list[list[str]]) -> list[str]:
 
 
 def report_text(report: TradeoffReport) -> str:
-    """The report as plain text: diagnosis, relief, technique table, alternatives, checklist."""
-    inference = report.kind == "inference"
-    time_word, cost_word = ("TPOT", "$ per 1M output tokens") if inference else ("step time", "cost to train")
+    """The report as plain text: diagnosis, relief, technique table, alternatives, nearest plans that fit,
+    checklist, and for inference the roofline and the sweeps."""
+    out = _diagnosis_lines(report) + _technique_lines(report)
+    if report.alternatives:
+        out += ["", "Simpler alternatives:"]
+        for a in report.alternatives:
+            fits = "fits" if a.fits else "does not fit"
+            out.append(
+                f"  {a.model_name}, {a.context_tokens:,} tokens ({fits}, {percent(a.headroom_fraction)} headroom)"
+            )
+    if report.nearest:
+        out += ["", "Nearest plans that fit:", *(f"  {n.label}: {n.summary}" for n in report.nearest)]
+    out += ["", "Checklist:"]
+    for item in report.checklist.items:
+        out += [f"  {item.question}", f"    {capitalized(item.headline)} {item.detail}".rstrip()]
+    if report.roofline is not None:
+        out += _roofline_lines(report.roofline)
+    if report.concurrency_sweep is not None:
+        out += _sweep_lines(report.concurrency_sweep)
+    if report.context_grid is not None:
+        out += _grid_lines(report.context_grid)
+    return "\n".join(out)
+
+
+def _time_words(report: TradeoffReport) -> tuple[str, str]:
+    return ("TPOT", "$ per 1M output tokens") if report.kind == "inference" else ("step time", "cost to train")
+
+
+def _diagnosis_lines(report: TradeoffReport) -> list[str]:
+    time_word, cost_word = _time_words(report)
     d = report.diagnosis
     out = [f"Binding resource: {resource_words(d.binding)}", *(f"  {e}" for e in d.evidence)]
     if d.relief:
@@ -73,6 +103,11 @@ def report_text(report: TradeoffReport) -> str:
                 f"  {rank}. {e.technique}: {e.variant} (memory {signed(e.delta_memory_bytes, gib)}, {time_word} "
                 f"{signed(e.delta_time_seconds, seconds)}, {cost_word} {signed(e.delta_cost, usd)}{fits})"
             )
+    return out
+
+
+def _technique_lines(report: TradeoffReport) -> list[str]:
+    time_word, cost_word = _time_words(report)
     rows = [
         [
             e.technique,
@@ -89,18 +124,63 @@ def report_text(report: TradeoffReport) -> str:
         if e.applicable
     ]
     header = ["technique", "variant", "Δ memory/GPU", f"Δ {time_word}", "Δ tokens/s", f"Δ {cost_word}"]
-    out += ["", "Techniques (each minus this plan):", *_table(header + ["fits", "numerics", "estimate"], rows)]
+    out = ["", "Techniques (each minus this plan):", *_table(header + ["fits", "numerics", "estimate"], rows)]
     skipped = [e for e in report.techniques if not e.applicable]
     if skipped:
         out += ["", "Not applicable:", *(f"  {e.technique} ({e.variant}): {e.reason}" for e in skipped)]
-    if report.alternatives:
-        out += ["", "Simpler alternatives:"]
-        for a in report.alternatives:
-            fits = "fits" if a.fits else "does not fit"
-            out.append(
-                f"  {a.model_name}, {a.context_tokens:,} tokens ({fits}, {percent(a.headroom_fraction)} headroom)"
-            )
-    out += ["", "Checklist:"]
-    for item in report.checklist.items:
-        out += [f"  {item.question}", f"    {capitalized(item.headline)} {item.detail}".rstrip()]
-    return "\n".join(out)
+    return out
+
+
+def _roofline_lines(line: PlanRoofline) -> list[str]:
+    roof = line.roof
+    rows = [
+        [
+            p.phase,
+            f"{p.arithmetic_intensity_flops_per_byte:,.1f}",
+            rate(p.achieved_flops_per_second, "FLOP/s"),
+            rate(p.roof_flops_per_second, "FLOP/s"),
+            percent(p.fraction_of_roof),
+            resource_words(p.binding),
+        ]
+        for p in line.phases
+    ]
+    header = ["phase", "FLOP/B", "achieved/GPU", "roof there", "of roof", "binding"]
+    return [
+        "",
+        f"Roofline (one step per GPU; peak {rate(roof.peak_flops_per_second, 'FLOP/s')}, HBM "
+        f"{rate(roof.bandwidth_bytes_per_second, 'B/s')}, ridge {roof.ridge_flops_per_byte:,.0f} FLOP/B):",
+        *_table(header, rows),
+    ]
+
+
+def _sweep_lines(sweep: Sweep) -> list[str]:
+    rows = [
+        [
+            f"{p.concurrency:,}",
+            "yes" if p.fits else "no",
+            count(p.output_tokens_per_second),
+            seconds(p.tpot_seconds),
+            seconds(p.ttft_seconds),
+            gib(p.total_bytes),
+            usd(p.usd_per_million_output_tokens),
+        ]
+        for p in sweep.points
+    ]
+    header = ["concurrency", "fits", "output tokens/s", "TPOT", "TTFT", "memory/GPU", "$ per 1M output"]
+    return ["", "Concurrency sweep (each a full plan):", *_table(header, rows)]
+
+
+def _grid_lines(grid: Sweep) -> list[str]:
+    cells = {(p.context_tokens, p.concurrency): p for p in grid.points}
+
+    def cell(context: int, concurrency: int) -> str:
+        p = cells.get((context, concurrency))
+        return "" if p is None else (count(p.output_tokens_per_second) if p.fits else "x")
+
+    rows = [[f"{ctx:,}", *(cell(ctx, c) for c in grid.concurrencies)] for ctx in grid.contexts]
+    header = ["context \\ concurrency", *(f"{c:,}" for c in grid.concurrencies)]
+    return [
+        "",
+        "Output tokens/s by context (prompt + output) and concurrency (x: does not fit; blank: not a valid plan):",
+        *_table(header, rows),
+    ]

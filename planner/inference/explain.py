@@ -31,7 +31,7 @@ from planner.physics.efficiency import Efficiency
 from planner.physics.gemm_efficiency import BLOCK_SCALED_FP8_OF_BF16
 from planner.physics.memory import stage_moe_layers
 from planner.physics.runtimes import kv_block_tokens, runtime_profile
-from planner.results import Bottleneck, Equation, MemoryBreakdown, ModelSummary
+from planner.results import LOW_HEADROOM_FRACTION, Bottleneck, Equation, MemoryBreakdown, ModelSummary, PlanWarning
 from planner.units import count, gib, percent, rate, seconds, usd
 
 RESOURCE_WORDS = {
@@ -82,10 +82,12 @@ def _step_split(phase) -> str:
 # warnings
 
 
-def warnings(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator, memory: MemoryBreakdown) -> list[str]:
-    """Possible but risky: each a sentence saying what and why."""
+def warnings(
+    s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator, memory: MemoryBreakdown
+) -> list[PlanWarning]:
+    """Possible but risky: each a sentence saying what and why, with its stable code."""
     return [
-        *architecture_warnings(arch),
+        *(PlanWarning("generic_architecture", w) for w in architecture_warnings(arch)),
         *_context_and_memory_warnings(s, arch, memory),
         *_precision_warnings(s, accel),
         *_layout_warnings(s, accel),
@@ -93,33 +95,47 @@ def warnings(s: InferenceScenario, arch: ModelArchitecture, accel: Accelerator, 
     ]
 
 
-def _context_and_memory_warnings(s: InferenceScenario, arch: ModelArchitecture, memory: MemoryBreakdown) -> list[str]:
+def _context_and_memory_warnings(
+    s: InferenceScenario, arch: ModelArchitecture, memory: MemoryBreakdown
+) -> list[PlanWarning]:
     out = []
     if s.context_tokens > arch.max_context_tokens:
         out.append(
-            f"prompt + output = {s.context_tokens:,} tokens exceeds {arch.name}'s maximum context of "
-            f"{arch.max_context_tokens:,} tokens; the engine will refuse such requests."
+            PlanWarning(
+                "context_over_max",
+                f"prompt + output = {s.context_tokens:,} tokens exceeds {arch.name}'s maximum context of "
+                f"{arch.max_context_tokens:,} tokens; the engine will refuse such requests.",
+            )
         )
     if not memory.fits:
         out.append(
-            f"Does not fit: {gib(memory.total_bytes)} needed per GPU, {gib(memory.budget_bytes)} available "
-            f"({percent(s.gpu_memory_utilization)} of {gib(memory.capacity_bytes)})."
+            PlanWarning(
+                "does_not_fit",
+                f"Does not fit: {gib(memory.total_bytes)} needed per GPU, {gib(memory.budget_bytes)} available "
+                f"({percent(s.gpu_memory_utilization)} of {gib(memory.capacity_bytes)}).",
+            )
         )
-    elif memory.headroom_fraction < 0.10:
+    elif memory.headroom_fraction < LOW_HEADROOM_FRACTION:
         out.append(
-            f"Headroom is only {percent(memory.headroom_fraction)} of the memory budget: "
-            "a longer prompt or a traffic burst will preempt sequences."
+            PlanWarning(
+                "low_headroom",
+                f"Headroom is only {percent(memory.headroom_fraction)} of the memory budget: "
+                "a longer prompt or a traffic burst will preempt sequences.",
+            )
         )
     kv, weights = memory.components["kv_cache_bytes"], memory.components["weights_bytes"]
     if kv > weights:
         out.append(
-            f"KV cache ({gib(kv)}) is larger than the weights ({gib(weights)}) at this concurrency and context: "
-            "a cluster sized for the weights alone runs out of memory long before it runs out of compute."
+            PlanWarning(
+                "kv_exceeds_weights",
+                f"KV cache ({gib(kv)}) is larger than the weights ({gib(weights)}) at this concurrency and context: "
+                "a cluster sized for the weights alone runs out of memory long before it runs out of compute.",
+            )
         )
     return out
 
 
-def _precision_warnings(s: InferenceScenario, accel: Accelerator) -> list[str]:
+def _precision_warnings(s: InferenceScenario, accel: Accelerator) -> list[PlanWarning]:
     """One rule for every format (Accelerator.dequantizes): a format with tensor cores elsewhere but not here."""
     out = []
     for label, dtype in (("weights", s.weight_dtype), ("KV cache", s.kv_cache_dtype)):
@@ -127,45 +143,65 @@ def _precision_warnings(s: InferenceScenario, accel: Accelerator) -> list[str]:
             core = FORMATS[dtype].tensor_core
             engines = f" Engines that cache K/V in {dtype}: {FORMATS[dtype].kv_engines}." if label == "KV cache" else ""
             out.append(
-                f"{accel.name} has no native {core} tensor cores: {label} in {dtype} only save memory and bandwidth; "
-                f"kernels dequantize to {high_precision_dtype(dtype)} and compute at that rate (less tested on this "
-                f"GPU).{engines}"
+                PlanWarning(
+                    "dequantized_format",
+                    f"{accel.name} has no native {core} tensor cores: {label} in {dtype} only save memory and bandwidth; "
+                    f"kernels dequantize to {high_precision_dtype(dtype)} and compute at that rate (less tested on this "
+                    f"GPU).{engines}",
+                )
             )
     return out
 
 
-def _layout_warnings(s: InferenceScenario, accel: Accelerator) -> list[str]:
+def _layout_warnings(s: InferenceScenario, accel: Accelerator) -> list[PlanWarning]:
     out = []
     link = accel.interconnect.name if accel.interconnect else "PCIe"
     if s.tensor_parallel > 1 and "PCIe" in link:
-        out.append(f"{accel.name} has no NVLink-class interconnect: tensor-parallel all-reduces run over {link}.")
+        out.append(
+            PlanWarning(
+                "tensor_parallel_over_pcie",
+                f"{accel.name} has no NVLink-class interconnect: tensor-parallel all-reduces run over {link}.",
+            )
+        )
     if s.tensor_parallel > accel.gpus_per_node:
         out.append(
-            f"tensor_parallel={s.tensor_parallel} spans more than the {accel.gpus_per_node} GPUs of a node: "
-            "its all-reduces cross the network "
-            f"({rate(accel.scale_out_bandwidth_bytes_per_second, 'B/s')} per GPU), every layer, every step."
+            PlanWarning(
+                "tensor_parallel_across_nodes",
+                f"tensor_parallel={s.tensor_parallel} spans more than the {accel.gpus_per_node} GPUs of a node: "
+                "its all-reduces cross the network "
+                f"({rate(accel.scale_out_bandwidth_bytes_per_second, 'B/s')} per GPU), every layer, every step.",
+            )
         )
     if s.concurrency % s.replicas:
         out.append(
-            f"concurrency {s.concurrency} does not split evenly over {s.replicas} replicas; "
-            "the busiest replica is planned."
+            PlanWarning(
+                "uneven_replicas",
+                f"concurrency {s.concurrency} does not split evenly over {s.replicas} replicas; "
+                "the busiest replica is planned.",
+            )
         )
     return out
 
 
-def _workload_warnings(s: InferenceScenario) -> list[str]:
+def _workload_warnings(s: InferenceScenario) -> list[PlanWarning]:
     out = []
     if s.prefix_cache_hit_rate > 0:
         out.append(
-            f"A {percent(s.prefix_cache_hit_rate)} prefix-cache hit rate is assumed; TTFT and prefill "
-            "throughput depend on it holding in production."
+            PlanWarning(
+                "prefix_cache_assumed",
+                f"A {percent(s.prefix_cache_hit_rate)} prefix-cache hit rate is assumed; TTFT and prefill "
+                "throughput depend on it holding in production.",
+            )
         )
     if uses_weight_group_size(s.weight_dtype) and s.weight_group_size < 64:
         packed = BYTES_PER_ELEMENT[s.weight_dtype]
         metadata = weight_bytes_per_element(s.weight_dtype, s.weight_group_size) - packed
         out.append(
-            f"{s.weight_dtype} group size {s.weight_group_size} adds {percent(metadata / packed)} metadata over the "
-            "packed weights."
+            PlanWarning(
+                "small_weight_group",
+                f"{s.weight_dtype} group size {s.weight_group_size} adds {percent(metadata / packed)} metadata over the "
+                "packed weights.",
+            )
         )
     return out
 
@@ -590,7 +626,7 @@ def _serving_equations(s: InferenceScenario, hw: HardwareInputs, m: InferenceMet
     ]
 
 
-def speculative_notes(s: InferenceScenario, performance: InferencePerformance) -> tuple[list[str], list[str]]:
+def speculative_notes(s: InferenceScenario, performance: InferencePerformance) -> tuple[list[str], list[PlanWarning]]:
     """Speculative decoding's assumptions and, where it does not pay, a warning."""
     spec, summary = s.speculative, performance.speculative
     if spec is None or summary is None:
@@ -612,9 +648,12 @@ def speculative_notes(s: InferenceScenario, performance: InferencePerformance) -
     warnings = []
     if summary.speedup < 1:
         warnings.append(
-            f"Speculative decoding slows decode here ({summary.speedup:.2f}x): with "
-            f"{performance.decode.tokens:,.0f} sequences per step the verify step over "
-            f"{spec.num_speculative_tokens + 1} tokens each is compute-bound. Draft fewer tokens, serve smaller "
-            "batches per replica, or turn it off."
+            PlanWarning(
+                "speculative_slows_decode",
+                f"Speculative decoding slows decode here ({summary.speedup:.2f}x): with "
+                f"{performance.decode.tokens:,.0f} sequences per step the verify step over "
+                f"{spec.num_speculative_tokens + 1} tokens each is compute-bound. Draft fewer tokens, serve smaller "
+                "batches per replica, or turn it off.",
+            )
         )
     return assumptions, warnings

@@ -27,7 +27,15 @@ from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_ca
 from planner.physics import roofline
 from planner.physics.cost import HOURS_PER_MONTH, replicas_for_request_rate
 from planner.physics.efficiency import Efficiency
-from planner.results import Equation, HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
+from planner.results import (
+    Equation,
+    HardwareSummary,
+    MemoryBreakdown,
+    ModelSummary,
+    PhaseRoofline,
+    PlanWarning,
+    warning_fields,
+)
 from planner.uncertainty import inference_bands
 
 TRAFFIC_NOT_SIMULATED = "The request stream was not simulated: "  # a warning's prefix; the reason follows
@@ -63,7 +71,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         cost=cost,
         bottleneck=bottleneck,
         bottleneck_reason=reason,
-        warnings=explain.warnings(scenario, arch, accel, memory) + speculative_warnings + traffic_warnings,
+        **warning_fields(explain.warnings(scenario, arch, accel, memory) + speculative_warnings + traffic_warnings),
         assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
         + [runtime_assumption(x, m.memory)]
         + speculative_assumptions
@@ -101,7 +109,7 @@ class _Equations:
 
 def _traffic_engine(
     scenario: InferenceScenario, i: ScenarioInputs, m: InferenceMetrics
-) -> tuple[TrafficEngine | None, list[str]]:
+) -> tuple[TrafficEngine | None, list[PlanWarning]]:
     """The scenario's request stream, ready to simulate; a layout that cannot serve one (no room for any KV
     cache) still gets its static plan, with the reason as a warning instead of a traffic answer."""
     if scenario.traffic is None:
@@ -109,7 +117,7 @@ def _traffic_engine(
     try:
         return TrafficEngine.from_metrics(scenario, i, m), []
     except PlanningError as exc:
-        return None, [f"{TRAFFIC_NOT_SIMULATED}{exc}."]
+        return None, [PlanWarning("traffic_not_simulated", f"{TRAFFIC_NOT_SIMULATED}{exc}.")]
 
 
 # ---------------------------------------------------------------------------------------------

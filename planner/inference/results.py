@@ -18,6 +18,7 @@ from planner.results import (
     MemoryBreakdown,
     ModelSummary,
     PhaseRoofline,
+    WarningCode,
 )
 from planner.uncertainty import Band
 
@@ -79,6 +80,7 @@ class InferencePlan(Frozen):
     bottleneck: Bottleneck
     bottleneck_reason: str
     warnings: list[str]
+    warning_codes: list[WarningCode]  # warning_codes[i]: the stable code of warnings[i] (results.PlanWarning)
     assumptions: list[str]
     uncertainty: dict[str, Band] = {}  # headline field (dotted path) -> range the measured value likely falls in
     calibration: str | None = None

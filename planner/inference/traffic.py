@@ -448,6 +448,24 @@ def _round_up(n: int) -> int:
     return 1 << max(int(n) - 1, 1).bit_length()
 
 
+def probe_scenario(scenario: InferenceScenario, keep_slo: bool, max_requests: int | None = None) -> InferenceScenario:
+    """The scenario as the one-replica probes of `TrafficEngine.load_curve` and `.capacity` see it. Each probe
+    sets its own rate and replaces a trace by the scenario's fixed lengths (`TrafficEngine._one_replica`), so the
+    stream's rate (set to its default) and trace are left out, the SLO too unless `keep_slo` (the curve's
+    latencies do not depend on it), and the request count is capped at `max_requests` (the engine's own cap:
+    CURVE_REQUESTS, CAPACITY_MAX_REQUESTS). Scenarios with the same probe have the same load curve and SLO
+    capacity, so a cache keyed by the probe serves every rate."""
+    traffic = scenario.traffic.model_dump()
+    traffic["requests_per_second"] = Traffic.model_fields["requests_per_second"].default
+    if traffic["lengths"] == "trace":
+        traffic.update(lengths="fixed", trace=None)
+    if not keep_slo:
+        traffic["slo"] = None
+    if max_requests is not None:
+        traffic["num_requests"] = min(traffic["num_requests"], max_requests)
+    return type(scenario).model_validate({**scenario.model_dump(exclude={"traffic"}), "traffic": traffic})
+
+
 def capacity_answer(engine: TrafficEngine, rate_per_replica: float, target: float | None) -> CapacityAnswer:
     s = engine.scenario
     gpus_per_replica = s.tensor_parallel * s.pipeline_parallel

@@ -14,7 +14,7 @@ from planner.errors import PlanningError
 from planner.model.architecture import parameter_counts
 from planner.model.catalog import catalog_model_ids, model_metadata, resolve_model
 from planner.plan import static_plan as make_plan
-from planner.search.techniques import _variant_of
+from planner.search.techniques import variant_of
 from planner.units import count, percent
 
 # Training sequence lengths tried: powers of two from here up to the model's context.
@@ -59,7 +59,7 @@ def _context_of(scenario) -> int:
 def _planned(scenario, calibration, changes: dict[str, Any]):
     """(changed scenario, its plan), or None when the change is not a valid scenario or cannot be planned."""
     try:
-        changed = _variant_of(scenario, **changes)
+        changed = variant_of(scenario, **changes)
         return changed, make_plan(changed, calibration)
     except (ValidationError, PlanningError):
         return None

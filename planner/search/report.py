@@ -1,6 +1,7 @@
 """Everything the trade-off analysis says about one scenario, in one typed result: the diagnosis, each
-technique's effect, the checklist and the simpler alternatives (what `python -m planner diagnose` prints
-and the Trade-offs page shows)."""
+technique's effect, the checklist, the simpler alternatives, the nearest plans that fit, and (inference) where
+the steps sit on the roofline and the concurrency and concurrency x context sweeps (what
+`python -m planner diagnose` prints and the Inference and Trade-offs pages show)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,9 @@ from planner.plan import static_plan as make_plan
 from planner.search.alternatives import Alternative, alternatives
 from planner.search.checklist import Checklist, checklist
 from planner.search.diagnosis import Diagnosis, diagnose, techniques
+from planner.search.explore import Sweep, concurrency_axis, concurrency_sweep, context_axis, context_concurrency_grid
+from planner.search.nearest import NearestPlan, nearest_fitting
+from planner.search.roofline_points import PlanRoofline, plan_roofline
 from planner.search.techniques import TechniqueEffect
 
 
@@ -21,6 +25,10 @@ class TradeoffReport(BaseModel):
     techniques: list[TechniqueEffect]
     checklist: Checklist
     alternatives: list[Alternative]
+    nearest: list[NearestPlan] = []  # the nearest plans that fit, when this one does not
+    roofline: PlanRoofline | None = None  # inference: prefill, decode (and verify) on the GPU's roofline
+    concurrency_sweep: Sweep | None = None  # inference: this plan at each concurrency
+    context_grid: Sweep | None = None  # inference: every (context, concurrency) cell
 
 
 def tradeoff_report(scenario, calibration=None) -> TradeoffReport:
@@ -30,6 +38,24 @@ def tradeoff_report(scenario, calibration=None) -> TradeoffReport:
     diagnosis = diagnose(scenario, calibration, effects=effects)
     options = alternatives(scenario, calibration, base)
     answers = checklist(scenario, calibration, base=base, effects=effects, diagnosis=diagnosis, alternatives=options)
+    nearest = (
+        [] if base.memory.fits else nearest_fitting(scenario, calibration, base=base, effects=effects, simpler=options)
+    )
+    inference = {}
+    if scenario.kind == "inference":
+        axis = concurrency_axis(scenario, base.memory.max_concurrency)
+        contexts = context_axis(scenario, base.model.max_context_tokens)
+        inference = dict(
+            roofline=plan_roofline(base),
+            concurrency_sweep=concurrency_sweep(scenario, calibration, axis),
+            context_grid=context_concurrency_grid(scenario, calibration, axis, contexts),
+        )
     return TradeoffReport(
-        kind=scenario.kind, diagnosis=diagnosis, techniques=effects, checklist=answers, alternatives=options
+        kind=scenario.kind,
+        diagnosis=diagnosis,
+        techniques=effects,
+        checklist=answers,
+        alternatives=options,
+        nearest=nearest,
+        **inference,
     )

@@ -65,7 +65,7 @@ class TechniqueEffect(BaseModel):
 # helpers
 
 
-def _variant_of(scenario, **changes):
+def variant_of(scenario, **changes):
     """The scenario with `changes`, validated (never model_copy: it would skip validation)."""
     data = scenario.model_dump()
     data.update(changes)
@@ -121,7 +121,7 @@ def _try_variant(
     name, variant, scenario, base_numbers, numbers, changes, calibration, *, costs: str, time_words: str = "", **info
 ) -> TechniqueEffect:
     try:
-        alt_scenario = _variant_of(scenario, **changes)
+        alt_scenario = variant_of(scenario, **changes)
         alt_plan = make_plan(alt_scenario, calibration)
     except (ValidationError, PlanningError) as exc:
         # No second plan, so no time delta to put into words.

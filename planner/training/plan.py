@@ -16,7 +16,7 @@ from planner.model.architecture import (
     parameter_counts,
 )
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
-from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline
+from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline, warning_fields
 from planner.training import memory as tmem
 from planner.training.explain import assumptions_for, bottleneck, equations_for, warnings_for
 from planner.training.footprint import TrainingMemory, training_memory
@@ -65,7 +65,7 @@ def plan_training(scenario: TrainingScenario, calibration: CalibrationRecord | N
         micro_batch_options=options,
         bottleneck=binding,
         bottleneck_reason=reason,
-        warnings=warnings_for(scenario, arch, accel, memory, performance, options),
+        **warning_fields(warnings_for(scenario, arch, accel, memory, performance, options)),
         assumptions=assumptions_for(scenario, arch, efficiency, calibration),
         equations=equations_for(scenario, arch, counts, efficiency, layout, memory, performance, cost, hardware),
         uncertainty=training_bands(memory.total_bytes, performance.step_seconds, calibration),

@@ -19,6 +19,7 @@ from planner.results import (
     MemoryBreakdown,
     ModelSummary,
     PhaseRoofline,
+    WarningCode,
 )
 from planner.training.scenario import TrainingScenario
 from planner.uncertainty import Band
@@ -105,6 +106,7 @@ class TrainingPlan(_Frozen):
     bottleneck: Bottleneck
     bottleneck_reason: str
     warnings: list[str]
+    warning_codes: list[WarningCode]  # warning_codes[i]: the stable code of warnings[i] (results.PlanWarning)
     assumptions: list[str]
     equations: list[Equation]
     uncertainty: dict[str, Band] = {}  # headline field (dotted path) -> range the measured value likely falls in

@@ -5,6 +5,8 @@ from __future__ import annotations
 import altair as alt
 
 from planner import InferenceScenario, plan
+from planner.search import explore
+from planner.search.roofline_points import plan_roofline
 from ui import charts, palette, sweeps
 
 
@@ -25,17 +27,13 @@ def _check(spec: dict) -> None:
 def test_every_chart_has_tooltips_and_valid_data():
     scenario = InferenceScenario()
     p = plan(scenario)
-    mem, perf, hw = p.memory, p.performance, p.hardware
-    phases = [
-        dict(phase=x.phase, flops=x.flops, bytes=x.bytes, seconds=x.seconds, binding=x.binding)
-        for x in (perf.prefill, perf.decode)
-    ]
-    curve = sweeps.concurrency_sweep(scenario, [1, 8, 64, 512])
-    grid = sweeps.context_concurrency_grid(scenario, [1, 64], [1024, 4096])
+    mem = p.memory
+    curve = sweeps.frame(explore.concurrency_sweep(scenario, concurrencies=[1, 8, 64, 512]))
+    grid = sweeps.frame(explore.context_concurrency_grid(scenario, concurrencies=[1, 64], contexts=[1024, 4096]))
     specs = [
         charts.memory_bar(mem.components, mem.budget_bytes, mem.capacity_bytes),
         charts.memory_compare([("a", mem.components, mem.budget_bytes), ("b", mem.components, mem.budget_bytes)]),
-        charts.roofline(hw.peak_flops_per_second, hw.memory_bandwidth_bytes_per_second, phases),
+        charts.roofline(plan_roofline(p)),
         charts.latency_curve(curve, 64),
         charts.heatmap(grid, (64, 4096)),
         charts.metric_bars(["a", "b"], [1.0, 2.0], ["1", "2"], "TTFT (ms)"),
@@ -64,7 +62,7 @@ def test_memory_colours_are_okabe_ito_and_stable():
 
 def test_sweeps_are_real_plans():
     scenario = InferenceScenario()
-    frame = sweeps.concurrency_sweep(scenario, [64])
+    frame = sweeps.frame(explore.concurrency_sweep(scenario, concurrencies=[64]))
     expected = plan(scenario).performance
     assert frame.loc[0, "tokens_per_second"] == expected.output_tokens_per_second
     assert frame.loc[0, "tpot_ms"] == expected.tpot_seconds * 1e3
