@@ -15,23 +15,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from planner.cli.main import CliError, _read_json, _scenarios
 from planner.dtypes import QUANTIZED_DTYPES
 from planner.errors import PlanningError, did_you_mean
-from planner.search.constraints import apply_constraints, pareto_front, search
-from planner.search.slo_search import slo_search, split_constraints
-from planner.search.sweep import (
-    TRAINING_GRID_COLUMNS,
-    evaluate_inference,
-    evaluate_training,
-    inference_grid,
-    powers_of_two,
-    tensor_parallel_limit,
-    training_grid,
-)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+# The search's modules (and pandas under them) load when `search` runs, not whenever the CLI builds its parser:
+# `plan` on one scenario should not pay for them.
 
 
 def register(subparsers) -> None:
@@ -57,6 +51,8 @@ def register(subparsers) -> None:
 
 def _check_columns(sample: pd.DataFrame, constraint_columns: list[str], objectives: list[str]) -> None:
     """CliError naming the first unknown constraint column or objective, with the closest real one."""
+    import pandas as pd
+
     # The columns apply_constraints accepts: numeric ones (`fits` included), not the internal `valid` flag.
     numeric = [c for c in sample.columns if pd.api.types.is_numeric_dtype(sample[c]) and c != "valid"]
     for what, names in (("constraint column", constraint_columns), ("objective", objectives)):
@@ -81,6 +77,19 @@ def _check_slo_search(base, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from planner.inference.metrics import HEADLINE_COLUMNS
+    from planner.search.constraints import apply_constraints, pareto_front, search
+    from planner.search.slo_search import slo_search, split_constraints
+    from planner.search.sweep import (
+        GRID_COLUMNS,
+        TRAINING_GRID_COLUMNS,
+        evaluate_inference,
+        evaluate_training,
+        inference_grid,
+        powers_of_two,
+        tensor_parallel_limit,
+        training_grid,
+    )
 
     if not 1 <= args.max_gpus <= 4096:
         raise CliError("--max-gpus must be between 1 and 4096")
@@ -127,22 +136,7 @@ def run(args: argparse.Namespace) -> int:
             concurrency=sorted({base.concurrency, *powers_of_two(4096)}),
         )
         evaluate, objective = evaluate_inference, args.minimize or "usd_per_million_output_tokens"
-        columns = [
-            "gpu",
-            "num_gpus",
-            "tensor_parallel",
-            "pipeline_parallel",
-            "expert_parallel",
-            "weight_dtype",
-            "kv_cache_dtype",
-            "concurrency",
-            "ttft_seconds",
-            "tpot_seconds",
-            "output_tokens_per_second",
-            "usd_per_hour",
-            "usd_per_million_output_tokens",
-            "total_bytes",
-        ]
+        columns = [*GRID_COLUMNS, *(column.name for column in HEADLINE_COLUMNS)]
     try:
         constraints, slo_constraints = split_constraints(args.constraint)
         objectives = [c for c in args.pareto.split(",") if c] or [objective]

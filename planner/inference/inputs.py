@@ -8,6 +8,7 @@ shape for `planner.search.sweep` (DESIGN rule 4), which swaps fields with `datac
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TypedDict
 
 from planner.arrays import Flag, Number, ceil_div
 from planner.calibration_record import CalibrationRecord, device_terms_for
@@ -143,18 +144,12 @@ class InferenceInputs:
 
     @classmethod
     def from_scenario(cls, s: InferenceScenario, runtime_overhead_correction_bytes: Number = 0.0) -> InferenceInputs:
-        linear = weight_bytes_per_element(s.weight_dtype, s.weight_group_size)
-        high_precision = BYTES_PER_ELEMENT[high_precision_dtype(s.weight_dtype)]
         return cls(
             tensor_parallel=s.tensor_parallel,
             pipeline_parallel=s.pipeline_parallel,
             expert_parallel=s.expert_parallel,
             num_gpus=s.num_gpus,
-            linear_bytes=linear,
-            high_precision_bytes=high_precision,
-            embedding_bytes=linear if s.quantize_embeddings else high_precision,
-            kv_bytes=kv_bytes_per_element(s.kv_cache_dtype),
-            activation_bytes=activation_bytes_per_element(s.weight_dtype),
+            **element_bytes(s.weight_dtype, s.kv_cache_dtype, s.weight_group_size, s.quantize_embeddings),
             prompt_tokens=s.prompt_tokens + s.image_tokens_per_request,  # the language model sees both
             output_tokens=s.output_tokens,
             concurrency=s.concurrency,
@@ -174,6 +169,30 @@ class InferenceInputs:
             if s.attention_weight_dtype is None
             else weight_bytes_per_element(s.attention_weight_dtype, s.weight_group_size),
         )
+
+
+class ElementBytes(TypedDict):
+    linear_bytes: float
+    high_precision_bytes: float
+    embedding_bytes: float
+    kv_bytes: float
+    activation_bytes: float
+
+
+def element_bytes(
+    weight_dtype: str, kv_cache_dtype: str, weight_group_size: int, quantize_embeddings: bool
+) -> ElementBytes:
+    """`InferenceInputs`' bytes-per-element fields for these formats: the one mapping from dtypes to bytes that a
+    plan and a sweep (once per distinct format) both use."""
+    linear = weight_bytes_per_element(weight_dtype, weight_group_size)
+    high_precision = BYTES_PER_ELEMENT[high_precision_dtype(weight_dtype)]
+    return ElementBytes(
+        linear_bytes=linear,
+        high_precision_bytes=high_precision,
+        embedding_bytes=linear if quantize_embeddings else high_precision,
+        kv_bytes=kv_bytes_per_element(kv_cache_dtype),
+        activation_bytes=activation_bytes_per_element(weight_dtype),
+    )
 
 
 def activation_bytes_per_element(weight_dtype):

@@ -8,7 +8,9 @@ scenario and wraps the numbers into a frozen `InferencePlan`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -25,7 +27,7 @@ from planner.inference.steps import (
 )
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as mem
-from planner.physics.cost import usd_per_hour, usd_per_million_tokens
+from planner.physics.cost import HOURS_PER_MONTH, usd_per_hour, usd_per_million_tokens
 from planner.physics.efficiency import Efficiency
 
 
@@ -195,3 +197,139 @@ def serving_cycle(
         requests_per_second=tokens_per_second / output,
         prefill_share_of_time=prefill_seconds / cycle,
     )
+
+# ---------------------------------------------------------------------------------------------
+# the metrics as flat records: declared once, read by the plan, the sweep, the CLI and the CSV
+
+
+@dataclass(frozen=True, slots=True)
+class Column:
+    """One number of an inference plan as a flat record field.
+
+    `name` carries the unit (`ttft_seconds`): the sweep frame's and the CLI's column. `path` is where the plan
+    JSON holds it, which is also its CSV column (`performance.ttft_seconds`; `planner.export` flattens the JSON
+    with dots). `read` takes it from the typed metrics, a number for one plan or an array for a sweep.
+    `kind` is the plan's type for it; `stored` False: the plan record computes it (a pydantic computed field,
+    e.g. `memory.total_bytes`), so only the sweep takes it from here; `sweep` False: not a sweep column."""
+
+    name: str
+    path: str
+    read: Callable[[Any], Number]
+    kind: type = float
+    stored: bool = True
+    sweep: bool = True
+
+    @property
+    def section(self) -> str:
+        return self.path.rpartition(".")[0]
+
+    @property
+    def field(self) -> str:
+        return self.path.rpartition(".")[2]
+
+
+def _component(name: str, attribute: str) -> Column:
+    return Column(name, f"memory.components.{name}", lambda m: getattr(m.memory, attribute), stored=False)
+
+
+INFERENCE_COLUMNS: tuple[Column, ...] = (
+    # memory per GPU (components: the always-present ones; a plan's `memory.components` may add a reserve and
+    # the draft's, `InferenceMemory.components`)
+    _component("weights_bytes", "weights_bytes"),
+    _component("kv_cache_bytes", "kv_cache_bytes"),
+    _component("activations_bytes", "activations_bytes"),
+    _component("logits_bytes", "logits_bytes"),
+    _component("runtime_overhead_bytes", "runtime_overhead_bytes"),
+    Column("total_bytes", "memory.total_bytes", lambda m: m.memory.total_bytes, stored=False),
+    Column("budget_bytes", "memory.budget_bytes", lambda m: m.memory.budget_bytes),
+    Column("fits", "memory.fits", lambda m: m.memory.fits, kind=bool, stored=False),
+    Column("max_concurrency", "memory.max_concurrency", lambda m: m.headroom.max_concurrency, kind=int),
+    Column(
+        "max_context_tokens", "memory.max_context_tokens", lambda m: m.headroom.max_context_tokens, int, sweep=False
+    ),
+    Column("kv_blocks", "memory.kv_blocks", lambda m: m.headroom.kv_blocks, kind=int, sweep=False),
+    # latency and throughput
+    Column("ttft_seconds", "performance.ttft_seconds", lambda m: m.ttft_seconds),
+    Column("burst_ttft_seconds", "performance.burst_ttft_seconds", lambda m: m.serving.burst_ttft_seconds, sweep=False),
+    Column("tpot_seconds", "performance.tpot_seconds", lambda m: m.serving.tpot_seconds),
+    Column("decode_step_seconds", "performance.decode_step_seconds", lambda m: m.decode.seconds),
+    Column("e2e_latency_seconds", "performance.e2e_latency_seconds", lambda m: m.serving.e2e_latency_seconds),
+    Column(
+        "output_tokens_per_second", "performance.output_tokens_per_second", lambda m: m.serving.output_tokens_per_second
+    ),
+    Column(
+        "output_tokens_per_second_per_gpu",
+        "performance.output_tokens_per_second_per_gpu",
+        lambda m: m.serving.output_tokens_per_second_per_gpu,
+    ),
+    Column(
+        "output_tokens_per_second_per_replica",
+        "performance.output_tokens_per_second_per_replica",
+        lambda m: m.serving.output_tokens_per_second_per_replica,
+        sweep=False,
+    ),
+    Column("requests_per_second", "performance.requests_per_second", lambda m: m.serving.requests_per_second),
+    Column(
+        "prefill_share_of_time",
+        "performance.prefill_share_of_time",
+        lambda m: m.serving.prefill_share_of_time,
+        sweep=False,
+    ),
+    # price
+    Column("usd_per_hour", "cost.usd_per_hour", lambda m: m.spend.usd_per_hour),
+    Column("usd_per_month", "cost.usd_per_month", lambda m: m.spend.usd_per_hour * HOURS_PER_MONTH, sweep=False),
+    Column(
+        "usd_per_million_output_tokens",
+        "cost.usd_per_million_output_tokens",
+        lambda m: m.spend.usd_per_million_output_tokens,
+    ),
+)
+
+# One step of a phase (`PhaseStep`) as the plan's `PhaseRoofline` (path: the field under each phase's record,
+# `performance.prefill`, `performance.decode`, `performance.speculative.verify`).
+PHASE_COLUMNS: tuple[Column, ...] = (
+    Column("tokens", "tokens", lambda step: step.tokens),
+    Column("flops", "flops", lambda step: step.flops),
+    Column("bytes", "bytes", lambda step: step.bytes),
+    Column("compute_seconds", "compute_seconds", lambda step: step.compute_seconds),
+    Column("memory_seconds", "memory_seconds", lambda step: step.memory_seconds),
+    Column("compute_bound_seconds", "compute_bound_seconds", lambda step: step.kernels.compute_bound_seconds),
+    Column("memory_bound_seconds", "memory_bound_seconds", lambda step: step.kernels.memory_bound_seconds),
+    Column("communication_seconds", "communication_seconds", lambda step: step.communication_seconds),
+    Column("seconds", "seconds", lambda step: step.seconds),
+)
+
+COLUMNS_BY_NAME = {column.name: column for column in INFERENCE_COLUMNS}
+SWEEP_COLUMNS = tuple(column.name for column in INFERENCE_COLUMNS if column.sweep)
+
+
+def columns_named(*names: str) -> tuple[Column, ...]:
+    """The declared columns of these names, in this order (KeyError for a name that is not declared)."""
+    return tuple(COLUMNS_BY_NAME[name] for name in names)
+
+
+# What a search prints beside each layout, in this order (`python -m planner search`).
+HEADLINE_COLUMNS = columns_named(
+    "ttft_seconds",
+    "tpot_seconds",
+    "output_tokens_per_second",
+    "usd_per_hour",
+    "usd_per_million_output_tokens",
+    "total_bytes",
+)
+
+
+def record_fields(m: InferenceMetrics, section: str) -> dict[str, Any]:
+    """The stored fields of one plan record (`memory`, `performance`, `cost`) from the metrics, as plain Python
+    numbers of the record's types."""
+    return {c.field: c.kind(c.read(m)) for c in INFERENCE_COLUMNS if c.stored and c.section == section}
+
+
+def phase_fields(step: PhaseStep) -> dict[str, float]:
+    """A `PhaseRoofline`'s numbers from one phase step."""
+    return {c.field: float(c.read(step)) for c in PHASE_COLUMNS}
+
+
+def sweep_values(m: InferenceMetrics) -> dict[str, Number]:
+    """The sweep frame's output columns from metrics over arrays of scenarios (unconverted: arrays stay arrays)."""
+    return {c.name: c.read(m) for c in INFERENCE_COLUMNS if c.sweep}

@@ -16,7 +16,7 @@ from planner.inference import explain
 from planner.inference.draft import ACCEPTANCE_SOURCES, draft_architecture
 from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.memory import runtime_assumption
-from planner.inference.metrics import InferenceMetrics, inference_metrics
+from planner.inference.metrics import InferenceMetrics, inference_metrics, phase_fields, record_fields
 from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan, SpeculativeSummary
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
@@ -25,7 +25,7 @@ from planner.inference.steps import PhaseStep
 from planner.inference.traffic import TrafficEngine
 from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token
 from planner.physics import roofline
-from planner.physics.cost import HOURS_PER_MONTH, replicas_for_request_rate
+from planner.physics.cost import replicas_for_request_rate
 from planner.physics.efficiency import Efficiency
 from planner.results import (
     Equation,
@@ -128,26 +128,12 @@ def _memory(m: InferenceMetrics, accel: Accelerator) -> MemoryBreakdown:
     return MemoryBreakdown(
         components={name: float(value) for name, value in m.memory.components().items()},
         capacity_bytes=float(accel.memory_bytes),
-        budget_bytes=float(m.memory.budget_bytes),
-        max_concurrency=int(m.headroom.max_concurrency),
-        max_context_tokens=int(m.headroom.max_context_tokens),
-        kv_blocks=int(m.headroom.kv_blocks),
+        **record_fields(m, "memory"),
     )
 
 
 def _phase(name: str, step: PhaseStep) -> PhaseRoofline:
-    return PhaseRoofline(
-        phase=name,
-        tokens=float(step.tokens),
-        flops=float(step.flops),
-        bytes=float(step.bytes),
-        compute_seconds=float(step.compute_seconds),
-        memory_seconds=float(step.memory_seconds),
-        compute_bound_seconds=float(step.kernels.compute_bound_seconds),
-        memory_bound_seconds=float(step.kernels.memory_bound_seconds),
-        communication_seconds=float(step.communication_seconds),
-        seconds=float(step.seconds),
-    )
+    return PhaseRoofline(phase=name, **phase_fields(step))
 
 
 def _speculative(m: InferenceMetrics, scenario: InferenceScenario) -> SpeculativeSummary | None:
@@ -173,18 +159,8 @@ def _speculative(m: InferenceMetrics, scenario: InferenceScenario) -> Speculativ
 
 
 def _performance(m: InferenceMetrics, hw: HardwareInputs, scenario: InferenceScenario) -> InferencePerformance:
-    serving = m.serving
     return InferencePerformance(
-        ttft_seconds=float(m.ttft_seconds),
-        burst_ttft_seconds=float(serving.burst_ttft_seconds),
-        tpot_seconds=float(serving.tpot_seconds),
-        decode_step_seconds=float(m.decode.seconds),
-        e2e_latency_seconds=float(serving.e2e_latency_seconds),
-        output_tokens_per_second=float(serving.output_tokens_per_second),
-        output_tokens_per_second_per_gpu=float(serving.output_tokens_per_second_per_gpu),
-        output_tokens_per_second_per_replica=float(serving.output_tokens_per_second_per_replica),
-        requests_per_second=float(serving.requests_per_second),
-        prefill_share_of_time=float(serving.prefill_share_of_time),
+        **record_fields(m, "performance"),
         prefill=_phase("prefill", m.prefill),
         decode=_phase("decode", m.decode),
         ridge_point_flops_per_byte=float(
@@ -200,13 +176,10 @@ def _cost(s: InferenceScenario, m: InferenceMetrics, performance: InferencePerfo
         per_replica = performance.requests_per_second / m.shape.replicas
         replicas_needed = int(replicas_for_request_rate(s.target_requests_per_second, per_replica))
         gpus_needed = replicas_needed * s.tensor_parallel * s.pipeline_parallel
-    usd_per_hour = float(m.spend.usd_per_hour)
     return InferenceCost(
         num_gpus=s.num_gpus,
         usd_per_gpu_hour=price,
-        usd_per_hour=usd_per_hour,
-        usd_per_month=usd_per_hour * HOURS_PER_MONTH,
-        usd_per_million_output_tokens=float(m.spend.usd_per_million_output_tokens),
+        **record_fields(m, "cost"),
         replicas_needed=replicas_needed,
         gpus_needed=gpus_needed,
     )

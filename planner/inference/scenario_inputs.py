@@ -3,16 +3,20 @@ simulation start from the same inputs."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 
+import numpy as np
+
+from planner.arrays import Number
 from planner.calibration_record import CalibrationRecord
 from planner.hardware.catalog import Accelerator
-from planner.inference.inputs import HardwareInputs, InferenceInputs
+from planner.inference.inputs import ElementBytes, HardwareInputs, InferenceInputs, element_bytes
 from planner.inference.scenario import InferenceScenario
 from planner.inference.speculative import Draft, draft_for
 from planner.model.architecture import ModelArchitecture, ParameterCounts, parameter_counts
 from planner.model.checkpoint_precision import fp8_block_scaled
-from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, EfficiencyValues
 
 
 @dataclass(frozen=True, slots=True)
@@ -20,7 +24,7 @@ class ScenarioInputs:
     arch: ModelArchitecture
     counts: ParameterCounts
     accel: Accelerator
-    efficiency: Efficiency
+    efficiency: EfficiencyValues  # the formulas' plain view of the (default or calibrated) Efficiency
     hw: HardwareInputs
     x: InferenceInputs
     usd_per_gpu_hour: float
@@ -31,21 +35,88 @@ def scenario_inputs(scenario: InferenceScenario, calibration: CalibrationRecord 
     """The formulas' inputs; `calibration` replaces the default efficiencies and runtime memory."""
     arch, accel = scenario.architecture(), scenario.accelerator()
     correction = calibration.runtime_overhead_correction_bytes if calibration is not None else 0.0
-    price = scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
+    price = gpu_hour_price(scenario, accel)
     return ScenarioInputs(
         arch=arch,
         counts=parameter_counts(arch),
         accel=accel,
-        efficiency=calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY,
-        hw=HardwareInputs.from_accelerator(
-            accel,
-            scenario.weight_dtype,
-            price,
-            calibration,
-            scenario.kv_cache_dtype,
-            fp8_block_scaled(arch, scenario.weight_dtype, scenario.fp8_scaling),
-        ),
+        efficiency=EfficiencyValues.of(calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY),
+        hw=hardware_inputs(scenario, arch, accel, scenario.weight_dtype, scenario.kv_cache_dtype, calibration),
         x=InferenceInputs.from_scenario(scenario, correction),
         usd_per_gpu_hour=price,
         draft=draft_for(arch, scenario.speculative),
     )
+
+
+def gpu_hour_price(scenario: InferenceScenario, accel: Accelerator) -> float:
+    """The scenario's price per GPU-hour, else the accelerator's reference price."""
+    return scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
+
+
+# HardwareInputs by (accelerator, formats, price, calibration), the objects held so their ids stay theirs: a list
+# of scenarios plans a few GPUs many times, and an Accelerator (it holds dicts) cannot be an lru_cache key.
+_HARDWARE: dict[tuple, tuple[Accelerator, CalibrationRecord | None, HardwareInputs]] = {}
+_HARDWARE_ENTRIES = 256
+
+
+def hardware_inputs(
+    scenario: InferenceScenario,
+    arch: ModelArchitecture,
+    accel: Accelerator,
+    weight_dtype: str,
+    kv_cache_dtype: str,
+    calibration: CalibrationRecord | None = None,
+) -> HardwareInputs:
+    """The accelerator's numbers for these weight and KV formats (`HardwareInputs.from_accelerator`), at the
+    scenario's price and FP8 scaling; a plan and each distinct (GPU, formats) row of a sweep build them here."""
+    price = gpu_hour_price(scenario, accel)
+    block = fp8_block_scaled(arch, weight_dtype, scenario.fp8_scaling)
+    key = (id(accel), weight_dtype, kv_cache_dtype, price, block, id(calibration))
+    hit = _HARDWARE.get(key)
+    if hit is not None and hit[0] is accel and hit[1] is calibration:
+        return hit[2]
+    built = HardwareInputs.from_accelerator(accel, weight_dtype, price, calibration, kv_cache_dtype, block)
+    if len(_HARDWARE) >= _HARDWARE_ENTRIES:
+        _HARDWARE.clear()
+    _HARDWARE[key] = (accel, calibration, built)
+    return built
+
+
+# ---------------------------------------------------------------------------------------------
+# a frame of scenarios: one base scenario, some knobs per row (planner.search.sweep)
+
+
+def frame_inputs(
+    base: InferenceScenario,
+    layout: Mapping[str, np.ndarray],
+    formats: Sequence[tuple[str, str]],
+    format_rows: np.ndarray,
+    runtime_overhead_correction_bytes: Number = 0.0,
+) -> InferenceInputs:
+    """`InferenceInputs` for a frame of scenarios: `base`'s, with per-row arrays for the `layout` fields
+    (tensor_parallel, pipeline_parallel, expert_parallel, num_gpus, concurrency) and, per row, the bytes per
+    element of `formats[format_rows[row]]` (a distinct (weight dtype, KV dtype) pair; `element_bytes`, the
+    mapping `InferenceInputs.from_scenario` uses, runs once per pair)."""
+    per_format = [element_bytes(w, kv, base.weight_group_size, base.quantize_embeddings) for w, kv in formats]
+    element_columns = {
+        name: np.array([float(b[name]) for b in per_format])[format_rows] for name in ElementBytes.__annotations__
+    }
+    return replace(InferenceInputs.from_scenario(base, runtime_overhead_correction_bytes), **layout, **element_columns)
+
+
+def frame_hardware(
+    base: InferenceScenario,
+    arch: ModelArchitecture,
+    devices: Sequence[tuple[Accelerator, str, str]],
+    device_rows: np.ndarray,
+    calibration: CalibrationRecord | None = None,
+) -> HardwareInputs:
+    """`HardwareInputs` of per-row arrays: row r gets `hardware_inputs` of `devices[device_rows[r]]`, a distinct
+    (accelerator, weight dtype, KV dtype), built once each."""
+    built = [hardware_inputs(base, arch, accel, w, kv, calibration) for accel, w, kv in devices]
+    columns = {
+        f.name: np.array([float(getattr(b, f.name)) for b in built])[device_rows] for f in fields(HardwareInputs)
+    }
+    for flag in ("is_accelerator", "peer_link"):
+        columns[flag] = columns[flag].astype(bool)
+    return HardwareInputs(**columns)

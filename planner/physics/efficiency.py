@@ -5,7 +5,13 @@ One place for the documented defaults; a calibration replaces them with measured
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+from functools import lru_cache
+
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
+
+from planner.arrays import Number
 
 
 class Efficiency(BaseModel):
@@ -71,6 +77,59 @@ class Efficiency(BaseModel):
 
 
 DEFAULT_EFFICIENCY = Efficiency()
+
+
+@dataclass(frozen=True, slots=True)
+class EfficiencyValues:
+    """What the formulas read: `Efficiency`'s numbers as plain values, Python floats for one plan or numpy arrays
+    of one value per row for a sweep (DESIGN rule 4), under the same names, so a formula reads
+    `efficiency.prefill_compute` whichever it was given. Built from a validated `Efficiency` (`of`), or per row
+    from two of them (`per_row`): never a pydantic model holding arrays. Field meanings and sources: `Efficiency`."""
+
+    prefill_compute: Number
+    decode_compute: Number
+    memory_bandwidth: Number
+    communication: Number
+    training_compute: Number
+    host_link: Number
+    layer_overhead_seconds: Number
+    step_host_seconds: Number
+    sequence_host_seconds: Number
+    sampler_seconds_per_logit: Number
+    request_overhead_seconds: Number
+    moe_layer_seconds: Number
+    moe_expert_bandwidth: Number
+    moe_expert_compute: Number
+    source: str
+
+    @staticmethod
+    def of(efficiency: Efficiency | EfficiencyValues) -> EfficiencyValues:
+        """The values of a validated `Efficiency` (built once per distinct record: it is frozen and hashable)."""
+        return efficiency if isinstance(efficiency, EfficiencyValues) else _values_of(efficiency)
+
+    @classmethod
+    def per_row(cls, applies: np.ndarray, measured: Efficiency, default: Efficiency, source: str) -> EfficiencyValues:
+        """`measured`'s value on rows where `applies`, `default`'s elsewhere."""
+        values = {
+            name: np.where(applies, getattr(measured, name), getattr(default, name))
+            for name in NUMERIC_EFFICIENCY_FIELDS
+        }
+        return cls(**values, source=source)
+
+
+NUMERIC_EFFICIENCY_FIELDS = tuple(f.name for f in fields(EfficiencyValues) if f.name != "source")
+# One list of names: the plain view carries every field of the validated model, no more, no fewer.
+assert set(NUMERIC_EFFICIENCY_FIELDS) | {"source"} == set(Efficiency.model_fields), "EfficiencyValues drifted"
+
+
+@lru_cache(maxsize=64)
+def _values_of(efficiency: Efficiency) -> EfficiencyValues:
+    return EfficiencyValues(
+        **{name: getattr(efficiency, name) for name in NUMERIC_EFFICIENCY_FIELDS}, source=efficiency.source
+    )
+
+
+DEFAULT_EFFICIENCY_VALUES = EfficiencyValues.of(DEFAULT_EFFICIENCY)
 
 # The serving engine's fixed costs (per step, per sequence, per logit, per request) and its fused-MoE kernel
 # rates: published measurements, never fitted by the calibration's torch probe (it runs no scheduler, sampler,

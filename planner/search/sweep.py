@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
-from dataclasses import fields, replace
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
@@ -19,23 +19,16 @@ from pydantic import ValidationError
 
 from planner.arrays import Number
 from planner.calibration_record import CalibrationRecord
-from planner.dtypes import (
-    BYTES_PER_ELEMENT,
-    DTYPES,
-    KV_DTYPES,
-    high_precision_dtype,
-    kv_bytes_per_element,
-    weight_bytes_per_element,
-)
+from planner.dtypes import DTYPES, KV_DTYPES
 from planner.errors import PlanningError, explain
 from planner.hardware.catalog import DEFAULT_GPUS_PER_NODE, resolve_accelerator
-from planner.inference.inputs import HardwareInputs, InferenceInputs, activation_bytes_per_element
-from planner.inference.metrics import InferenceMetrics, inference_metrics
+from planner.inference.metrics import SWEEP_COLUMNS, inference_metrics, sweep_values
 from planner.inference.scenario import InferenceScenario
+from planner.inference.scenario_inputs import frame_hardware, frame_inputs
 from planner.inference.speculative import draft_for
-from planner.model.architecture import ModelArchitecture, parameter_counts
-from planner.model.checkpoint_precision import fp8_block_scaled
-from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.model.architecture import parameter_counts
+from planner.physics.efficiency import DEFAULT_EFFICIENCY, DEFAULT_EFFICIENCY_VALUES, EfficiencyValues
+from planner.plan import calibration_for_gpu
 from planner.training.inputs import RECOMPUTE_LEVEL, TrainingHardware, training_hardware, training_inputs
 from planner.training.metrics import training_metrics
 
@@ -51,26 +44,8 @@ GRID_COLUMNS = (
 )
 MAX_GRID_ROWS = 2_000_000
 
-OUTPUT_COLUMNS = (
-    "weights_bytes",
-    "kv_cache_bytes",
-    "activations_bytes",
-    "logits_bytes",
-    "runtime_overhead_bytes",
-    "total_bytes",
-    "budget_bytes",
-    "fits",
-    "max_concurrency",
-    "ttft_seconds",
-    "tpot_seconds",
-    "decode_step_seconds",
-    "e2e_latency_seconds",
-    "output_tokens_per_second",
-    "output_tokens_per_second_per_gpu",
-    "requests_per_second",
-    "usd_per_hour",
-    "usd_per_million_output_tokens",
-)
+# The sweep frame's outputs: the declared columns of `planner.inference.metrics.INFERENCE_COLUMNS` a sweep carries.
+OUTPUT_COLUMNS = SWEEP_COLUMNS
 
 
 def inference_grid(
@@ -150,70 +125,44 @@ def evaluate_inference(
     reasons = _layout_verdicts(base, frame)
     valid = reasons == ""
     # Invalid rows get a harmless layout so the arithmetic stays finite; their outputs are blanked below.
-    linear_b = _per_value(weight_dtype, lambda d: weight_bytes_per_element(d, base.weight_group_size))
-    high_precision_b = _per_value(weight_dtype, lambda d: BYTES_PER_ELEMENT[high_precision_dtype(d)])
-    x = replace(
-        InferenceInputs.from_scenario(base, correction),
-        tensor_parallel=np.where(valid, layout["tensor_parallel"], 1),
-        pipeline_parallel=np.where(valid, layout["pipeline_parallel"], 1),
-        expert_parallel=np.where(valid, layout["expert_parallel"], 1),
-        num_gpus=np.where(valid, layout["num_gpus"], 1),
-        linear_bytes=linear_b,
-        high_precision_bytes=high_precision_b,
-        embedding_bytes=linear_b if base.quantize_embeddings else high_precision_b,
-        kv_bytes=_per_value(kv_dtype, kv_bytes_per_element),
-        activation_bytes=_per_value(weight_dtype, activation_bytes_per_element),
-        concurrency=layout["concurrency"],
+    formats, format_rows = _distinct(weight_dtype, kv_dtype)
+    x = frame_inputs(
+        base,
+        {
+            **{c: np.where(valid, layout[c], 1) for c in ("tensor_parallel", "pipeline_parallel", "expert_parallel")},
+            "num_gpus": np.where(valid, layout["num_gpus"], 1),
+            "concurrency": layout["concurrency"],
+        },
+        formats,
+        format_rows,
+        correction,
     )
-    hardware = _hardware_arrays(frame["gpu"], weight_dtype, kv_dtype, base, arch, calibration)
+    devices, device_rows = _distinct(frame["gpu"], weight_dtype, kv_dtype)
+    hardware = frame_hardware(
+        base, arch, [(_accelerator(base, g), w, kv) for g, w, kv in devices], device_rows, calibration
+    )
     metrics = inference_metrics(
         arch, parameter_counts(arch), hardware, efficiency, x, draft_for(arch, base.speculative)
     )
     frame["valid"] = valid
     frame["invalid_reason"] = reasons
-    return _fill_outputs(frame, _inference_outputs(metrics), OUTPUT_COLUMNS, valid)
+    return _fill_outputs(frame, sweep_values(metrics), OUTPUT_COLUMNS, valid)
 
 
-def _inference_outputs(m: InferenceMetrics) -> dict:
-    """OUTPUT_COLUMNS from the typed metrics (the same fields `plan_inference` reads)."""
-    serving = m.serving
-    return {
-        **m.memory.components(),
-        "total_bytes": m.memory.total_bytes,
-        "budget_bytes": m.memory.budget_bytes,
-        "fits": m.memory.fits,
-        "max_concurrency": m.headroom.max_concurrency,
-        "ttft_seconds": m.ttft_seconds,
-        "tpot_seconds": serving.tpot_seconds,
-        "decode_step_seconds": m.decode.seconds,
-        "e2e_latency_seconds": serving.e2e_latency_seconds,
-        "output_tokens_per_second": serving.output_tokens_per_second,
-        "output_tokens_per_second_per_gpu": serving.output_tokens_per_second_per_gpu,
-        "requests_per_second": serving.requests_per_second,
-        "usd_per_hour": m.spend.usd_per_hour,
-        "usd_per_million_output_tokens": m.spend.usd_per_million_output_tokens,
-    }
-
-
-def calibration_per_row(gpu_ids: pd.Series, calibration: CalibrationRecord | None) -> tuple[Efficiency, Number]:
-    """Efficiencies and runtime-memory correction per row: the calibration's on rows for the GPU it measured
-    (every row when it was mapped to any GPU), the documented defaults elsewhere — the rule `planner.plan`
-    applies to one plan, so a search over several GPU types never prices one GPU with another's profile."""
+def calibration_per_row(gpu_ids: pd.Series, calibration: CalibrationRecord | None) -> tuple[EfficiencyValues, Number]:
+    """Efficiencies and runtime-memory correction per row: the calibration's on rows of the GPUs `planner.plan`
+    lets it price (`calibration_for_gpu`: the GPU it measured, every GPU once mapped), the documented defaults
+    elsewhere, so a search over several GPU types never prices one GPU with another's profile."""
     if calibration is None:
-        return DEFAULT_EFFICIENCY, 0.0
-    applies = np.array(
-        [calibration.applies_to(g) or calibration.mapped_to_any_gpu for g in gpu_ids.to_numpy()], dtype=bool
-    )
+        return DEFAULT_EFFICIENCY_VALUES, 0.0
+    distinct, rows = _distinct(gpu_ids)
+    applies = np.array([calibration_for_gpu(g, calibration) is not None for (g,) in distinct], dtype=bool)[rows]
     if applies.all():
-        return calibration.efficiency, calibration.runtime_overhead_correction_bytes
+        return EfficiencyValues.of(calibration.efficiency), calibration.runtime_overhead_correction_bytes
     measured = calibration.efficiency
-    per_row = {
-        name: np.where(applies, getattr(measured, name), getattr(DEFAULT_EFFICIENCY, name))
-        for name, value in DEFAULT_EFFICIENCY.model_dump().items()
-        if isinstance(value, (int, float))
-    }
-    # model_construct: the fields hold arrays here (the formulas broadcast), which validation would refuse.
-    efficiency = Efficiency.model_construct(**per_row, source=f"{measured.source} on its GPU, defaults elsewhere")
+    efficiency = EfficiencyValues.per_row(
+        applies, measured, DEFAULT_EFFICIENCY, f"{measured.source} on its GPU, defaults elsewhere"
+    )
     return efficiency, np.where(applies, calibration.runtime_overhead_correction_bytes, 0.0)
 
 
@@ -228,34 +177,6 @@ def _distinct(*columns: pd.Series) -> tuple[list[tuple], np.ndarray]:
     _, first_rows = np.unique(codes, return_index=True)
     combinations = [tuple(uniques[column_codes[row]] for column_codes, uniques in factorized) for row in first_rows]
     return combinations, codes
-
-
-def _per_value(values: pd.Series, make) -> np.ndarray:
-    """`make(v)` for each row's value, computed once per distinct value."""
-    distinct, rows = _distinct(values)
-    return np.array([float(make(value)) for (value,) in distinct])[rows]
-
-
-def _hardware_arrays(
-    gpu_ids: pd.Series,
-    weight_dtype: pd.Series,
-    kv_dtype: pd.Series,
-    base: InferenceScenario,
-    arch: ModelArchitecture,
-    calibration: CalibrationRecord | None = None,
-) -> HardwareInputs:
-    """Per-row accelerator numbers, looked up once per distinct (GPU, weight dtype, KV dtype); a calibration's
-    fitted device terms on the GPU it measured (`CalibrationRecord.device_terms_apply`, as plan() applies them)."""
-    distinct, rows = _distinct(gpu_ids, weight_dtype, kv_dtype)
-    built = []
-    for gpu_id, dtype, kv in distinct:
-        accel = _accelerator(base, gpu_id)
-        price = base.usd_per_gpu_hour if base.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
-        block = fp8_block_scaled(arch, dtype, base.fp8_scaling)
-        built.append(HardwareInputs.from_accelerator(accel, dtype, price, calibration, kv, block))
-    columns = {f.name: np.array([float(getattr(b, f.name)) for b in built])[rows] for f in fields(HardwareInputs)}
-    columns["is_accelerator"] = columns["is_accelerator"].astype(bool)
-    return HardwareInputs(**columns)
 
 
 def scenario_for_row(base: InferenceScenario, row: pd.Series | dict) -> InferenceScenario:
