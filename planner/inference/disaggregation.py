@@ -4,9 +4,9 @@ The scenario's `num_gpus` is split: `prefill_gpus` GPUs form prefill replicas of
 GPUs each; the rest form decode replicas with the scenario's own TP x PP. A request is prefilled on a
 prefill replica (which samples its first token: TTFT ends there), its KV cache then crosses to a decode
 replica — every prefill GPU sends its tensor-parallel shard at once over the link that spans both
-replicas (`inputs.Link.spanning`; the network once they do not share a node), priced by
+replicas (`inputs.hardware_link`; the network once they do not share a node), priced by
 `physics.collectives.p2p_seconds` — and the decode replica generates the remaining tokens without ever
-stopping for another prompt. Both pools are the same simulated engine (`serving_sim`) with the same
+stopping for another prompt. Both pools are the same simulated engine (`serving`) with the same
 step costs as `plan()`; requests are routed round robin in each pool.
 
 `best_split` tries every split of the GPUs (whole replicas on both sides) and keeps the one with the
@@ -24,12 +24,13 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from planner.calibration_record import CalibrationRecord
 from planner.errors import PlanningError
-from planner.inference.inputs import Link
+from planner.inference.inputs import hardware_link
 from planner.inference.scenario import InferenceScenario
-from planner.inference.serving_sim import ReplicaTimeline, simulate_replica
+from planner.inference.serving.scheduler import ReplicaContext, simulate_replica
+from planner.inference.serving.step_log import ReplicaTimeline
 from planner.inference.traffic import ROUTING, TrafficEngine, simulate_after_request_overhead
 from planner.inference.traffic_results import TrafficResult, summarize
-from planner.inference.workload import PrefixHits, Traffic
+from planner.inference.workload import PrefixHits, Requests, Traffic
 from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics import collectives
 
@@ -93,39 +94,15 @@ def simulate_disaggregated(
     traffic = prefill_engine.traffic
     reqs = prefill_engine.requests(traffic)
     n = len(reqs)
-    # Speculative decoding runs in both pools: the draft's pass over each prompt where it is prefilled, the
-    # draft-and-verify rounds where it decodes.
-    prefill_speculation, decode_speculation = prefill_engine.speculation(traffic), decode_engine.speculation(traffic)
-    # Prefill pool: each request needs its prompt and one sampled token; a bounded prefix cache (and a pool
-    # behind it) is per prefill replica, as in the colocated simulation.
-    prefill_cost = prefill_engine.stream_cost(reqs)
-    first = np.full(n, np.nan)
-    sent = np.full(n, np.nan)
-    scheduled = np.full(n, np.nan)
-    prefill_timelines: list[ReplicaTimeline] = []
     hits: list[PrefixHits] = []
-    for r in range(min(prefill_engine.replicas, n)):
-        mine = np.arange(r, n, prefill_engine.replicas)
-        cached, delay = prefill_engine.replica_prefix_cache(traffic, reqs, mine, hits)
-        t = simulate_after_request_overhead(
-            reqs.arrival_seconds[mine],
-            reqs.prompt_tokens[mine],
-            np.ones(len(mine), dtype=np.int64),
-            cached,
-            mine,
-            prefill_engine.limits,
-            prefill_cost,
-            ready_delay_seconds=delay,
-            speculation=prefill_speculation,
-            replica_index=r,
-        )
-        first[mine], sent[mine], scheduled[mine] = t.first_token_seconds, t.sent_seconds, t.scheduled_seconds
-        prefill_timelines.append(t)
+    first, sent, scheduled = _prefill_pool(prefill_engine, traffic, reqs, hits)
     transfer = kv_transfer_seconds(prefill_engine, decode_engine, reqs.prompt_tokens)
-    # Decode pool: the request arrives with its prompt's KV (cached) and one token generated.
+    # Decode pool: the request arrives with its prompt's KV (cached) and one token generated; speculative
+    # decoding runs in both pools (the draft's pass over each prompt where it is prefilled, the draft-and-verify
+    # rounds where it decodes).
     ready = first + transfer
     order = np.argsort(ready, kind="stable")
-    decode_cost = decode_engine.stream_cost(reqs)
+    decode_cost, decode_speculation = decode_engine.stream_cost(reqs), decode_engine.speculation(traffic)
     timelines: list[ReplicaTimeline] = []
     for r in range(min(decode_engine.replicas, n)):
         mine = order[r :: decode_engine.replicas]
@@ -135,10 +112,7 @@ def simulate_disaggregated(
             np.maximum(reqs.output_tokens[mine] - 1, 0),
             reqs.prompt_tokens[mine],
             mine,
-            decode_engine.limits,
-            decode_cost,
-            speculation=decode_speculation,
-            replica_index=r,
+            ReplicaContext(decode_engine.limits, decode_cost, speculation=decode_speculation, replica_index=r),
         )
         timelines.append(
             replace(
@@ -165,6 +139,33 @@ def simulate_disaggregated(
     )
 
 
+def _prefill_pool(
+    engine: TrafficEngine, traffic: Traffic, reqs: Requests, hits: list[PrefixHits]
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The prefill pool's part of the stream: each request needs its prompt and one sampled token; a bounded
+    prefix cache (and a pool behind it) is per prefill replica, as in the colocated simulation (its hits go to
+    `hits`). Each request's first token, send and schedule times."""
+    n = len(reqs)
+    cost, speculation = engine.stream_cost(reqs), engine.speculation(traffic)
+    first = np.full(n, np.nan)
+    sent = np.full(n, np.nan)
+    scheduled = np.full(n, np.nan)
+    for r in range(min(engine.replicas, n)):
+        mine = np.arange(r, n, engine.replicas)
+        cached, delay = engine.replica_prefix_cache(traffic, reqs, mine, hits)
+        t = simulate_after_request_overhead(
+            reqs.arrival_seconds[mine],
+            reqs.prompt_tokens[mine],
+            np.ones(len(mine), dtype=np.int64),
+            cached,
+            mine,
+            ReplicaContext(engine.limits, cost, speculation=speculation, replica_index=r),
+            ready_delay_seconds=delay,
+        )
+        first[mine], sent[mine], scheduled[mine] = t.first_token_seconds, t.sent_seconds, t.scheduled_seconds
+    return first, sent, scheduled
+
+
 def kv_transfer_seconds(prefill: TrafficEngine, decode: TrafficEngine, prompt_tokens: np.ndarray) -> np.ndarray:
     """Seconds to move each prompt's KV cache from a prefill replica to a decode replica: every prefill GPU
     sends its shard in parallel over the link spanning both replicas."""
@@ -172,7 +173,7 @@ def kv_transfer_seconds(prefill: TrafficEngine, decode: TrafficEngine, prompt_to
     kv_bytes = kv_cache_bytes_per_token(p.arch, float(p.x.kv_bytes)) * prompt_tokens
     senders = int(p.x.tensor_parallel)
     span = senders * int(p.x.pipeline_parallel) + int(d.x.tensor_parallel) * int(d.x.pipeline_parallel)
-    link = Link.spanning(span, p.hw)
+    link = hardware_link(span, p.hw)
     return np.asarray(
         collectives.p2p_seconds(
             kv_bytes / senders, link.bytes_per_second, link.latency_seconds, p.efficiency.communication

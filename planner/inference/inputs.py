@@ -18,6 +18,7 @@ from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import ModelArchitecture
 from planner.physics import collectives, gemm_efficiency
 from planner.physics import memory as mem
+from planner.physics.communication import Link
 from planner.physics.flops import vision_encoder_flops
 from planner.physics.runtimes import DEFAULT_RUNTIME, runtime_profile
 
@@ -200,29 +201,17 @@ def activation_bytes_per_element(weight_dtype):
     return 4.0 if weight_dtype == "fp32" else 2.0
 
 
-@dataclass(frozen=True, slots=True)
-class Link:
-    """The link a group of GPUs communicates over: bandwidth per GPU and per-message latency."""
-
-    bytes_per_second: Number
-    latency_seconds: Number
-    # All-reduces over this link may use custom peer-memory kernels (one-shot / two-shot): the runtime has them
-    # and the group sits inside an NVLink-class domain.
-    peer_access: Flag = False
-    nodes: Number = 1  # nodes the group spans (a tree all-reduce's shape)
-
-    @classmethod
-    def spanning(cls, group_span_gpus, hw: HardwareInputs, custom_allreduce: bool = False) -> Link:
-        """The interconnect while the group stays inside a node, the network once it spans nodes."""
-        peer = collectives.link_peer_access(group_span_gpus, hw.gpus_per_node, hw.peer_link)
-        return cls(
-            collectives.link_bandwidth(
-                group_span_gpus, hw.gpus_per_node, hw.link_bytes_per_second, hw.inter_node_bytes_per_second
-            ),
-            collectives.link_latency(group_span_gpus, hw.gpus_per_node, hw.link_latency_seconds),
-            peer if custom_allreduce else False,
-            collectives.group_nodes(group_span_gpus, hw.gpus_per_node),
-        )
+def hardware_link(group_span_gpus, hw: HardwareInputs, custom_allreduce: bool = False) -> Link:
+    """The link a group of `group_span_gpus` consecutive GPUs of this hardware talks over
+    (`communication.Link.spanning`); peer-memory all-reduces only where the runtime has them."""
+    return Link.spanning(
+        group_span_gpus,
+        hw.gpus_per_node,
+        hw.link_bytes_per_second,
+        hw.inter_node_bytes_per_second,
+        hw.link_latency_seconds,
+        hw.peer_link if custom_allreduce else False,
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +242,7 @@ class ReplicaShape:
             sequences=sequences,
             micro_batch=ceil_div(sequences, pp),
             stage_layers=mem.stage_layers(arch, pp),
-            tensor_link=Link.spanning(tp, hw, runtime_profile(x.runtime).custom_allreduce),
-            pipeline_link=Link.spanning(tp * pp, hw),
-            expert_link=Link.spanning(x.expert_parallel, hw),
+            tensor_link=hardware_link(tp, hw, runtime_profile(x.runtime).custom_allreduce),
+            pipeline_link=hardware_link(tp * pp, hw),
+            expert_link=hardware_link(x.expert_parallel, hw),
         )

@@ -12,14 +12,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
-from planner.arrays import Number, maximum, minimum, where
+from planner.arrays import Number, floor, maximum, minimum, where
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
 from planner.inference.memory import Headroom, InferenceMemory, headroom, inference_memory
 from planner.inference.speculative import Draft, SpeculativeRound, speculative_round
 from planner.inference.steps import (
     PhaseStep,
+    StepContext,
     decode_step,
     prefill_step,
     request_overhead_seconds,
@@ -99,27 +98,15 @@ def inference_metrics(
     memory = inference_memory(arch, counts, hw, x, shape, draft)
     weights = memory.weights_bytes
     new_tokens = uncached_prompt_tokens(x.prompt_tokens, x.prefix_cache_hit_rate)
-    prefill = prefill_step(arch, counts, hw, efficiency, x, shape, weights, new_tokens, 1)
+    ctx = StepContext(arch, counts, hw, efficiency, x, shape)
+    prefill = prefill_step(ctx, weights, new_tokens, 1)
     request_overhead = request_overhead_seconds(efficiency)
-    decode = decode_step(arch, counts, hw, efficiency, x, shape, decode_read_weight_bytes(counts, x, weights))
+    decode = decode_step(ctx, decode_read_weight_bytes(counts, x, weights))
     speculation = None
     if draft is not None:
-        speculation = speculative_round(
-            draft,
-            arch,
-            counts,
-            hw,
-            efficiency,
-            x,
-            shape,
-            decode_read_weight_bytes(counts, x, weights),
-            decode,
-            new_tokens,
-        )
+        speculation = speculative_round(draft, ctx, decode_read_weight_bytes(counts, x, weights), decode, new_tokens)
     draft_prefill = speculation.draft_prefill_seconds if speculation is not None else 0.0
-    prefill_per_request = (
-        batched_prefill_seconds_per_request(arch, counts, hw, efficiency, x, shape, weights, new_tokens) + draft_prefill
-    )
+    prefill_per_request = batched_prefill_seconds_per_request(ctx, weights, new_tokens) + draft_prefill
     per_token = speculation.seconds_per_token if speculation is not None else decode.seconds
     serving = serving_cycle(
         x, shape, request_overhead + prefill.seconds + draft_prefill, prefill_per_request, per_token
@@ -152,22 +139,13 @@ def decode_read_weight_bytes(counts: ParameterCounts, x: InferenceInputs, stage_
     return where(x.pipeline_parallel == 1, stage_weight_bytes - vision, stage_weight_bytes)
 
 
-def batched_prefill_seconds_per_request(
-    arch: ModelArchitecture,
-    counts: ParameterCounts,
-    hw: HardwareInputs,
-    efficiency: Efficiency,
-    x: InferenceInputs,
-    shape: ReplicaShape,
-    stage_weight_bytes: Number,
-    new_tokens: Number,
-) -> Number:
+def batched_prefill_seconds_per_request(ctx: StepContext, stage_weight_bytes: Number, new_tokens: Number) -> Number:
     """Prefill time one request costs under load: prompts are prefilled in full chunks (as many whole
     prompts as a chunk holds, at most the replica's sequences), and a chunk reads the weights once for
     all of them, so each pays the chunk's time divided by the prompts in it."""
-    prompts_per_chunk = maximum(np.floor(x.prefill_chunk_tokens / new_tokens), 1)
-    prompts = minimum(prompts_per_chunk, shape.sequences)
-    batched = prefill_step(arch, counts, hw, efficiency, x, shape, stage_weight_bytes, new_tokens, prompts)
+    prompts_per_chunk = maximum(floor(ctx.inputs.prefill_chunk_tokens / new_tokens), 1)
+    prompts = minimum(prompts_per_chunk, ctx.shape.sequences)
+    batched = prefill_step(ctx, stage_weight_bytes, new_tokens, prompts)
     return batched.seconds / prompts
 
 
@@ -197,6 +175,7 @@ def serving_cycle(
         requests_per_second=tokens_per_second / output,
         prefill_share_of_time=prefill_seconds / cycle,
     )
+
 
 # ---------------------------------------------------------------------------------------------
 # the metrics as flat records: declared once, read by the plan, the sweep, the CLI and the CSV
@@ -319,15 +298,24 @@ HEADLINE_COLUMNS = columns_named(
 )
 
 
+# Per plan record, its stored fields as (field, type, getter), worked out once: a plan builds three records and
+# three phases from them.
+_STORED: dict[str, tuple[tuple[str, type, Callable[[Any], Number]], ...]] = {
+    section: tuple((c.field, c.kind, c.read) for c in INFERENCE_COLUMNS if c.stored and c.section == section)
+    for section in dict.fromkeys(c.section for c in INFERENCE_COLUMNS)
+}
+_PHASE = tuple((c.field, c.read) for c in PHASE_COLUMNS)
+
+
 def record_fields(m: InferenceMetrics, section: str) -> dict[str, Any]:
     """The stored fields of one plan record (`memory`, `performance`, `cost`) from the metrics, as plain Python
     numbers of the record's types."""
-    return {c.field: c.kind(c.read(m)) for c in INFERENCE_COLUMNS if c.stored and c.section == section}
+    return {field: kind(read(m)) for field, kind, read in _STORED[section]}
 
 
 def phase_fields(step: PhaseStep) -> dict[str, float]:
     """A `PhaseRoofline`'s numbers from one phase step."""
-    return {c.field: float(c.read(step)) for c in PHASE_COLUMNS}
+    return {field: float(read(step)) for field, read in _PHASE}
 
 
 def sweep_values(m: InferenceMetrics) -> dict[str, Number]:

@@ -17,10 +17,10 @@ from planner.inference.draft import ACCEPTANCE_SOURCES, draft_architecture
 from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.memory import runtime_assumption
 from planner.inference.metrics import InferenceMetrics, inference_metrics, phase_fields, record_fields
+from planner.inference.plan_warnings import warnings_for
 from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan, SpeculativeSummary
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
-from planner.inference.speculative import draft_seconds
 from planner.inference.steps import PhaseStep
 from planner.inference.traffic import TrafficEngine
 from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token
@@ -71,7 +71,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         cost=cost,
         bottleneck=bottleneck,
         bottleneck_reason=reason,
-        **warning_fields(explain.warnings(scenario, arch, accel, memory) + speculative_warnings + traffic_warnings),
+        **warning_fields(warnings_for(scenario, arch, accel, memory) + speculative_warnings + traffic_warnings),
         assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
         + [runtime_assumption(x, m.memory)]
         + speculative_assumptions
@@ -149,7 +149,7 @@ def _speculative(m: InferenceMetrics, scenario: InferenceScenario) -> Speculativ
         acceptance_source=ACCEPTANCE_SOURCES[spec.method] if spec.acceptance_is_assumed else "the scenario",
         tokens_per_round=float(round_.tokens_per_sequence),
         verify_step_seconds=float(round_.verify.seconds),
-        draft_step_seconds=float(draft_seconds(round_.draft_step)),
+        draft_step_seconds=float(round_.draft_step.seconds),
         round_seconds=float(round_.round_seconds),
         plain_decode_step_seconds=float(round_.plain_decode_seconds),
         speedup=float(round_.speedup),

@@ -17,11 +17,10 @@ from planner.inference.draft import (
     expected_tokens_per_step,
     head_fusion_parameters,
 )
-from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
-from planner.inference.steps import PhaseStep, decode_step, prefill_step
+from planner.inference.inputs import InferenceInputs, ReplicaShape
+from planner.inference.steps import PhaseStep, StepContext, decode_step, prefill_step
 from planner.model.architecture import ModelArchitecture, ParameterCounts, parameter_counts
 from planner.physics import memory as mem
-from planner.physics.efficiency import Efficiency
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +117,7 @@ class SpeculativeRound:
     """One round on a replica: the draft's k steps, then the target's verify step over k + 1 tokens each."""
 
     verify: PhaseStep  # the target over k + 1 query tokens per sequence
-    draft_step: PhaseStep  # one draft step (its scheduler cost is the round's, paid once by `verify`)
+    draft_step: PhaseStep  # one draft step inside the round (no scheduling: the round pays it once, with `verify`)
     drafted_tokens: Number
     tokens_per_sequence: Number  # E: tokens each sequence gains per round
     round_seconds: Number
@@ -136,11 +135,6 @@ class SpeculativeRound:
         return self.plain_decode_seconds / self.seconds_per_token
 
 
-def draft_seconds(step: PhaseStep) -> Number:
-    """A draft step inside the round: everything but the engine's scheduling, which the round pays once."""
-    return step.seconds - step.scheduler_seconds
-
-
 def draft_replica_shape(draft: Draft, shape: ReplicaShape) -> ReplicaShape:
     """The replica shape a draft step runs in: the target's micro-batch and links, the draft's layers."""
     return replace(shape, stage_layers=draft.arch.num_layers)
@@ -154,30 +148,36 @@ def draft_read_bytes(draft: Draft, x: InferenceInputs) -> Number:
 
 
 def speculative_round(
-    draft: Draft,
-    arch: ModelArchitecture,
-    counts: ParameterCounts,
-    hw: HardwareInputs,
-    efficiency: Efficiency,
-    x: InferenceInputs,
-    shape: ReplicaShape,
-    stage_weight_bytes: Number,
-    plain_decode: PhaseStep,
-    new_prompt_tokens: Number,
+    draft: Draft, ctx: StepContext, stage_weight_bytes: Number, plain_decode: PhaseStep, new_prompt_tokens: Number
 ) -> SpeculativeRound:
+    """One round on the target's replica (`ctx`): a verify step over k + 1 query tokens per sequence, and k draft
+    steps of the draft network over the same micro-batch, composed `in_round` (the round pays the engine's
+    scheduling once, with its verify step); the draft's pass over a prompt likewise."""
     k = draft.drafted_tokens
-    verify = decode_step(arch, counts, hw, efficiency, x, shape, stage_weight_bytes, query_tokens=k + 1)
-    d = draft_inputs(x)
-    draft_shape = draft_replica_shape(draft, shape)
-    read_bytes = draft_read_bytes(draft, x)
-    step = decode_step(draft.arch, draft.counts, hw, efficiency, d, draft_shape, read_bytes)
-    prefill = prefill_step(draft.arch, draft.counts, hw, efficiency, d, draft_shape, read_bytes, new_prompt_tokens, 1)
+    verify = decode_step(ctx, stage_weight_bytes, query_tokens=k + 1)
+    drafting = draft_context(draft, ctx)
+    read_bytes = draft_read_bytes(draft, ctx.inputs)
+    step = decode_step(drafting, read_bytes, in_round=True)
+    prefill = prefill_step(drafting, read_bytes, new_prompt_tokens, 1, in_round=True)
     return SpeculativeRound(
         verify=verify,
         draft_step=step,
         drafted_tokens=k,
         tokens_per_sequence=expected_tokens_per_step(draft.acceptance, k),
-        round_seconds=verify.seconds + k * draft_seconds(step),
+        round_seconds=verify.seconds + k * step.seconds,
         plain_decode_seconds=plain_decode.seconds,
-        draft_prefill_seconds=draft_seconds(prefill),
+        draft_prefill_seconds=prefill.seconds,
+    )
+
+
+def draft_context(draft: Draft, ctx: StepContext) -> StepContext:
+    """What the draft's steps are priced with: its own network, on the target's GPUs (`draft_inputs`) and
+    micro-batch (`draft_replica_shape`)."""
+    return StepContext(
+        draft.arch,
+        draft.counts,
+        ctx.hw,
+        ctx.efficiency,
+        draft_inputs(ctx.inputs),
+        draft_replica_shape(draft, ctx.shape),
     )

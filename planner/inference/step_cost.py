@@ -1,23 +1,26 @@
 """What one engine step of any mix costs on a replica: decode tokens for the running sequences plus prompt
-chunks, as the traffic simulation (`serving_sim`) schedules them.
+chunks, as the traffic simulation (`planner.inference.serving`) schedules them.
 
-No second physics: every term is the static plan's own term function (`planner.inference.steps`,
-`planner.physics.roofline`), evaluated once over the values a simulation can ask for and looked up per
-step, because a simulation asks for tens of thousands of steps and each must cost microseconds:
+No second physics and no second composition: every step is `steps.compose_step` over a `steps.StepWork` and a
+`steps.StepLoad`, and every work term is the static plan's own (`steps.decode_work`, `steps.decode_load`,
+`planner.inference.step_work`), evaluated once over the values a simulation can ask for and looked up per step,
+because a simulation asks for tens of thousands of steps and each must cost microseconds:
 
 - terms of the step's token count T (weights streamed, tensor-parallel all-reduces, MoE all-to-alls,
   pipeline hand-offs): exact, tabulated for every integer T up to the engine's token budget;
 - the decode part, linear in the decoding sequences: per-sequence FLOPs and KV read over a grid of
   contexts that holds every sliding-window kink, so linear interpolation is exact;
 - the prompt part: per-position cumulative FLOPs and KV written, exact for every integer position, so a
-  chunk's [start, end) piece costs F(end) - F(start), as `physics.flops.prefill_flops` counts it.
+  chunk's [start, end) piece costs F(end) - F(start), as `physics.flops.prefill_flops` counts it;
+- a pure decode step of a given batch: `compose_step` over the whole context grid at once (`PhaseStep`'s rows),
+  cached per batch, then interpolated.
 
 A step with no prompt chunk equals `steps.decode_step` at the same micro-batch and mean context, and a
-step with one whole prompt and no decodes equals `steps.prefill_step` (the tests hold both to 1e-9
-relative for a lone prompt, 1e-5 for decode: the context grid is interpolated; the plan's prefill reads the weights once per chunk, the simulation once per step — the same).
-Under speculative decoding, `SpeculativeStepCost` prices a step as a draft-and-verify round from the same
-tables (the target over k + 1 query tokens per decoding sequence) and the draft network's own; a pure decode
-round equals `speculative.speculative_round(...).round_seconds`.
+step with one whole prompt and no decodes equals `steps.prefill_step` (tests/inference/test_step_composition.py
+holds both, over a random grid of scenarios, to 1e-9). Under speculative decoding, `SpeculativeStepCost` prices a
+step as a draft-and-verify round from the same tables (the target over k + 1 query tokens per decoding
+sequence) and the draft network's own, composed inside the round; a pure decode round equals
+`speculative.speculative_round(...).round_seconds`.
 """
 
 from __future__ import annotations
@@ -27,50 +30,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
+from planner.inference.step_work import prefill_kv_write_bytes, prefill_step_flops, prefill_step_mixing_flops
 from planner.inference.steps import (
-    decode_kv_read_bytes,
-    decode_step_flops,
-    decode_step_mixing_flops,
-    host_work_overlapped,
+    PhaseStep,
+    StepContext,
+    StepLoad,
+    StepWork,
+    compose_step,
+    decode_load,
+    decode_work,
     image_encoder_step_flops,
-    launch_overhead_seconds,
-    moe_overhead_seconds,
-    prefill_kv_write_bytes,
-    prefill_step_flops,
-    prefill_step_mixing_flops,
     request_overhead_seconds,
-    sampler_seconds,
-    scheduler_seconds,
-    stage_routed_expert_bytes,
-    step_collective_seconds,
     step_expert_flops_per_token,
-    step_handoff_seconds,
+    step_seconds,
 )
-from planner.model.architecture import ModelArchitecture, ParameterCounts
-from planner.physics import roofline
-from planner.physics.efficiency import Efficiency
-from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
-from planner.physics.moe_efficiency import routed_expert_read_bytes
+from planner.model.architecture import ModelArchitecture
 
 CONTEXT_GRID_POINTS = 96  # log-spaced decode contexts; kinks (windows) are added exactly
-
-
-@dataclass(frozen=True, slots=True)
-class StepTerms:
-    """One step's per-stage terms (seconds) before `roofline.pipeline_step_seconds` combines them, and the
-    engine's per-step scheduler and sampler time added after it (as `steps._step` does). `kernel_seconds` is the
-    kernel groups one after another (`roofline.kernel_groups_seconds`); `compute_seconds` and `memory_seconds`
-    what all the step's FLOPs and bytes need."""
-
-    kernel_seconds: float
-    compute_seconds: float
-    memory_seconds: float
-    collective_seconds: float
-    overhead_seconds: float
-    handoff_seconds: float
-    scheduler_seconds: float
-    sampler_seconds: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,238 +54,170 @@ class _ScalarTables:
     """`RooflineStepCost`'s tables as Python lists, for the one-step path (same numbers)."""
 
     context_grid: list[float]
-    decode_flops_per_sequence: list[float]
     decode_mixing_flops_per_sequence: list[float]
     kv_read_bytes_per_sequence: list[float]
     prefill_flops_to: list[float]
     prefill_mixing_flops_to: list[float]
     kv_written_to: list[float]
-    weight_bytes: list[float]
+    gemm_bytes: list[float]
     expert_bytes: list[float]
     collective_seconds: list[float]
     handoff_seconds: list[float]
 
 
 class RooflineStepCost:
-    """`serving_sim.StepCost` from the plan's term functions for one scenario (see the module docstring).
+    """`serving.StepCost` from the plan's term functions for one replica (see the module docstring).
 
     `max_step_tokens` bounds T (micro-batch plus prompt tokens in one step); `max_position_tokens` bounds a
-    prompt position (a recomputed sequence prefills its prompt and what it had generated).
+    prompt position (a recomputed sequence prefills its prompt and what it had generated). `in_round`: the
+    steps are a speculative draft's inside a draft-and-verify round (the round pays the scheduling once).
     """
 
     def __init__(
         self,
-        arch: ModelArchitecture,
-        counts: ParameterCounts,
-        hw: HardwareInputs,
-        efficiency: Efficiency,
-        x: InferenceInputs,
-        shape: ReplicaShape,
+        ctx: StepContext,
         stage_weight_bytes: float,
         max_step_tokens: int,
         max_position_tokens: int,
+        in_round: bool = False,
     ) -> None:
-        tp, pp, ep = int(x.tensor_parallel), int(x.pipeline_parallel), int(x.expert_parallel)
-        self.pipeline_parallel = pp
-        self._vocab_size = arch.vocab_size
-        self.request_overhead_seconds = float(request_overhead_seconds(efficiency))
-        self._peak = hw.peak_flops_per_second
-        self._bandwidth = hw.bandwidth_bytes_per_second
-        self._efficiency = efficiency
-        self._host_work_overlapped = host_work_overlapped(x)
-        self._rows: dict[int, _DecodeRows] = {}
-        self._verify_rows: dict[tuple[int, int], _DecodeRows] = {}
+        self.ctx = ctx
+        self.stage_weight_bytes = float(stage_weight_bytes)
+        self.in_round = in_round
+        self.pipeline_parallel = int(ctx.inputs.pipeline_parallel)
+        self.request_overhead_seconds = float(request_overhead_seconds(ctx.efficiency))
+        self._rows: dict[tuple[int, int], _DecodeRows] = {}
+        self._expert_flops_per_token = float(
+            step_expert_flops_per_token(ctx.counts, ctx.arch, ctx.inputs.tensor_parallel, ctx.inputs.pipeline_parallel)
+        )
+        tokens_work, tokens_load = self._token_tables(max_step_tokens)
+        self._context_grid = context_grid(ctx.arch, max_position_tokens)
+        # one sequence, one position over the context grid: the mixing terms per sequence; the GEMMs' per token
+        sequence = decode_work(ctx, self.stage_weight_bytes, 1, self._context_grid)
+        self._decode_gemm_flops_per_token = float(sequence.decode_gemm_flops)
+        prompt = self._prompt_tables(max_position_tokens)
+        self._tables = _ScalarTables(
+            context_grid=self._context_grid.tolist(),
+            decode_mixing_flops_per_sequence=_row(sequence.decode_mixing_flops, self._context_grid),
+            kv_read_bytes_per_sequence=_row(sequence.mixing_bytes, self._context_grid),
+            prefill_flops_to=prompt[0],
+            prefill_mixing_flops_to=prompt[1],
+            kv_written_to=prompt[2],
+            gemm_bytes=tokens_work[0],
+            expert_bytes=tokens_work[1],
+            collective_seconds=tokens_load[0],
+            handoff_seconds=tokens_load[1],
+        )
 
+    def _token_tables(self, max_step_tokens: int):
+        """Every term of the step's token count T, for T = 0 .. max_step_tokens: `decode_work` / `decode_load` of
+        T single-position sequences (the weights, experts, collectives and hand-offs depend on T alone)."""
         tokens = np.arange(max_step_tokens + 1, dtype=float)
-        routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes)
-        weight_bytes = roofline.decode_weight_read_bytes(
-            stage_weight_bytes, routed_bytes, arch.num_experts, arch.experts_per_token, tokens
-        )
-        self._weight_bytes = np.broadcast_to(np.asarray(weight_bytes, dtype=float), tokens.shape).copy()
-        # Routed experts (steps.kernel_groups' expert group): the expert weights a step of T tokens
-        # streams at the fused-MoE bandwidth, and the expert FLOPs per token at the fused-MoE rate.
-        expert_bytes = routed_expert_read_bytes(routed_bytes, arch.num_experts, arch.experts_per_token, tokens)
-        self._expert_bytes = np.broadcast_to(np.asarray(expert_bytes, dtype=float), tokens.shape).copy()
-        self._expert_flops_per_token = float(step_expert_flops_per_token(counts, arch, tp, pp))
-        self._expert_efficiency = float(
-            phase_compute_efficiency(efficiency.moe_expert_compute, hw.expert_ceiling_ratio)
-        )
-        collectives = step_collective_seconds(arch, x, shape, tokens, efficiency)
-        self._collective_seconds = np.broadcast_to(np.asarray(collectives, dtype=float), tokens.shape).copy()
-        self._handoff_seconds = np.broadcast_to(
-            np.asarray(step_handoff_seconds(arch, x, shape, tokens, efficiency), dtype=float), tokens.shape
-        ).copy()
-        self._overhead_seconds = float(
-            launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency)
-        )
-        # Compute by GEMM ceiling and kernel tail (steps.step_compute_seconds): the ceiling ratio scales the
-        # phase efficiencies; one pass through the stage's layers pays every GEMM kernel's fixed time once.
-        self._prefill_efficiency = float(phase_compute_efficiency(efficiency.prefill_compute, hw.gemm_ceiling_ratio))
-        self._decode_efficiency = float(phase_compute_efficiency(efficiency.decode_compute, hw.gemm_ceiling_ratio))
-        # attention's math in the KV cache's format (steps.kernel_groups)
-        self._attention_peak = hw.attention_peak_flops_per_second
-        self._prefill_attention_efficiency = float(
-            phase_compute_efficiency(efficiency.prefill_compute, hw.attention_ceiling_ratio)
-        )
-        self._decode_attention_efficiency = float(
-            phase_compute_efficiency(efficiency.decode_compute, hw.attention_ceiling_ratio)
-        )
-        self._kernel_tail_seconds = float(shape.stage_layers * GEMMS_PER_LAYER * hw.gemm_tail_seconds)
-
-        self._context_grid = context_grid(arch, max_position_tokens)
-        self._decode_flops_per_sequence = np.asarray(
-            decode_step_flops(counts, arch, 1, self._context_grid, tp, pp), dtype=float
-        )
-        # the attention and state-update part (its own kernel group); the rest, the GEMMs', is the same at
-        # every context
-        self._decode_mixing_flops_per_sequence = np.broadcast_to(
-            np.asarray(decode_step_mixing_flops(arch, 1, self._context_grid, tp, pp), dtype=float),
-            self._context_grid.shape,
-        ).copy()
-        self._decode_gemm_flops_per_token = float(
-            self._decode_flops_per_sequence[0] - self._decode_mixing_flops_per_sequence[0]
-        )
-        self._kv_read_bytes_per_sequence = np.asarray(
-            decode_kv_read_bytes(
-                arch, tp, pp, 1, self._context_grid, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
-            ),
-            dtype=float,
+        work = decode_work(self.ctx, self.stage_weight_bytes, tokens, 0.0)
+        load = decode_load(self.ctx, tokens)
+        return (
+            (_row(work.gemm_bytes, tokens), _row(work.expert_bytes, tokens)),
+            (_row(load.collective_seconds, tokens), _row(load.handoff_seconds, tokens)),
         )
 
+    def _prompt_tables(self, max_position_tokens: int):
+        """Per position L = 0 .. max_position_tokens of one prompt: the cumulative FLOPs F(L) of its first L tokens
+        (`prefill_step_flops(L, L, 1)`; a piece [s, e) is F(e) - F(s) + F(0), the lm_head of its last position,
+        which the difference cancels), their mixing part M(L) (M(0) = 0) and the KV written K(L)."""
+        x, arch, counts = self.ctx.inputs, self.ctx.arch, self.ctx.counts
+        tp, pp = x.tensor_parallel, x.pipeline_parallel
         positions = np.arange(max_position_tokens + 1, dtype=float)
-        # prefill_step_flops(L, L, 1) = whole prompt of L tokens; a piece [s, e) is F(e) - F(s) + F(0)
-        # (the lm_head of its last position, which the difference cancels).
-        self._prefill_flops_to = np.asarray(prefill_step_flops(counts, arch, positions, positions, 1, tp, pp), float)
+        flops_to = np.asarray(prefill_step_flops(counts, arch, positions, positions, 1, tp, pp), dtype=float)
         # A prompt's images are encoded with its first piece: every position from 1 on carries the encoder's
         # FLOPs, so only a piece that starts at 0 pays them (F(e) - F(0) + F(0)).
-        self._prefill_flops_to[1:] += image_encoder_step_flops(x.image_encoder_flops, 1, tp, pp)
-        # the attention and state-update part of F (M(0) = 0): a piece's mixing FLOPs are M(e) - M(s)
-        self._prefill_mixing_flops_to = np.broadcast_to(
-            np.asarray(prefill_step_mixing_flops(arch, positions, positions, 1, tp, pp), dtype=float), positions.shape
-        ).copy()
-        self._kv_written_to = np.asarray(
-            prefill_kv_write_bytes(
-                arch, tp, pp, 1, positions, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
-            ),
-            dtype=float,
+        flops_to[1:] += image_encoder_step_flops(x.image_encoder_flops, 1, tp, pp)
+        mixing_to = prefill_step_mixing_flops(arch, positions, positions, 1, tp, pp)
+        kv_to = prefill_kv_write_bytes(
+            arch, tp, pp, 1, positions, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
         )
-        self._scalar_tables = _ScalarTables(
-            context_grid=self._context_grid.tolist(),
-            decode_flops_per_sequence=self._decode_flops_per_sequence.tolist(),
-            decode_mixing_flops_per_sequence=self._decode_mixing_flops_per_sequence.tolist(),
-            kv_read_bytes_per_sequence=self._kv_read_bytes_per_sequence.tolist(),
-            prefill_flops_to=self._prefill_flops_to.tolist(),
-            prefill_mixing_flops_to=self._prefill_mixing_flops_to.tolist(),
-            kv_written_to=self._kv_written_to.tolist(),
-            weight_bytes=self._weight_bytes.tolist(),
-            expert_bytes=self._expert_bytes.tolist(),
-            collective_seconds=self._collective_seconds.tolist(),
-            handoff_seconds=self._handoff_seconds.tolist(),
-        )
+        return flops_to.tolist(), _row(mixing_to, positions), _row(kv_to, positions)
 
     @property
     def max_step_tokens(self) -> int:
-        return len(self._weight_bytes) - 1
+        return len(self._tables.gemm_bytes) - 1
 
     @property
     def max_position_tokens(self) -> int:
-        return len(self._prefill_flops_to) - 1
+        return len(self._tables.prefill_flops_to) - 1
 
-    # ------------------------------------------------------------------------------------------ terms
+    def for_draft(self, draft_ctx: StepContext, draft_weight_bytes: float) -> RooflineStepCost:
+        """The same tables' bounds for a speculative draft's steps inside the round."""
+        return RooflineStepCost(
+            draft_ctx, draft_weight_bytes, self.max_step_tokens, self.max_position_tokens, in_round=True
+        )
 
-    def terms(
+    # ------------------------------------------------------------------------------------------ a step
+
+    def step(
         self, decode_batch: int, decode_context_tokens: float, prefill_spans=(), query_tokens: int = 1
-    ) -> StepTerms:
-        """A step's per-stage terms: `decode_batch` sequences with `decode_context_tokens` tokens of context
-        in all, and prompt pieces [start, end) (positions in their prompts). `query_tokens` > 1: each decoding
-        sequence runs that many positions (a speculative verify step, as `steps.decode_step(query_tokens=...)`:
-        compute, expert reads, messages and sampling scale with it, the KV read does not)."""
-        return StepTerms(*self._term_values(decode_batch, decode_context_tokens, prefill_spans, query_tokens))
-
-    def _term_values(
-        self, decode_batch: int, decode_context_tokens: float, prefill_spans, query_tokens: int = 1
-    ) -> tuple[float, ...]:
-        """`terms` as plain floats in `StepTerms`' order: a simulation asks for one per prompt-carrying step,
-        so the tables are read as Python lists (numpy scalars cost more than the arithmetic)."""
-        t = self._scalar_tables
+    ) -> PhaseStep:
+        """One engine step, composed (`steps.compose_step`): `decode_batch` sequences with `decode_context_tokens`
+        tokens of context in all, and prompt pieces [start, end) (positions in their prompts). `query_tokens` > 1:
+        each decoding sequence runs that many positions (a speculative verify step, as
+        `steps.decode_step(query_tokens=...)`: compute, expert reads, messages and sampling scale with it, the KV
+        read does not). The tables are read as Python lists: a simulation asks for one such step per
+        prompt-carrying step, and numpy scalars cost more than the arithmetic."""
+        t = self._tables
         micro = -(-decode_batch // self.pipeline_parallel)
-        decode_tokens = micro * query_tokens
+        decode_tokens = micro * query_tokens if decode_batch else 0
         prefill_tokens = sum(end - start for start, end in prefill_spans)
         step_tokens = decode_tokens + prefill_tokens
         if step_tokens > self.max_step_tokens:
             raise ValueError(f"a step of {step_tokens} tokens exceeds the table's {self.max_step_tokens}")
-        decode_flops = decode_mixing = decode_kv_bytes = 0.0
+        decode_mixing = decode_kv_bytes = 0.0
         if decode_batch:
             mean_context = decode_context_tokens / decode_batch
-            decode_flops = decode_tokens * interp_one(mean_context, t.context_grid, t.decode_flops_per_sequence)
-            decode_mixing = decode_tokens * interp_one(mean_context, t.context_grid, t.decode_mixing_flops_per_sequence)
-            decode_kv_bytes = micro * interp_one(mean_context, t.context_grid, t.kv_read_bytes_per_sequence)
+            mixing, kv = interp_two(
+                mean_context, t.context_grid, t.decode_mixing_flops_per_sequence, t.kv_read_bytes_per_sequence
+            )
+            decode_mixing, decode_kv_bytes = decode_tokens * mixing, micro * kv
         prefill_flops = prefill_mixing = kv_written = 0.0
         flops_to, mixing_to, kv_to = t.prefill_flops_to, t.prefill_mixing_flops_to, t.kv_written_to
         for start, end in prefill_spans:
             prefill_flops += flops_to[end] - flops_to[start] + flops_to[0]
             prefill_mixing += mixing_to[end] - mixing_to[start]
             kv_written += kv_to[end] - kv_to[start]
-        e = self._efficiency
-        per_token = self._expert_flops_per_token
-        decode_expert_flops = decode_tokens * per_token if decode_batch else 0.0
-        prefill_expert_flops = prefill_tokens * per_token
-        # the kernel groups of steps.kernel_groups, each phase's FLOPs at its efficiency
-        gemm_compute = (
-            roofline.compute_seconds(
-                prefill_flops - prefill_expert_flops - prefill_mixing, self._peak, self._prefill_efficiency
-            )
-            + roofline.compute_seconds(
-                decode_flops - decode_expert_flops - decode_mixing, self._peak, self._decode_efficiency
-            )
-            + self._kernel_tail_seconds
+        prefill_expert = prefill_tokens * self._expert_flops_per_token
+        work = StepWork(
+            prefill_gemm_flops=prefill_flops - prefill_expert - prefill_mixing,
+            decode_gemm_flops=decode_tokens * self._decode_gemm_flops_per_token,
+            expert_flops=prefill_expert + decode_tokens * self._expert_flops_per_token,
+            prefill_mixing_flops=prefill_mixing,
+            decode_mixing_flops=decode_mixing,
+            gemm_bytes=t.gemm_bytes[step_tokens],
+            expert_bytes=t.expert_bytes[step_tokens],
+            mixing_bytes=decode_kv_bytes + kv_written,
+            layer_passes=self.ctx.shape.stage_layers,
         )
-        expert_compute = roofline.compute_seconds(
-            prefill_expert_flops + decode_expert_flops, self._peak, self._expert_efficiency
+        load = StepLoad(
+            tokens=step_tokens,
+            scheduled_sequences=micro + len(prefill_spans),  # every scheduled sequence (partial prefills too)
+            sampled_positions=decode_tokens + len(prefill_spans),  # a verify step samples every query position
+            collective_seconds=t.collective_seconds[step_tokens],
+            handoff_seconds=t.handoff_seconds[step_tokens],
+            in_round=self.in_round,
         )
-        mixing_compute = roofline.compute_seconds(
-            prefill_mixing, self._attention_peak, self._prefill_attention_efficiency
-        ) + roofline.compute_seconds(decode_mixing, self._attention_peak, self._decode_attention_efficiency)
-        expert_bytes = t.expert_bytes[step_tokens]
-        gemm_memory = roofline.memory_seconds(
-            t.weight_bytes[step_tokens] - expert_bytes, self._bandwidth, e.memory_bandwidth
-        )
-        expert_memory = roofline.memory_seconds(expert_bytes, self._bandwidth, e.moe_expert_bandwidth)
-        mixing_memory = roofline.memory_seconds(decode_kv_bytes + kv_written, self._bandwidth, e.memory_bandwidth)
-        kernels = roofline.kernel_groups_seconds(
-            gemm_compute, gemm_memory, expert_compute, expert_memory, mixing_compute, mixing_memory
-        )
-        sequences = micro + len(prefill_spans)  # every scheduled sequence is sampled (partial prefills too)
-        sampled = decode_tokens + len(prefill_spans)  # a verify step samples every query position
-        return (
-            float(kernels),
-            float(gemm_compute + expert_compute + mixing_compute),
-            float(gemm_memory + expert_memory + mixing_memory),
-            t.collective_seconds[step_tokens],
-            self._overhead_seconds,
-            t.handoff_seconds[step_tokens],
-            float(scheduler_seconds(sequences, e, self._host_work_overlapped)),
-            float(sampler_seconds(sampled, self._vocab_size, e)),
-        )
+        return compose_step(self.ctx, work, load)
 
     # ------------------------------------------------------------------------------ StepCost protocol
 
     def mixed_seconds(
         self, decode_batch: int, decode_context_tokens: float, prefill_spans, query_tokens: int = 1
     ) -> float:
-        kernels, _, _, collective, overhead, handoff, scheduler, sampler = self._term_values(
-            decode_batch, decode_context_tokens, prefill_spans, query_tokens
-        )
-        step = roofline.pipeline_step_seconds(kernels, collective, overhead, handoff, self.pipeline_parallel)
-        return float(step + scheduler + sampler)
+        return float(self.step(decode_batch, decode_context_tokens, prefill_spans, query_tokens).seconds)
 
     def decode_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
         """Pure decode steps of the same batch at each of the given context sums (a run, vectorised)."""
-        rows = self._decode_rows(decode_batch)
+        rows = self.decode_rows(decode_batch)
         mean_context = np.asarray(decode_context_tokens) / decode_batch  # float64, as float(sum) / batch
         step = np.interp(mean_context, self._context_grid, rows.compute)
-        # pp x max(mixing compute + offset, mixing memory + offset) + fixed, in place: a run is short, so
-        # allocations cost more than the math.
+        # steps.step_seconds (pp x max(compute, memory) + fixed), in place: a run is short, so allocations cost
+        # more than the math.
         np.maximum(step, np.interp(mean_context, self._context_grid, rows.memory), out=step)
         if self.pipeline_parallel != 1:
             step *= self.pipeline_parallel
@@ -319,113 +227,59 @@ class RooflineStepCost:
     def decode_step_seconds(self, decode_batch: int, decode_context_tokens: float) -> float:
         """One pure decode step: `decode_seconds` of a single context sum, bit for bit, in Python floats
         (cheaper than a numpy call for the few steps of a short run)."""
-        rows = self._decode_rows(decode_batch)
-        mean_context = decode_context_tokens / decode_batch
-        compute, memory = interp_two(
-            mean_context, self._scalar_tables.context_grid, rows.compute_list, rows.memory_list
-        )
-        return max(compute, memory) * self.pipeline_parallel + rows.fixed_seconds
+        return self.verify_step_seconds(decode_batch, decode_context_tokens, 1)
 
     def shortest_decode_seconds(self, decode_batch: int) -> float:
         """No pure decode step of this batch is shorter, at any context."""
-        return self._decode_rows(decode_batch).shortest_seconds
-
-    def _decode_rows(self, decode_batch: int) -> _DecodeRows:
-        """A decode step of this batch over the context grid: the attention group's compute and memory seconds
-        with the GEMM and expert groups' offsets added (`roofline.context_free_groups`), and the rest of the step
-        (pp x those groups' serial time, pp x (collectives + overhead) + hand-offs, the scheduler and sampler),
-        cached per batch: a run then costs two interpolations."""
-        rows = self._rows.get(decode_batch)
-        if rows is None:
-            rows = self._rows[decode_batch] = self._rows_of(decode_batch, 1)
-        return rows
+        return self.decode_rows(decode_batch).shortest_seconds
 
     def verify_step_seconds(self, decode_batch: int, decode_context_tokens: float, query_tokens: int) -> float:
-        """A pure speculative verify step (`query_tokens` positions per sequence): `mixed_seconds(decode_batch,
-        decode_context_tokens, [], query_tokens)` through rows cached per batch, as `decode_step_seconds`."""
-        rows = self._verify_rows.get((decode_batch, query_tokens))
-        if rows is None:
-            rows = self._verify_rows[decode_batch, query_tokens] = self._rows_of(decode_batch, query_tokens)
+        """A pure decode step of `query_tokens` positions per sequence (a speculative verify step when > 1):
+        `mixed_seconds(decode_batch, decode_context_tokens, [], query_tokens)` through rows cached per batch."""
+        rows = self.decode_rows(decode_batch, query_tokens)
         compute, memory = interp_two(
-            decode_context_tokens / decode_batch, self._scalar_tables.context_grid, rows.compute_list, rows.memory_list
+            decode_context_tokens / decode_batch, self._tables.context_grid, rows.compute_list, rows.memory_list
         )
         return max(compute, memory) * self.pipeline_parallel + rows.fixed_seconds
 
-    def _rows_of(self, decode_batch: int, query_tokens: int) -> _DecodeRows:
-        """`_decode_rows` for `query_tokens` positions per sequence (compute, expert reads, messages and
-        sampling scale with them, the KV read does not: `steps.decode_step(query_tokens=...)`)."""
-        pp = self.pipeline_parallel
-        micro = -(-decode_batch // pp)
-        tokens = micro * query_tokens
-        e = self._efficiency
-        expert_flops = tokens * self._expert_flops_per_token
-        # The kernel groups (steps.kernel_groups): the GEMMs' and the experts' do not depend on the context, so
-        # they fold into offsets on the token-mixing rows and a serial time (roofline.context_free_groups);
-        # adding constants to the rows keeps their interpolation exact.
-        gemm_compute = (
-            roofline.compute_seconds(
-                tokens * self._decode_gemm_flops_per_token - expert_flops, self._peak, self._decode_efficiency
-            )
-            + self._kernel_tail_seconds
-        )
-        expert_bytes = self._expert_bytes[tokens]
-        gemm_memory = roofline.memory_seconds(
-            self._weight_bytes[tokens] - expert_bytes, self._bandwidth, e.memory_bandwidth
-        )
-        expert_compute = roofline.compute_seconds(expert_flops, self._peak, self._expert_efficiency)
-        expert_memory = roofline.memory_seconds(expert_bytes, self._bandwidth, e.moe_expert_bandwidth)
-        compute_offset, memory_offset, serial = roofline.context_free_groups(
-            gemm_compute, gemm_memory, expert_compute, expert_memory
-        )
-        compute_row = (
-            roofline.compute_seconds(
-                tokens * self._decode_mixing_flops_per_sequence,
-                self._attention_peak,
-                self._decode_attention_efficiency,
-            )
-            + compute_offset
-        )
-        memory_row = (
-            roofline.memory_seconds(micro * self._kv_read_bytes_per_sequence, self._bandwidth, e.memory_bandwidth)
-            + memory_offset
-        )
-        # pipeline_step_seconds with no kernels is exactly its terms beyond them.
-        fixed = float(
-            pp * serial
-            + roofline.pipeline_step_seconds(
-                0.0,
-                self._collective_seconds[tokens],
-                self._overhead_seconds,
-                self._handoff_seconds[tokens],
-                pp,
-            )
-            + scheduler_seconds(micro, e, self._host_work_overlapped)
-            + sampler_seconds(tokens, self._vocab_size, e)
-        )
-        # The rows' minima bound every interpolated value from below, and the arithmetic after the
-        # interpolation is monotone, so no step of this batch is shorter.
-        shortest = float(pp * max(compute_row.min(), memory_row.min()) + fixed)
-        return _DecodeRows(compute_row, memory_row, compute_row.tolist(), memory_row.tolist(), fixed, shortest)
+    def decode_rows(self, decode_batch: int, query_tokens: int = 1) -> _DecodeRows:
+        """A pure decode step of this batch over the whole context grid at once: `steps.decode_work` and
+        `steps.decode_load` on the micro-batch, composed (`steps.compose_step`), whose rows (the token-mixing group
+        with the other groups' offsets) a run interpolates and whose fixed part it adds; cached per batch."""
+        key = (decode_batch, query_tokens)
+        rows = self._rows.get(key)
+        if rows is None:
+            micro = -(-decode_batch // self.pipeline_parallel)
+            work = decode_work(self.ctx, self.stage_weight_bytes, micro, self._context_grid, query_tokens)
+            step = compose_step(self.ctx, work, decode_load(self.ctx, micro, query_tokens, self.in_round))
+            rows = self._rows[key] = _DecodeRows.of(step, self._context_grid)
+        return rows
+
+
+def _row(values, grid: np.ndarray) -> list[float]:
+    """A term over a grid as a list of floats (a term that does not vary over it is repeated)."""
+    return np.broadcast_to(np.asarray(values, dtype=float), grid.shape).tolist()
 
 
 class SpeculativeStepCost:
     """An engine step under speculative decoding: a draft-and-verify round for the decoding sequences plus the
-    step's prompt chunks (`serving_sim` runs one per step). No new terms: the target's part is `RooflineStepCost`
+    step's prompt chunks (the simulation runs one per step). No new terms: the target's part is `RooflineStepCost`
     with k + 1 query tokens per decoding sequence (`steps.decode_step(query_tokens=k + 1)`), the draft's part k
-    of the draft network's own decode steps (`speculative.draft_seconds`: the round pays the scheduler once)
-    and, for a step's prompt chunks, the draft's pass over them (the static plan's `draft_prefill_seconds`).
-    A round with no prompt chunk equals `speculative.speculative_round(...).round_seconds` at the same
-    micro-batch and context."""
+    of the draft network's own decode steps inside the round (`draft`, composed `in_round`: the round pays the
+    scheduler once) and, for a step's prompt chunks, the draft's pass over them (the static plan's
+    `draft_prefill_seconds`). A round with no prompt chunk equals `speculative.speculative_round(...).round_seconds`
+    at the same micro-batch and context."""
 
     DRAFT_PREFILL_CACHE = 1 << 16  # at most this many steps' draft prefill times are kept
 
     def __init__(self, target: RooflineStepCost, draft: RooflineStepCost, drafted_tokens: int) -> None:
+        if not draft.in_round:
+            raise ValueError("a speculative round's draft steps are composed in the round (RooflineStepCost.for_draft)")
         self.target = target
         self.draft = draft
         self.drafted_tokens = int(drafted_tokens)
         self.query_tokens = self.drafted_tokens + 1
         self.request_overhead_seconds = target.request_overhead_seconds
-        self._efficiency = target._efficiency
         self._round_rows: dict[int, _RoundRows] = {}
         self._draft_prefill: dict[tuple[tuple[int, int], ...], float] = {}
 
@@ -452,24 +306,20 @@ class SpeculativeStepCost:
         """A round with no prompt chunk (the simulation's most frequent step): the target's
         `verify_step_seconds` plus k `draft_step_seconds`, the same arithmetic in the same order (bit for bit),
         through rows cached per batch, so a round costs two interpolations and no method calls."""
-        rows = self._round_rows.get(decode_batch)
-        if rows is None:
-            rows = self._round_rows[decode_batch] = self._round_rows_of(decode_batch)
+        rows = self._rows_for(decode_batch)
         mean_context = decode_context_tokens / decode_batch
         compute, memory = interp_two(mean_context, rows.verify_grid, rows.verify_compute, rows.verify_memory)
         seconds = max(compute, memory) * rows.verify_pipeline + rows.verify_fixed
         compute, memory = interp_two(
             mean_context * rows.micro / rows.micro, rows.draft_grid, rows.draft_compute, rows.draft_memory
         )
-        draft = max(compute, memory) * rows.draft_pipeline + rows.draft_fixed - rows.draft_scheduler
+        draft = max(compute, memory) * rows.draft_pipeline + rows.draft_fixed
         return seconds + self.drafted_tokens * draft
 
     def decode_rounds_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
         """`decode_round_seconds` at each of the given context sums (a run of rounds of the same batch,
         vectorised): np.interp is `interp_two` bit for bit, and the arithmetic after it the same."""
-        rows = self._round_rows.get(decode_batch)
-        if rows is None:
-            rows = self._round_rows[decode_batch] = self._round_rows_of(decode_batch)
+        rows = self._rows_for(decode_batch)
         mean_context = decode_context_tokens / decode_batch  # float64, as int / int
         seconds = np.maximum(
             np.interp(mean_context, rows.verify_grid_array, rows.verify_compute_array),
@@ -484,55 +334,51 @@ class SpeculativeStepCost:
         )
         draft *= rows.draft_pipeline
         draft += rows.draft_fixed
-        draft -= rows.draft_scheduler
         return seconds + self.drafted_tokens * draft
 
-    def _round_rows_of(self, decode_batch: int) -> _RoundRows:
-        target, draft = self.target, self.draft
-        verify = target._rows_of(decode_batch, self.query_tokens)  # what verify_step_seconds caches
-        micro = -(-decode_batch // target.pipeline_parallel)
-        drafting = draft._decode_rows(micro)
-        return _RoundRows(
-            verify_grid=target._scalar_tables.context_grid,
-            verify_compute=verify.compute_list,
-            verify_memory=verify.memory_list,
-            verify_pipeline=target.pipeline_parallel,
-            verify_fixed=verify.fixed_seconds,
-            micro=micro,
-            draft_grid=draft._scalar_tables.context_grid,
-            draft_compute=drafting.compute_list,
-            draft_memory=drafting.memory_list,
-            draft_pipeline=draft.pipeline_parallel,
-            draft_fixed=drafting.fixed_seconds,
-            draft_scheduler=float(scheduler_seconds(micro, self._efficiency, target._host_work_overlapped)),
-            verify_grid_array=target._context_grid,
-            verify_compute_array=verify.compute,
-            verify_memory_array=verify.memory,
-            draft_grid_array=draft._context_grid,
-            draft_compute_array=drafting.compute,
-            draft_memory_array=drafting.memory,
-        )
+    def _rows_for(self, decode_batch: int) -> _RoundRows:
+        rows = self._round_rows.get(decode_batch)
+        if rows is None:
+            target, draft = self.target, self.draft
+            verify = target.decode_rows(decode_batch, self.query_tokens)  # what verify_step_seconds caches
+            micro = -(-decode_batch // target.pipeline_parallel)
+            drafting = draft.decode_rows(micro)
+            rows = self._round_rows[decode_batch] = _RoundRows(
+                verify_grid=target._tables.context_grid,
+                verify_compute=verify.compute_list,
+                verify_memory=verify.memory_list,
+                verify_pipeline=target.pipeline_parallel,
+                verify_fixed=verify.fixed_seconds,
+                micro=micro,
+                draft_grid=draft._tables.context_grid,
+                draft_compute=drafting.compute_list,
+                draft_memory=drafting.memory_list,
+                draft_pipeline=draft.pipeline_parallel,
+                draft_fixed=drafting.fixed_seconds,
+                verify_grid_array=target._context_grid,
+                verify_compute_array=verify.compute,
+                verify_memory_array=verify.memory,
+                draft_grid_array=draft._context_grid,
+                draft_compute_array=drafting.compute,
+                draft_memory_array=drafting.memory,
+            )
+        return rows
 
     def draft_step_seconds(self, decode_batch: int, decode_context_tokens: float) -> float:
-        """One draft step over the target's micro-batch at the same mean context, less the engine's scheduling
-        (`speculative.draft_seconds`). The draft runs unpipelined (`speculative.draft_inputs`) on the micro-batch,
-        as `speculative_round` prices it."""
+        """One draft step inside the round over the target's micro-batch at the same mean context. The draft runs
+        unpipelined (`speculative.draft_inputs`) on the micro-batch, as `speculative_round` prices it."""
         micro = -(-decode_batch // self.target.pipeline_parallel)
-        step = self.draft.decode_step_seconds(micro, decode_context_tokens / decode_batch * micro)
-        return step - float(scheduler_seconds(micro, self._efficiency, self.target._host_work_overlapped))
+        return self.draft.decode_step_seconds(micro, decode_context_tokens / decode_batch * micro)
 
     def draft_prefill_seconds(self, prefill_spans) -> float:
-        """The draft's pass over the step's prompt pieces, less the engine's scheduling. Cached by the pieces: a
-        stream's chunk boundaries repeat (same prompt lengths, budgets that depend on the batch only)."""
+        """The draft's pass over the step's prompt pieces inside the round. Cached by the pieces: a stream's chunk
+        boundaries repeat (same prompt lengths, budgets that depend on the batch only)."""
         key = tuple(prefill_spans)
         seconds = self._draft_prefill.get(key)
         if seconds is None:
             if len(self._draft_prefill) >= self.DRAFT_PREFILL_CACHE:
                 self._draft_prefill.clear()  # a bound on the memory of a long-lived engine
-            step = self.draft.mixed_seconds(0, 0, prefill_spans)
-            seconds = self._draft_prefill[key] = step - float(
-                scheduler_seconds(len(prefill_spans), self._efficiency, self.target._host_work_overlapped)
-            )
+            seconds = self._draft_prefill[key] = self.draft.mixed_seconds(0, 0, prefill_spans)
         return seconds
 
 
@@ -553,7 +399,6 @@ class _RoundRows:
     draft_memory: list[float]
     draft_pipeline: int
     draft_fixed: float
-    draft_scheduler: float
     verify_grid_array: np.ndarray
     verify_compute_array: np.ndarray
     verify_memory_array: np.ndarray
@@ -564,7 +409,8 @@ class _RoundRows:
 
 @dataclass(frozen=True, slots=True)
 class _DecodeRows:
-    """A decode batch's step terms over the context grid (arrays for runs, lists for single steps)."""
+    """A decode batch's composed step over the context grid (`PhaseStep`'s rows: arrays for runs, lists for
+    single steps), its fixed part, and the shortest such step at any context."""
 
     compute: np.ndarray
     memory: np.ndarray
@@ -572,6 +418,16 @@ class _DecodeRows:
     memory_list: list[float]
     fixed_seconds: float
     shortest_seconds: float
+
+    @classmethod
+    def of(cls, step: PhaseStep, grid: np.ndarray) -> _DecodeRows:
+        compute = np.broadcast_to(np.asarray(step.compute_row, dtype=float), grid.shape).copy()
+        memory = np.broadcast_to(np.asarray(step.memory_row, dtype=float), grid.shape).copy()
+        fixed = float(step.fixed_seconds)
+        # The rows' minima bound every interpolated value from below, and the arithmetic after the
+        # interpolation is monotone, so no step of this batch is shorter.
+        shortest = float(step_seconds(compute.min(), memory.min(), fixed, step.pipeline_parallel))
+        return cls(compute, memory, compute.tolist(), memory.tolist(), fixed, shortest)
 
 
 def interp_one(x: float, xs: list[float], ys: list[float]) -> float:

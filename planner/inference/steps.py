@@ -1,5 +1,8 @@
-"""The two inference steps on one GPU: a prefill step (prompt tokens in) and a decode step (one token
-per sequence out), each as the work it does and the time every resource needs for it.
+"""Inference steps on one GPU, composed once: a step's work (FLOPs and bytes by kernel group and phase,
+`planner.inference.step_work`) and its load (tokens, engine steps, sequences scheduled and sampled, their
+collectives and hand-offs) become a `PhaseStep` in `compose_step`, for the static plan's prefill and decode steps
+and for every step the traffic simulation prices (`planner.inference.step_cost` tabulates these functions; it
+composes nothing itself).
 
 Scope: one GPU of one replica; FLOPs and bytes are one pipeline stage's share, times are per stage
 (`PhaseStep.seconds` is the whole pipeline). One function per cost term; every term broadcasts over
@@ -9,28 +12,177 @@ predicts its measured steps with the same terms.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-import numpy as np
+from dataclasses import dataclass, field
 
 from planner.arrays import Number, maximum, where
-from planner.inference.inputs import HardwareInputs, InferenceInputs, Link, ReplicaShape
+from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
+from planner.inference.step_work import (
+    chunked,
+    decode_kv_read_bytes,
+    decode_step_flops,
+    decode_step_mixing_flops,
+    image_encoder_step_flops,
+    prefill_chunks,
+    prefill_kv_write_bytes,
+    prefill_step_bytes,
+    prefill_step_flops,
+    prefill_step_mixing_flops,
+    prefill_weight_read_bytes,
+    stage_routed_expert_bytes,
+    step_expert_flops_per_token,
+    uncached_prompt_tokens,
+)
 from planner.model.architecture import ModelArchitecture, ParameterCounts
-from planner.model.cache import decode_cache_traffic_bytes
-from planner.physics import collectives, roofline
+from planner.physics import communication, roofline
 from planner.physics import memory as mem
 from planner.physics.efficiency import Efficiency
-from planner.physics.flops import decode_flops, decode_mixing_flops, prefill_flops, prefill_mixing_flops
 from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
-from planner.physics.moe_efficiency import (
-    moe_layer_extra_seconds,
-    routed_expert_flops_per_token,
-    routed_expert_read_bytes,
-)
+from planner.physics.moe_efficiency import moe_layer_extra_seconds, routed_expert_read_bytes
 from planner.physics.runtimes import runtime_profile
+
+__all__ = [  # the work terms live in step_work; these names are re-exported for the steps' readers
+    "chunked",
+    "decode_kv_read_bytes",
+    "decode_step_flops",
+    "decode_step_mixing_flops",
+    "image_encoder_step_flops",
+    "prefill_chunks",
+    "prefill_kv_write_bytes",
+    "prefill_step_bytes",
+    "prefill_step_flops",
+    "prefill_step_mixing_flops",
+    "prefill_weight_read_bytes",
+    "stage_routed_expert_bytes",
+    "step_expert_flops_per_token",
+    "uncached_prompt_tokens",
+]
 
 
 @dataclass(frozen=True, slots=True)
+class AchievedRates:
+    """What each kernel group reaches on this device (FLOP/s, bytes/s: peak x efficiency), and the GEMM kernels'
+    fixed time per pass through one layer. Derived once per replica (`StepContext`) from the device and the
+    efficiencies; `kernel_groups` divides a step's work by them."""
+
+    prefill_gemm_flops_per_second: Number  # the phase efficiency x the GPU's GEMM ceiling ratio (MAMF)
+    decode_gemm_flops_per_second: Number
+    expert_flops_per_second: Number  # fused-MoE calls: the published rate x the format's ceiling ratio
+    prefill_mixing_flops_per_second: Number  # attention in the KV cache's own format
+    decode_mixing_flops_per_second: Number
+    weight_bytes_per_second: Number  # dense weights and the cache
+    expert_bytes_per_second: Number  # routed experts (fused-MoE bandwidth)
+    gemm_tail_seconds_per_layer: Number  # `GEMMS_PER_LAYER` kernels' fixed time
+
+    @classmethod
+    def of(cls, hw: HardwareInputs, efficiency: Efficiency) -> AchievedRates:
+        """The rates of `kernel_groups`' docstring: dense GEMMs at each phase's efficiency x the device's GEMM
+        ceiling ratio (`physics.gemm_efficiency`), routed experts at the fused-MoE figures (never the block-scaled
+        FP8 ceiling: `HardwareInputs.expert_ceiling_ratio`; `physics.moe_efficiency`), token mixing at each phase's
+        efficiency x the ceiling ratio of the attention's own format (`HardwareInputs.attention_peak_flops_per_second`),
+        bytes at the HBM efficiencies."""
+        peak, attention_peak, bandwidth = (
+            hw.peak_flops_per_second,
+            hw.attention_peak_flops_per_second,
+            hw.bandwidth_bytes_per_second,
+        )
+        return cls(
+            prefill_gemm_flops_per_second=peak
+            * phase_compute_efficiency(efficiency.prefill_compute, hw.gemm_ceiling_ratio),
+            decode_gemm_flops_per_second=peak
+            * phase_compute_efficiency(efficiency.decode_compute, hw.gemm_ceiling_ratio),
+            expert_flops_per_second=peak
+            * phase_compute_efficiency(efficiency.moe_expert_compute, hw.expert_ceiling_ratio),
+            prefill_mixing_flops_per_second=attention_peak
+            * phase_compute_efficiency(efficiency.prefill_compute, hw.attention_ceiling_ratio),
+            decode_mixing_flops_per_second=attention_peak
+            * phase_compute_efficiency(efficiency.decode_compute, hw.attention_ceiling_ratio),
+            weight_bytes_per_second=bandwidth * efficiency.memory_bandwidth,
+            expert_bytes_per_second=bandwidth * efficiency.moe_expert_bandwidth,
+            gemm_tail_seconds_per_layer=GEMMS_PER_LAYER * hw.gemm_tail_seconds,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StepContext:
+    """What every step of one replica is priced with: the model, the device, the efficiencies, the scenario's
+    inputs and how it lands on the replica. The achieved rates, the per-pass fixed time and whether the runtime
+    hides its host work are derived once here (a simulation prices tens of thousands of steps with one context)."""
+
+    arch: ModelArchitecture
+    counts: ParameterCounts
+    hw: HardwareInputs
+    efficiency: Efficiency
+    inputs: InferenceInputs
+    shape: ReplicaShape
+    rates: AchievedRates = field(init=False)
+    pass_overhead_seconds: Number = field(init=False)  # per stage, one forward pass: launches and MoE calls
+    host_work_overlapped: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        pp = self.inputs.pipeline_parallel
+        overhead = launch_overhead_seconds(self.shape.stage_layers, self.efficiency) + moe_overhead_seconds(
+            self.arch, pp, self.hw, self.efficiency
+        )
+        object.__setattr__(self, "rates", AchievedRates.of(self.hw, self.efficiency))
+        object.__setattr__(self, "pass_overhead_seconds", overhead)
+        object.__setattr__(self, "host_work_overlapped", host_work_overlapped(self.inputs))
+
+
+# Not frozen (never mutated): the traffic simulation builds one per priced step, and a frozen dataclass's
+# __init__ costs three times a plain one's.
+@dataclass(slots=True)
+class StepWork:
+    """The work of one engine step (or of a static prefill's chunks together) on one GPU of its most loaded stage,
+    by kernel group and phase (`kernel_groups` prices it): dense-GEMM FLOPs per phase (each phase at its own
+    efficiency), routed-expert FLOPs, token-mixing FLOPs per phase (attention, state updates), and the bytes each
+    group streams. Fields broadcast: a simulation passes the mixing terms as rows over a context grid."""
+
+    prefill_gemm_flops: Number
+    decode_gemm_flops: Number
+    expert_flops: Number  # in fused-MoE calls
+    prefill_mixing_flops: Number
+    decode_mixing_flops: Number
+    gemm_bytes: Number  # resident weights the dense GEMMs stream
+    expert_bytes: Number  # routed-expert weights streamed
+    mixing_bytes: Number  # cache read and written
+    layer_passes: Number  # passes through the stage's layers: each pays its GEMM kernels' fixed time
+
+    @property
+    def flops(self) -> Number:
+        return (
+            self.prefill_gemm_flops
+            + self.decode_gemm_flops
+            + self.expert_flops
+            + self.prefill_mixing_flops
+            + self.decode_mixing_flops
+        )
+
+    @property
+    def bytes(self) -> Number:
+        return self.gemm_bytes + self.expert_bytes + self.mixing_bytes
+
+
+# Not frozen (never mutated): the traffic simulation builds one per priced step, and a frozen dataclass's
+# __init__ costs three times a plain one's.
+@dataclass(slots=True)
+class StepLoad:
+    """What one engine step (or a static prefill's `engine_steps` chunks) asks beyond its kernels: the tokens it
+    carries, the sequences it schedules and the positions it samples (per engine step), its collectives and
+    hand-offs (all engine steps together). `in_round`: a speculative draft step inside a draft-and-verify round,
+    whose scheduling the round pays once (with the verify step)."""
+
+    tokens: Number
+    scheduled_sequences: Number
+    sampled_positions: Number
+    collective_seconds: Number  # per stage
+    handoff_seconds: Number
+    engine_steps: Number = 1
+    in_round: bool = False
+
+
+# Not frozen (never mutated): the traffic simulation builds one per priced step, and a frozen dataclass's
+# __init__ costs three times a plain one's.
+@dataclass(slots=True)
 class KernelGroups:
     """One stage's kernels of a step as three groups, each with the time its FLOPs and its HBM bytes need
     (seconds): the dense GEMMs (resident weights), the fused-MoE calls (routed experts) and the token mixing
@@ -84,13 +236,16 @@ class KernelGroups:
         )
 
 
-@dataclass(frozen=True, slots=True)
+# Not frozen (never mutated): the traffic simulation builds one per priced step, and a frozen dataclass's
+# __init__ costs three times a plain one's.
+@dataclass(slots=True)
 class PhaseStep:
     """One step of a phase: its work on one GPU and where its time goes.
 
     `seconds` = pipeline_parallel x (kernels + collectives + overhead) + hand-offs
     (`roofline.pipeline_step_seconds`; kernels: `KernelGroups.seconds`) + the engine's per-step scheduler and
-    sampler time (paid once per engine step, not per stage); `terms()` lists those addends.
+    sampler time (paid once per engine step, not per stage); `terms()` lists those addends. Built by
+    `compose_step` only, for the static plan and the traffic simulation alike.
     """
 
     tokens: Number  # tokens the step processes on its replica
@@ -103,6 +258,12 @@ class PhaseStep:
     scheduler_seconds: Number  # per engine step: CPU scheduling, input prep, per-sequence bookkeeping
     sampler_seconds: Number  # per engine step: sampling every scheduled sequence over the vocabulary
     pipeline_parallel: Number
+    # `seconds` = pipeline_parallel x max(compute_row, memory_row) + fixed_seconds (`step_seconds`): the token-mixing
+    # group with the other groups' offsets (`roofline.context_free_groups`), and every term that does not depend
+    # on the context. A traffic simulation tabulates the rows over contexts and interpolates them exactly.
+    compute_row: Number
+    memory_row: Number
+    fixed_seconds: Number
     seconds: Number  # the whole step, every stage
 
     @property
@@ -134,218 +295,50 @@ class PhaseStep:
 
 
 # ---------------------------------------------------------------------------------------------
-# work: FLOPs and bytes
+# kernel time by group: GEMM shape and GPU generation, fused-MoE rates, the attention's own format
 
 
-def uncached_prompt_tokens(prompt_tokens, prefix_cache_hit_rate):
-    """Prompt tokens a prefill must compute: those the prefix cache misses, at least one (the last
-    position is always computed to sample the first output token)."""
-    return maximum(np.ceil(prompt_tokens * (1 - prefix_cache_hit_rate)), 1)
-
-
-def prefill_step_flops(
-    counts: ParameterCounts,
-    arch: ModelArchitecture,
-    prompt_tokens,
-    new_tokens,
-    prompts,
-    tensor_parallel,
-    pipeline_parallel,
-):
-    """Prefill FLOPs per GPU for `prompts` prompts computing their last `new_tokens` tokens: the replica's
-    work (`physics.flops.prefill_flops`) split evenly over its tensor x pipeline GPUs."""
-    return prefill_flops(counts, arch, prompt_tokens, prompts, new_tokens=new_tokens) / (
-        tensor_parallel * pipeline_parallel
+def gemm_flop_seconds(gemm_flops, hw: HardwareInputs, phase_efficiency):
+    """The dense GEMMs' FLOP time on one GPU, one stage: the phase efficiency (stated for the reference GEMM
+    ceiling) x this GPU generation's ceiling relative to the reference (MAMF; `physics.gemm_efficiency`)."""
+    return roofline.compute_seconds(
+        gemm_flops, hw.peak_flops_per_second, phase_compute_efficiency(phase_efficiency, hw.gemm_ceiling_ratio)
     )
 
 
-def image_encoder_step_flops(encoder_flops_per_request, prompts, tensor_parallel, pipeline_parallel):
-    """The vision tower's work for the step's prompts per GPU: it runs tensor-parallel on the first stage, so
-    over the pipeline's PP x stage time it costs as if spread over every stage (no encoder cache: each
-    request's images are encoded once, with its prefill)."""
-    return encoder_flops_per_request * prompts / (tensor_parallel * pipeline_parallel)
-
-
-def prefill_chunks(tokens, prefill_chunk_tokens):
-    """Engine steps a prefill of `tokens` tokens takes with chunked prefill (each step reads the weights)."""
-    return np.ceil(tokens / prefill_chunk_tokens)
-
-
-def prefill_kv_write_bytes(
-    arch: ModelArchitecture,
-    tensor_parallel,
-    pipeline_parallel,
-    prompts,
-    prompt_tokens,
-    kv_bytes,
-    block_tokens,
-    honor_sliding_window,
-    state_bytes_per_element: Number = 2.0,
-):
-    """Cache a prefill writes on one GPU: the prompts' whole cache, laid out as the engine stores it
-    (whole paged blocks; sliding-window layers keep only their window when the engine honours it; a
-    recurrent layer's final state once)."""
-    return mem.kv_cache_bytes(
-        arch,
-        tensor_parallel,
-        pipeline_parallel,
-        prompts,
-        prompt_tokens,
-        kv_bytes,
-        block_tokens,
-        honor_sliding_window,
-        state_bytes_per_element,
-    )
-
-
-def chunked(cost, tokens, chunks, chunk_tokens):
-    """A cost each engine step pays for its own `n` tokens (`cost(n)`), summed over a prefill of `tokens` tokens in
-    `chunks` chunks of at most `chunk_tokens`: the full chunks and the last, possibly shorter one, each as the
-    traffic simulation steps them."""
-    return (chunks - 1) * cost(chunk_tokens) + cost(tokens - (chunks - 1) * chunk_tokens)
-
-
-def prefill_weight_read_bytes(stage_weight_bytes, stage_routed_expert_bytes, arch, tokens, chunks, chunk_tokens):
-    """Weight bytes a prefill of `tokens` tokens in `chunks` chunks of at most `chunk_tokens` streams on one GPU, and
-    the routed-expert part of them: every chunk reads the stage's weights, of its routed experts those its own
-    tokens are routed to (all but for short chunks: uniform routing, `roofline.expected_distinct_experts`)."""
-    e, k = arch.num_experts, arch.experts_per_token
-
-    def reads(n):
-        return roofline.decode_weight_read_bytes(stage_weight_bytes, stage_routed_expert_bytes, e, k, n)
-
-    def experts(n):
-        return routed_expert_read_bytes(stage_routed_expert_bytes, e, k, n)
-
-    return chunked(reads, tokens, chunks, chunk_tokens), chunked(experts, tokens, chunks, chunk_tokens)
-
-
-def prefill_step_bytes(weight_read_bytes, kv_write_bytes):
-    """HBM traffic of a prefill on one GPU: the weights its chunks read plus the KV it writes."""
-    return weight_read_bytes + kv_write_bytes
-
-
-def decode_step_flops(
-    counts: ParameterCounts, arch: ModelArchitecture, batch, context_tokens, tensor_parallel, pipeline_parallel
-):
-    """Decode FLOPs per GPU for one token of each of `batch` sequences at `context_tokens`
-    (`physics.flops.decode_flops`), split evenly over the replica's tensor x pipeline GPUs."""
-    return decode_flops(counts, arch, batch, context_tokens) / (tensor_parallel * pipeline_parallel)
-
-
-def decode_step_mixing_flops(arch: ModelArchitecture, batch, context_tokens, tensor_parallel, pipeline_parallel):
-    """The token-mixing part of `decode_step_flops` (attention, recurrent state updates) per GPU."""
-    return decode_mixing_flops(arch, batch, context_tokens) / (tensor_parallel * pipeline_parallel)
-
-
-def prefill_step_mixing_flops(
-    arch: ModelArchitecture, prompt_tokens, new_tokens, prompts, tensor_parallel, pipeline_parallel
-):
-    """The token-mixing part of `prefill_step_flops` (attention, recurrent state updates) per GPU."""
-    return prefill_mixing_flops(arch, prompt_tokens, prompts, new_tokens) / (tensor_parallel * pipeline_parallel)
-
-
-def stage_routed_expert_bytes(
-    counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel, expert_parallel, linear_bytes
-):
-    """Routed-expert weights resident on one GPU of the most loaded stage (split over max(TP, EP) GPUs)."""
-    routed = counts.moe_layer.experts_routed if counts.moe_layer else 0
-    return (
-        mem.stage_moe_layers(arch, pipeline_parallel)
-        * routed
-        / maximum(tensor_parallel, expert_parallel)
-        * linear_bytes
-    )
-
-
-def decode_kv_read_bytes(
-    arch: ModelArchitecture,
-    tensor_parallel,
-    pipeline_parallel,
-    batch,
-    context_tokens,
-    kv_bytes,
-    honor_sliding_window,
-    state_bytes_per_element: Number = 2.0,
-):
-    """Cache traffic of a decode step on one GPU for its `batch` sequences at `context_tokens`: the keys
-    each attention layer attends (tokens, not whole blocks; V3.2 only its top-k, plus its indexer keys) and
-    each recurrent layer's state read and written back (`planner.model.cache.decode_cache_traffic_bytes`),
-    for the stage's share of the layers."""
-    per_sequence = decode_cache_traffic_bytes(
-        arch, context_tokens, kv_bytes, state_bytes_per_element, tensor_parallel, honor_sliding_window
-    )
-    return batch * mem.stage_share(arch, pipeline_parallel, per_sequence)
-
-
-# ---------------------------------------------------------------------------------------------
-# compute time by GEMM shape and GPU generation
+def gemm_tail_seconds(layer_passes, hw: HardwareInputs):
+    """The fixed time of every GEMM kernel a step launches: `GEMMS_PER_LAYER` per layer per forward pass (a
+    chunked prefill passes the stage's layers once per chunk). What makes a small step (a short prompt, a small
+    decode batch) reach less of the peak than a large one."""
+    return layer_passes * GEMMS_PER_LAYER * hw.gemm_tail_seconds
 
 
 def step_compute_seconds(flops, layer_passes, hw: HardwareInputs, phase_efficiency):
-    """Compute time of a step on one GPU, one stage (`roofline.shaped_compute_seconds`): its FLOPs at the phase
-    efficiency x this GPU generation's GEMM ceiling relative to the reference (MAMF; `physics.gemm_efficiency`),
-    plus the fixed time of each GEMM kernel it launches (`GEMMS_PER_LAYER` per layer per forward pass; a chunked
-    prefill passes the stage's layers once per chunk). The fixed time is what makes a small step (a short prompt,
-    a small decode batch) reach less of the peak than a large one."""
-    return roofline.shaped_compute_seconds(
-        flops,
-        hw.peak_flops_per_second,
-        phase_efficiency,
-        hw.gemm_ceiling_ratio,
-        layer_passes * GEMMS_PER_LAYER,
-        hw.gemm_tail_seconds,
-    )
+    """Compute time of a single-phase step's dense GEMMs on one GPU, one stage: their FLOPs by shape and generation
+    plus their kernels' fixed time (`gemm_flop_seconds` + `gemm_tail_seconds`; `roofline.shaped_compute_seconds`).
+    The calibration's probes are such steps."""
+    return gemm_flop_seconds(flops, hw, phase_efficiency) + gemm_tail_seconds(layer_passes, hw)
 
 
-# ---------------------------------------------------------------------------------------------
-# routed experts: fused-MoE efficiency (planner.physics.moe_efficiency)
-
-
-def step_expert_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel):
-    """Routed-expert FLOPs per token on one GPU (the part of the step's FLOPs that runs in fused-MoE grouped
-    GEMMs); 0 for a dense model."""
-    routed = counts.moe_layer.experts_routed if counts.moe_layer else 0
-    return routed_expert_flops_per_token(
-        routed, arch.num_experts, arch.experts_per_token, arch.num_moe_layers, tensor_parallel, pipeline_parallel
-    )
-
-
-def kernel_groups(
-    flops,
-    expert_flops,
-    mixing_flops,
-    bytes_moved,
-    expert_bytes,
-    mixing_bytes,
-    layer_passes,
-    hw: HardwareInputs,
-    phase_efficiency,
-    efficiency: Efficiency,
-) -> KernelGroups:
-    """A step's kernel groups from its FLOPs and bytes, of which `expert_*` run in fused-MoE calls and
-    `mixing_*` in the token-mixing kernels:
-    - dense GEMMs: their FLOPs by GEMM shape at the phase efficiency (`step_compute_seconds`, with every GEMM
-      kernel's fixed time), their weight bytes at `memory_bandwidth`;
-    - routed experts: FLOPs at `moe_expert_compute` x the device's ceiling ratio for the format (never the block-
-      scaled FP8 one: `HardwareInputs.expert_ceiling_ratio`), bytes at `moe_expert_bandwidth`
-      (published fused-MoE rates; `planner.physics.moe_efficiency`);
-    - token mixing: FLOPs at the phase efficiency x the ceiling ratio of the attention's own format (the KV
-      cache's: `HardwareInputs.attention_peak_flops_per_second`), no GEMM kernel tails; KV bytes at
-      `memory_bandwidth`."""
-    bandwidth, peak = hw.bandwidth_bytes_per_second, hw.peak_flops_per_second
-    expert_efficiency = phase_compute_efficiency(efficiency.moe_expert_compute, hw.expert_ceiling_ratio)
-    mixing_efficiency = phase_compute_efficiency(phase_efficiency, hw.attention_ceiling_ratio)
+def kernel_groups(work: StepWork, rates: AchievedRates) -> KernelGroups:
+    """A step's kernel groups: its work at the rates this device reaches (`AchievedRates.of`):
+    - dense GEMMs: each phase's FLOPs at its GEMM rate by shape and generation, plus every GEMM kernel's fixed
+      time (`gemm_tail_seconds` per pass through a layer); their weight bytes at the HBM rate;
+    - routed experts: FLOPs and bytes at the published fused-MoE rates (`planner.physics.moe_efficiency`);
+    - token mixing: each phase's FLOPs at the attention's rate in its own format, no GEMM kernel tails; cache
+      bytes at the HBM rate."""
+    tail = work.layer_passes * rates.gemm_tail_seconds_per_layer
     return KernelGroups(
-        gemm_compute=step_compute_seconds(flops - expert_flops - mixing_flops, layer_passes, hw, phase_efficiency),
-        gemm_tail=layer_passes * GEMMS_PER_LAYER * hw.gemm_tail_seconds,
-        gemm_memory=roofline.memory_seconds(
-            bytes_moved - expert_bytes - mixing_bytes, bandwidth, efficiency.memory_bandwidth
-        ),
-        expert_compute=roofline.compute_seconds(expert_flops, peak, expert_efficiency),
-        expert_memory=roofline.memory_seconds(expert_bytes, bandwidth, efficiency.moe_expert_bandwidth),
-        mixing_compute=roofline.compute_seconds(mixing_flops, hw.attention_peak_flops_per_second, mixing_efficiency),
-        mixing_memory=roofline.memory_seconds(mixing_bytes, bandwidth, efficiency.memory_bandwidth),
+        gemm_compute=work.prefill_gemm_flops / rates.prefill_gemm_flops_per_second
+        + work.decode_gemm_flops / rates.decode_gemm_flops_per_second
+        + tail,
+        gemm_tail=tail,
+        gemm_memory=work.gemm_bytes / rates.weight_bytes_per_second,
+        expert_compute=work.expert_flops / rates.expert_flops_per_second,
+        expert_memory=work.expert_bytes / rates.expert_bytes_per_second,
+        mixing_compute=work.prefill_mixing_flops / rates.prefill_mixing_flops_per_second
+        + work.decode_mixing_flops / rates.decode_mixing_flops_per_second,
+        mixing_memory=work.mixing_bytes / rates.weight_bytes_per_second,
     )
 
 
@@ -366,85 +359,46 @@ def moe_overhead_seconds(arch: ModelArchitecture, pipeline_parallel, hw: Hardwar
 # time beyond the roofline: communication and launch overhead
 
 
-def activation_message_bytes(arch: ModelArchitecture, tokens, activation_bytes):
-    """The hidden states of `tokens` tokens: what an all-reduce or a pipeline hand-off carries."""
-    return tokens * arch.hidden_size * activation_bytes
-
-
-def tensor_parallel_seconds(stage_layers, message_bytes, tensor_parallel, link: Link, efficiency: Efficiency):
-    """Tensor-parallel all-reduces of one step on one stage: two per layer (after attention and after
-    the MLP; Megatron-LM, Shoeybi et al. 2019, Sec. 3), each by the fastest algorithm for its message size on
-    this link (`collectives.allreduce_seconds`: one-shot / two-shot where `link.peer_access`, ring / tree)."""
-    return (
-        stage_layers
-        * 2
-        * collectives.allreduce_seconds(
-            message_bytes,
-            tensor_parallel,
-            link.bytes_per_second,
-            link.latency_seconds,
-            efficiency.communication,
-            link.peer_access,
-            link.nodes,
-        )
-    )
-
-
-def expert_dispatch_seconds(
-    arch: ModelArchitecture,
-    pipeline_parallel,
-    tokens,
-    tensor_parallel,
-    expert_parallel,
-    link: Link,
-    activation_bytes,
-    efficiency: Efficiency,
-):
-    """MoE all-to-alls of one step on one stage when experts spread beyond the tensor group: each token's
-    hidden state travels to its k experts and back (2 per MoE layer; GShard, Lepikhin et al. 2020).
-    Zero for dense models and when expert_parallel <= tensor_parallel."""
-    if not arch.is_moe:
-        return 0.0
-    dispatch = activation_message_bytes(arch, tokens * arch.experts_per_token, activation_bytes)
-    all_to_all = (
-        2
-        * mem.stage_moe_layers(arch, pipeline_parallel)
-        * collectives.allgather_seconds(
-            dispatch, expert_parallel, link.bytes_per_second, link.latency_seconds, efficiency.communication
-        )
-    )
-    return where(expert_parallel > tensor_parallel, all_to_all, 0.0)
+# Collectives per engine step (`planner.physics.communication`): two tensor-parallel all-reduces per layer (after
+# attention and after the MLP), for a MoE model two all-to-alls per MoE layer (dispatch and combine) when the
+# experts spread beyond the tensor group, and PP - 1 hand-offs between the stages.
+TP_ALLREDUCES_PER_LAYER = 2
+EP_ALL_TO_ALLS_PER_MOE_LAYER = 2
 
 
 def step_collective_seconds(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
     """Collectives of one engine step of `tokens` tokens on one stage: the tensor-parallel all-reduces of their
-    hidden states, and for a MoE model the all-to-alls to experts beyond the tensor group."""
-    message = activation_message_bytes(arch, tokens, x.activation_bytes)
-    seconds = tensor_parallel_seconds(shape.stage_layers, message, x.tensor_parallel, shape.tensor_link, efficiency)
+    hidden states (each by the fastest algorithm for its size on the link: one-shot / two-shot where
+    `link.peer_access`, ring / tree), and for a MoE model the all-to-alls to experts beyond the tensor group
+    (0 when expert_parallel <= tensor_parallel)."""
+    message = communication.hidden_state_message_bytes(tokens, arch.hidden_size, x.activation_bytes)
+    seconds = communication.tensor_parallel_seconds(
+        shape.stage_layers,
+        TP_ALLREDUCES_PER_LAYER,
+        message,
+        x.tensor_parallel,
+        shape.tensor_link,
+        efficiency.communication,
+    )
     if not arch.is_moe:
         return seconds
-    return seconds + expert_dispatch_seconds(
-        arch,
-        x.pipeline_parallel,
-        tokens,
-        x.tensor_parallel,
+    all_to_all = communication.expert_all_to_all_seconds(
+        mem.stage_moe_layers(arch, x.pipeline_parallel),
+        EP_ALL_TO_ALLS_PER_MOE_LAYER,
+        communication.hidden_state_message_bytes(tokens * arch.experts_per_token, arch.hidden_size, x.activation_bytes),
         x.expert_parallel,
         shape.expert_link,
-        x.activation_bytes,
-        efficiency,
+        efficiency.communication,
     )
+    return seconds + where(x.expert_parallel > x.tensor_parallel, all_to_all, 0.0)
 
 
 def step_handoff_seconds(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
-    """Pipeline hand-offs of one engine step of `tokens` tokens: their hidden states between the stages."""
-    message = activation_message_bytes(arch, tokens, x.activation_bytes)
-    return pipeline_handoff_seconds(message, x.pipeline_parallel, shape.pipeline_link, efficiency)
-
-
-def pipeline_handoff_seconds(message_bytes, pipeline_parallel, link: Link, efficiency: Efficiency):
-    """Point-to-point sends of the activations between consecutive stages: pp - 1 per step."""
-    return (pipeline_parallel - 1) * collectives.p2p_seconds(
-        message_bytes, link.bytes_per_second, link.latency_seconds, efficiency.communication
+    """Pipeline hand-offs of one engine step of `tokens` tokens: their hidden states sent between consecutive
+    stages, PP - 1 times."""
+    message = communication.hidden_state_message_bytes(tokens, arch.hidden_size, x.activation_bytes)
+    return communication.pipeline_p2p_seconds(
+        x.pipeline_parallel - 1, message, shape.pipeline_link, efficiency.communication
     )
 
 
@@ -483,26 +437,72 @@ def request_overhead_seconds(efficiency: Efficiency):
 
 
 # ---------------------------------------------------------------------------------------------
-# the steps
+# one composition
+
+
+def step_seconds(compute_row, memory_row, fixed_seconds, pipeline_parallel):
+    """A step's time from its rows (`PhaseStep`): pp x max(compute_row, memory_row) + fixed_seconds. The static
+    plan and the traffic simulation (over interpolated rows) both end here."""
+    return pipeline_parallel * maximum(compute_row, memory_row) + fixed_seconds
+
+
+def compose_step(ctx: StepContext, work: StepWork, load: StepLoad) -> PhaseStep:
+    """The one composition of a step: its kernel groups (`kernel_groups`), per stage with its collectives and
+    every forward pass's fixed time, times the stages, plus the hand-offs (`roofline.pipeline_step_seconds`), plus
+    per engine step the host's scheduling (none inside a speculative round, none where the runtime overlaps it)
+    and the sampler (vLLM V1 samples partial prefills too and discards the token)."""
+    e, pp = ctx.efficiency, ctx.inputs.pipeline_parallel
+    kernels = kernel_groups(work, ctx.rates)
+    overhead = load.engine_steps * ctx.pass_overhead_seconds
+    scheduler = load.engine_steps * scheduler_seconds(
+        load.scheduled_sequences, e, ctx.host_work_overlapped or load.in_round
+    )
+    sampler = load.engine_steps * sampler_seconds(load.sampled_positions, ctx.arch.vocab_size, e)
+    compute_offset, memory_offset, serial = roofline.context_free_groups(
+        kernels.gemm_compute, kernels.gemm_memory, kernels.expert_compute, kernels.expert_memory
+    )
+    compute_row = kernels.mixing_compute + compute_offset
+    memory_row = kernels.mixing_memory + memory_offset
+    # pipeline_step_seconds with no kernels is exactly its terms beyond them
+    fixed = (
+        pp * serial
+        + roofline.pipeline_step_seconds(0.0, load.collective_seconds, overhead, load.handoff_seconds, pp)
+        + scheduler
+        + sampler
+    )
+    return PhaseStep(
+        tokens=load.tokens,
+        flops=work.flops,
+        bytes=work.bytes,
+        kernels=kernels,
+        collective_seconds=load.collective_seconds,
+        overhead_seconds=overhead,
+        handoff_seconds=load.handoff_seconds,
+        scheduler_seconds=scheduler,
+        sampler_seconds=sampler,
+        pipeline_parallel=pp,
+        compute_row=compute_row,
+        memory_row=memory_row,
+        fixed_seconds=fixed,
+        seconds=step_seconds(compute_row, memory_row, fixed, pp),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the static plan's steps
 
 
 def prefill_step(
-    arch: ModelArchitecture,
-    counts: ParameterCounts,
-    hw: HardwareInputs,
-    efficiency: Efficiency,
-    x: InferenceInputs,
-    shape: ReplicaShape,
-    stage_weight_bytes: Number,
-    new_tokens: Number,
-    prompts: Number,
+    ctx: StepContext, stage_weight_bytes: Number, new_tokens: Number, prompts: Number, in_round: bool = False
 ) -> PhaseStep:
     """`prompts` prompts prefilled together, each computing its last `new_tokens` tokens (the rest hit the
-    prefix cache), in chunks of at most `prefill_chunk_tokens`."""
+    prefix cache), in chunks of at most `prefill_chunk_tokens`: every chunk an engine step with its own
+    collectives, launches, hand-offs, scheduling and sampling, the chunks' work together."""
+    arch, counts, x, shape = ctx.arch, ctx.counts, ctx.inputs, ctx.shape
     tp, pp = x.tensor_parallel, x.pipeline_parallel
     tokens = new_tokens * prompts
     flops = prefill_step_flops(counts, arch, x.prompt_tokens, new_tokens, prompts, tp, pp) + image_encoder_step_flops(
-        x.image_encoder_flops, prompts, tp, pp
+        x.image_encoder_flops, prompts, tp, pp, from_start=new_tokens >= x.prompt_tokens
     )
 
     # The cache of the positions the prefill computes, token by token (a write fills the slots it uses; whole
@@ -519,112 +519,93 @@ def prefill_step(
     weight_reads, expert_bytes = prefill_weight_read_bytes(
         stage_weight_bytes, routed_bytes, arch, tokens, chunks, x.prefill_chunk_tokens
     )
-    bytes_moved = prefill_step_bytes(weight_reads, kv_written)
     expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
     mixing_flops = prefill_step_mixing_flops(arch, x.prompt_tokens, new_tokens, prompts, tp, pp)
-
-    def per_chunk(cost):
-        return chunked(lambda n: cost(arch, x, shape, n, efficiency), tokens, chunks, x.prefill_chunk_tokens)
-
-    return _step(
-        tokens,
-        flops,
-        bytes_moved,
-        kernel_groups(
-            flops,
-            expert_flops,
-            mixing_flops,
-            bytes_moved,
-            expert_bytes,
-            kv_written,
-            chunks * shape.stage_layers,
-            hw,
-            efficiency.prefill_compute,
-            efficiency,
-        ),
-        # every chunk is an engine step: a forward pass with its own collectives, launches and hand-offs, that
-        # schedules and samples its prompts (vLLM V1 samples partial prefills too and discards the token)
-        per_chunk(step_collective_seconds),
-        chunks
-        * (launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency)),
-        per_chunk(step_handoff_seconds),
-        chunks * scheduler_seconds(prompts, efficiency, host_work_overlapped(x)),
-        chunks * sampler_seconds(prompts, arch.vocab_size, efficiency),
-        pp,
+    work = StepWork(
+        prefill_gemm_flops=flops - expert_flops - mixing_flops,
+        decode_gemm_flops=0.0,
+        expert_flops=expert_flops,
+        prefill_mixing_flops=mixing_flops,
+        decode_mixing_flops=0.0,
+        gemm_bytes=weight_reads - expert_bytes,
+        expert_bytes=expert_bytes,
+        mixing_bytes=kv_written,
+        layer_passes=chunks * shape.stage_layers,
     )
 
+    def per_chunk(cost):
+        return chunked(lambda n: cost(arch, x, shape, n, ctx.efficiency), tokens, chunks, x.prefill_chunk_tokens)
 
-def decode_step(
-    arch: ModelArchitecture,
-    counts: ParameterCounts,
-    hw: HardwareInputs,
-    efficiency: Efficiency,
-    x: InferenceInputs,
-    shape: ReplicaShape,
-    stage_weight_bytes: Number,
-    query_tokens: Number = 1,
-) -> PhaseStep:
-    """One decode step of a micro-batch at the mean context of a request's life (prompt + output / 2):
-    every resident weight read once (routed experts only where tokens go), every cached token read.
-    `query_tokens` > 1 is a speculative verify step: each sequence runs that many positions against the
-    same cached context, so compute, expert reads, messages and sampling scale with it and the KV read
-    does not."""
-    tp, pp, ep = x.tensor_parallel, x.pipeline_parallel, x.expert_parallel
-    batch = shape.micro_batch
-    tokens = batch * query_tokens
-    mean_context = x.prompt_tokens + x.output_tokens / 2
-    flops = decode_step_flops(counts, arch, tokens, mean_context, tp, pp)
-    routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, ep, x.linear_bytes)
+    load = StepLoad(
+        tokens=tokens,
+        scheduled_sequences=prompts,
+        sampled_positions=prompts,
+        collective_seconds=per_chunk(step_collective_seconds),
+        handoff_seconds=per_chunk(step_handoff_seconds),
+        engine_steps=chunks,
+        in_round=in_round,
+    )
+    return compose_step(ctx, work, load)
+
+
+def decode_work(ctx: StepContext, stage_weight_bytes: Number, micro_batch, context_tokens, query_tokens=1) -> StepWork:
+    """The work of one decode step of `micro_batch` sequences at `context_tokens` each: every resident weight read
+    once (routed experts only where tokens go), every cached token read. `query_tokens` > 1 is a speculative
+    verify step: each sequence runs that many positions against the same cached context, so compute and expert
+    reads scale with it and the KV read does not. `context_tokens` may be a row of contexts (a simulation's grid):
+    only the token-mixing terms depend on it."""
+    arch, counts, x = ctx.arch, ctx.counts, ctx.inputs
+    tp, pp = x.tensor_parallel, x.pipeline_parallel
+    tokens = micro_batch * query_tokens
+    routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, x.expert_parallel, x.linear_bytes)
     weight_reads = roofline.decode_weight_read_bytes(
         stage_weight_bytes, routed_bytes, arch.num_experts, arch.experts_per_token, tokens
     )
     expert_bytes = routed_expert_read_bytes(routed_bytes, arch.num_experts, arch.experts_per_token, tokens)
     expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
-    mixing_flops = decode_step_mixing_flops(arch, tokens, mean_context, tp, pp)
-    kv_read = decode_kv_read_bytes(
-        arch, tp, pp, batch, mean_context, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
-    )
-    bytes_moved = weight_reads + kv_read
-    return _step(
-        tokens,
-        flops,
-        bytes_moved,
-        kernel_groups(
-            flops,
-            expert_flops,
-            mixing_flops,
-            bytes_moved,
-            expert_bytes,
-            kv_read,
-            shape.stage_layers,
-            hw,
-            efficiency.decode_compute,
-            efficiency,
+    mixing_flops = decode_step_mixing_flops(arch, tokens, context_tokens, tp, pp)
+    # the GEMMs' FLOPs do not depend on the context: those of the step's tokens at no context at all
+    gemm_flops = decode_step_flops(counts, arch, tokens, 0, tp, pp) - decode_step_mixing_flops(arch, tokens, 0, tp, pp)
+    return StepWork(
+        prefill_gemm_flops=0.0,
+        decode_gemm_flops=gemm_flops - expert_flops,
+        expert_flops=expert_flops,
+        prefill_mixing_flops=0.0,
+        decode_mixing_flops=mixing_flops,
+        gemm_bytes=weight_reads - expert_bytes,
+        expert_bytes=expert_bytes,
+        mixing_bytes=decode_kv_read_bytes(
+            arch, tp, pp, micro_batch, context_tokens, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
         ),
-        step_collective_seconds(arch, x, shape, tokens, efficiency),
-        launch_overhead_seconds(shape.stage_layers, efficiency) + moe_overhead_seconds(arch, pp, hw, efficiency),
-        step_handoff_seconds(arch, x, shape, tokens, efficiency),
-        scheduler_seconds(batch, efficiency, host_work_overlapped(x)),
-        sampler_seconds(tokens, arch.vocab_size, efficiency),
-        pp,
+        layer_passes=ctx.shape.stage_layers,
     )
 
 
-def _step(
-    tokens, flops, bytes_moved, kernels: KernelGroups, collective, overhead, handoff, scheduler, sampler, pp
-) -> PhaseStep:
-    return PhaseStep(
+def decode_load(ctx: StepContext, micro_batch, query_tokens=1, in_round: bool = False) -> StepLoad:
+    """What a decode step of `micro_batch` sequences (`query_tokens` positions each) asks beyond its kernels: its
+    collectives and hand-offs for every position, the batch scheduled, every position sampled."""
+    tokens = micro_batch * query_tokens
+    x, shape, e = ctx.inputs, ctx.shape, ctx.efficiency
+    return StepLoad(
         tokens=tokens,
-        flops=flops,
-        bytes=bytes_moved,
-        kernels=kernels,
-        collective_seconds=collective,
-        overhead_seconds=overhead,
-        handoff_seconds=handoff,
-        scheduler_seconds=scheduler,
-        sampler_seconds=sampler,
-        pipeline_parallel=pp,
-        seconds=roofline.pipeline_step_seconds(kernels.seconds, collective, overhead, handoff, pp)
-        + scheduler
-        + sampler,
+        scheduled_sequences=micro_batch,
+        sampled_positions=tokens,
+        collective_seconds=step_collective_seconds(ctx.arch, x, shape, tokens, e),
+        handoff_seconds=step_handoff_seconds(ctx.arch, x, shape, tokens, e),
+        in_round=in_round,
+    )
+
+
+def decode_step(
+    ctx: StepContext, stage_weight_bytes: Number, query_tokens: Number = 1, in_round: bool = False
+) -> PhaseStep:
+    """One decode step of a micro-batch at the mean context of a request's life (prompt + output / 2)
+    (`decode_work`, `decode_load`)."""
+    x = ctx.inputs
+    mean_context = x.prompt_tokens + x.output_tokens / 2
+    micro = ctx.shape.micro_batch
+    return compose_step(
+        ctx,
+        decode_work(ctx, stage_weight_bytes, micro, mean_context, query_tokens),
+        decode_load(ctx, micro, query_tokens, in_round),
     )

@@ -10,7 +10,7 @@ many simulations for the price of one set-up. Answers:
   target rate needs.
 
 Stated assumptions (they are in `TrafficEngine.assumptions`): the engine is vLLM V1-like (see
-`serving_sim`); replicas are identical and the stream is split round robin (request i to replica
+`serving`); replicas are identical and the stream is split round robin (request i to replica
 i mod R, what a plain Kubernetes Service or vLLM's router without load awareness does); in traffic mode
 the scenario's `concurrency` is the deployment's batch cap (`max_num_seqs` x replicas) and
 `prefill_chunk_tokens` is `max_num_batched_tokens`.
@@ -28,9 +28,12 @@ from planner.errors import PlanningError
 from planner.inference.metrics import InferenceMetrics, decode_read_weight_bytes, inference_metrics
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
-from planner.inference.serving_sim import EngineLimits, ReplicaTimeline, Speculation, simulate_replica
-from planner.inference.speculative import draft_inputs, draft_read_bytes, draft_replica_shape
+from planner.inference.serving.decoders import Speculation
+from planner.inference.serving.scheduler import EngineLimits, ReplicaContext, simulate_replica
+from planner.inference.serving.step_log import ReplicaTimeline
+from planner.inference.speculative import draft_context, draft_read_bytes
 from planner.inference.step_cost import RooflineStepCost, SpeculativeStepCost
+from planner.inference.steps import StepContext
 from planner.inference.traffic_results import (
     CapacityAnswer,
     LoadCurve,
@@ -169,36 +172,19 @@ class TrafficEngine:
         cost = self._costs.get(key)
         if cost is None:
             i = self.inputs
+            drafting = draft_context(draft, self._step_context())
             cost = self._costs[key] = SpeculativeStepCost(
-                target,
-                RooflineStepCost(
-                    draft.arch,
-                    draft.counts,
-                    i.hw,
-                    i.efficiency,
-                    draft_inputs(i.x),
-                    draft_replica_shape(draft, self._costs["shape"]),
-                    float(draft_read_bytes(draft, i.x)),
-                    max_step_tokens=target.max_step_tokens,
-                    max_position_tokens=target.max_position_tokens,
-                ),
-                draft.drafted_tokens,
+                target, target.for_draft(drafting, float(draft_read_bytes(draft, i.x))), draft.drafted_tokens
             )
         return cost
 
-    def _target_cost(self, max_step_tokens: int, max_position_tokens: int) -> RooflineStepCost:
+    def _step_context(self) -> StepContext:
+        """What this replica's steps are priced with (`steps.StepContext`)."""
         i = self.inputs
-        return RooflineStepCost(
-            i.arch,
-            i.counts,
-            i.hw,
-            i.efficiency,
-            i.x,
-            self._costs["shape"],
-            self._costs["weights"],
-            max_step_tokens=max_step_tokens,
-            max_position_tokens=max_position_tokens,
-        )
+        return StepContext(i.arch, i.counts, i.hw, i.efficiency, i.x, self._costs["shape"])
+
+    def _target_cost(self, max_step_tokens: int, max_position_tokens: int) -> RooflineStepCost:
+        return RooflineStepCost(self._step_context(), self._costs["weights"], max_step_tokens, max_position_tokens)
 
     def requests(self, traffic: Traffic | None = None) -> Requests:
         """The stream's requests; each prompt carries the scenario's image tokens beside its text (a trace's
@@ -216,11 +202,13 @@ class TrafficEngine:
         replicas = replicas or self.replicas
         speculation = self.speculation(traffic)
         cost = self.stream_cost(reqs)
+        client_cap = None if traffic.max_concurrency is None else max(1, -(-traffic.max_concurrency // replicas))
         timelines: list[ReplicaTimeline] = []
         hits: list[PrefixHits] = []
         for r in range(min(replicas, len(reqs))):
             mine = np.arange(r, len(reqs), replicas)
             cached, delay = self.replica_prefix_cache(traffic, reqs, mine, hits)
+            context = ReplicaContext(self.limits, cost, client_cap, speculation, replica_index=r)
             timelines.append(
                 simulate_after_request_overhead(
                     reqs.arrival_seconds[mine],
@@ -228,14 +216,8 @@ class TrafficEngine:
                     reqs.output_tokens[mine],
                     cached,
                     mine,
-                    self.limits,
-                    cost,
-                    client_max_concurrency=None
-                    if traffic.max_concurrency is None
-                    else max(1, -(-traffic.max_concurrency // replicas)),
+                    context,
                     ready_delay_seconds=delay,
-                    speculation=speculation,
-                    replica_index=r,
                 )
             )
         return summarize(timelines, traffic.slo, self.limits.kv_blocks, ROUTING, self.prefix_stats(traffic, reqs, hits))
@@ -492,31 +474,17 @@ def simulate_after_request_overhead(
     output_tokens: np.ndarray,
     cached_tokens: np.ndarray,
     indices: np.ndarray,
-    limits: EngineLimits,
-    cost: RooflineStepCost | SpeculativeStepCost,
-    client_max_concurrency: int | None = None,
+    context: ReplicaContext,
     ready_delay_seconds: np.ndarray | None = None,
-    speculation: Speculation | None = None,
-    replica_index: int = 0,
 ) -> ReplicaTimeline:
-    """`simulate_replica` with each request reaching the scheduler `cost.request_overhead_seconds` after
+    """`simulate_replica` with each request reaching the scheduler `context.cost.request_overhead_seconds` after
     the client sent it (the API server's chat template, tokenisation and set-up,
     `steps.request_overhead_seconds`): the replica sees the stream that late, and TTFT still counts from the
     send. Exact for an open stream; under a client concurrency cap a follow-up request is sent when an
     earlier one finishes and here reaches the scheduler at once (the overhead shows in its TTFT, not in the
     replica's idle time)."""
-    delay = cost.request_overhead_seconds
+    delay = context.cost.request_overhead_seconds
     timeline = simulate_replica(
-        arrival_seconds + delay,
-        prompt_tokens,
-        output_tokens,
-        cached_tokens,
-        indices,
-        limits,
-        cost,
-        client_max_concurrency=client_max_concurrency,
-        ready_delay_seconds=ready_delay_seconds,
-        speculation=speculation,
-        replica_index=replica_index,
+        arrival_seconds + delay, prompt_tokens, output_tokens, cached_tokens, indices, context, ready_delay_seconds
     )
     return replace(timeline, sent_seconds=timeline.sent_seconds - delay)

@@ -182,6 +182,6 @@ def test_a_short_last_prefill_chunk_pays_for_its_own_tokens():
     m = metrics_of(scenario)
     engine = TrafficEngine.of(scenario, traffic=Traffic(num_requests=1))
     cost = engine.step_cost(engine.requests())
-    first, last = cost.terms(0, 0, [(0, 8192)]), cost.terms(0, 0, [(8192, 8200)])
+    first, last = cost.step(0, 0, [(0, 8192)]), cost.step(0, 0, [(8192, 8200)])
     assert m.prefill.collective_seconds == pytest.approx(first.collective_seconds + last.collective_seconds)
     assert m.prefill.overhead_seconds == pytest.approx(first.overhead_seconds + last.overhead_seconds)

@@ -11,7 +11,7 @@ from planner.inference.inputs import ReplicaShape
 from planner.inference.memory import inference_memory
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import scenario_inputs
-from planner.inference.steps import decode_step, launch_overhead_seconds, step_compute_seconds
+from planner.inference.steps import StepContext, decode_step, launch_overhead_seconds, step_compute_seconds
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.physics.gemm_efficiency import GEMM_TAIL_SECONDS
 from planner.physics.moe_efficiency import (
@@ -90,7 +90,7 @@ def _decode(scenario: InferenceScenario, efficiency: Efficiency, batch: int):
     i = scenario_inputs(scenario)
     shape = replace(ReplicaShape.of(i.arch, i.x, i.hw), micro_batch=batch)
     weights = inference_memory(i.arch, i.counts, i.hw, i.x, shape).weights_bytes
-    return i, shape, decode_step(i.arch, i.counts, i.hw, efficiency, i.x, shape, weights)
+    return i, shape, decode_step(StepContext(i.arch, i.counts, i.hw, efficiency, i.x, shape), weights)
 
 
 def test_neutral_moe_terms_reproduce_the_dense_roofline():

@@ -284,5 +284,5 @@ def test_a_simulated_step_under_an_overlap_scheduler_pays_no_cpu_time():
     from planner.inference.workload import Traffic
 
     engine = TrafficEngine.of(_llama_8b(runtime="sglang", concurrency=8), traffic=Traffic(num_requests=4, seed=0))
-    terms = engine.step_cost(engine.requests()).terms(4, 4 * 3000.0, [(0, 512)])
+    terms = engine.step_cost(engine.requests()).step(4, 4 * 3000.0, [(0, 512)])
     assert terms.scheduler_seconds == 0.0 and terms.sampler_seconds > 0

@@ -8,10 +8,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from planner.inference import serving_sim
 from planner.inference.scenario import InferenceScenario
-from planner.inference.serving_sim import Speculation, _SpeculativeDecoders
-from planner.inference.steps import scheduler_seconds
+from planner.inference.serving import scheduler
+from planner.inference.serving.decoders import Speculation, SpeculativeDecoders
 from planner.inference.traffic import TrafficEngine
 from planner.inference.workload import Traffic
 
@@ -20,7 +19,7 @@ EAGLE = {"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.8}
 
 class _RoundByRound:
     """The decoders as slot arrays, every round one draw per slot (free ones too) from the same generator,
-    consumed in order: what `_SpeculativeDecoders` must reproduce."""
+    consumed in order: what `SpeculativeDecoders` must reproduce."""
 
     def __init__(self, block: int, spec: Speculation, index: int, draws_at_a_time: int) -> None:
         self.block, self.k, self.a = block, spec.drafted_tokens, spec.acceptance
@@ -77,9 +76,9 @@ class _RoundByRound:
 @pytest.mark.parametrize("draws_at_a_time", [40, 1 << 14])
 def test_the_windowed_decoders_advance_as_slot_arrays_round_by_round(monkeypatch, draws_at_a_time):
     """Joins, preemptions, finishes, slot growth and windows of a few rounds (a small draws buffer) or many."""
-    monkeypatch.setattr(_SpeculativeDecoders, "DRAWS", draws_at_a_time)
+    monkeypatch.setattr(SpeculativeDecoders, "DRAWS", draws_at_a_time)
     spec = Speculation(drafted_tokens=3, acceptance=0.7, seed=11)
-    fast, slow = _SpeculativeDecoders(16, spec, 2), _RoundByRound(16, spec, 2, draws_at_a_time)
+    fast, slow = SpeculativeDecoders(16, spec, 2), _RoundByRound(16, spec, 2, draws_at_a_time)
     rng = np.random.default_rng(5)
     next_request = 0
     for _ in range(3000):
@@ -137,8 +136,9 @@ def test_a_decode_round_costs_its_verify_step_and_draft_steps_bit_for_bit(scenar
 def test_the_draft_s_prefill_is_cached_by_its_pieces():
     cost = _cost(InferenceScenario(speculative=EAGLE))
     for spans in ([(0, 1500)], [(0, 1500), (2000, 2048)], [(0, 1500)]):
-        scheduler = scheduler_seconds(len(spans), cost._efficiency, cost.target._host_work_overlapped)
-        assert cost.draft_prefill_seconds(spans) == cost.draft.mixed_seconds(0, 0, spans) - float(scheduler)
+        # the draft's pass inside the round: composed without the scheduling the round pays once
+        assert cost.draft_prefill_seconds(spans) == cost.draft.mixed_seconds(0, 0, spans)
+        assert cost.draft.step(0, 0, spans).scheduler_seconds == 0.0
     assert len(cost._draft_prefill) == 2
 
 
@@ -152,10 +152,10 @@ def test_the_draft_s_prefill_is_cached_by_its_pieces():
     ids=["light", "loaded", "client-cap"],
 )
 def test_quiet_runs_cost_what_rounds_one_at_a_time_cost(monkeypatch, traffic):
-    """The vectorised stretches of rounds (`_quiet_run`) change no number: the same stream with them off."""
+    """The vectorised stretches of rounds (`decode_runs.quiet_run`) change no number: the same stream with them off."""
     engine = TrafficEngine.of(InferenceScenario(speculative=EAGLE), traffic=Traffic(**traffic))
     runs = engine.simulate()
-    monkeypatch.setattr(serving_sim, "LONG_RUN_ROUNDS", 1 << 40)
+    monkeypatch.setattr(scheduler, "LONG_RUN_ROUNDS", 1 << 40)
     assert engine.simulate() == runs
-    monkeypatch.setattr(serving_sim, "LONG_RUN_ROUNDS", 2)
+    monkeypatch.setattr(scheduler, "LONG_RUN_ROUNDS", 2)
     assert engine.simulate() == runs

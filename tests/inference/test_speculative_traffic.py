@@ -17,9 +17,10 @@ from planner.inference.memory import inference_memory
 from planner.inference.plan import TRAFFIC_NOT_SIMULATED
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import scenario_inputs
-from planner.inference.serving_sim import Speculation, simulate_replica
+from planner.inference.serving.decoders import Speculation
+from planner.inference.serving.scheduler import ReplicaContext, simulate_replica
 from planner.inference.speculative import speculative_round
-from planner.inference.steps import decode_step
+from planner.inference.steps import StepContext, decode_step
 from planner.inference.traffic import TrafficEngine
 from planner.inference.workload import Traffic
 
@@ -39,9 +40,11 @@ def _replica(engine: TrafficEngine, speculation: Speculation | None):
         reqs.output_tokens,
         reqs.cached_prompt_tokens,
         np.arange(len(reqs)),
-        engine.limits,
-        engine.step_cost(reqs) if speculation is None else engine.speculative_cost(reqs),
-        speculation=speculation,
+        ReplicaContext(
+            engine.limits,
+            engine.step_cost(reqs) if speculation is None else engine.speculative_cost(reqs),
+            speculation=speculation,
+        ),
     )
 
 
@@ -53,8 +56,9 @@ def _static_round(scenario: InferenceScenario, batch: int, context: int):
     weights = inference_memory(i.arch, i.counts, i.hw, i.x, shape, i.draft).weights_bytes
     micro_shape = replace(shape, micro_batch=-(-batch // scenario.pipeline_parallel))
     x = replace(i.x, prompt_tokens=context, output_tokens=0)
-    plain = decode_step(i.arch, i.counts, i.hw, i.efficiency, x, micro_shape, weights)
-    return speculative_round(i.draft, i.arch, i.counts, i.hw, i.efficiency, x, micro_shape, weights, plain, context)
+    ctx = StepContext(i.arch, i.counts, i.hw, i.efficiency, x, micro_shape)
+    plain = decode_step(ctx, weights)
+    return speculative_round(i.draft, ctx, weights, plain, context)
 
 
 # ------------------------------------------------------------------------------------ round costs

@@ -14,8 +14,8 @@ from planner.inference.inputs import ReplicaShape
 from planner.inference.memory import inference_memory
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import scenario_inputs
-from planner.inference.serving_sim import simulate_replica
-from planner.inference.steps import decode_step, prefill_step
+from planner.inference.serving.scheduler import ReplicaContext, simulate_replica
+from planner.inference.steps import StepContext, decode_step, prefill_step
 from planner.inference.traffic import TrafficEngine
 from planner.inference.workload import (
     MAX_TRACE_BYTES,
@@ -61,15 +61,16 @@ def test_a_step_costs_what_the_plan_s_step_functions_say(scenario):
     for batch, context in [(1, 100), (7, 3000), (64, 2300), (33, 129)]:
         micro_shape = replace(shape, micro_batch=-(-batch // pp))
         x = replace(i.x, prompt_tokens=context, output_tokens=0)
-        expected = decode_step(i.arch, i.counts, i.hw, i.efficiency, x, micro_shape, weights).seconds
+        expected = decode_step(StepContext(i.arch, i.counts, i.hw, i.efficiency, x, micro_shape), weights).seconds
         assert cost.decode_seconds(batch, np.array([batch * context]))[0] == pytest.approx(expected, rel=1e-5)
         assert cost.mixed_seconds(batch, batch * context, []) == pytest.approx(expected, rel=1e-5)
     prompt = scenario.prompt_tokens  # fits one chunk, whole blocks: the plan's TTFT step exactly
-    expected = prefill_step(i.arch, i.counts, i.hw, i.efficiency, i.x, shape, weights, prompt, 1).seconds
+    ctx = StepContext(i.arch, i.counts, i.hw, i.efficiency, i.x, shape)
+    expected = prefill_step(ctx, weights, prompt, 1).seconds
     assert cost.mixed_seconds(0, 0, [(0, prompt)]) == pytest.approx(expected, rel=1e-9)
     # A prefix-cache hit: the piece [prompt - new, prompt) computes and writes only its own positions' KV.
     new = prompt // 8
-    expected = prefill_step(i.arch, i.counts, i.hw, i.efficiency, i.x, shape, weights, new, 1).seconds
+    expected = prefill_step(ctx, weights, new, 1).seconds
     assert cost.mixed_seconds(0, 0, [(prompt - new, prompt)]) == pytest.approx(expected, rel=1e-9)
 
 
@@ -108,8 +109,7 @@ def test_little_s_law_links_the_step_log_to_the_request_times():
         reqs.output_tokens,
         reqs.cached_prompt_tokens,
         np.arange(len(reqs)),
-        engine.limits,
-        engine.step_cost(reqs),
+        ReplicaContext(engine.limits, engine.step_cost(reqs)),
     )
     busy = timeline.step_seconds.sum()
     held_time_average = np.dot(timeline.step_running, timeline.step_seconds) / busy
@@ -251,7 +251,7 @@ def test_capacity_never_exceeds_the_rate_a_replica_sustains():
 
 
 class _StepByStep:
-    """The scheduler of `serving_sim` (vLLM V1) written the slow and obvious way, as an independent check of
+    """The scheduler of `serving` (vLLM V1) written the slow and obvious way, as an independent check of
     its fast loop (decode runs advanced at once, O(1) decoder bookkeeping, closed-form KV block counts):
     one engine step per iteration, every sequence's context and generated tokens counted one by one, every
     pure decode step costed alone (`decode_seconds` of one context sum) and the clock advanced step by step.
@@ -422,9 +422,7 @@ def test_the_fast_loop_serves_exactly_as_one_step_at_a_time(scenario, traffic, c
         reqs.output_tokens,
         reqs.cached_prompt_tokens,
         np.arange(len(reqs)),
-        engine.limits,
-        cost,
-        client_max_concurrency=client_cap,
+        ReplicaContext(engine.limits, cost, client_cap),
     )
     slow = _StepByStep(reqs, engine.limits, cost, client_cap)
     slow.run()
