@@ -18,10 +18,11 @@ from planner.model.architecture import (
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline, warning_fields
 from planner.training import memory as tmem
-from planner.training.explain import assumptions_for, bottleneck, equations_for, warnings_for
+from planner.training.explain import assumptions_for, bottleneck, equations_for
 from planner.training.footprint import TrainingMemory, training_memory
 from planner.training.inputs import TrainingHardware, TrainingInputs, training_hardware, training_inputs
 from planner.training.metrics import TrainingMetrics, training_metrics
+from planner.training.plan_warnings import warnings_for
 from planner.training.results import (
     MicroBatchOption,
     TrainingCost,
