@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
-from planner.inference.serving_sim import ReplicaTimeline
+from planner.inference.serving.step_log import ReplicaTimeline
 from planner.inference.workload import Slo
 
 
@@ -240,6 +240,52 @@ def _kv_series(timelines: list[ReplicaTimeline], kv_blocks: int, points: int = 2
     return [(float(ends[i]), float(min(t.step_kv_blocks[i] / kv_blocks, 1.0))) for i in picks]
 
 
+def _itl(
+    timelines: list[ReplicaTimeline], step_seconds: np.ndarray, step_batch: np.ndarray
+) -> tuple[Distribution, list[float]]:
+    """ITL and its `QUANTILE_GRID` table: every step's duration is the gap each token sampled in it waited
+    (pooled over tokens); under speculative decoding a burst of g tokens after a gap d counts g tokens of d / g
+    (`ReplicaTimeline`)."""
+    gaps, gap_tokens = step_seconds, step_batch
+    if timelines and all(t.itl_seconds is not None and t.itl_tokens is not None for t in timelines):
+        gaps = np.concatenate([t.itl_seconds for t in timelines])  # type: ignore[misc]
+        gap_tokens = np.concatenate([t.itl_tokens for t in timelines])  # type: ignore[misc]
+    if not gaps.size:
+        return Distribution.of(np.zeros(0)), _percentile_table(np.zeros(0))
+    order = np.argsort(gaps)
+    sorted_steps, sorted_batch = gaps[order], gap_tokens[order]
+    return Distribution._of_sorted(sorted_steps, sorted_batch), _weighted_table(sorted_steps, sorted_batch)
+
+
+def _slo_checks(
+    m: dict[str, np.ndarray], slo: Slo | None, duration: float
+) -> tuple[list[SloCheck], float | None, float | None]:
+    """Each SLO target against its simulated percentile, the share of requests meeting every target and the
+    goodput (None, None without targets)."""
+    if slo is None or not slo.targets:
+        return [], None, None
+    n = len(m["sent"])
+    checks: list[SloCheck] = []
+    per_request_ok = np.ones(n, dtype=bool)
+    names = {"ttft_seconds": "ttft", "tpot_seconds": "tpot", "e2e_latency_seconds": "e2e"}
+    for metric, target in slo.targets.items():
+        values = m[names[metric]]
+        simulated = Distribution.of(values).at(slo.percentile)
+        checks.append(
+            SloCheck(
+                metric=metric,
+                percentile=slo.percentile,
+                target_seconds=target,
+                simulated_seconds=simulated,
+                met=bool(simulated <= target),
+            )
+        )
+        per_request_ok &= values <= target
+    attainment = float(per_request_ok.mean()) if n else 0.0
+    goodput = float(per_request_ok.sum() / duration) if n else 0.0
+    return checks, attainment, goodput
+
+
 def summarize(
     timelines: list[ReplicaTimeline],
     slo: Slo | None,
@@ -252,44 +298,13 @@ def summarize(
     n = len(m["sent"])
     start = float(np.nanmin(m["sent"])) if n else 0.0
     duration = max(float(np.nanmax(m["finish"])) - start, 1e-12) if n else 0.0
-    # ITL: every step's duration is the gap each token sampled in it waited (pooled over tokens); under
-    # speculative decoding a burst of g tokens after a gap d counts g tokens of d / g (`ReplicaTimeline`).
     step_seconds = np.concatenate([t.step_seconds for t in timelines])
     step_batch = np.concatenate([t.step_batch for t in timelines])
-    gaps, gap_tokens = step_seconds, step_batch
-    if timelines and all(t.itl_seconds is not None and t.itl_tokens is not None for t in timelines):
-        gaps = np.concatenate([t.itl_seconds for t in timelines])  # type: ignore[misc]
-        gap_tokens = np.concatenate([t.itl_tokens for t in timelines])  # type: ignore[misc]
-    if gaps.size:
-        order = np.argsort(gaps)
-        sorted_steps, sorted_batch = gaps[order], gap_tokens[order]
-        itl = Distribution._of_sorted(sorted_steps, sorted_batch)
-        itl_table = _weighted_table(sorted_steps, sorted_batch)
-    else:
-        itl, itl_table = Distribution.of(np.zeros(0)), _percentile_table(np.zeros(0))
+    itl, itl_table = _itl(timelines, step_seconds, step_batch)
     tpot_values = m["tpot"][m["outputs"] > 1]
     busy_time = float(step_seconds.sum())
     batch_time = float(np.dot(step_batch, step_seconds))
-    checks: list[SloCheck] = []
-    attainment = goodput = None
-    if slo is not None and slo.targets:
-        per_request_ok = np.ones(n, dtype=bool)
-        names = {"ttft_seconds": "ttft", "tpot_seconds": "tpot", "e2e_latency_seconds": "e2e"}
-        for metric, target in slo.targets.items():
-            values = m[names[metric]]
-            simulated = Distribution.of(values).at(slo.percentile)
-            checks.append(
-                SloCheck(
-                    metric=metric,
-                    percentile=slo.percentile,
-                    target_seconds=target,
-                    simulated_seconds=simulated,
-                    met=bool(simulated <= target),
-                )
-            )
-            per_request_ok &= values <= target
-        attainment = float(per_request_ok.mean()) if n else 0.0
-        goodput = float(per_request_ok.sum() / duration) if n else 0.0
+    checks, attainment, goodput = _slo_checks(m, slo, duration)
     kv = np.concatenate([t.step_kv_blocks for t in timelines]) / max(kv_blocks, 1)
     kv_time = float(np.dot(np.minimum(kv, 1.0), step_seconds) / busy_time) if busy_time else 0.0
     in_system = float(np.nansum(m["e2e"]) / duration) if n else 0.0  # Little's law over the run

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from planner.inference.scenario import InferenceScenario
+from planner.inference.serving.scheduler import ReplicaContext
 from planner.inference.traffic import TrafficEngine, simulate_after_request_overhead
 from planner.inference.traffic_results import QUANTILE_GRID
 from planner.inference.workload import (
@@ -108,8 +109,7 @@ def _ttfts(engine: TrafficEngine, traffic: Traffic) -> list[float]:
         reqs.output_tokens,
         cached,
         np.arange(len(reqs)),
-        engine.limits,
-        engine.step_cost(reqs),
+        ReplicaContext(engine.limits, engine.step_cost(reqs)),
         ready_delay_seconds=delay,
     )
     return (t.first_token_seconds - t.sent_seconds).tolist()
@@ -146,7 +146,7 @@ def test_an_infinitely_fast_pool_times_every_hit_like_a_gpu_hit():
     assert hits.cached_tokens.tolist() == reqs.cached_prompt_tokens.tolist()
     assert not hits.transfer_seconds.any()
     args = (reqs.arrival_seconds, reqs.prompt_tokens, reqs.output_tokens)
-    rest = (np.arange(len(reqs)), engine.limits, engine.step_cost(reqs))
+    rest = (np.arange(len(reqs)), ReplicaContext(engine.limits, engine.step_cost(reqs)))
     fast = simulate_after_request_overhead(*args, hits.cached_tokens, *rest, ready_delay_seconds=hits.transfer_seconds)
     free = simulate_after_request_overhead(*args, reqs.cached_prompt_tokens, *rest)
     assert fast.first_token_seconds.tolist() == free.first_token_seconds.tolist()
@@ -207,8 +207,7 @@ def test_the_quantile_table_is_numpy_s_on_the_simulated_requests(traffic):
                 reqs.output_tokens[mine],
                 reqs.cached_prompt_tokens[mine],
                 mine,
-                engine.limits,
-                engine.step_cost(reqs),
+                ReplicaContext(engine.limits, engine.step_cost(reqs)),
             )
         )
     sent = np.concatenate([t.sent_seconds for t in timelines])
