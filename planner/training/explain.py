@@ -3,6 +3,8 @@ equations with their numbers filled in (DESIGN rules 5 and 7). Reads the plan's 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, replace
+
 from planner.calibration_record import CalibrationRecord
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.notes import architecture_assumptions
@@ -12,7 +14,7 @@ from planner.physics.memory import stage_layers
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
 from planner.training import memory as tmem
 from planner.training import step_time
-from planner.training.inputs import RECOMPUTE_LEVEL
+from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
 from planner.training.results import TrainingCost, TrainingLayout, TrainingPerformance
 from planner.training.scenario import TrainingScenario
 from planner.training.step import microbatch_gemm_kernels
@@ -99,6 +101,18 @@ def recompute_assumption(s: TrainingScenario, arch: ModelArchitecture) -> str | 
 def assumptions_for(
     s: TrainingScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration: CalibrationRecord | None
 ) -> list[str]:
+    """What every training estimate rests on, then what this scenario's choices add."""
+    out = _general_assumptions(s, efficiency)
+    out += _lora_assumptions(s)
+    out += architecture_assumptions(arch)
+    out += _recipe_assumptions(s, arch)
+    if calibration is not None:
+        out.append(f"Calibrated with '{calibration.label}': efficiencies and runtime overhead from a measured profile.")
+    return out
+
+
+def _general_assumptions(s: TrainingScenario, efficiency: Efficiency) -> list[str]:
+    """Stages, precision, model states, activations, logits, step time, communication, MFU and overhead."""
     p = tmem.PRECISIONS[s.precision]
     uneven = s.stage_layer_counts()
     stages = (
@@ -140,6 +154,12 @@ def assumptions_for(
         "kernels execute. PaLM/Megatron count all s^2 pairs and report higher MFU at long sequences.",
         "Runtime overhead: CUDA context and workspaces 0.5 GiB, CUDA graph pools 0.25 GiB, NCCL buffers 0.25 GiB.",
     ]
+    return out
+
+
+def _lora_assumptions(s: TrainingScenario) -> list[str]:
+    p = tmem.PRECISIONS[s.precision]
+    out: list[str] = []
     if s.lora is not None:
         quant = (
             (" in 4-bit NF4 (block 64" + (", double-quantized scales" if s.lora.double_quantization else "") + ")")
@@ -152,7 +172,12 @@ def assumptions_for(
             "Activations as for full training plus r per adapter, minus the frozen output head's input "
             "(an upper bound: frozen projections without adapters save no input either)."
         )
-    out += architecture_assumptions(arch)
+    return out
+
+
+def _recipe_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> list[str]:
+    """MoE routing, the optimizer, fp32, recomputation and FP8, when the scenario uses them."""
+    out: list[str] = []
     if arch.is_moe:
         out.append(
             "MoE: uniform top-k routing with no dropped tokens; experts split over TP x EP; the dispatch "
@@ -188,28 +213,30 @@ def assumptions_for(
             "(transformer_engine.common.recipe, release 2.x docs) and Micikevicius et al. 2022, 'FP8 Formats for "
             "Deep Learning'."
         )
-    if calibration is not None:
-        out.append(f"Calibrated with '{calibration.label}': efficiencies and runtime overhead from a measured profile.")
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class PlanFigures:
+    """The typed results of one training plan that its equations quote."""
+
+    layout: TrainingLayout
+    memory: MemoryBreakdown
+    performance: TrainingPerformance
+    cost: TrainingCost
+    hardware: HardwareSummary
+
+
 def equations_for(
-    s: TrainingScenario,
-    arch: ModelArchitecture,
-    counts: ParameterCounts,
-    eff: Efficiency,
-    layout: TrainingLayout,
-    memory: MemoryBreakdown,
-    perf: TrainingPerformance,
-    cost: TrainingCost,
-    hardware: HardwareSummary,
+    s: TrainingScenario, arch: ModelArchitecture, counts: ParameterCounts, eff: Efficiency, figures: PlanFigures
 ) -> list[Equation]:
     """Each headline number's equation with the scenario's numbers filled in (DESIGN rule 7)."""
+    f = figures
     return [
-        *_memory_equations(s, arch, counts, layout, memory),
-        *_time_equations(s, counts, eff, layout, perf, hardware),
+        *_memory_equations(s, arch, counts, f.layout, f.memory),
+        *_time_equations(s, counts, eff, f.layout, f.performance, f.hardware),
         *_feature_equations(s, arch, counts),
-        *_cost_equations(s, perf, cost),
+        *_cost_equations(s, f.performance, f.cost),
     ]
 
 
@@ -225,16 +252,25 @@ def _feature_equations(s: TrainingScenario, arch: ModelArchitecture, counts: Par
             s.recompute_num_layers,
             s.virtual_pipeline_stages,
         )
-        args = (s.sequence_length, s.flash_attention)
-        lora = (s.lora is not None, s.lora.rank if s.lora else 0, tuple(s.lora.target_modules) if s.lora else ())
-        _, with_recompute = step_time.model_training_flops_per_token(
-            counts, arch, *args, recompute, *lora, modules, fraction
+        lora_rank, lora_targets = (s.lora.rank, tuple(s.lora.target_modules)) if s.lora else (0, ())
+        work = step_time.FlopsInputs(
+            s.sequence_length,
+            s.flash_attention,
+            recompute,
+            s.lora is not None,
+            lora_rank,
+            lora_targets,
+            modules,
+            fraction,
         )
-        _, without = step_time.model_training_flops_per_token(counts, arch, *args, 0, *lora)
+        _, with_recompute = step_time.model_training_flops_per_token(counts, arch, work)
+        without_work = replace(work, recompute=Recompute.NONE, recompute_modules=("core_attn",), recompute_fraction=1.0)
+        _, without = step_time.model_training_flops_per_token(counts, arch, without_work)
         what = {
-            1: f"selective modules {', '.join(modules)}: their matmuls (+ attention forward for core_attn)",
-            2: f"full: {percent(float(fraction))} of the layers' forward again",
-            3: "op: every second matmul of each layer (k, o, up/down)",
+            Recompute.SELECTIVE: f"selective modules {', '.join(modules)}: their matmuls (+ attention forward for "
+            "core_attn)",
+            Recompute.FULL: f"full: {percent(float(fraction))} of the layers' forward again",
+            Recompute.OP: "op: every second matmul of each layer (k, o, up/down)",
         }[recompute]
         out.append(
             Equation(
@@ -272,36 +308,18 @@ def _memory_equations(
     layout: TrainingLayout,
     memory: MemoryBreakdown,
 ) -> list[Equation]:
+    return [*_model_state_equations(s, counts, layout, memory), *_activation_equations(s, arch, layout, memory)]
+
+
+def _model_state_equations(
+    s: TrainingScenario, counts: ParameterCounts, layout: TrainingLayout, memory: MemoryBreakdown
+) -> list[Equation]:
+    """Parameters, weights, gradients and optimizer states per GPU (ZeRO)."""
     p = tmem.PRECISIONS[s.precision]
-    recompute = RECOMPUTE_LEVEL[s.activation_checkpointing]
-    per_token_layer = tmem.layer_activation_bytes_per_token(
-        arch,
-        arch.is_moe and arch.num_moe_layers >= arch.num_dense_layers,
-        s.tensor_parallel,
-        s.sequence_parallel and s.tensor_parallel > 1,
-        s.flash_attention,
-        recompute,
-        s.dropout,
-        s.sequence_length,
-        p.activation,
-        s.lora.rank if s.lora else 0,
-        tuple(s.lora.target_modules) if s.lora else (),
-        s.recompute_module_set or ("core_attn",),
-        p.gemm_input_activation,
-    )
-    uneven = s.stage_layer_counts()
-    stage_text = (
-        f"{stage_layers(arch, s.pipeline_parallel)} layers"
-        if uneven is None
-        else f"{uneven[0]} / {uneven[1]} / {uneven[2]} layers on the first / middle / last stage, the heaviest kept"
-    )
     opt_per_elem = tmem.optimizer_state_bytes_per_element(s.optimizer, p.state)
     opt_text = "factored (Adafactor)" if opt_per_elem is None else f"{p.master:g} + {opt_per_elem:g}"
     zero = s.effective_zero_stage
     group = s.dp * s.context_parallel
-    in_flight = float(
-        tmem.in_flight_microbatches(s.pipeline_parallel, layout.gradient_accumulation_steps, s.virtual_pipeline_stages)
-    )
     return [
         Equation(
             name="Parameters",
@@ -348,6 +366,44 @@ def _memory_equations(
             unit="bytes",
             source="ZeRO Sec. 3 (K = 12 for Adam)",
         ),
+    ]
+
+
+def _layer_activation_inputs(s: TrainingScenario) -> tmem.ActivationInputs:
+    """The scenario's activation inputs as the equations quote them (TP with sequence parallelism in effect)."""
+    p = tmem.PRECISIONS[s.precision]
+    return tmem.ActivationInputs(
+        tensor_parallel=s.tensor_parallel,
+        sequence_parallel=s.sequence_parallel and s.tensor_parallel > 1,
+        flash_attention=s.flash_attention,
+        dropout=s.dropout,
+        sequence_length=s.sequence_length,
+        bytes_per_element=p.activation,
+        lora_rank=s.lora.rank if s.lora else 0,
+        lora_targets=tuple(s.lora.target_modules) if s.lora else (),
+        recompute=RECOMPUTE_LEVEL[s.activation_checkpointing],
+        recompute_modules=s.recompute_module_set or ("core_attn",),
+        gemm_input_bytes_per_element=p.gemm_input_activation,
+    )
+
+
+def _activation_equations(
+    s: TrainingScenario, arch: ModelArchitecture, layout: TrainingLayout, memory: MemoryBreakdown
+) -> list[Equation]:
+    """Saved activations per token per layer and per GPU, and the logits."""
+    p = tmem.PRECISIONS[s.precision]
+    moe_layer = arch.is_moe and arch.num_moe_layers >= arch.num_dense_layers
+    per_token_layer = tmem.layer_activation_bytes_per_token(arch, moe_layer, _layer_activation_inputs(s))
+    uneven = s.stage_layer_counts()
+    stage_text = (
+        f"{stage_layers(arch, s.pipeline_parallel)} layers"
+        if uneven is None
+        else f"{uneven[0]} / {uneven[1]} / {uneven[2]} layers on the first / middle / last stage, the heaviest kept"
+    )
+    in_flight = float(
+        tmem.in_flight_microbatches(s.pipeline_parallel, layout.gradient_accumulation_steps, s.virtual_pipeline_stages)
+    )
+    return [
         Equation(
             name="Activations per token per layer",
             formula="norms x (h B + stats) + 2 h B + attention (q, k, v, out) + MLP (4 f B SwiGLU / 2 f B GeLU)"

@@ -153,7 +153,7 @@ def _full_model_shard(
         inputs,
         trainable_dense,
         expert_elements,
-        lambda: tmem.adafactor_state_elements(counts, arch, tp, pp, ep, first_stage, layers=layers, edges=edges),
+        lambda: tmem.adafactor_state_elements(counts, arch, tp, pp, ep, first_stage, layers, edges),
     )
     return ModelStateShard(
         param_dense_bytes=trainable_dense * p.param,
@@ -183,7 +183,7 @@ def _lora_model_shard(
     tp, pp, ep = lay.tensor_parallel, lay.pipeline_parallel, lay.expert_parallel
     other_b = p.activation
     linear_b = tmem.nf4_bytes_per_element(lora.double_quantization) if lora.quantize_base else other_b
-    base_layers = tmem.stage_layer_parameter_elements(counts, arch, tp, pp, ep, linear_b, other_b, layers=layers)
+    base_layers = tmem.stage_layer_parameter_bytes(counts, arch, tp, pp, ep, linear_b, other_b, layers)
     base_expert = tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep, layers=layers) * linear_b
     edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage) if edges else 0.0
     adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, layers=layers)
@@ -192,15 +192,13 @@ def _lora_model_shard(
     )
     trainable_dense = adapters - trainable_expert
     unit_adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, arch.num_layers, ep)
-    unit_base = tmem.stage_layer_parameter_elements(counts, arch, tp, arch.num_layers, ep, linear_b, other_b)
+    unit_base = tmem.stage_layer_parameter_bytes(counts, arch, tp, arch.num_layers, ep, linear_b, other_b)
     layer_param = unit_base + unit_adapters * p.param
     state_dense, state_expert = _optimizer_states(
         inputs,
         trainable_dense,
         trainable_expert,
-        lambda: tmem.adafactor_state_elements(
-            counts, arch, tp, pp, ep, first_stage, lora.rank, lora.target_modules, layers=layers, edges=edges
-        ),
+        lambda: tmem.lora_adafactor_state_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, layers),
     )
     return ModelStateShard(
         param_dense_bytes=base_layers - base_expert + edge_elements * other_b + trainable_dense * p.param,
@@ -226,6 +224,26 @@ def model_state_shard(
     if inputs.lora is None:
         return _full_model_shard(arch, counts, inputs, first_stage, layers, edges)
     return _lora_model_shard(arch, counts, inputs, first_stage, layers, edges)
+
+
+def activation_inputs(inputs: TrainingInputs) -> tmem.ActivationInputs:
+    """What the saved activations read of a plan's inputs (`memory.layer_activation_terms`)."""
+    lay, recipe, p = inputs.layout, inputs.recipe, inputs.precision
+    return tmem.ActivationInputs(
+        tensor_parallel=lay.tensor_parallel,
+        sequence_parallel=lay.sequence_parallel,
+        flash_attention=recipe.flash_attention,
+        dropout=recipe.dropout,
+        sequence_length=inputs.batch.sequence_length,
+        bytes_per_element=p.activation,
+        lora_rank=inputs.lora_rank,
+        lora_targets=inputs.lora_targets,
+        recompute=recipe.recompute,
+        recompute_modules=recipe.recompute_modules,
+        gemm_input_bytes_per_element=p.gemm_input_activation,
+        recompute_method=recipe.recompute_method,
+        recompute_num_layers=recipe.recompute_num_layers,
+    )
 
 
 def stage_layer_counts(arch: ModelArchitecture, inputs: TrainingInputs):
@@ -263,7 +281,7 @@ def stage_memory(
     """Every memory component on one GPU of the first or the last stage (with one stage: both are it), or of
     the second stage (`middle`: no embedding or head, p - 1 micro-batches in flight) when stages are uneven.
     `layers`: the stage's layers when stages are uneven."""
-    lay, batch, recipe, p = inputs.layout, inputs.batch, inputs.recipe, inputs.precision
+    lay, recipe, p = inputs.layout, inputs.recipe, inputs.precision
     tp, pp, zero = lay.tensor_parallel, lay.pipeline_parallel, recipe.zero_stage
     dense_group, expert_group = lay.dense_group, lay.expert_group
     s = model_state_shard(arch, counts, inputs, first_stage, layers, edges=not middle)
@@ -294,28 +312,9 @@ def stage_memory(
         ),
         activations_bytes=tmem.stage_activation_bytes(
             arch,
-            tp,
-            pp,
-            lay.context_parallel,
-            batch.micro_batch_size,
-            batch.sequence_length,
-            inputs.microbatches,
-            lay.virtual_stages,
-            lay.sequence_parallel,
-            recipe.flash_attention,
-            recipe.recompute,
-            recipe.dropout,
-            first_stage,
-            p.activation,
-            inputs.lora_rank,
-            inputs.lora_targets,
-            recipe.recompute_modules,
-            p.gemm_input_activation,
-            recipe.recompute_method,
-            recipe.recompute_num_layers,
-            layers,
-            in_flight,
-            edges=not middle,
+            activation_inputs(inputs),
+            tmem.StageSchedule(pp, inputs.microbatches, lay.virtual_stages, first_stage, layers, in_flight, not middle),
+            inputs.tokens_per_microbatch,
         ),
         logits_bytes=tmem.logits_bytes(arch, tp, inputs.tokens_per_microbatch, is_last),
         runtime_overhead_bytes=base_memory.runtime_overhead_bytes(hw.is_accelerator, lay.num_gpus)

@@ -260,20 +260,20 @@ def stage_layer_split(arch: ModelArchitecture, pipeline_parallel, layers=None):
     return layers - moe, moe
 
 
-def stage_layer_parameter_elements(
+def stage_layer_parameter_bytes(
     counts: ParameterCounts,
     arch: ModelArchitecture,
     tensor_parallel,
     pipeline_parallel,
     expert_parallel,
-    linear_bytes: Number = 1.0,
-    other_bytes: Number = 1.0,
+    linear_bytes_per_element: Number,
+    other_bytes_per_element: Number,
     layers=None,
 ):
-    """Parameters of the transformer layers on one GPU of the most loaded stage (elements, or bytes when
-    `linear_bytes`/`other_bytes` are given). Reuses `planner.memory.weight_bytes` with the embedding and
-    head removed; routed experts are split over TP x EP (Megatron-core expert-TP = TP). `layers`: a stage of
-    that many layers (uneven stages), priced per layer kind."""
+    """Bytes of the transformer layers' parameters on one GPU of the most loaded stage, the linear layers at
+    `linear_bytes_per_element` and norms and biases at `other_bytes_per_element`. Reuses
+    `planner.memory.weight_bytes` with the embedding and head removed; routed experts are split over TP x EP
+    (Megatron-core expert-TP = TP). `layers`: a stage of that many layers (uneven stages), priced per layer kind."""
 
     def weights(stages):
         return base_memory.weight_bytes(
@@ -282,9 +282,9 @@ def stage_layer_parameter_elements(
             tensor_parallel,
             stages,
             tensor_parallel * expert_parallel,
-            linear_bytes,
-            other_bytes,
-            other_bytes,
+            linear_bytes_per_element,
+            other_bytes_per_element,
+            other_bytes_per_element,
         )
 
     if layers is None:
@@ -295,6 +295,16 @@ def stage_layer_parameter_elements(
         return layers * one
     dense_one = (weights(1) - arch.num_moe_layers * one) / arch.num_dense_layers if arch.num_dense_layers else 0.0
     return moe_layers * one + dense_layers * dense_one
+
+
+def stage_layer_parameter_elements(
+    counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel, expert_parallel, layers=None
+):
+    """Parameters (elements) of the transformer layers on one GPU of the most loaded stage: `stage_layer_parameter_bytes`
+    at one byte per element."""
+    return stage_layer_parameter_bytes(
+        counts, arch, tensor_parallel, pipeline_parallel, expert_parallel, 1.0, 1.0, layers
+    )
 
 
 def stage_expert_parameter_elements(
@@ -374,36 +384,27 @@ def adafactor_state_elements(
     pipeline_parallel,
     expert_parallel,
     first_stage: bool,
-    lora_rank=None,
-    lora_targets=(),
     layers=None,
     edges: bool = True,
 ):
     """Adafactor's factored second moment on one GPU (Shazeer & Stern 2018; torch.optim.Adafactor):
-    a row and a column vector (d_out + d_in) per matrix, a full vector per bias/norm; no first moment.
-    With LoRA, the factored states of the adapters (A: r + d_in, B: d_out + r)."""
+    a row and a column vector (d_out + d_in) per matrix, a full vector per bias/norm; no first moment. With LoRA:
+    `lora_adafactor_state_elements`."""
     t, ep = tensor_parallel, expert_parallel
 
     def per_layer(moe_layer: bool):
-        matrices, vectors = 0.0, 0.0
+        matrices = 0.0
         for m in layer_matrices(arch, moe_layer):
             d_in, d_out, copies = _local_shape(m, arch, t, ep)
-            if lora_rank is None:
-                matrices = matrices + copies * (d_in + d_out)
-            elif m.module in lora_targets:
-                matrices = matrices + copies * (d_in + d_out + 2 * lora_rank)
-        if lora_rank is None:
-            layer = counts.moe_layer if moe_layer and counts.moe_layer is not None else counts.dense_layer
-            vectors = (
-                layer.norms
-                + (layer.attention_bias + layer.mlp_bias) / t
-                + layer.attention_out_bias
-                + layer.mlp_out_bias
-            )
+            matrices = matrices + copies * (d_in + d_out)
+        layer = counts.moe_layer if moe_layer and counts.moe_layer is not None else counts.dense_layer
+        vectors = (
+            layer.norms + (layer.attention_bias + layer.mlp_bias) / t + layer.attention_out_bias + layer.mlp_out_bias
+        )
         return matrices + vectors
 
     total = stage_layers_total(arch, pipeline_parallel, layers, per_layer)
-    if lora_rank is None and edges:
+    if edges:
         h = arch.hidden_size
         embedding = (arch.vocab_size / t + h) + (
             arch.learned_position_embeddings + h if counts.position_embedding else 0
@@ -413,6 +414,24 @@ def adafactor_state_elements(
         single = embedding + head - where(tied, arch.vocab_size / t + h, 0)
         total = total + where(pipeline_parallel > 1, embedding if first_stage else head, single)
     return total
+
+
+def lora_adafactor_state_elements(
+    arch: ModelArchitecture, rank, target_modules, tensor_parallel, pipeline_parallel, expert_parallel, layers=None
+):
+    """Adafactor's factored states of the LoRA adapters on one GPU: A (r + d_in) and B (d_out + r) of every
+    targeted projection (`adafactor_state_elements` for the full model)."""
+    t, ep = tensor_parallel, expert_parallel
+
+    def per_layer(moe_layer: bool):
+        matrices = 0.0
+        for m in layer_matrices(arch, moe_layer):
+            if m.module in target_modules:
+                d_in, d_out, copies = _local_shape(m, arch, t, ep)
+                matrices = matrices + copies * (d_in + d_out + 2 * rank)
+        return matrices
+
+    return stage_layers_total(arch, pipeline_parallel, layers, per_layer)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -535,75 +554,55 @@ def op_recomputed_matrices(arch: ModelArchitecture, moe_layer: bool) -> list[Mat
     return _op_matmul_order(arch, moe_layer)[1::2]
 
 
-def layer_activation_terms(
-    arch: ModelArchitecture,
-    moe_layer: bool,
-    tensor_parallel,
-    sequence_parallel,
-    flash_attention,
-    dropout,
-    sequence_length,
-    activation_bytes=2.0,
-    lora_rank=0,
-    lora_targets=(),
-    recompute_modules=("core_attn",),
-    gemm_input_bytes=None,
-) -> LayerActivationTerms:
-    """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU, at every
-    recomputation level.
+@dataclass(frozen=True, slots=True)
+class ActivationInputs:
+    """What one layer's saved activations depend on beside the model, on one GPU: the tensor-parallel split, the
+    kernels and masks, the sequence, the bytes per element, LoRA adapters and the recomputation policy. Fields
+    may be numpy arrays of one shape (the sweep broadcasts them); the tuples and the method stay scalars."""
 
-    Korthikanti et al.'s accounting (Table 2: every tensor a backward kernel reads is counted once),
-    applied to the real architecture. With B = bytes per 16-bit element, per token:
+    tensor_parallel: Number
+    sequence_parallel: Flag
+    flash_attention: Flag
+    dropout: Flag
+    sequence_length: Number
+    bytes_per_element: Number = 2.0  # 16-bit saved tensors (fp32 statistics are counted separately)
+    lora_rank: int = 0
+    lora_targets: tuple[str, ...] = ()
+    recompute: Recompute | Number = Recompute.NONE
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    # Bytes of a saved GEMM input (Transformer Engine keeps it in FP8); None: `bytes_per_element`.
+    gemm_input_bytes_per_element: Number | None = None
+    recompute_method: str = "uniform"  # full recomputation: uniform groups or a block of layers per stage
+    recompute_num_layers: int = 1
 
-    * residual stream (split by TP only with sequence parallelism): each norm's input (h B) and its fp32
-      statistics (RMSNorm 4 B, LayerNorm 8 B, as fused Apex/TE kernels save them); the normalized inputs
-      of the attention and MLP projections (2 h B); 1-byte dropout masks after attention and MLP (2 h).
-      GPT: 4 + 4 + 2 = 10 sbh, Korthikanti's replicated term.
-    * attention (split by TP): q (heads x head_dim), k and v at the KV-head width (GQA; FlashAttention reads
-      them unexpanded, while unfused attention expands them to the query heads first), the output that
-      feeds o_proj, FlashAttention's fp32 log-sum-exp (4 B per head). Without FlashAttention: the softmax
-      output (B per score) and, with dropout, its 1-byte mask and the dropped copy: 5 a s bytes in GPT,
-      2 a s without dropout. GPT: 4 + 2 + 2 = 8 sbh.
-      In a hybrid stack only the softmax-attention layers keep scores (averaged over the layers); the
-      mixers of linear-attention and Mamba layers are counted with the attention layer's tensors.
-    * dense MLP (split by TP): GeLU: the activation input and output (2 f B; GPT: 16 sbh);
-      SwiGLU: gate and up outputs, silu(gate) and the product feeding down_proj (4 f B).
-    * MoE MLP: fp32 router probabilities (4 E bytes), per routed copy (k per token) the dispatched input and
-      the expert output kept for the probability weighting (2 h B) and the expert's MLP tensors (4 f_e B / TP);
-      shared experts like a dense SwiGLU MLP.
-    * LoRA: the rank-r product x A of every targeted projection (r B; k copies for expert projections).
-    * FP8 (`gemm_input_bytes` = 1): the inputs Transformer Engine's GEMMs save for the weight gradient (the two
-      normalized inputs, the attention output, the MLP's and experts' down-projection inputs, the dispatched
-      tokens) are kept in FP8 instead of B.
 
-    Recomputation levels:
+@dataclass(frozen=True, slots=True)
+class _AttentionActivations:
+    """Per-token saved attention tensors of one layer on one GPU (`layer_activation_terms`)."""
 
-    * selective (Megatron-core `--recompute-modules`, TransformerConfig.recompute_modules): core_attn drops the
-      score matrix and, with FlashAttention, only its log-sum-exp (its q, k, v inputs and the output o_proj
-      reads stay); layernorm discards the two normalized inputs (output-discarding checkpoint); mlp drops a
-      dense layer's MLP tensors; moe a MoE layer's router, dispatch and expert tensors; moe_act the expert
-      activation output feeding the down projection; shared_experts the shared experts' tensors; mla_up_proj
-      MLA's q, k and kv up-projection outputs.
-    * op (torchtitan op-level SAC, needs fused attention): the layer input, the outputs of every other matmul
-      (`_op_saved_matrices`), and the fused attention's output and log-sum-exp; norms, RoPE, activations and
-      the other matmuls are recomputed. A MoE layer keeps its expert block whole.
-    * full keeps only the layer input (h B, split with sequence parallelism).
+    saved_bytes: Number  # q, k, v, the output, qk-norm inputs or MLA latents, and the log-sum-exp
+    log_sum_exp_bytes: Number  # FlashAttention's fp32 statistics
+    output_elements: Number  # the output o_proj reads (a GEMM input)
+    up_projection_bytes: Number  # MLA's q, k and kv up-projection outputs (what mla_up_proj frees)
+    score_bytes: Number  # unfused attention's softmax (and dropout) of every score
 
-    Small tensors (int64 token and routing indices, RoPE tables) are not counted.
-    """
-    t = tensor_parallel
-    b16 = activation_bytes
-    bg = b16 if gemm_input_bytes is None else gemm_input_bytes
-    fp8_saving = b16 - bg  # bytes saved per GEMM-input element kept in FP8 (0 without FP8)
-    modules = set(recompute_modules)
-    h = arch.hidden_size
-    heads = arch.num_attention_heads
-    sp_split = where(sequence_parallel, t, 1)
-    norm_stats = 8 if arch.norm_has_bias else 4
-    residual = (arch.norms_per_layer * (h * b16 + norm_stats) + 2 * h * b16 + where(dropout, 2 * h, 0)) / sp_split
-    gemm_inputs = 2 * h / sp_split  # elements: the normalized inputs of the attention and MLP projections
-    layer_input = h * b16 / sp_split
 
+@dataclass(frozen=True, slots=True)
+class _MlpActivations:
+    """Per-token saved MLP (or MoE) tensors of one layer on one GPU (`layer_activation_terms`)."""
+
+    saved_bytes: Number
+    gemm_input_elements: Number  # inputs the MLP's GEMMs save for the weight gradient
+    expert_activation_elements: Number = 0.0  # the experts' activation outputs feeding their down projections
+    shared_bytes: Number = 0.0  # the shared experts' tensors
+    shared_gemm_input_elements: Number = 0.0
+
+
+def _attention_activations(arch: ModelArchitecture, a: ActivationInputs) -> _AttentionActivations:
+    """q, k (nope + rope) and the kv up-projection output v is a view of, replicated latents (MLA); or q, k and v
+    at the KV-head width (expanded to the query heads without FlashAttention), qk-norm inputs; the output, the
+    log-sum-exp, and the unfused score matrix (the layers' mean share of it in a hybrid stack)."""
+    t, b16, heads = a.tensor_parallel, a.bytes_per_element, arch.num_attention_heads
     if arch.uses_mla:
         qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
         # Latent paths are replicated on every TP rank: q and kv down-projection outputs and their norms.
@@ -611,115 +610,136 @@ def layer_activation_terms(
         # q, k (nope + rope concatenated), the kv up-projection output that v is a view of, the output.
         sharded = heads / t * (qk + qk + arch.qk_nope_head_dim + arch.v_head_dim + arch.v_head_dim) * b16
         attention = latent + sharded
-        lse_heads = heads / t
         attention_out = heads / t * arch.v_head_dim
         up_projection_outputs = heads / t * (qk + qk + arch.qk_nope_head_dim + arch.v_head_dim) * b16
     else:
         d = arch.head_dim
         q = heads * d / t
         kv_heads = maximum(arch.num_kv_heads / t, 1)
-        kv = where(flash_attention, kv_heads * d, heads * d / t)
+        kv = where(a.flash_attention, kv_heads * d, heads * d / t)
         attention = (q + 2 * kv + q) * b16
         if arch.qk_norm:
             attention = attention + (q + kv_heads * d) * b16 + (heads / t + kv_heads) * 4
-        lse_heads = heads / t
         attention_out = q
         up_projection_outputs = 0.0
-    gemm_inputs = gemm_inputs + attention_out
-    lse = where(flash_attention, 4 * lse_heads, 0)
-    attention = attention + lse
-    scores = where(flash_attention, 0.0, heads / t * sequence_length * (b16 + where(dropout, 1 + b16, 0)))
+    lse = where(a.flash_attention, 4 * (heads / t), 0)
+    scores = where(a.flash_attention, 0.0, heads / t * a.sequence_length * (b16 + where(a.dropout, 1 + b16, 0)))
     if arch.is_hybrid:  # only softmax-attention layers have a score matrix: the layers' mean share of it
         scores = scores * arch.num_attention_layers / arch.num_layers
+    return _AttentionActivations(attention + lse, lse, attention_out, up_projection_outputs, scores)
 
-    if moe_layer:
-        k = arch.experts_per_token
-        mlp = (
-            4 * arch.num_experts / sp_split
-            + k * (2 * h * b16 + 4 * arch.expert_intermediate_size * b16 / t)
-            + 4 * arch.shared_expert_intermediate_size * b16 / t
-        )
-        expert_act_out = k * arch.expert_intermediate_size / t  # elements feeding the experts' down projections
-        shared = 4 * arch.shared_expert_intermediate_size * b16 / t
-        shared_gemm_inputs = arch.shared_expert_intermediate_size / t
-        mlp_gemm_inputs = k * h + expert_act_out + shared_gemm_inputs
-    else:
+
+def _mlp_activations(arch: ModelArchitecture, moe_layer: bool, a: ActivationInputs, sp_split) -> _MlpActivations:
+    """Dense MLP: GeLU's input and output (2 f B) or SwiGLU's gate, up, silu(gate) and product (4 f B), over TP.
+    MoE: fp32 router probabilities, per routed copy the dispatched input and weighted output and the expert's
+    SwiGLU tensors, and the shared experts like a dense SwiGLU MLP."""
+    t, b16, h = a.tensor_parallel, a.bytes_per_element, arch.hidden_size
+    if not moe_layer:
         mlp = (4 if arch.mlp_gated else 2) * arch.intermediate_size * b16 / t
-        expert_act_out = 0.0
-        shared = shared_gemm_inputs = 0.0
-        mlp_gemm_inputs = arch.intermediate_size / t
-    gemm_inputs = gemm_inputs + mlp_gemm_inputs
+        return _MlpActivations(mlp, arch.intermediate_size / t)
+    k = arch.experts_per_token
+    mlp = (
+        4 * arch.num_experts / sp_split
+        + k * (2 * h * b16 + 4 * arch.expert_intermediate_size * b16 / t)
+        + 4 * arch.shared_expert_intermediate_size * b16 / t
+    )
+    expert_act_out = k * arch.expert_intermediate_size / t  # elements feeding the experts' down projections
+    shared = 4 * arch.shared_expert_intermediate_size * b16 / t
+    shared_gemm_inputs = arch.shared_expert_intermediate_size / t
+    return _MlpActivations(mlp, k * h + expert_act_out + shared_gemm_inputs, expert_act_out, shared, shared_gemm_inputs)
 
+
+def _lora_activation_bytes(arch: ModelArchitecture, moe_layer: bool, a: ActivationInputs):
+    """The rank-r product x A of every targeted projection (r B; k copies for expert projections)."""
     lora = 0.0
-    if lora_rank:
+    if a.lora_rank:
         for m in layer_matrices(arch, moe_layer):
-            if m.module in lora_targets:
-                lora = lora + (arch.experts_per_token if m.expert else 1) * lora_rank * b16
+            if m.module in a.lora_targets:
+                lora = lora + (arch.experts_per_token if m.expert else 1) * a.lora_rank * a.bytes_per_element
+    return lora
 
-    everything = residual + attention + mlp + lora - fp8_saving * gemm_inputs
 
-    # Megatron-core selective recomputation: what each module frees (at the bytes FP8 leaves them).
+def _selective_freed_bytes(
+    arch: ModelArchitecture, moe_layer: bool, a: ActivationInputs, att: _AttentionActivations, mlp: _MlpActivations
+):
+    """What Megatron-core's selective modules free per token (at the bytes FP8 leaves them)."""
+    modules = set(a.recompute_modules)
+    b16 = a.bytes_per_element
+    bg = b16 if a.gemm_input_bytes_per_element is None else a.gemm_input_bytes_per_element
+    fp8_saving = b16 - bg
+    sp_split = where(a.sequence_parallel, a.tensor_parallel, 1)
     freed = 0.0
     if "core_attn" in modules:
-        freed = freed + lse
+        freed = freed + att.log_sum_exp_bytes
     if "layernorm" in modules:
-        freed = freed + 2 * h * bg / sp_split
+        freed = freed + 2 * arch.hidden_size * bg / sp_split
     if "mlp" in modules and not moe_layer:
-        freed = freed + mlp - fp8_saving * mlp_gemm_inputs
+        freed = freed + mlp.saved_bytes - fp8_saving * mlp.gemm_input_elements
     if "moe" in modules and moe_layer:
-        freed = freed + mlp - fp8_saving * mlp_gemm_inputs
+        freed = freed + mlp.saved_bytes - fp8_saving * mlp.gemm_input_elements
     else:
         if "moe_act" in modules and moe_layer:
-            freed = freed + expert_act_out * bg
+            freed = freed + mlp.expert_activation_elements * bg
         if "shared_experts" in modules and moe_layer:
-            freed = freed + shared - fp8_saving * shared_gemm_inputs
+            freed = freed + mlp.shared_bytes - fp8_saving * mlp.shared_gemm_input_elements
     if "mla_up_proj" in modules:
-        freed = freed + up_projection_outputs
-    selective = everything + where("core_attn" in modules, 0.0, scores) - freed
+        freed = freed + att.up_projection_bytes
+    return freed
 
-    # torchtitan op-level SAC (bf16 outputs of the saved matmuls; fused attention's output and log-sum-exp).
+
+def _op_saved_bytes(
+    arch: ModelArchitecture, moe_layer: bool, a: ActivationInputs, att: _AttentionActivations, mlp: _MlpActivations
+):
+    """torchtitan op-level SAC per token: the layer input, the bf16 outputs of the saved matmuls, fused attention's
+    output and log-sum-exp; a MoE layer's expert block kept whole, with its normalized input."""
+    t, b16, h = a.tensor_parallel, a.bytes_per_element, arch.hidden_size
+    bg = b16 if a.gemm_input_bytes_per_element is None else a.gemm_input_bytes_per_element
+    sp_split = where(a.sequence_parallel, t, 1)
     saved_outputs = 0.0
     for m in _op_saved_matrices(arch, moe_layer):
         _, d_out, _ = _local_shape(m, arch, t, 1)  # a row-parallel output is the full width before its reduction
         saved_outputs = saved_outputs + d_out * b16
-    op = layer_input + saved_outputs + attention_out * b16 + lse
+    op = h * b16 / sp_split + saved_outputs + att.output_elements * b16 + att.log_sum_exp_bytes
     if moe_layer:  # the expert block kept whole, with its normalized input
-        op = op + mlp - fp8_saving * mlp_gemm_inputs + h * b16 / sp_split
-    return LayerActivationTerms(none=everything + scores, selective=selective, op=op, full=layer_input)
+        op = op + mlp.saved_bytes - (b16 - bg) * mlp.gemm_input_elements + h * b16 / sp_split
+    return op
 
 
-def layer_activation_bytes_per_token(
-    arch: ModelArchitecture,
-    moe_layer: bool,
-    tensor_parallel,
-    sequence_parallel,
-    flash_attention,
-    recompute,
-    dropout,
-    sequence_length,
-    activation_bytes=2.0,
-    lora_rank=0,
-    lora_targets=(),
-    recompute_modules=("core_attn",),
-    gemm_input_bytes=None,
-):
-    """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU, at `recompute`
-    (selective with `recompute_modules`). The terms: `layer_activation_terms`."""
-    terms = layer_activation_terms(
-        arch,
-        moe_layer,
-        tensor_parallel,
-        sequence_parallel,
-        flash_attention,
-        dropout,
-        sequence_length,
-        activation_bytes,
-        lora_rank,
-        lora_targets,
-        recompute_modules,
-        gemm_input_bytes,
+def layer_activation_terms(arch: ModelArchitecture, moe_layer: bool, a: ActivationInputs) -> LayerActivationTerms:
+    """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU, at every
+    recomputation level (the accounting: this module's docstring, "Activations").
+
+    Residual stream (split by TP only with sequence parallelism): each norm's input and fp32 statistics, the
+    normalized inputs of the attention and MLP projections, dropout masks; attention (`_attention_activations`),
+    the MLP (`_mlp_activations`), LoRA's x A (`_lora_activation_bytes`); with FP8 the GEMM inputs at 1 B.
+    Selective frees what its modules name (`_selective_freed_bytes`), op keeps `_op_saved_bytes`, full the layer
+    input. Small tensors (int64 token and routing indices, RoPE tables) are not counted."""
+    t, b16, h = a.tensor_parallel, a.bytes_per_element, arch.hidden_size
+    bg = b16 if a.gemm_input_bytes_per_element is None else a.gemm_input_bytes_per_element
+    fp8_saving = b16 - bg  # bytes saved per GEMM-input element kept in FP8 (0 without FP8)
+    sp_split = where(a.sequence_parallel, t, 1)
+    norm_stats = 8 if arch.norm_has_bias else 4
+    residual = (arch.norms_per_layer * (h * b16 + norm_stats) + 2 * h * b16 + where(a.dropout, 2 * h, 0)) / sp_split
+    att = _attention_activations(arch, a)
+    mlp = _mlp_activations(arch, moe_layer, a, sp_split)
+    # elements: the normalized inputs of the attention and MLP projections, the attention output, the MLP's inputs
+    gemm_inputs = 2 * h / sp_split + att.output_elements + mlp.gemm_input_elements
+    lora = _lora_activation_bytes(arch, moe_layer, a)
+    everything = residual + att.saved_bytes + mlp.saved_bytes + lora - fp8_saving * gemm_inputs
+    freed = _selective_freed_bytes(arch, moe_layer, a, att, mlp)
+    selective = everything + where("core_attn" in a.recompute_modules, 0.0, att.score_bytes) - freed
+    return LayerActivationTerms(
+        none=everything + att.score_bytes,
+        selective=selective,
+        op=_op_saved_bytes(arch, moe_layer, a, att, mlp),
+        full=h * b16 / sp_split,
     )
-    return terms.stored(recompute)
+
+
+def layer_activation_bytes_per_token(arch: ModelArchitecture, moe_layer: bool, a: ActivationInputs):
+    """Bytes one token of a micro-batch leaves saved for backward in one layer, on one GPU, at `a.recompute`
+    (selective with `a.recompute_modules`). The terms: `layer_activation_terms`."""
+    return layer_activation_terms(arch, moe_layer, a).stored(a.recompute)
 
 
 def in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages=1):
@@ -788,99 +808,86 @@ def full_recompute_fraction(
     return minimum(recompute_num_layers, per_chunk) / per_chunk
 
 
-def stage_activation_bytes(
-    arch: ModelArchitecture,
-    tensor_parallel,
-    pipeline_parallel,
-    context_parallel,
-    micro_batch_size,
-    sequence_length,
-    microbatches,
-    virtual_stages,
-    sequence_parallel,
-    flash_attention,
-    recompute,
-    dropout,
-    first_stage: bool,
-    activation_bytes=2.0,
-    lora_rank=0,
-    lora_targets=(),
-    recompute_modules=("core_attn",),
-    gemm_input_bytes=None,
-    recompute_method="uniform",
-    recompute_num_layers=1,
-    layers=None,
-    in_flight=None,
-    edges: bool = True,
-):
-    """Saved activations of one stage on one GPU at its peak: the layers of every in-flight micro-batch
-    (`in_flight_microbatches` on the first stage, one on the last, or `in_flight`), the stage's edge activations,
-    and one layer's recomputation working set. Tokens per GPU = micro-batch x sequence / CP (context parallelism
-    splits every sequence; Megatron-core CP). `layers`: the stage's layer count when stages are uneven; `edges`
-    False for a middle stage (no embedding, no head).
+@dataclass(frozen=True, slots=True)
+class StageSchedule:
+    """Which pipeline stage, and how the schedule fills it: what a stage's saved activations depend on beside
+    the layer (`stage_activation_bytes`). Numbers may be numpy arrays of one shape."""
 
-    Full recomputation (Megatron-core `--recompute-method` / `--recompute-num-layers`): uniform with groups of k
-    layers keeps one input per group, ceil(L_s / k), and rebuilds a whole group (k layers) while its backward
-    runs; block with n layers recomputes the first n layers of each chunk and keeps everything of the rest."""
-    tokens = micro_batch_size * sequence_length / context_parallel
-    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
-    common = (
-        tensor_parallel,
-        sequence_parallel,
-        flash_attention,
-        dropout,
-        sequence_length,
-        activation_bytes,
-        lora_rank,
-        lora_targets,
-        recompute_modules,
-        gemm_input_bytes,
-    )
-    dense = layer_activation_terms(arch, False, *common)
+    pipeline_parallel: Number
+    microbatches: Number  # per data-parallel replica per step
+    virtual_stages: Number = 1
+    first_stage: bool = True
+    layers: Number | None = None  # the stage's layers when stages are uneven; None: the even split's most loaded
+    in_flight: Number | None = None  # micro-batches held at the peak; None: `in_flight_microbatches` (first stage)
+    edges: bool = True  # False for a middle stage (no embedding, no head)
+
+
+def _full_recompute_groups(
+    a: ActivationInputs, stage_layers, dense_full, none_per_token, largest_layer, virtual_stages
+):
+    """(stored, working) bytes per token of full recomputation by groups or a block (Megatron-core
+    `--recompute-method` / `--recompute-num-layers`): uniform with groups of k layers keeps one input per group,
+    ceil(L_s / k), and rebuilds a whole group while its backward runs; block with n layers recomputes the first n
+    layers of each chunk and keeps everything of the rest."""
+    if a.recompute_method == "block":
+        recomputed = stage_layers * full_recompute_fraction(
+            stage_layers, a.recompute_method, a.recompute_num_layers, virtual_stages
+        )
+        kept = none_per_token * (1 - recomputed / stage_layers)
+        return recomputed * dense_full + kept, largest_layer - dense_full
+    groups = -(-stage_layers // a.recompute_num_layers)
+    return groups * dense_full, minimum(a.recompute_num_layers, stage_layers) * largest_layer - dense_full
+
+
+def stage_activation_bytes(arch: ModelArchitecture, a: ActivationInputs, stage: StageSchedule, tokens):
+    """Saved activations of one stage on one GPU at its peak, for `tokens` tokens of one micro-batch on the GPU
+    (micro-batch x sequence / CP: context parallelism splits every sequence; Megatron-core CP): the layers of every
+    in-flight micro-batch (`in_flight_microbatches` on the first stage, one on the last, or `stage.in_flight`), the
+    stage's edge activations, and one layer's recomputation working set (a group's with grouped full
+    recomputation, `_full_recompute_groups`)."""
+    recompute = a.recompute
+    dense_layers, moe_layers = stage_layer_split(arch, stage.pipeline_parallel, stage.layers)
+    dense = layer_activation_terms(arch, False, a)
     per_token = dense_layers * dense.stored(recompute)
     working = dense.rebuilt(recompute) * where(dense_layers > 0, 1, 0)
     none_per_token = dense_layers * dense.none
     largest_layer = dense.none * where(dense_layers > 0, 1, 0)
     if arch.is_moe:
-        moe = layer_activation_terms(arch, True, *common)
+        moe = layer_activation_terms(arch, True, a)
         per_token = per_token + moe_layers * moe.stored(recompute)
         working = maximum(working, moe.rebuilt(recompute))
         none_per_token = none_per_token + moe_layers * moe.none
         largest_layer = maximum(largest_layer, moe.none)
-    if recompute_method != "uniform" or recompute_num_layers != 1:
-        stage_layer_count = dense_layers + moe_layers
-        if recompute_method == "block":
-            recomputed = stage_layer_count * full_recompute_fraction(
-                stage_layer_count, recompute_method, recompute_num_layers, virtual_stages
-            )
-            kept = none_per_token * (1 - recomputed / stage_layer_count)
-            full_stored = recomputed * dense.full + kept
-            full_working = largest_layer - dense.full
-        else:
-            groups = -(-stage_layer_count // recompute_num_layers)
-            full_stored = groups * dense.full
-            full_working = minimum(recompute_num_layers, stage_layer_count) * largest_layer - dense.full
+    if a.recompute_method != "uniform" or a.recompute_num_layers != 1:
+        full_stored, full_working = _full_recompute_groups(
+            a, dense_layers + moe_layers, dense.full, none_per_token, largest_layer, stage.virtual_stages
+        )
         per_token = where(recompute == Recompute.FULL, full_stored, per_token)
         working = where(recompute == Recompute.FULL, full_working, working)
+    in_flight = stage.in_flight
     if in_flight is None:
-        in_flight = in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages) if first_stage else 1
-    edge = edge_activation_bytes_per_token(
-        arch,
-        tensor_parallel,
-        sequence_parallel,
-        dropout,
-        pipeline_parallel,
-        first_stage,
-        activation_bytes,
-        frozen_head=lora_rank > 0,
-    )
-    if not edges:
-        edge = 0.0
+        first = stage.first_stage
+        in_flight = (
+            in_flight_microbatches(stage.pipeline_parallel, stage.microbatches, stage.virtual_stages) if first else 1
+        )
+    edge = 0.0
+    if stage.edges:
+        edge = edge_activation_bytes_per_token(
+            arch,
+            a.tensor_parallel,
+            a.sequence_parallel,
+            a.dropout,
+            stage.pipeline_parallel,
+            stage.first_stage,
+            a.bytes_per_element,
+            frozen_head=a.lora_rank > 0,
+        )
     return tokens * (per_token * in_flight + edge + working)
 
 
 __all__ = [
     "PRECISIONS",
+    "ActivationInputs",
     "LayerActivationTerms",
     "Matrix",
     "PrecisionBytes",
@@ -896,6 +903,7 @@ __all__ = [
     "layer_matrices",
     "logits_bytes",
     "logits_saved_bytes_per_token",
+    "lora_adafactor_state_elements",
     "lora_adapter_elements",
     "nf4_bytes_per_element",
     "op_recomputed_matrices",
@@ -907,7 +915,9 @@ __all__ = [
     "stage_activation_bytes",
     "stage_expert_parameter_elements",
     "stage_gemm_weight_elements",
+    "stage_layer_parameter_bytes",
     "stage_layer_parameter_elements",
+    "StageSchedule",
     "stage_layer_split",
     "stage_layers_total",
     "uneven_stage_layers",

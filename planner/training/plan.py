@@ -18,7 +18,7 @@ from planner.model.architecture import (
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline, warning_fields
 from planner.training import memory as tmem
-from planner.training.explain import assumptions_for, bottleneck, equations_for
+from planner.training.explain import PlanFigures, assumptions_for, bottleneck, equations_for
 from planner.training.footprint import TrainingMemory, training_memory
 from planner.training.inputs import TrainingHardware, TrainingInputs, training_hardware, training_inputs
 from planner.training.metrics import TrainingMetrics, training_metrics
@@ -68,7 +68,9 @@ def plan_training(scenario: TrainingScenario, calibration: CalibrationRecord | N
         bottleneck_reason=reason,
         **warning_fields(warnings_for(scenario, arch, accel, memory, performance, options)),
         assumptions=assumptions_for(scenario, arch, efficiency, calibration),
-        equations=equations_for(scenario, arch, counts, efficiency, layout, memory, performance, cost, hardware),
+        equations=equations_for(
+            scenario, arch, counts, efficiency, PlanFigures(layout, memory, performance, cost, hardware)
+        ),
         uncertainty=training_bands(memory.total_bytes, performance.step_seconds, calibration),
         calibration=calibration.label if calibration is not None else None,
     )

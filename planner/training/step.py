@@ -182,43 +182,48 @@ def recompute_fraction_of(arch: ModelArchitecture, inputs: TrainingInputs) -> Nu
     )
 
 
+def flops_inputs(inputs: TrainingInputs, recompute_fraction: Number = 1.0) -> step_time.FlopsInputs:
+    """What the FLOPs per token read of a plan's inputs (`recompute_fraction`: `recompute_fraction_of`)."""
+    recipe = inputs.recipe
+    return step_time.FlopsInputs(
+        sequence_length=inputs.batch.sequence_length,
+        flash_attention=recipe.flash_attention,
+        recompute=recipe.recompute,
+        frozen_base=inputs.lora is not None,
+        lora_rank=inputs.lora_rank,
+        lora_targets=inputs.lora_targets,
+        recompute_modules=recipe.recompute_modules,
+        recompute_fraction=recompute_fraction,
+    )
+
+
 def training_flops(arch: ModelArchitecture, counts: ParameterCounts, inputs: TrainingInputs) -> TrainingFlops:
     """FLOPs per token: the whole model, and the slowest stage (the last, with the output head; with uneven
     stages the stage with the most work among the first, a middle and the last)."""
     recipe, lay = inputs.recipe, inputs.layout
     fraction = recompute_fraction_of(arch, inputs)
-    flop_args = (
-        inputs.batch.sequence_length,
-        recipe.flash_attention,
-        recipe.recompute,
-        inputs.lora is not None,
-        inputs.lora_rank,
-        inputs.lora_targets,
-        recipe.recompute_modules,
-        fraction,
-    )
-    model, hardware = step_time.model_training_flops_per_token(counts, arch, *flop_args)
+    work = flops_inputs(inputs, fraction)
+    model, hardware = step_time.model_training_flops_per_token(counts, arch, work)
     pp = lay.pipeline_parallel
     seq, flash = inputs.batch.sequence_length, recipe.flash_attention
-    gemm_args = (seq, flash, recipe.recompute, recipe.recompute_modules, fraction)
     uneven = stage_layer_counts(arch, inputs)
     if uneven is None:
-        stage_hardware = step_time.stage_hardware_flops_per_token(counts, arch, pp, *flop_args)
+        stage_hardware = step_time.stage_hardware_flops_per_token(counts, arch, pp, work)
         stage_forward = step_time.stage_forward_flops_per_token(counts, arch, pp, seq, flash)
-        stage_gemm = step_time.stage_gemm_flops_per_token(counts, arch, pp, *gemm_args)
+        stage_gemm = step_time.stage_gemm_flops_per_token(counts, arch, pp, work)
         layers = stage_layers(arch, pp)
     else:
         first, middle, last = uneven
         candidates = [
-            (step_time.stage_hardware_flops_per_token(counts, arch, pp, *flop_args, layers=n, head=head), n)
+            (step_time.stage_hardware_flops_per_token(counts, arch, pp, work, layers=n, head=head), n)
             for n, head in ((last, True), (first, False), (middle, False))
         ]
         stage_hardware, layers = candidates[0]
-        for work, n in candidates[1:]:
-            slower = work > stage_hardware
-            stage_hardware, layers = where(slower, work, stage_hardware), where(slower, n, layers)
+        for work_flops, n in candidates[1:]:
+            slower = work_flops > stage_hardware
+            stage_hardware, layers = where(slower, work_flops, stage_hardware), where(slower, n, layers)
         stage_forward = step_time.stage_forward_flops_per_token(counts, arch, pp, seq, flash, layers=layers)
-        stage_gemm = step_time.stage_gemm_flops_per_token(counts, arch, pp, *gemm_args, layers=layers)
+        stage_gemm = step_time.stage_gemm_flops_per_token(counts, arch, pp, work, layers=layers)
     return TrainingFlops(
         model_flops_per_token=model,
         hardware_flops_per_token=hardware,

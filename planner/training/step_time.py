@@ -10,7 +10,9 @@ Times are seconds on one GPU. All functions broadcast over numpy arrays of scena
 
 from __future__ import annotations
 
-from planner.arrays import Number, maximum, where
+from dataclasses import dataclass
+
+from planner.arrays import Flag, Number, maximum, where
 from planner.model.architecture import (
     ModelArchitecture,
     ParameterCounts,
@@ -92,17 +94,24 @@ def selective_recompute_matmul_flops_per_token(arch: ModelArchitecture, moe_laye
     return matrices_forward_flops_per_token(arch, moe_layer, chosen)
 
 
+@dataclass(frozen=True, slots=True)
+class FlopsInputs:
+    """What a layer's training FLOPs per token depend on beside the model: the sequence, the attention kernel,
+    the recomputation (level, Megatron-core modules, the share of layers full recomputation repeats) and a
+    frozen base with LoRA adapters. Fields may be numpy arrays of one shape (the sweep); the tuples stay scalars."""
+
+    sequence_length: Number
+    flash_attention: Flag
+    recompute: Recompute | Number = Recompute.NONE
+    frozen_base: Flag = False  # LoRA: the base gets no weight gradient
+    lora_rank: int = 0
+    lora_targets: tuple[str, ...] = ()
+    recompute_modules: tuple[str, ...] = ("core_attn",)
+    recompute_fraction: Number = 1.0  # share of layers full recomputation repeats (block method: fewer)
+
+
 def layer_recompute_flops_per_token(
-    counts: ParameterCounts,
-    arch: ModelArchitecture,
-    moe_layer: bool,
-    sequence_length,
-    flash_attention,
-    recompute,
-    lora_rank=0,
-    lora_targets=(),
-    recompute_modules=("core_attn",),
-    recompute_fraction: Number = 1.0,
+    counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool, work: FlopsInputs
 ):
     """(matmul, attention) FLOPs per token that recomputation repeats in one layer's backward.
 
@@ -111,37 +120,35 @@ def layer_recompute_flops_per_token(
     attention forward, FlashAttention included (Megatron checkpoints the fused kernel and runs it again);
     the other modules their matmuls (`selective_recompute_matmul_flops_per_token`). Op (torchtitan): every
     second matmul (`op_recomputed_matrices`); fused attention is saved, not repeated."""
-    executed_attention = attention_forward_flops_per_token(arch, sequence_length, flash_attention)
-    adapters = lora_forward_flops_per_token(arch, lora_rank, lora_targets, moe_layer)
+    adapters = lora_forward_flops_per_token(arch, work.lora_rank, work.lora_targets, moe_layer)
+    return _recompute_flops_per_token(counts, arch, moe_layer, work, adapters)
+
+
+def _recompute_flops_per_token(
+    counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool, work: FlopsInputs, adapters
+):
+    """`layer_recompute_flops_per_token` with the adapters' forward FLOPs per token given (0: the base GEMMs)."""
+    recompute, modules, fraction = work.recompute, work.recompute_modules, work.recompute_fraction
+    executed_attention = attention_forward_flops_per_token(arch, work.sequence_length, work.flash_attention)
     full_matmul = 2 * layer_matmul_parameters(counts, moe_layer) + adapters
-    selective_matmul = selective_recompute_matmul_flops_per_token(arch, moe_layer, recompute_modules)
-    selective_attention = executed_attention if "core_attn" in recompute_modules else 0.0
+    selective_matmul = selective_recompute_matmul_flops_per_token(arch, moe_layer, modules)
+    selective_attention = executed_attention if "core_attn" in modules else 0.0
     op_matmul = matrices_forward_flops_per_token(arch, moe_layer, op_recomputed_matrices(arch, moe_layer))
     matmul = where(
         recompute == Recompute.FULL,
-        full_matmul * recompute_fraction,
+        full_matmul * fraction,
         where(recompute == Recompute.SELECTIVE, selective_matmul, where(recompute == Recompute.OP, op_matmul, 0.0)),
     )
     attention = where(
         recompute == Recompute.FULL,
-        executed_attention * recompute_fraction,
+        executed_attention * fraction,
         where(recompute == Recompute.SELECTIVE, selective_attention, 0.0),
     )
     return matmul, attention
 
 
 def layer_training_flops_per_token(
-    counts: ParameterCounts,
-    arch: ModelArchitecture,
-    moe_layer: bool,
-    sequence_length,
-    flash_attention,
-    recompute,
-    frozen_base=False,
-    lora_rank=0,
-    lora_targets=(),
-    recompute_modules=("core_attn",),
-    recompute_fraction: Number = 1.0,
+    counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool, work: FlopsInputs
 ):
     """(model FLOPs, hardware FLOPs) of one layer for one token over forward + backward (+ recomputation).
 
@@ -151,52 +158,23 @@ def layer_training_flops_per_token(
     kernel and counted in neither). Model FLOPs use causal attention, hardware FLOPs the attention the kernels
     execute."""
     matmul = 2 * layer_matmul_parameters(counts, moe_layer)
-    matmul_passes = where(frozen_base, 2, 3)
-    adapters = lora_forward_flops_per_token(arch, lora_rank, lora_targets, moe_layer)
-    useful_attention = attention_forward_flops_per_token(arch, sequence_length, True)
-    executed_attention = attention_forward_flops_per_token(arch, sequence_length, flash_attention)
+    matmul_passes = where(work.frozen_base, 2, 3)
+    adapters = lora_forward_flops_per_token(arch, work.lora_rank, work.lora_targets, moe_layer)
+    useful_attention = attention_forward_flops_per_token(arch, work.sequence_length, True)
+    executed_attention = attention_forward_flops_per_token(arch, work.sequence_length, work.flash_attention)
     model = matmul_passes * matmul + 3 * useful_attention + 3 * adapters
-    recomputed_matmul, recomputed_attention = layer_recompute_flops_per_token(
-        counts,
-        arch,
-        moe_layer,
-        sequence_length,
-        flash_attention,
-        recompute,
-        lora_rank,
-        lora_targets,
-        recompute_modules,
-        recompute_fraction,
-    )
+    recomputed_matmul, recomputed_attention = _recompute_flops_per_token(counts, arch, moe_layer, work, adapters)
     hardware = (
         matmul_passes * matmul + 3 * executed_attention + 3 * adapters + (recomputed_matmul + recomputed_attention)
     )
     return model, hardware
 
 
-def layer_gemm_flops_per_token(
-    counts: ParameterCounts,
-    arch: ModelArchitecture,
-    moe_layer: bool,
-    sequence_length,
-    flash_attention,
-    recompute,
-    recompute_modules=("core_attn",),
-    recompute_fraction: Number = 1.0,
-):
+def layer_gemm_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool, work: FlopsInputs):
     """Hardware FLOPs per token of one layer's weight GEMMs (forward, both backward GEMMs, recomputed ones): the
-    part an FP8 recipe runs at the FP8 peak. Attention scores stay in 16 bits."""
+    part an FP8 recipe runs at the FP8 peak. Attention scores and the adapters stay in 16 bits."""
     matmul = 2 * layer_matmul_parameters(counts, moe_layer)
-    recomputed, _ = layer_recompute_flops_per_token(
-        counts,
-        arch,
-        moe_layer,
-        sequence_length,
-        flash_attention,
-        recompute,
-        recompute_modules=recompute_modules,
-        recompute_fraction=recompute_fraction,
-    )
+    recomputed, _ = _recompute_flops_per_token(counts, arch, moe_layer, work, 0.0)
     return 3 * matmul + recomputed
 
 
@@ -206,18 +184,7 @@ def head_training_flops_per_token(counts: ParameterCounts, frozen_base=False):
 
 
 def layers_training_flops_per_token(
-    counts: ParameterCounts,
-    arch: ModelArchitecture,
-    dense_layers,
-    moe_layers,
-    sequence_length,
-    flash_attention,
-    recompute,
-    frozen_base=False,
-    lora_rank=0,
-    lora_targets=(),
-    recompute_modules=("core_attn",),
-    recompute_fraction: Number = 1.0,
+    counts: ParameterCounts, arch: ModelArchitecture, dense_layers, moe_layers, work: FlopsInputs
 ):
     """(model, hardware) FLOPs per token of `dense_layers` dense and `moe_layers` MoE layers over forward and
     backward (+ recomputation): `layer_training_flops_per_token` summed, without the output head."""
@@ -225,51 +192,15 @@ def layers_training_flops_per_token(
         arch,
         dense_layers,
         moe_layers,
-        lambda moe_layer: layer_training_flops_per_token(
-            counts,
-            arch,
-            moe_layer,
-            sequence_length,
-            flash_attention,
-            recompute,
-            frozen_base,
-            lora_rank,
-            lora_targets,
-            recompute_modules,
-            recompute_fraction,
-        ),
+        lambda moe_layer: layer_training_flops_per_token(counts, arch, moe_layer, work),
     )
 
 
-def model_training_flops_per_token(
-    counts: ParameterCounts,
-    arch: ModelArchitecture,
-    sequence_length,
-    flash_attention,
-    recompute,
-    frozen_base=False,
-    lora_rank=0,
-    lora_targets=(),
-    recompute_modules=("core_attn",),
-    recompute_fraction: Number = 1.0,
-):
+def model_training_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, work: FlopsInputs):
     """(model, hardware) FLOPs per trained token, whole model. For a dense model without recomputation
     this is 6 N + 6 x causal attention (Kaplan et al. 2020's 6N plus attention)."""
-    model, hardware = layers_training_flops_per_token(
-        counts,
-        arch,
-        arch.num_dense_layers,
-        arch.num_moe_layers,
-        sequence_length,
-        flash_attention,
-        recompute,
-        frozen_base,
-        lora_rank,
-        lora_targets,
-        recompute_modules,
-        recompute_fraction,
-    )
-    head = head_training_flops_per_token(counts, frozen_base)
+    model, hardware = layers_training_flops_per_token(counts, arch, arch.num_dense_layers, arch.num_moe_layers, work)
+    head = head_training_flops_per_token(counts, work.frozen_base)
     return model + head, hardware + head
 
 
@@ -277,14 +208,7 @@ def stage_hardware_flops_per_token(
     counts: ParameterCounts,
     arch: ModelArchitecture,
     pipeline_parallel,
-    sequence_length,
-    flash_attention,
-    recompute,
-    frozen_base=False,
-    lora_rank=0,
-    lora_targets=(),
-    recompute_modules=("core_attn",),
-    recompute_fraction: Number = 1.0,
+    work: FlopsInputs,
     layers=None,
     head: bool = True,
 ):
@@ -292,50 +216,17 @@ def stage_hardware_flops_per_token(
     `stage_moe_layers` places them, plus the output head; before the tensor-parallel split. `layers`: the
     stage's layers when stages are uneven; `head` False for a stage without the output head."""
     dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
-    _, total = layers_training_flops_per_token(
-        counts,
-        arch,
-        dense_layers,
-        moe_layers,
-        sequence_length,
-        flash_attention,
-        recompute,
-        frozen_base,
-        lora_rank,
-        lora_targets,
-        recompute_modules,
-        recompute_fraction,
-    )
-    return total + (head_training_flops_per_token(counts, frozen_base) if head else 0.0)
+    _, total = layers_training_flops_per_token(counts, arch, dense_layers, moe_layers, work)
+    return total + (head_training_flops_per_token(counts, work.frozen_base) if head else 0.0)
 
 
 def stage_gemm_flops_per_token(
-    counts: ParameterCounts,
-    arch: ModelArchitecture,
-    pipeline_parallel,
-    sequence_length,
-    flash_attention,
-    recompute,
-    recompute_modules=("core_attn",),
-    recompute_fraction: Number = 1.0,
-    layers=None,
+    counts: ParameterCounts, arch: ModelArchitecture, pipeline_parallel, work: FlopsInputs, layers=None
 ):
     """Layer-GEMM hardware FLOPs per token of one stage (no output head: it stays in 16 bits, as Megatron-core's
     non-TE output layer), before the tensor-parallel split: what FP8 runs at the FP8 peak."""
     return stage_layers_total(
-        arch,
-        pipeline_parallel,
-        layers,
-        lambda moe_layer: layer_gemm_flops_per_token(
-            counts,
-            arch,
-            moe_layer,
-            sequence_length,
-            flash_attention,
-            recompute,
-            recompute_modules,
-            recompute_fraction,
-        ),
+        arch, pipeline_parallel, layers, lambda moe_layer: layer_gemm_flops_per_token(counts, arch, moe_layer, work)
     )
 
 

@@ -14,8 +14,10 @@ from planner.training import memory as tmem
 from planner.training import step_time
 from planner.training.footprint import training_memory
 from planner.training.inputs import training_hardware, training_inputs
+from planner.training.recompute import Recompute
 from planner.training.scenario import TrainingScenario
 from planner.training.step import training_flops
+from planner.training.step_time import FlopsInputs
 
 # Llama-style toy: h 8, 2 heads of 4, 1 KV head, SwiGLU width 16, RMSNorm (4 B statistics), 4 layers.
 TOY = ModelArchitecture(
@@ -34,7 +36,7 @@ TOY = ModelArchitecture(
 
 def toy_terms(**kw):
     args = dict(tensor_parallel=1, sequence_parallel=False, flash_attention=True, dropout=False, sequence_length=64)
-    return tmem.layer_activation_terms(TOY, False, **{**args, **kw})
+    return tmem.layer_activation_terms(TOY, False, tmem.ActivationInputs(**{**args, **kw}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -81,32 +83,36 @@ def test_core_attn_without_flash_drops_the_score_matrix():
 def test_fp8_keeps_gemm_inputs_in_one_byte():
     # GEMM inputs saved for the weight gradient: 2 normalized inputs (16), attention output (8), down-projection
     # input (16) = 40 elements, 1 B instead of 2
-    t = toy_terms(gemm_input_bytes=1.0)
+    t = toy_terms(gemm_input_bytes_per_element=1.0)
     assert t.none == 256 - 40
     # layernorm then frees the FP8 copies: 2 x 8 x 1
-    assert toy_terms(gemm_input_bytes=1.0, recompute_modules=("layernorm",)).selective == 256 - 40 - 16
+    assert toy_terms(gemm_input_bytes_per_element=1.0, recompute_modules=("layernorm",)).selective == 256 - 40 - 16
 
 
 def test_op_and_selective_recompute_flops():
     # torchtitan op recomputes every second matmul: k (8 x 4), o (8 x 8), up (8 x 16), 2 FLOPs each
     assert sum(m.d_in * m.d_out for m in tmem.op_recomputed_matrices(TOY, False)) == 32 + 64 + 128
     counts = parameter_counts(TOY)
-    matmul, attention = step_time.layer_recompute_flops_per_token(counts, TOY, False, 64, True, 3)
+    matmul, attention = step_time.layer_recompute_flops_per_token(
+        counts, TOY, False, FlopsInputs(64, True, Recompute.OP)
+    )
     assert (matmul, attention) == (2 * (32 + 64 + 128), 0.0)
     # Megatron mlp: gate, up, down (3 x 8 x 16) again
-    matmul, _ = step_time.layer_recompute_flops_per_token(counts, TOY, False, 64, True, 1, recompute_modules=("mlp",))
+    selective_mlp = FlopsInputs(64, True, Recompute.SELECTIVE, recompute_modules=("mlp",))
+    matmul, _ = step_time.layer_recompute_flops_per_token(counts, TOY, False, selective_mlp)
     assert matmul == 2 * 3 * 8 * 16 == 768
 
 
 def test_llama_8b_recompute_flops_per_token():
     s = TrainingScenario()
     arch, counts = s.architecture(), parameter_counts(s.architecture())
-    _, plain = step_time.model_training_flops_per_token(counts, arch, 4096, True, 0)
+    _, plain = step_time.model_training_flops_per_token(counts, arch, FlopsInputs(4096, True))
     # mlp: 32 layers x 2 x 3 x 4096 x 14336
-    _, mlp = step_time.model_training_flops_per_token(counts, arch, 4096, True, 1, recompute_modules=("mlp",))
+    selective_mlp = FlopsInputs(4096, True, Recompute.SELECTIVE, recompute_modules=("mlp",))
+    _, mlp = step_time.model_training_flops_per_token(counts, arch, selective_mlp)
     assert mlp - plain == 32 * 2 * 3 * 4096 * 14336 == 11_274_289_152
     # op: k (4096 x 1024), o (4096 x 4096), up (4096 x 14336) per layer: 32 x 2 x 79,691,776
-    _, op = step_time.model_training_flops_per_token(counts, arch, 4096, True, 3)
+    _, op = step_time.model_training_flops_per_token(counts, arch, FlopsInputs(4096, True, Recompute.OP))
     assert op - plain == 32 * 2 * (4096 * 1024 + 4096 * 4096 + 4096 * 14336) == 5_100_273_664
 
 
@@ -116,10 +122,17 @@ def test_llama_8b_recompute_flops_per_token():
 
 
 def toy_stage(method, layers_per_group):
-    return tmem.stage_activation_bytes(
-        TOY, 1, 1, 1, 1, 64, 1, 1, False, True, 2, False, True, 2.0,
-        recompute_method=method, recompute_num_layers=layers_per_group,
-    )  # fmt: skip
+    activations = tmem.ActivationInputs(
+        1,
+        False,
+        True,
+        False,
+        64,
+        recompute=Recompute.FULL,
+        recompute_method=method,
+        recompute_num_layers=layers_per_group,
+    )
+    return tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(1, 1), 64)
 
 
 def test_uniform_and_block_recompute_bytes():
@@ -139,7 +152,7 @@ def test_block_recompute_charges_its_share_of_the_forward():
     block = TrainingScenario(**base, activation_checkpointing="full", recompute_method="block", recompute_num_layers=5)
     arch, counts = full.architecture(), parameter_counts(full.architecture())
     # 80 layers on 4 stages: 5 of 20 recomputed = 1/4 of full recomputation's extra forward
-    _, plain = step_time.model_training_flops_per_token(counts, arch, 4096, True, 0)
+    _, plain = step_time.model_training_flops_per_token(counts, arch, FlopsInputs(4096, True))
     f_full = training_flops(arch, counts, training_inputs(full)).hardware_flops_per_token - plain
     f_block = training_flops(arch, counts, training_inputs(block)).hardware_flops_per_token - plain
     assert f_block == pytest.approx(f_full * 5 / 20, rel=1e-12)
@@ -174,7 +187,7 @@ def test_llama3_405b_stages_and_the_most_loaded_one():
     arch, counts = s.architecture(), parameter_counts(s.architecture())
     flops = training_flops(arch, counts, training_inputs(s))
     assert flops.stage_layers == 8
-    _, layer = step_time.layer_training_flops_per_token(counts, arch, False, 8192, True, 0)
+    _, layer = step_time.layer_training_flops_per_token(counts, arch, False, FlopsInputs(8192, True))
     assert flops.stage_hardware_flops_per_token == pytest.approx(8 * layer, rel=1e-12)
 
 
@@ -295,6 +308,6 @@ def test_defaults_keep_today_numbers():
     m = training_memory(arch, counts, training_hardware(s, s.accelerator()), training_inputs(s))
     # 32 layer inputs (4096 x 2 B) + edges (final norm input 8192 + 4 B statistics + head input 8192) + one layer
     # rebuilt, for 4096 tokens
-    per_layer = tmem.layer_activation_terms(arch, False, 1, False, True, False, 4096)
+    per_layer = tmem.layer_activation_terms(arch, False, tmem.ActivationInputs(1, False, True, False, 4096))
     expected = 4096 * (32 * 8192 + (8192 + 4 + 8192) + (per_layer.none - 8192))
     assert m.components.activations_bytes == expected

@@ -7,6 +7,7 @@ import pytest
 
 from planner.model.architecture import ModelArchitecture, parameter_counts
 from planner.training import memory as tmem
+from planner.training.recompute import Recompute
 
 TOY = ModelArchitecture(
     name="toy",
@@ -123,7 +124,11 @@ def test_layer_activation_bytes_toy():
     """h 8, 2 heads x 4, 1 KV head, SwiGLU 16, bf16, s = 10:
     residual: 2 norms x (8 x 2 + 4) + 2 x 8 x 2 = 72; attention: (8 + 2 x 4 + 8) x 2 + 2 heads x 4 (lse) = 56;
     MLP: 4 x 16 x 2 = 128."""
-    f = tmem.layer_activation_bytes_per_token
+
+    def f(arch, moe_layer, tp, sp, flash, recompute, dropout, seq):
+        activations = tmem.ActivationInputs(tp, sp, flash, dropout, seq, recompute=Recompute(recompute))
+        return tmem.layer_activation_bytes_per_token(arch, moe_layer, activations)
+
     assert f(TOY, False, 1, False, True, 0, False, 10) == 72 + 56 + 128
     # unfused attention: K and V expanded to the 2 query heads, softmax kept: 2 heads x 10 keys x 2 B
     assert f(TOY, False, 1, False, False, 0, False, 10) == 72 + (8 + 8 + 8 + 8) * 2 + 128 + 2 * 10 * 2
@@ -133,14 +138,19 @@ def test_layer_activation_bytes_toy():
     assert f(TOY, False, 2, False, True, 0, False, 10) == 72 + (4 + 2 * 4 + 4) * 2 + 4 + 128 / 2
     assert f(TOY, False, 2, True, True, 0, False, 10) == 72 / 2 + (4 + 2 * 4 + 4) * 2 + 4 + 128 / 2
     # working set of recomputation = everything minus what is kept
-    assert tmem.layer_activation_terms(TOY, False, 1, False, True, False, 10).rebuilt(2) == 256 - 16
+    assert (
+        tmem.layer_activation_terms(TOY, False, tmem.ActivationInputs(1, False, True, False, 10)).rebuilt(
+            Recompute.FULL
+        )
+        == 256 - 16
+    )
 
 
 def test_moe_layer_activation_bytes_toy():
     """4 experts, top-2, expert width 12: fp32 router probabilities 4 x 4 = 16, per routed copy the dispatched input
     and weighted output (2 x 8 x 2 = 32) and the SwiGLU tensors (4 x 12 x 2 = 96)."""
     dense_part = 72 + 56
-    assert tmem.layer_activation_bytes_per_token(TOY_MOE, True, 1, False, True, 0, False, 10) == (
+    assert tmem.layer_activation_bytes_per_token(TOY_MOE, True, tmem.ActivationInputs(1, False, True, False, 10)) == (
         dense_part + 16 + 2 * (32 + 96)
     )
 
@@ -156,15 +166,16 @@ def test_stage_activations_and_logits():
     s, b = 10, 3
     per_layer = 72 + 56 + 128
     output_edge = 8 * 2 + 4 + 8 * 2  # final norm input + stats + head input
-    single = tmem.stage_activation_bytes(TOY, 1, 1, 1, b, s, 4, 1, False, True, 0, False, True)
+    activations = tmem.ActivationInputs(1, False, True, False, s)
+    single = tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(1, 4), b * s)
     assert single == b * s * (4 * per_layer + output_edge)
     # PP 2: first stage holds 2 micro-batches of its 2 layers, no output edge
-    first = tmem.stage_activation_bytes(TOY, 1, 2, 1, b, s, 4, 1, False, True, 0, False, True)
+    first = tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(2, 4), b * s)
     assert first == b * s * 2 * 2 * per_layer
-    last = tmem.stage_activation_bytes(TOY, 1, 2, 1, b, s, 4, 1, False, True, 0, False, False)
+    last = tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(2, 4, first_stage=False), b * s)
     assert last == b * s * (2 * per_layer + output_edge)
-    # context parallelism splits the tokens
-    assert tmem.stage_activation_bytes(TOY, 1, 1, 2, b, s, 4, 1, False, True, 0, False, True) == single / 2
+    # context parallelism splits the tokens: CP 2 holds half of each sequence
+    assert tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(1, 4), b * s / 2) == single / 2
     # logits: 12 B x vocabulary / TP per token, last stage only
     assert tmem.logits_bytes(TOY, 2, b * s, True) == b * s * 12 * 32 / 2
     assert tmem.logits_bytes(TOY, 2, b * s, False) == 0
@@ -179,11 +190,13 @@ def test_adafactor_factored_state_toy():
 
 def test_terms_broadcast_over_arrays():
     tp = np.array([1, 2])
-    arr = tmem.layer_activation_bytes_per_token(TOY, False, tp, True, True, 0, False, 10)
-    assert list(arr) == [tmem.layer_activation_bytes_per_token(TOY, False, t, True, True, 0, False, 10) for t in (1, 2)]
-    micro = np.array([1, 2, 4])
-    arr = tmem.stage_activation_bytes(TOY, 1, 2, 1, micro, 10, 8 / micro, 1, False, True, 0, False, True)
-    scalars = [
-        tmem.stage_activation_bytes(TOY, 1, 2, 1, int(m), 10, 8 / m, 1, False, True, 0, False, True) for m in micro
+    arr = tmem.layer_activation_bytes_per_token(TOY, False, tmem.ActivationInputs(tp, True, True, False, 10))
+    assert list(arr) == [
+        tmem.layer_activation_bytes_per_token(TOY, False, tmem.ActivationInputs(t, True, True, False, 10))
+        for t in (1, 2)
     ]
+    micro = np.array([1, 2, 4])
+    activations = tmem.ActivationInputs(1, False, True, False, 10)
+    arr = tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(2, 8 / micro), micro * 10)
+    scalars = [tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(2, 8 / m), int(m) * 10) for m in micro]
     assert list(arr) == scalars

@@ -12,6 +12,7 @@ from planner.physics.communication import Link
 from planner.training import step_time
 from planner.training.recompute import Recompute
 from planner.training.scenario import TrainingScenario
+from planner.training.step_time import FlopsInputs
 
 # Llama-3.1-8B by hand (h 4096, 32 heads x 128, 8 KV heads x 128, SwiGLU 14336, 32 layers, vocabulary 128256,
 # untied head, no biases, no sliding window), sequence 4096:
@@ -29,7 +30,7 @@ LLAMA_8B_CAUSAL_ATTENTION_FLOPS = 1_074_003_968
 def test_model_flops_are_6n_plus_causal_attention():
     s = TrainingScenario()
     arch, counts = s.architecture(), parameter_counts(s.architecture())
-    model, hardware = step_time.model_training_flops_per_token(counts, arch, 4096, True, 0)
+    model, hardware = step_time.model_training_flops_per_token(counts, arch, FlopsInputs(4096, True))
     # 6 N + 3 x attention (forward + 2 x backward) = 45,027,950,592 + 3,222,011,904
     assert model == 6 * LLAMA_8B_MATMUL_PARAMETERS + 3 * LLAMA_8B_CAUSAL_ATTENTION_FLOPS == 48_249_962_496
     assert hardware == model  # FlashAttention, no recomputation: nothing extra executed
@@ -40,20 +41,20 @@ def test_model_flops_are_6n_plus_causal_attention():
 def test_recomputation_and_lora_change_hardware_and_model_flops():
     s = TrainingScenario()
     arch, counts = s.architecture(), parameter_counts(s.architecture())
-    model, _ = step_time.model_training_flops_per_token(counts, arch, 4096, True, 0)
+    model, _ = step_time.model_training_flops_per_token(counts, arch, FlopsInputs(4096, True))
     # the output head over forward and backward: 3 x 2 x 525,336,576
     assert step_time.head_training_flops_per_token(counts) == 6 * LLAMA_8B_HEAD_PARAMETERS == 3_152_019_456
     # full recomputation runs every layer's forward once more: 2 x 6,979,321,856 + 1,074,003,968 (FlashAttention
     # skips masked blocks, so the recomputed attention is causal too)
-    _, full = step_time.model_training_flops_per_token(counts, arch, 4096, True, 2)
+    _, full = step_time.model_training_flops_per_token(counts, arch, FlopsInputs(4096, True, Recompute.FULL))
     assert full == model + 2 * LLAMA_8B_LAYER_MATMUL_PARAMETERS + LLAMA_8B_CAUSAL_ATTENTION_FLOPS == 63_282_610_176
-    _, selective = step_time.model_training_flops_per_token(counts, arch, 4096, True, 1)
+    _, selective = step_time.model_training_flops_per_token(counts, arch, FlopsInputs(4096, True, Recompute.SELECTIVE))
     # Megatron's default selective module, core_attn, checkpoints the fused attention and runs its forward again
     # in the backward: 32 layers' causal attention, 48,249,962,496 + 1,074,003,968
     assert selective == model + LLAMA_8B_CAUSAL_ATTENTION_FLOPS == 49_323_966_464
     # no weight gradients for the frozen base: its matmuls run 2x (forward, input gradient) instead of 3x;
     # attention has no weights and stays 3x: 4 x 7,504,658,432 + 3 x 1,074,003,968
-    lora_model, _ = step_time.model_training_flops_per_token(counts, arch, 4096, True, 0, frozen_base=True)
+    lora_model, _ = step_time.model_training_flops_per_token(counts, arch, FlopsInputs(4096, True, frozen_base=True))
     assert lora_model == 4 * LLAMA_8B_MATMUL_PARAMETERS + 3 * LLAMA_8B_CAUSAL_ATTENTION_FLOPS == 33_240_645_632
 
 
@@ -63,7 +64,7 @@ def test_engine_hardware_flops_match_megatron_equation_3():
     dense attention, one extra forward) and leaves out biases and norms as the paper does: within 0.2 %."""
     s = TrainingScenario(model="gpt-3-175b", gpu="a100-80gb", num_gpus=8, global_batch_size=8, sequence_length=2048)
     arch, counts = s.architecture(), parameter_counts(s.architecture())
-    _, hardware = step_time.model_training_flops_per_token(counts, arch, 2048, False, 2)
+    _, hardware = step_time.model_training_flops_per_token(counts, arch, FlopsInputs(2048, False, Recompute.FULL))
     paper_per_step = 96 * 1 * 2048 * 96 * 12288**2 * (1 + 2048 / (6 * 12288) + 51200 / (16 * 96 * 12288))
     assert paper_per_step == pytest.approx(2.9368e15, rel=1e-4)
     assert hardware == pytest.approx(paper_per_step / 2048, rel=2e-3)

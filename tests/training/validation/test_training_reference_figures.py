@@ -25,7 +25,7 @@ from planner import plan
 from planner.model.architecture import parameter_counts
 from planner.training import memory as tmem
 from planner.training import step_time
-from planner.training.recompute import RECOMPUTE_LEVEL
+from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
 from planner.training.scenario import TrainingScenario
 
 REPO = Path(__file__).resolve().parents[3]
@@ -150,7 +150,8 @@ def test_adapted_formula_reduces_to_korthikanti_for_gpt(t, sp, recompute):
         model="gpt-3-175b", gpu="a100-80gb", num_gpus=8, tensor_parallel=t, global_batch_size=8 // t
     ).architecture()
     level = RECOMPUTE_LEVEL[recompute]
-    engine = tmem.layer_activation_bytes_per_token(arch, False, t, sp, False, level, True, s) * s * b
+    activations = tmem.ActivationInputs(t, sp, False, True, s, recompute=level)
+    engine = tmem.layer_activation_bytes_per_token(arch, False, activations) * s * b
     paper = korthikanti_layer_activation_bytes(s, b, h, a, t, sp, recompute)
     split = t if sp else 1
     if recompute == "full":
@@ -178,8 +179,9 @@ def test_selective_recompute_savings_and_flops_overhead(row, h, a):
         sequence_length=s,
     ).architecture()
     counts = parameter_counts(arch)
-    _, hw_none = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 0)
-    _, hw_selective = step_time.layer_training_flops_per_token(counts, arch, False, s, False, 1)
+    _, hw_none = step_time.layer_training_flops_per_token(counts, arch, False, step_time.FlopsInputs(s, False))
+    selective = step_time.FlopsInputs(s, False, Recompute.SELECTIVE)
+    _, hw_selective = step_time.layer_training_flops_per_token(counts, arch, False, selective)
     # A GPT layer's forward per token: 12 h^2 matrix parameters x 2 FLOPs, plus unfused attention over all s keys,
     # QK^T and attention x V, 2 x 2 h s: 24 h^2 + 4 h s. Selective recomputation repeats the 4 h s.
     forward = 24 * h**2 + 4 * h * s
@@ -206,7 +208,9 @@ def test_sequence_parallel_plus_selective_vs_tensor_parallel_baseline(name, h, a
     ).architecture()
 
     def engine(sp, level):
-        return tmem.layer_activation_bytes_per_token(arch, False, t, sp, False, level, True, s)
+        return tmem.layer_activation_bytes_per_token(
+            arch, False, tmem.ActivationInputs(t, sp, False, True, s, recompute=level)
+        )
 
     baseline = engine(False, 0)
     assert 4.5 < baseline / engine(True, 1) < 6.5

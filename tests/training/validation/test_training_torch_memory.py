@@ -28,6 +28,7 @@ torch = pytest.importorskip("torch")
 from planner import plan  # noqa: E402
 from planner.model.architecture import parameter_counts  # noqa: E402
 from planner.training import memory as tmem  # noqa: E402
+from planner.training.recompute import RECOMPUTE_LEVEL  # noqa: E402
 from planner.training.scenario import TrainingScenario  # noqa: E402
 
 from .paper_formulas import korthikanti_layer_activation_bytes  # noqa: E402
@@ -86,27 +87,23 @@ def engine_saved_bytes(s: TrainingScenario) -> float:
     """The engine's activation term for what autograd saves: every layer, the stage edges and the fp32
     log-probabilities (no recomputation working set: it is not saved state)."""
     arch = s.architecture()
-    recompute = {"none": 0, "selective": 1, "full": 2, "op": 3}[s.activation_checkpointing]
-    modules = s.recompute_module_set or ("core_attn",)
     rank = s.lora.rank if s.lora else 0
-    targets = tuple(s.lora.target_modules) if s.lora else ()
+    activations = tmem.ActivationInputs(
+        tensor_parallel=1,
+        sequence_parallel=False,
+        flash_attention=s.flash_attention,
+        dropout=s.dropout,
+        sequence_length=s.sequence_length,
+        bytes_per_element=2.0,
+        lora_rank=rank,
+        lora_targets=tuple(s.lora.target_modules) if s.lora else (),
+        recompute=RECOMPUTE_LEVEL[s.activation_checkpointing],
+        recompute_modules=s.recompute_module_set or ("core_attn",),
+    )
     per_token = 0.0
     for moe, layers in ((False, arch.num_dense_layers), (True, arch.num_moe_layers)):
         if layers:
-            per_token += layers * tmem.layer_activation_bytes_per_token(
-                arch,
-                moe,
-                1,
-                False,
-                s.flash_attention,
-                recompute,
-                s.dropout,
-                s.sequence_length,
-                2.0,
-                rank,
-                targets,
-                modules,
-            )
+            per_token += layers * tmem.layer_activation_bytes_per_token(arch, moe, activations)
     per_token += tmem.edge_activation_bytes_per_token(arch, 1, False, s.dropout, 1, True, 2.0, frozen_head=rank > 0)
     per_token += tmem.logits_saved_bytes_per_token(arch, 1)
     return per_token * s.micro_batch_size * s.sequence_length
@@ -313,7 +310,8 @@ def test_gpt_layer_matches_korthikanti_table_2():
         flash_attention=False,
         dropout=True,
     )
-    engine = tmem.layer_activation_bytes_per_token(gpt.architecture(), False, 1, False, False, 0, True, s) * s * b
+    activations = tmem.ActivationInputs(1, False, False, True, s)
+    engine = tmem.layer_activation_bytes_per_token(gpt.architecture(), False, activations) * s * b
     assert engine == measured["activations"]
 
 
