@@ -16,6 +16,8 @@ budget's mechanism is checked on a clock that reads "spent".
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 
 from planner import plan
@@ -61,7 +63,7 @@ def test_a_spent_budget_sizes_the_smallest_proxy_and_skips_the_held_out_points(m
     budgets = []
 
     def sizing(*args, **kwargs):
-        budgets.append(args[5])  # size_proxy(arch, settings, kind, dtype, rates, budget_seconds, ...)
+        budgets.append(inspect.signature(real_size_proxy).bind(*args, **kwargs).arguments["budget_seconds"])
         return real_size_proxy(*args, **kwargs)
 
     real_size_proxy = profile.size_proxy
