@@ -20,7 +20,6 @@ from planner.inference.inputs import HardwareInputs, InferenceInputs, attention_
 from planner.inference.metrics import InferenceMetrics
 from planner.inference.results import InferencePerformance
 from planner.inference.scenario import InferenceScenario
-from planner.inference.speculative import draft_seconds
 from planner.inference.steps import PhaseStep
 from planner.model.architecture import ModelArchitecture
 from planner.model.checkpoint_precision import checkpoint_weight_dtypes, fp8_block_scaled
@@ -342,7 +341,7 @@ def _speculative_equations(
         Equation(
             name="Decode time per token (speculative)",
             formula="(verify step + k x draft step) / ((1 - a^(k+1)) / (1 - a))",
-            substituted=f"({seconds(float(r.verify.seconds))} + {k} x {seconds(float(draft_seconds(r.draft_step)))}) / "
+            substituted=f"({seconds(float(r.verify.seconds))} + {k} x {seconds(float(r.draft_step.seconds))}) / "
             f"{float(r.tokens_per_sequence):.2f}",
             value=float(r.seconds_per_token),
             unit="seconds",

@@ -214,6 +214,12 @@ def hardware_link(group_span_gpus, hw: HardwareInputs, custom_allreduce: bool = 
     )
 
 
+def micro_batch(sequences, pipeline_parallel):
+    """Sequences per decode step on one stage: a replica's running sequences split over the `pipeline_parallel`
+    micro-batches in flight (vLLM virtual engines), the first ones full."""
+    return ceil_div(sequences, pipeline_parallel)
+
+
 @dataclass(frozen=True, slots=True)
 class ReplicaShape:
     """How the scenario lands on one replica (tensor x pipeline GPUs): the load every term is sized for.
@@ -240,7 +246,7 @@ class ReplicaShape:
         return cls(
             replicas=replicas,
             sequences=sequences,
-            micro_batch=ceil_div(sequences, pp),
+            micro_batch=micro_batch(sequences, pp),
             stage_layers=mem.stage_layers(arch, pp),
             tensor_link=hardware_link(tp, hw, runtime_profile(x.runtime).custom_allreduce),
             pipeline_link=hardware_link(tp * pp, hw),

@@ -21,7 +21,6 @@ from planner.inference.plan_warnings import warnings_for
 from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan, SpeculativeSummary
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
-from planner.inference.speculative import draft_seconds
 from planner.inference.steps import PhaseStep
 from planner.inference.traffic import TrafficEngine
 from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token
@@ -150,7 +149,7 @@ def _speculative(m: InferenceMetrics, scenario: InferenceScenario) -> Speculativ
         acceptance_source=ACCEPTANCE_SOURCES[spec.method] if spec.acceptance_is_assumed else "the scenario",
         tokens_per_round=float(round_.tokens_per_sequence),
         verify_step_seconds=float(round_.verify.seconds),
-        draft_step_seconds=float(draft_seconds(round_.draft_step)),
+        draft_step_seconds=float(round_.draft_step.seconds),
         round_seconds=float(round_.round_seconds),
         plain_decode_step_seconds=float(round_.plain_decode_seconds),
         speedup=float(round_.speedup),

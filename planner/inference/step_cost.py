@@ -30,7 +30,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from planner.inference.step_work import prefill_kv_write_bytes, prefill_step_flops, prefill_step_mixing_flops
+from planner.inference.inputs import micro_batch
+from planner.inference.step_work import prefill_step_flops, prefill_step_mixing_flops
 from planner.inference.steps import (
     PhaseStep,
     StepContext,
@@ -45,6 +46,7 @@ from planner.inference.steps import (
     step_seconds,
 )
 from planner.model.architecture import ModelArchitecture
+from planner.physics import memory as mem
 
 CONTEXT_GRID_POINTS = 96  # log-spaced decode contexts; kinks (windows) are added exactly
 
@@ -132,7 +134,8 @@ class RooflineStepCost:
         # FLOPs, so only a piece that starts at 0 pays them (F(e) - F(0) + F(0)).
         flops_to[1:] += image_encoder_step_flops(x.image_encoder_flops, 1, tp, pp)
         mixing_to = prefill_step_mixing_flops(arch, positions, positions, 1, tp, pp)
-        kv_to = prefill_kv_write_bytes(
+        # written token by token (block_tokens 1): a write fills the slots it uses, whole blocks are allocation
+        kv_to = mem.kv_cache_bytes(
             arch, tp, pp, 1, positions, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
         )
         return flops_to.tolist(), _row(mixing_to, positions), _row(kv_to, positions)
@@ -163,7 +166,7 @@ class RooflineStepCost:
         read does not). The tables are read as Python lists: a simulation asks for one such step per
         prompt-carrying step, and numpy scalars cost more than the arithmetic."""
         t = self._tables
-        micro = -(-decode_batch // self.pipeline_parallel)
+        micro = micro_batch(decode_batch, self.pipeline_parallel)
         decode_tokens = micro * query_tokens if decode_batch else 0
         prefill_tokens = sum(end - start for start, end in prefill_spans)
         step_tokens = decode_tokens + prefill_tokens
@@ -249,7 +252,7 @@ class RooflineStepCost:
         key = (decode_batch, query_tokens)
         rows = self._rows.get(key)
         if rows is None:
-            micro = -(-decode_batch // self.pipeline_parallel)
+            micro = micro_batch(decode_batch, self.pipeline_parallel)
             work = decode_work(self.ctx, self.stage_weight_bytes, micro, self._context_grid, query_tokens)
             step = compose_step(self.ctx, work, decode_load(self.ctx, micro, query_tokens, self.in_round))
             rows = self._rows[key] = _DecodeRows.of(step, self._context_grid)
@@ -341,7 +344,7 @@ class SpeculativeStepCost:
         if rows is None:
             target, draft = self.target, self.draft
             verify = target.decode_rows(decode_batch, self.query_tokens)  # what verify_step_seconds caches
-            micro = -(-decode_batch // target.pipeline_parallel)
+            micro = micro_batch(decode_batch, target.pipeline_parallel)
             drafting = draft.decode_rows(micro)
             rows = self._round_rows[decode_batch] = _RoundRows(
                 verify_grid=target._tables.context_grid,
@@ -367,7 +370,7 @@ class SpeculativeStepCost:
     def draft_step_seconds(self, decode_batch: int, decode_context_tokens: float) -> float:
         """One draft step inside the round over the target's micro-batch at the same mean context. The draft runs
         unpipelined (`speculative.draft_inputs`) on the micro-batch, as `speculative_round` prices it."""
-        micro = -(-decode_batch // self.target.pipeline_parallel)
+        micro = micro_batch(decode_batch, self.target.pipeline_parallel)
         return self.draft.decode_step_seconds(micro, decode_context_tokens / decode_batch * micro)
 
     def draft_prefill_seconds(self, prefill_spans) -> float:

@@ -7,8 +7,6 @@ sweep and the calibration's probes all call these; every term broadcasts over nu
 
 from __future__ import annotations
 
-import numpy as np
-
 from planner.arrays import Number, ceil, maximum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.cache import decode_cache_traffic_bytes
@@ -52,33 +50,6 @@ def image_encoder_step_flops(encoder_flops_per_request, prompts, tensor_parallel
 def prefill_chunks(tokens, prefill_chunk_tokens):
     """Engine steps a prefill of `tokens` tokens takes with chunked prefill (each step reads the weights)."""
     return ceil(tokens / prefill_chunk_tokens)
-
-
-def prefill_kv_write_bytes(
-    arch: ModelArchitecture,
-    tensor_parallel,
-    pipeline_parallel,
-    prompts,
-    prompt_tokens,
-    kv_bytes,
-    block_tokens,
-    honor_sliding_window,
-    state_bytes_per_element: Number = 2.0,
-):
-    """Cache a prefill writes on one GPU: the prompts' whole cache, laid out as the engine stores it
-    (whole paged blocks; sliding-window layers keep only their window when the engine honours it; a
-    recurrent layer's final state once)."""
-    return mem.kv_cache_bytes(
-        arch,
-        tensor_parallel,
-        pipeline_parallel,
-        prompts,
-        prompt_tokens,
-        kv_bytes,
-        block_tokens,
-        honor_sliding_window,
-        state_bytes_per_element,
-    )
 
 
 def chunked(cost, tokens, chunks, chunk_tokens):

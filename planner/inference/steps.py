@@ -16,6 +16,18 @@ from dataclasses import dataclass, field
 
 from planner.arrays import Number, maximum, where
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
+from planner.inference.step_overheads import (
+    EP_ALL_TO_ALLS_PER_MOE_LAYER,
+    TP_ALLREDUCES_PER_LAYER,
+    host_work_overlapped,
+    launch_overhead_seconds,
+    moe_overhead_seconds,
+    request_overhead_seconds,
+    sampler_seconds,
+    scheduler_seconds,
+    step_collective_seconds,
+    step_handoff_seconds,
+)
 from planner.inference.step_work import (
     chunked,
     decode_kv_read_bytes,
@@ -23,7 +35,6 @@ from planner.inference.step_work import (
     decode_step_mixing_flops,
     image_encoder_step_flops,
     prefill_chunks,
-    prefill_kv_write_bytes,
     prefill_step_bytes,
     prefill_step_flops,
     prefill_step_mixing_flops,
@@ -33,21 +44,29 @@ from planner.inference.step_work import (
     uncached_prompt_tokens,
 )
 from planner.model.architecture import ModelArchitecture, ParameterCounts
-from planner.physics import communication, roofline
 from planner.physics import memory as mem
+from planner.physics import roofline
 from planner.physics.efficiency import Efficiency
 from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
-from planner.physics.moe_efficiency import moe_layer_extra_seconds, routed_expert_read_bytes
-from planner.physics.runtimes import runtime_profile
+from planner.physics.moe_efficiency import routed_expert_read_bytes
 
-__all__ = [  # the work terms live in step_work; these names are re-exported for the steps' readers
+__all__ = [  # the work terms live in step_work, the terms beyond the roofline in step_overheads; re-exported
+    "EP_ALL_TO_ALLS_PER_MOE_LAYER",
+    "TP_ALLREDUCES_PER_LAYER",
+    "host_work_overlapped",
+    "launch_overhead_seconds",
+    "moe_overhead_seconds",
+    "request_overhead_seconds",
+    "sampler_seconds",
+    "scheduler_seconds",
+    "step_collective_seconds",
+    "step_handoff_seconds",
     "chunked",
     "decode_kv_read_bytes",
     "decode_step_flops",
     "decode_step_mixing_flops",
     "image_encoder_step_flops",
     "prefill_chunks",
-    "prefill_kv_write_bytes",
     "prefill_step_bytes",
     "prefill_step_flops",
     "prefill_step_mixing_flops",
@@ -342,100 +361,6 @@ def kernel_groups(work: StepWork, rates: AchievedRates) -> KernelGroups:
     )
 
 
-def moe_overhead_seconds(arch: ModelArchitecture, pipeline_parallel, hw: HardwareInputs, efficiency: Efficiency):
-    """Fixed time of one forward pass's fused-MoE calls on one stage beyond the layers' GEMM tails
-    (`moe_efficiency.moe_layer_extra_seconds`); 0 for a dense model."""
-    if not arch.is_moe:
-        return 0.0
-    return moe_layer_extra_seconds(
-        mem.stage_moe_layers(arch, pipeline_parallel),
-        efficiency.moe_layer_seconds,
-        hw.gemm_tail_seconds,
-        hw.is_accelerator,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# time beyond the roofline: communication and launch overhead
-
-
-# Collectives per engine step (`planner.physics.communication`): two tensor-parallel all-reduces per layer (after
-# attention and after the MLP), for a MoE model two all-to-alls per MoE layer (dispatch and combine) when the
-# experts spread beyond the tensor group, and PP - 1 hand-offs between the stages.
-TP_ALLREDUCES_PER_LAYER = 2
-EP_ALL_TO_ALLS_PER_MOE_LAYER = 2
-
-
-def step_collective_seconds(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
-    """Collectives of one engine step of `tokens` tokens on one stage: the tensor-parallel all-reduces of their
-    hidden states (each by the fastest algorithm for its size on the link: one-shot / two-shot where
-    `link.peer_access`, ring / tree), and for a MoE model the all-to-alls to experts beyond the tensor group
-    (0 when expert_parallel <= tensor_parallel)."""
-    message = communication.hidden_state_message_bytes(tokens, arch.hidden_size, x.activation_bytes)
-    seconds = communication.tensor_parallel_seconds(
-        shape.stage_layers,
-        TP_ALLREDUCES_PER_LAYER,
-        message,
-        x.tensor_parallel,
-        shape.tensor_link,
-        efficiency.communication,
-    )
-    if not arch.is_moe:
-        return seconds
-    all_to_all = communication.expert_all_to_all_seconds(
-        mem.stage_moe_layers(arch, x.pipeline_parallel),
-        EP_ALL_TO_ALLS_PER_MOE_LAYER,
-        communication.hidden_state_message_bytes(tokens * arch.experts_per_token, arch.hidden_size, x.activation_bytes),
-        x.expert_parallel,
-        shape.expert_link,
-        efficiency.communication,
-    )
-    return seconds + where(x.expert_parallel > x.tensor_parallel, all_to_all, 0.0)
-
-
-def step_handoff_seconds(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
-    """Pipeline hand-offs of one engine step of `tokens` tokens: their hidden states sent between consecutive
-    stages, PP - 1 times."""
-    message = communication.hidden_state_message_bytes(tokens, arch.hidden_size, x.activation_bytes)
-    return communication.pipeline_p2p_seconds(
-        x.pipeline_parallel - 1, message, shape.pipeline_link, efficiency.communication
-    )
-
-
-def launch_overhead_seconds(stage_layers, efficiency: Efficiency):
-    """Fixed per-layer cost of a forward step on one stage (kernel launches, synchronisation, small ops):
-    what makes batch-1 decode slower than its bandwidth roofline. Fitted by the calibration's probe."""
-    return stage_layers * efficiency.layer_overhead_seconds
-
-
-def scheduler_seconds(sequences, efficiency: Efficiency, host_work_overlapped: bool = False):
-    """CPU time of one engine step that the GPU waits for: a fixed cost (scheduling, input preparation)
-    plus a cost per scheduled sequence (post-step bookkeeping). Once per engine step, whatever the
-    pipeline depth. Defaults from vLLM V1 measurements (see `Efficiency`); the calibration's torch probe
-    runs no engine, so it never refines them. None is exposed where the runtime overlaps that work with the
-    GPU's (`RuntimeProfile.host_work_overlapped`: SGLang's and TensorRT-LLM's overlap schedulers)."""
-    if host_work_overlapped:
-        return 0.0 * sequences
-    return efficiency.step_host_seconds + sequences * efficiency.sequence_host_seconds
-
-
-def host_work_overlapped(x: InferenceInputs) -> bool:
-    """Whether the scenario's runtime hides its per-step CPU work behind the GPU's (`scheduler_seconds`)."""
-    return runtime_profile(x.runtime).host_work_overlapped
-
-
-def sampler_seconds(sequences, vocab_size, efficiency: Efficiency):
-    """Sampling one token for each of `sequences` sequences: top-k / top-p over `vocab_size` logits each
-    (the logits themselves are the lm_head's FLOPs, counted in the step's compute)."""
-    return sequences * vocab_size * efficiency.sampler_seconds_per_logit
-
-
-def request_overhead_seconds(efficiency: Efficiency):
-    """Per request, once, before its first engine step: chat template, tokenisation and request set-up in
-    the API server. Latency only (TTFT): it runs beside the GPU's work for other requests."""
-    return efficiency.request_overhead_seconds
-
-
 # ---------------------------------------------------------------------------------------------
 # one composition
 
@@ -509,7 +434,7 @@ def prefill_step(
     # blocks are the allocation, not the traffic): the prompt's cache less the cached prefix's, as the traffic
     # simulation writes each prompt piece (`step_cost.RooflineStepCost`).
     def cache_of(prompt_tokens):
-        return prefill_kv_write_bytes(
+        return mem.kv_cache_bytes(
             arch, tp, pp, prompts, prompt_tokens, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
         )
 
