@@ -147,6 +147,13 @@ def draft_read_bytes(draft: Draft, x: InferenceInputs) -> Number:
     return _draft_network_bytes(draft, d) + draft.fusion_parameters * d.linear_bytes / d.tensor_parallel
 
 
+def round_seconds(verify_seconds, draft_step_seconds, drafted_tokens):
+    """A draft-and-verify round: the verify step, then `drafted_tokens` draft steps composed inside the round
+    (`steps.StepLoad.in_round`). The static plan and the traffic simulation (`step_cost.SpeculativeStepCost`)
+    both add a round up here."""
+    return verify_seconds + drafted_tokens * draft_step_seconds
+
+
 def speculative_round(
     draft: Draft, ctx: StepContext, stage_weight_bytes: Number, plain_decode: PhaseStep, new_prompt_tokens: Number
 ) -> SpeculativeRound:
@@ -164,7 +171,7 @@ def speculative_round(
         draft_step=step,
         drafted_tokens=k,
         tokens_per_sequence=expected_tokens_per_step(draft.acceptance, k),
-        round_seconds=verify.seconds + k * step.seconds,
+        round_seconds=round_seconds(verify.seconds, step.seconds, k),
         plain_decode_seconds=plain_decode.seconds,
         draft_prefill_seconds=prefill.seconds,
     )

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from planner.inference.inputs import micro_batch
+from planner.inference.speculative import round_seconds
 from planner.inference.step_work import prefill_step_flops, prefill_step_mixing_flops
 from planner.inference.steps import (
     PhaseStep,
@@ -300,7 +301,9 @@ class SpeculativeStepCost:
         else:
             seconds = self.target.verify_step_seconds(decode_batch, decode_context_tokens, self.query_tokens)
         if decode_batch:
-            seconds += self.drafted_tokens * self.draft_step_seconds(decode_batch, decode_context_tokens)
+            seconds = round_seconds(
+                seconds, self.draft_step_seconds(decode_batch, decode_context_tokens), self.drafted_tokens
+            )
         if prefill_spans:
             seconds += self.draft_prefill_seconds(prefill_spans)
         return seconds
@@ -317,7 +320,7 @@ class SpeculativeStepCost:
             mean_context * rows.micro / rows.micro, rows.draft_grid, rows.draft_compute, rows.draft_memory
         )
         draft = max(compute, memory) * rows.draft_pipeline + rows.draft_fixed
-        return seconds + self.drafted_tokens * draft
+        return round_seconds(seconds, draft, self.drafted_tokens)
 
     def decode_rounds_seconds(self, decode_batch: int, decode_context_tokens: np.ndarray) -> np.ndarray:
         """`decode_round_seconds` at each of the given context sums (a run of rounds of the same batch,
@@ -337,7 +340,7 @@ class SpeculativeStepCost:
         )
         draft *= rows.draft_pipeline
         draft += rows.draft_fixed
-        return seconds + self.drafted_tokens * draft
+        return round_seconds(seconds, draft, self.drafted_tokens)
 
     def _rows_for(self, decode_batch: int) -> _RoundRows:
         rows = self._round_rows.get(decode_batch)
