@@ -16,7 +16,7 @@ from planner.inference.speculative import Draft, draft_kv_bytes_per_sequence, dr
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.cache import context_tokens_for_cache_bytes
 from planner.physics import memory as mem
-from planner.physics.runtimes import kv_block_tokens, runtime_memory, runtime_profile
+from planner.physics.runtimes import RuntimeMemoryInputs, kv_block_tokens, runtime_memory, runtime_profile
 from planner.units import gib
 
 
@@ -132,17 +132,19 @@ def inference_memory(
     reserves = runtime_memory(
         runtime,
         arch,
-        tensor_parallel=tp,
-        capacity_bytes=hw.memory_capacity_bytes,
-        fraction=x.memory_utilization,
-        is_accelerator=hw.is_accelerator,
-        weights_bytes=weights,
-        prefill_chunk_tokens=x.prefill_chunk_tokens,
-        decode_rows=shape.micro_batch,
-        sequences=shape.sequences,
-        prompt_tokens=x.prompt_tokens,
-        activation_bytes=x.activation_bytes,
-        correction_bytes=x.runtime_overhead_correction_bytes,
+        RuntimeMemoryInputs(
+            tensor_parallel=tp,
+            capacity_bytes=hw.memory_capacity_bytes,
+            fraction=x.memory_utilization,
+            is_accelerator=hw.is_accelerator,
+            weights_bytes=weights,
+            prefill_chunk_tokens=x.prefill_chunk_tokens,
+            decode_rows=shape.micro_batch,
+            sequences=shape.sequences,
+            prompt_tokens=x.prompt_tokens,
+            activation_bytes=x.activation_bytes,
+            correction_bytes=x.runtime_overhead_correction_bytes,
+        ),
     )
     return InferenceMemory(
         weights_bytes=weights,

@@ -288,29 +288,36 @@ class RuntimeMemory:
     budget_bytes: Number
 
 
-def runtime_memory(
-    profile: RuntimeProfile,
-    arch: ModelArchitecture,
-    *,
-    tensor_parallel,
-    capacity_bytes,
-    fraction,
-    is_accelerator,
-    weights_bytes,
-    prefill_chunk_tokens,
-    decode_rows,
-    sequences,
-    prompt_tokens,
-    activation_bytes,
-    correction_bytes: Number = 0.0,
-) -> RuntimeMemory:
+@dataclass(frozen=True, slots=True)
+class RuntimeMemoryInputs:
+    """What a runtime sizes its reserves per GPU from: the device's budget and the load one engine step sets.
+    Fields broadcast (a sweep passes arrays)."""
+
+    tensor_parallel: Number
+    capacity_bytes: Number  # the device's memory
+    fraction: Number  # the scenario's gpu_memory_utilization (`RuntimeProfile.fraction_setting`)
+    is_accelerator: bool
+    weights_bytes: Number  # per GPU
+    prefill_chunk_tokens: Number  # max_num_batched_tokens
+    decode_rows: Number  # sequences per decode step on one stage
+    sequences: Number  # per replica
+    prompt_tokens: Number
+    activation_bytes: Number  # per element
+    correction_bytes: Number = 0.0  # a calibration's correction to the non-torch memory
+
+
+def runtime_memory(profile: RuntimeProfile, arch: ModelArchitecture, inputs: RuntimeMemoryInputs) -> RuntimeMemory:
     """The runtime's reserves per GPU under its `budget_kind` (the module docstring gives each rule).
 
-    `fraction` is the scenario's gpu_memory_utilization, read as the runtime's own share
-    (`RuntimeProfile.fraction_setting`); `correction_bytes` is a calibration's memory correction, added to the
-    non-torch memory. Runtimes other than "profiled" budget the whole device: their shares become named reserves,
-    so `weights + KV + reserves <= capacity` is the same inequality the engine solves for its KV pool."""
-    overhead = non_torch_bytes(profile, is_accelerator, tensor_parallel) + correction_bytes
+    `inputs.fraction` is the scenario's gpu_memory_utilization, read as the runtime's own share
+    (`RuntimeProfile.fraction_setting`); `inputs.correction_bytes` is a calibration's memory correction, added to
+    the non-torch memory. Runtimes other than "profiled" budget the whole device: their shares become named
+    reserves, so `weights + KV + reserves <= capacity` is the same inequality the engine solves for its KV pool."""
+    i = inputs
+    tensor_parallel, capacity_bytes, fraction = i.tensor_parallel, i.capacity_bytes, i.fraction
+    prefill_chunk_tokens, decode_rows, sequences = i.prefill_chunk_tokens, i.decode_rows, i.sequences
+    activation_bytes = i.activation_bytes
+    overhead = non_torch_bytes(profile, i.is_accelerator, tensor_parallel) + i.correction_bytes
     kind = profile.budget_kind
     if kind == "static_pool":
         reserve = static_pool_reserve_bytes(fraction, capacity_bytes, overhead)
@@ -321,14 +328,14 @@ def runtime_memory(
         return RuntimeMemory(0.0, 0.0, overhead, reserve, capacity_bytes)
     if kind == "device":
         # generate() runs the whole batch's prompts in one forward: sequences x prompt tokens (or the decode rows)
-        step_tokens = maximum(sequences * prompt_tokens, decode_rows)
+        step_tokens = maximum(sequences * i.prompt_tokens, decode_rows)
     else:
         step_tokens = profiled_step_tokens(prefill_chunk_tokens, decode_rows)
     forward = mem.inference_activation_bytes(arch, tensor_parallel, step_tokens, activation_bytes)
     rows = sequences if kind == "device" else sampler_rows(sequences, prefill_chunk_tokens)
     logits = sampler_excess_bytes(forward, sampler_peak_bytes(profile, arch, rows))
     if kind == "free_fraction":
-        peak = weights_bytes + forward + logits + overhead
+        peak = i.weights_bytes + forward + logits + overhead
         reserve = free_fraction_reserve_bytes(fraction, capacity_bytes, peak)
         return RuntimeMemory(forward, logits, overhead, reserve, capacity_bytes)
     if kind == "device":
