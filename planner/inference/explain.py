@@ -6,6 +6,8 @@ Reads the plan's typed results only; computes nothing the equations do not show.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from planner.calibration_record import CalibrationRecord
 from planner.dtypes import (
     FORMATS,
@@ -292,52 +294,31 @@ def equations(
     m: InferenceMetrics,
 ) -> list[Equation]:
     """The headline numbers, each with its formula and the scenario's numbers substituted."""
-    stage_layers = m.shape.stage_layers
     moe_layers = int(stage_moe_layers(arch, x.pipeline_parallel)) if arch.is_moe else 0
+    facts = StepFacts(hw, efficiency, m.shape.stage_layers, moe_layers)
     return [
         *_memory_equations(s, arch, model, x, m),
         step_equation(
             "TTFT",
             m.prefill,
             efficiency.prefill_compute,
-            hw,
-            efficiency,
-            stage_layers,
+            facts,
             request_overhead_seconds=float(m.request_overhead_seconds),
             draft_prefill_seconds=float(m.draft_prefill_seconds) if m.speculation is not None else None,
-            moe_layers=moe_layers,
         ),
-        step_equation(
-            "Decode step",
-            m.decode,
-            efficiency.decode_compute,
-            hw,
-            efficiency,
-            stage_layers,
-            moe_layers=moe_layers,
-        ),
-        *_speculative_equations(hw, efficiency, m, moe_layers),
+        step_equation("Decode step", m.decode, efficiency.decode_compute, facts),
+        *_speculative_equations(facts, m),
         *_serving_equations(s, hw, m),
     ]
 
 
-def _speculative_equations(
-    hw: HardwareInputs, efficiency: Efficiency, m: InferenceMetrics, moe_layers: int = 0
-) -> list[Equation]:
+def _speculative_equations(facts: StepFacts, m: InferenceMetrics) -> list[Equation]:
     r = m.speculation
     if r is None:
         return []
     k = int(r.drafted_tokens)
     return [
-        step_equation(
-            f"Verify step ({k + 1} tokens per sequence)",
-            r.verify,
-            efficiency.decode_compute,
-            hw,
-            efficiency,
-            m.shape.stage_layers,
-            moe_layers=moe_layers,
-        ),
+        step_equation(f"Verify step ({k + 1} tokens per sequence)", r.verify, facts.efficiency.decode_compute, facts),
         Equation(
             name="Decode time per token (speculative)",
             formula="(verify step + k x draft step) / ((1 - a^(k+1)) / (1 - a))",
@@ -395,20 +376,29 @@ def _memory_equations(
     ]
 
 
+@dataclass(frozen=True, slots=True)
+class StepFacts:
+    """What a step's equation quotes beside the step itself: the device, the efficiencies, and the stage's layers
+    and MoE layers (their fixed per-layer times)."""
+
+    hw: HardwareInputs
+    efficiency: Efficiency
+    stage_layers: int
+    moe_layers: int = 0
+
+
 def step_equation(
     name: str,
     step: PhaseStep,
     compute_efficiency: float,
-    hw: HardwareInputs,
-    efficiency: Efficiency,
-    stage_layers,
+    facts: StepFacts,
     request_overhead_seconds: float | None = None,
     draft_prefill_seconds: float | None = None,
-    moe_layers: int = 0,
 ) -> Equation:
     """A step's time with every addend of `PhaseStep.terms()` shown with its number, then their sum; TTFT
     adds the request's own overhead (`request_overhead_seconds`) in front and a speculative draft's pass
     over the prompt (`draft_prefill_seconds`) behind."""
+    hw, efficiency, stage_layers, moe_layers = facts.hw, facts.efficiency, facts.stage_layers, facts.moe_layers
     parts = [float(v) for v in step.terms().values()]
     request_formula = request_sub = draft_formula = draft_sub = ""
     if request_overhead_seconds is not None:
