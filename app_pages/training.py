@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from ui import controls, render, state
+from ui import controls, render, state, training_view
 from ui.calibration_view import active_calibration
 
 st.title("Training", anchor=False)
@@ -12,4 +12,4 @@ if form.scenario is None:
     st.error(f"This scenario cannot be planned: {form.error}", icon=":material/block:")
     st.stop()
 calibration = active_calibration()
-render.training_page(form.scenario, state.cached_plan(form.scenario, calibration), calibration)
+training_view.training_page(form.scenario, state.cached_plan(form.scenario, calibration), calibration)

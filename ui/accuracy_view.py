@@ -319,6 +319,13 @@ def accuracy_section(calibration=None) -> None:
             "own residual error in every plan's band.",
             icon=":material/straighten:",
         )
+    _family_errors(frame, stats)
+    _largest_errors(frame)
+    _regenerate()
+
+
+def _family_errors(frame, stats) -> None:
+    """Each family's error table, what it compares and drives, its promise, and the distribution chart."""
     st.subheader("Error per family", anchor=False)
     st.table(summary_frame().set_index("Family"))
     st.markdown(
@@ -346,6 +353,10 @@ def accuracy_section(calibration=None) -> None:
     )
     st.markdown("**Distribution** (one dot per case; shaded: the 80% band's edges; tick: median)")
     chart(distribution_chart(frame), width="stretch")
+
+
+def _largest_errors(frame) -> None:
+    """The worst cases with their likely causes, the report's own sections and every case."""
     st.subheader("The largest errors and their likely causes", anchor=False)
     worst = worst_frame(frame)
     st.markdown(
@@ -371,6 +382,10 @@ def accuracy_section(calibration=None) -> None:
             st.markdown(readings)
     with st.expander(f"Every case ({len(frame)})"):
         st.dataframe(frame.drop(columns=["abs_error_percent"]), hide_index=True, width="stretch", key="accuracy_cases")
+
+
+def _regenerate() -> None:
+    """How to regenerate the report."""
     st.subheader("Regenerate the report", anchor=False)
     st.markdown(
         "After changing a formula or a default efficiency, re-run the comparison: it rewrites "

@@ -213,17 +213,17 @@ def position_ceiling(points: pd.DataFrame, base_time: float) -> float:
 
 def position(
     points: pd.DataFrame,
-    base_memory_bytes: float,
+    memory,
     base_time: float,
     time_text: str,
-    budget_bytes: float,
-    capacity_bytes: float,
     time_title: str,
     time_unit: str,
     budget_label: str = "engine budget",
 ) -> dict:
     """Where the plan sits (memory per GPU, time) and an arrow to where each technique moves it; the
-    memory budget (dashed) and capacity (solid) as vertical lines."""
+    memory budget (dashed) and capacity (solid) as vertical lines. `memory`: the plan's MemoryBreakdown
+    (total, budget and capacity bytes per GPU)."""
+    base_memory_bytes, budget_bytes, capacity_bytes = memory.total_bytes, memory.budget_bytes, memory.capacity_bytes
     limits = [
         {
             "what": "capacity",

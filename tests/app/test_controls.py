@@ -20,7 +20,7 @@ from planner.model.catalog import load_catalog_config
 from planner.share import scenario_to_query_params
 from planner.training.scenario import TrainingScenario
 from tests.hub_fakes import FakeFetcher
-from ui import controls
+from ui import form_specs
 
 CLASSES = {"inference": InferenceScenario, "training": TrainingScenario}
 
@@ -58,7 +58,7 @@ def test_every_widget_offers_exactly_its_fields_range_default_and_help(kind):
     at = open_page(kind)
     assert_clean(at)
     cls = CLASSES[kind]
-    for spec in controls.specs_for(kind):
+    for spec in form_specs.specs_for(kind):
         info = cls.model_fields[spec.name]
         widget = widget_of(at, kind, spec)
         proto = widget.proto
@@ -79,7 +79,7 @@ def test_every_widget_offers_exactly_its_fields_range_default_and_help(kind):
                 (literal,) = [a for a in args if a is not type(None)]
                 args = (None, *typing.get_args(literal))
             expected = args if args else tuple(range(bounds["ge"], bounds["le"] + 1))
-            shown = [controls.PLACEHOLDERS[spec.name] if o is None else str(o) for o in expected]
+            shown = [form_specs.PLACEHOLDERS[spec.name] if o is None else str(o) for o in expected]
             assert shown == widget.options, spec.name
             assert proto.default == list(expected).index(info.default), spec.name
         elif spec.widget == "multiselect":  # a comma-separated text field: its choices, its default picked
@@ -101,13 +101,13 @@ def test_every_widget_offers_exactly_its_fields_range_default_and_help(kind):
 def test_every_scenario_field_has_one_widget_or_picker_and_reaches_the_url(kind):
     # The form builds the scenario from its widgets alone: a field without one would be dropped from links.
     fields = set(CLASSES[kind].model_fields) - {"kind"}
-    specs = [spec.name for spec in controls.specs_for(kind)]
-    manual = set(controls.MANUAL_FIELDS + controls.EXTRA_MANUAL[kind])
+    specs = [spec.name for spec in form_specs.specs_for(kind)]
+    manual = set(form_specs.MANUAL_FIELDS + form_specs.EXTRA_MANUAL[kind])
     assert len(specs) == len(set(specs))
     assert set(specs) | manual == fields
     # Bound widgets are in the URL through Streamlit; the rest this module writes.
-    unbound = {spec.name for spec in controls.specs_for(kind) if not spec.bound}
-    assert set(controls.manual_fields(kind)) == manual | unbound
+    unbound = {spec.name for spec in form_specs.specs_for(kind) if not spec.bound}
+    assert set(form_specs.manual_fields(kind)) == manual | unbound
 
 
 # ------------------------------------------------------------------------------ no duplicate warning
@@ -232,7 +232,7 @@ def test_the_concurrency_slider_and_box_hold_one_value():
         at.number_input(key="inference_concurrency").set_value(exact).run()
         assert at.select_slider(key="inference_pick_concurrency").value == stop
         assert at.session_state["current_inference"].concurrency == exact
-    assert controls.CONCURRENCY_STOPS[0] == 1 and controls.CONCURRENCY_STOPS[-1] == 8192
+    assert form_specs.CONCURRENCY_STOPS[0] == 1 and form_specs.CONCURRENCY_STOPS[-1] == 8192
 
 
 # ------------------------------------------------------------------------------ own models

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from planner.inference.scenario import InferenceScenario
 from planner.training.scenario import TrainingScenario
-from ui import controls
+from ui import form_specs
 from ui.guide import guide
 
-INFERENCE_LABELS = controls.labels_for("inference")
-TRAINING_LABELS = controls.labels_for("training")
+INFERENCE_LABELS = form_specs.labels_for("inference")
+TRAINING_LABELS = form_specs.labels_for("training")
 
 
 def inference(**values):

@@ -155,7 +155,7 @@ def test_search_keeps_only_fitting_rows_that_meet_the_constraints():
 
 def test_frontier_csv_holds_full_plans_with_bands():
     from planner.export import scenarios_from_csv
-    from ui.tradeoffs_view import frontier_csv
+    from ui.search_view import frontier_csv
 
     scenario = InferenceScenario()
     spec = InferenceSearchSpec(
