@@ -19,21 +19,31 @@ from planner.physics.efficiency import DEFAULT_EFFICIENCY
 from planner.physics.flops import prefill_flops
 from planner.plan import without_traffic
 from planner.search.techniques import (
+    Baseline,
     TechniqueEffect,
     _inference_numbers,
-    _try_variant,
 )
 from planner.units import gib
 
 
 def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
-
+    """Each technique's effect on the scenario's static plan, in a fixed order: narrower weight and KV formats and
+    prefix caching, then layouts (TP, PP, EP, a replica), speculative decoding, then the derived techniques."""
     base = plan_inference(without_traffic(scenario), calibration)  # variants are compared as static plans
     numbers = _inference_numbers(base)
-    arch = scenario.architecture()
+    baseline = Baseline(scenario, calibration, numbers, _inference_numbers)
+    effects = [*_format_and_cache_effects(baseline), *_layout_effects(baseline)]
+    if scenario.speculative is None:
+        effects.extend(_speculative_effects(baseline))
+    effects.extend(_derived_inference_effects(scenario, base, numbers, calibration))
+    return effects
+
+
+def _format_and_cache_effects(baseline: Baseline) -> list[TechniqueEffect]:
+    """Every narrower weight and KV-cache format the dtype table has, and a 50% prefix-cache hit rate."""
+    scenario = baseline.scenario
     accel = scenario.accelerator()
     effects: list[TechniqueEffect] = []
-
     # Every narrower format in the dtype table; what it relieves follows Accelerator.gemm_dtype, the rule the
     # plan itself uses (compute only where the GPU's tensor cores run the narrower format faster).
     current_peak = accel.peak_flops(accel.gemm_dtype(scenario.weight_dtype))
@@ -42,14 +52,10 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
             continue
         faster = accel.peak_flops(accel.gemm_dtype(dtype)) > current_peak
         effects.append(
-            _try_variant(
+            baseline.effect(
                 "Weight quantization",
                 f"weights {scenario.weight_dtype} → {dtype}",
-                scenario,
-                numbers,
-                _inference_numbers,
                 {"weight_dtype": dtype},
-                calibration,
                 changes_numerics=True,
                 relieves="capacity, memory bandwidth" + (", compute" if faster else ""),
                 costs="accuracy risk; needs a calibrated checkpoint"
@@ -66,14 +72,10 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
         if BYTES_PER_ELEMENT[dtype] >= BYTES_PER_ELEMENT[scenario.kv_cache_dtype]:
             continue
         effects.append(
-            _try_variant(
+            baseline.effect(
                 "KV cache quantization",
                 f"KV {scenario.kv_cache_dtype} → {dtype}",
-                scenario,
-                numbers,
-                _inference_numbers,
                 {"kv_cache_dtype": dtype},
-                calibration,
                 changes_numerics=True,
                 relieves="capacity, memory bandwidth (long contexts)",
                 costs="accuracy risk on long contexts",
@@ -82,30 +84,31 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
         )
     if scenario.prefix_cache_hit_rate < 0.5:
         effects.append(
-            _try_variant(
+            baseline.effect(
                 "Prefix / prompt caching",
                 "50% of prompt tokens hit the cache",
-                scenario,
-                numbers,
-                _inference_numbers,
                 {"prefix_cache_hit_rate": 0.5},
-                calibration,
                 changes_numerics=False,
                 relieves="compute (prefill), TTFT",
                 costs="memory: cached prefix blocks stay resident and compete with running sequences",
                 watch="the hit rate must hold in production traffic (shared system prompts, multi-turn chat)",
             )
         )
+    return effects
+
+
+def _layout_effects(baseline: Baseline) -> list[TechniqueEffect]:
+    """TP and PP doubled with the same replicas, EP up to the TP group (MoE), one more replica."""
+    scenario = baseline.scenario
+    accel = scenario.accelerator()
+    effects: list[TechniqueEffect] = []
+    arch = scenario.architecture()
     per_replica = scenario.tensor_parallel * scenario.pipeline_parallel
     effects.append(
-        _try_variant(
+        baseline.effect(
             "Tensor parallelism",
             f"TP {scenario.tensor_parallel} → {scenario.tensor_parallel * 2} (same replicas)",
-            scenario,
-            numbers,
-            _inference_numbers,
             {"tensor_parallel": scenario.tensor_parallel * 2, "num_gpus": scenario.num_gpus * 2},
-            calibration,
             changes_numerics=False,
             relieves="capacity and bandwidth per GPU, latency",
             costs="twice the GPUs; two all-reduces per layer per step",
@@ -113,14 +116,10 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
         )
     )
     effects.append(
-        _try_variant(
+        baseline.effect(
             "Pipeline parallelism",
             f"PP {scenario.pipeline_parallel} → {scenario.pipeline_parallel * 2} (same replicas)",
-            scenario,
-            numbers,
-            _inference_numbers,
             {"pipeline_parallel": scenario.pipeline_parallel * 2, "num_gpus": scenario.num_gpus * 2},
-            calibration,
             changes_numerics=False,
             relieves="capacity per GPU",
             costs="twice the GPUs; hand-offs between stages",
@@ -130,14 +129,10 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
     )
     if arch.is_moe and scenario.expert_parallel < scenario.tensor_parallel:
         effects.append(
-            _try_variant(
+            baseline.effect(
                 "Expert parallelism",
                 f"EP {scenario.expert_parallel} → {scenario.tensor_parallel}",
-                scenario,
-                numbers,
-                _inference_numbers,
                 {"expert_parallel": scenario.tensor_parallel},
-                calibration,
                 changes_numerics=False,
                 relieves="expert weights per GPU stay the same; kernels run whole experts",
                 costs="all-to-all token dispatch when EP exceeds the TP group",
@@ -145,28 +140,22 @@ def inference_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
             )
         )
     effects.append(
-        _try_variant(
+        baseline.effect(
             "Add a replica",
             f"{scenario.replicas} → {scenario.replicas + 1} replicas (same concurrency)",
-            scenario,
-            numbers,
-            _inference_numbers,
             {"num_gpus": scenario.num_gpus + per_replica},
-            calibration,
             changes_numerics=False,
             relieves="capacity (fewer sequences per replica), throughput at fixed latency",
             costs=f"{per_replica} more GPUs",
             watch="only helps when sequences can be spread over replicas",
         )
     )
-    if scenario.speculative is None:
-        effects.extend(_speculative_effects(scenario, numbers, calibration))
-    effects.extend(_derived_inference_effects(scenario, base, numbers, calibration))
     return effects
 
 
-def _speculative_effects(scenario, numbers, calibration=None) -> list[TechniqueEffect]:
+def _speculative_effects(baseline: Baseline) -> list[TechniqueEffect]:
     """Speculative decoding with a head the model can have (EAGLE) or ships (MTP), planned as a variant."""
+    scenario = baseline.scenario
     drafts = [("EAGLE-style head, 3 drafted tokens", {"method": "eagle", "num_speculative_tokens": 3})]
     mtp_layers = scenario.architecture().mtp_layers
     if mtp_layers:
@@ -177,14 +166,10 @@ def _speculative_effects(scenario, numbers, calibration=None) -> list[TechniqueE
             )
         )
     return [
-        _try_variant(
+        baseline.effect(
             "Speculative decoding",
             variant,
-            scenario,
-            numbers,
-            _inference_numbers,
             {"speculative": option},
-            calibration,
             changes_numerics=False,
             relieves="memory bandwidth (decode): k + 1 tokens per sequence for one read of the weights",
             costs="draft weights and KV cache; verify compute grows k + 1 times, so it stops paying once decode is "
@@ -198,13 +183,12 @@ def _speculative_effects(scenario, numbers, calibration=None) -> list[TechniqueE
 
 
 def _derived_inference_effects(scenario, base, numbers, calibration=None) -> list[TechniqueEffect]:
-    """Techniques the engine has no scenario switch for, computed from the base plan's own terms."""
-
+    """Techniques the engine has no scenario switch for, computed from the base plan's own terms: dropping the KV
+    cache (recompute it every step), then host offload (`_offload_effects`)."""
     arch = scenario.architecture()
     accel = scenario.accelerator()
     counts = parameter_counts(arch)
     kv = base.memory.components["kv_cache_bytes"]
-    weights = base.memory.components["weights_bytes"]
     decode = base.performance.decode
     output = scenario.output_tokens
     sequences = -(-scenario.concurrency // scenario.replicas)
@@ -240,6 +224,19 @@ def _derived_inference_effects(scenario, base, numbers, calibration=None) -> lis
             watch="only sensible for very short outputs; the KV cache is what makes decode cheap",
         )
     )
+    effects.extend(_offload_effects(scenario, base, numbers, sequences, micro, host))
+    return effects
+
+
+def _offload_effects(scenario, base, numbers, sequences: int, micro: int, host: float) -> list[TechniqueEffect]:
+    """Half the KV cache, or half the weights, in host memory: those bytes cross the host link (`host` bytes per
+    second, after its efficiency) every decode step; `micro` sequences per pipeline micro-batch."""
+    arch, accel = scenario.architecture(), scenario.accelerator()
+    kv = base.memory.components["kv_cache_bytes"]
+    weights = base.memory.components["weights_bytes"]
+    output = scenario.output_tokens
+    mean_context = scenario.prompt_tokens + output / 2
+    effects = []
     # Offload half the KV cache to host memory: those bytes cross the host link every decode step.
     kv_stream = float(
         mem.kv_cache_bytes(

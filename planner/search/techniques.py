@@ -3,6 +3,8 @@ training trade-offs)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -94,40 +96,44 @@ def time_change_words(delta_seconds: float, what: str) -> str:
     return f"{what} does not change"
 
 
-def _effect_from_plans(
-    name, variant, base_numbers, alt_plan, alt_scenario, numbers, *, costs: str, time_words: str = "", **info
-) -> TechniqueEffect:
-    """`time_words` ('per-token latency'), when given, appends what the two plans say about the time to `costs`."""
-    alt = numbers(alt_plan)
-    delta_time = alt["time"] - base_numbers["time"]
-    return TechniqueEffect(
-        technique=name,
-        variant=variant,
-        applicable=True,
-        costs=f"{costs}; {time_change_words(delta_time, time_words)}" if time_words else costs,
-        delta_memory_bytes=alt["memory"] - base_numbers["memory"],
-        delta_time_seconds=delta_time,
-        delta_ttft_seconds=alt.get("ttft", 0.0) - base_numbers.get("ttft", 0.0),
-        delta_throughput=alt["throughput"] - base_numbers["throughput"],
-        delta_cost=alt["cost"] - base_numbers["cost"],
-        fits_after=alt["fits"],
-        scenario=alt_scenario.model_dump(mode="json"),
-        decode_after=alt.get("decode"),
-        **info,
-    )
+@dataclass(frozen=True)
+class Baseline:
+    """What every technique of one scenario is measured against: the scenario, the calibration its variants are
+    planned with, its own plan's numbers, and how to read the same numbers off a variant's plan."""
 
+    scenario: Any
+    calibration: Any
+    numbers: dict[str, Any]
+    numbers_of: Callable[[Any], dict[str, Any]]
 
-def _try_variant(
-    name, variant, scenario, base_numbers, numbers, changes, calibration, *, costs: str, time_words: str = "", **info
-) -> TechniqueEffect:
-    try:
-        alt_scenario = variant_of(scenario, **changes)
-        alt_plan = make_plan(alt_scenario, calibration)
-    except (ValidationError, PlanningError) as exc:
-        # No second plan, so no time delta to put into words.
+    def effect(
+        self, name: str, variant: str, changes: dict[str, Any], *, costs: str, time_words: str = "", **info
+    ) -> TechniqueEffect:
+        """The technique as the difference of two full plans: the scenario with `changes` minus the scenario; not
+        applicable (with the reason) when the changed scenario is invalid or cannot be planned. `time_words`
+        ('per-token latency'), when given, appends what the two plans say about the time to `costs`."""
+        try:
+            alt_scenario = variant_of(self.scenario, **changes)
+            alt_plan = make_plan(alt_scenario, self.calibration)
+        except (ValidationError, PlanningError) as exc:
+            # No second plan, so no time delta to put into words.
+            return TechniqueEffect(
+                technique=name, variant=variant, applicable=False, reason=explain(exc), costs=costs, **info
+            )
+        base, alt = self.numbers, self.numbers_of(alt_plan)
+        delta_time = alt["time"] - base["time"]
         return TechniqueEffect(
-            technique=name, variant=variant, applicable=False, reason=explain(exc), costs=costs, **info
+            technique=name,
+            variant=variant,
+            applicable=True,
+            costs=f"{costs}; {time_change_words(delta_time, time_words)}" if time_words else costs,
+            delta_memory_bytes=alt["memory"] - base["memory"],
+            delta_time_seconds=delta_time,
+            delta_ttft_seconds=alt.get("ttft", 0.0) - base.get("ttft", 0.0),
+            delta_throughput=alt["throughput"] - base["throughput"],
+            delta_cost=alt["cost"] - base["cost"],
+            fits_after=alt["fits"],
+            scenario=alt_scenario.model_dump(mode="json"),
+            decode_after=alt.get("decode"),
+            **info,
         )
-    return _effect_from_plans(
-        name, variant, base_numbers, alt_plan, alt_scenario, numbers, costs=costs, time_words=time_words, **info
-    )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from planner.scenario_base import revised
-from planner.search.techniques import TechniqueEffect, _try_variant
+from planner.search.techniques import Baseline, TechniqueEffect
 from planner.training.plan import plan_training
 from planner.training.scenario import RECOMPUTE_MODULES
 from planner.units import percent
@@ -22,11 +22,11 @@ def _numbers(p) -> dict[str, float]:
 def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
 
     base = plan_training(scenario, calibration)
-    numbers = _numbers(base)
+    baseline = Baseline(scenario, calibration, _numbers(base), _numbers)
     effects: list[TechniqueEffect] = []
 
     def variant(name, label, changes, **info):
-        effects.append(_try_variant(name, label, scenario, numbers, _numbers, changes, calibration, **info))
+        effects.append(baseline.effect(name, label, changes, **info))
 
     arch = scenario.architecture()
     for name, label, changes, info in _checkpointing_variants(scenario, arch):
@@ -35,6 +35,14 @@ def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
         if effect.applicable and effect.delta_memory_bytes > 0:  # it keeps more than the scenario: it buys time
             effects[-1] = revised(effect, relieves="compute (less recomputation)")
     _fp8_variant(scenario, variant, effects)
+    _batch_and_sharding_variants(scenario, variant)
+    _parallel_variants(scenario, arch, variant)
+    effects.append(_gradient_compression(scenario, base))
+    return effects
+
+
+def _batch_and_sharding_variants(scenario, variant) -> None:
+    """Half and double the micro-batch (same global batch), every other ZeRO stage, optimizer and parameter offload."""
     accumulation = scenario.gradient_accumulation_steps
     if scenario.micro_batch_size > 1:
         half = scenario.micro_batch_size // 2
@@ -90,6 +98,10 @@ def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
             costs="parameters stream over PCIe every pass",
             watch="a last resort: PCIe is ~50x slower than HBM",
         )
+
+
+def _parallel_variants(scenario, arch, variant) -> None:
+    """TP and PP doubled at the same GPU count (halving DP), and EP doubled for a MoE model."""
     dp = scenario.dp
     if dp % 2 == 0:
         variant(
@@ -120,8 +132,6 @@ def training_techniques(scenario, calibration=None) -> list[TechniqueEffect]:
             costs="all-to-all token dispatch per MoE layer",
             watch="router load imbalance",
         )
-    effects.append(_gradient_compression(scenario, base))
-    return effects
 
 
 # What each recomputation level relieves, repeats and asks to watch, in the trade-off rows' words. A variant that
