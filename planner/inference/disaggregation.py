@@ -5,7 +5,7 @@ GPUs each; the rest form decode replicas with the scenario's own TP x PP. A requ
 prefill replica (which samples its first token: TTFT ends there), its KV cache then crosses to a decode
 replica — every prefill GPU sends its tensor-parallel shard at once over the link that spans both
 replicas (`inputs.hardware_link`; the network once they do not share a node), priced by
-`physics.collectives.p2p_seconds` — and the decode replica generates the remaining tokens without ever
+`physics.communication.point_to_point_seconds` — and the decode replica generates the remaining tokens without ever
 stopping for another prompt. Both pools are the same simulated engine (`serving`) with the same
 step costs as `plan()`; requests are routed round robin in each pool.
 
@@ -32,7 +32,7 @@ from planner.inference.traffic import ROUTING, TrafficEngine, simulate_after_req
 from planner.inference.traffic_results import TrafficResult, summarize
 from planner.inference.workload import PrefixHits, Requests, Traffic
 from planner.model.architecture import kv_cache_bytes_per_token
-from planner.physics import collectives
+from planner.physics import communication
 
 ASSUMPTIONS = (
     "The scenario's GPUs split into a prefill pool (replicas of prefill_tensor_parallel GPUs, PP 1) and a decode "
@@ -175,10 +175,7 @@ def kv_transfer_seconds(prefill: TrafficEngine, decode: TrafficEngine, prompt_to
     span = senders * int(p.x.pipeline_parallel) + int(d.x.tensor_parallel) * int(d.x.pipeline_parallel)
     link = hardware_link(span, p.hw)
     return np.asarray(
-        collectives.p2p_seconds(
-            kv_bytes / senders, link.bytes_per_second, link.latency_seconds, p.efficiency.communication
-        ),
-        dtype=float,
+        communication.point_to_point_seconds(kv_bytes / senders, link, p.efficiency.communication), dtype=float
     )
 
 

@@ -111,13 +111,20 @@ def context_parallel_seconds(layers, exchanges_per_layer, message_bytes, context
     )
 
 
+def point_to_point_seconds(message_bytes, link: Link, efficiency):
+    """One send of `message_bytes` over the link, one step (a KV cache handed from a prefill to a decode replica)."""
+    return collectives.p2p_seconds(message_bytes, link.bytes_per_second, link.latency_seconds, efficiency)
+
+
 def pipeline_p2p_seconds(sends, message_bytes, link: Link, efficiency):
     """`sends` point-to-point sends of `message_bytes` between consecutive pipeline stages, one step each."""
-    return sends * collectives.p2p_seconds(message_bytes, link.bytes_per_second, link.latency_seconds, efficiency)
+    return sends * point_to_point_seconds(message_bytes, link, efficiency)
 
 
-def data_parallel_allreduce_seconds(message_bytes, group, link: Link, efficiency):
-    """One all-reduce of `message_bytes` over `group` GPUs spanning `link.nodes` nodes (ring or tree, the faster)."""
+def allreduce_seconds(message_bytes, group, link: Link, efficiency):
+    """One all-reduce of `message_bytes` over `group` GPUs spanning `link.nodes` nodes: the fastest algorithm the
+    link allows (ring or tree; one-shot / two-shot with peer access). Data-parallel gradients, and the calibration's
+    measured all-reduces, are such single collectives."""
     return collectives.allreduce_seconds(
         message_bytes, group, link.bytes_per_second, link.latency_seconds, efficiency, link.peer_access, link.nodes
     )

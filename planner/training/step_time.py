@@ -23,13 +23,8 @@ from planner.model.architecture import (
 from planner.physics import communication
 from planner.physics.communication import Link
 from planner.physics.flops import head_forward_flops_per_token, layer_matmul_parameters
-from planner.training.memory import (
-    layer_matrices,
-    op_recomputed_matrices,
-    over_layers,
-    stage_layer_split,
-    stage_layers_total,
-)
+from planner.training.activations import op_recomputed_matrices
+from planner.training.memory import layer_matrices, over_layers, stage_layer_split, stage_layers_total
 from planner.training.recompute import Recompute
 
 # ---------------------------------------------------------------------------------------------
@@ -331,7 +326,7 @@ def pipeline_p2p_seconds(message_bytes, pipeline_parallel, virtual_stages, link:
 def gradient_allreduce_seconds(grad_bytes, group, link: Link, efficiency):
     """DDP / ZeRO-0: one all-reduce of this GPU's gradients per step over `link.nodes` nodes (NCCL's ring or tree,
     whichever is faster; a ring sends 2 (n-1)/n of them through each link)."""
-    return communication.data_parallel_allreduce_seconds(grad_bytes, group, link, efficiency)
+    return communication.allreduce_seconds(grad_bytes, group, link, efficiency)
 
 
 def gradient_reduce_scatter_seconds(grad_bytes, group, link: Link, efficiency):
