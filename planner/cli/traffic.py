@@ -217,15 +217,33 @@ def _disaggregated(args: argparse.Namespace, scenario: InferenceScenario, calibr
 
 
 def report_text(out: dict) -> str:
+    """The `traffic --format text` report: the run, its latency table, the cache and batch, the SLO checks,
+    then the load curve, the capacity and the disaggregated splits when asked for."""
     t = out["traffic"]
-    lines = [
+    lines = [*_run_lines(t), *_latency_lines(t), "", *_cache_and_slo_lines(t)]
+    if "load_curve" in out:
+        lines += ["", *_load_curve_lines(out["load_curve"])]
+    if "capacity" in out:
+        lines.append(_capacity_line(out["capacity"]))
+    if "disaggregated" in out:
+        lines += ["", *_disaggregated_lines(out["disaggregated"])]
+    lines += ["", "assumptions:", *(f"- {a}" for a in out["assumptions"])]
+    lines += [f"warning: {w}" for w in out["warnings"]]
+    return "\n".join(lines)
+
+
+def _run_lines(t: dict) -> list[str]:
+    return [
         f"{t['num_requests']:,} requests on {t['replicas']} replica{'s' if t['replicas'] != 1 else ''}, "
         f"routed {t['routing']}",
         f"throughput: {t['request_throughput_per_second']:.3g} requests/s, "
         f"{count(t['output_tokens_per_second'])} output tokens/s over {seconds(t['duration_seconds'])}",
         "",
-        f"{'':<14}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}",
     ]
+
+
+def _latency_lines(t: dict) -> list[str]:
+    lines = [f"{'':<14}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}"]
     for key, name in (
         ("ttft_seconds", "TTFT"),
         ("tpot_seconds", "TPOT"),
@@ -246,7 +264,11 @@ def report_text(out: dict) -> str:
             f"{'TTFT':<14}"
             + "".join(f"{seconds(q['ttft_seconds'][q['percentiles'].index(p)]):>10}" for p in (99.5, 99.9, 100))
         )
-    lines.append("")
+    return lines
+
+
+def _cache_and_slo_lines(t: dict) -> list[str]:
+    lines = []
     pc = t.get("prefix_cache")
     if pc:
         line = (
@@ -275,37 +297,35 @@ def report_text(out: dict) -> str:
             f"{100 * t['slo_attainment']:.1f}% of requests meet every target; goodput "
             f"{t['goodput_requests_per_second']:.3g} requests/s"
         )
-    if "load_curve" in out:
-        curve = out["load_curve"]
-        lines += ["", "load per replica (requests/s)  p50 TTFT   p99 TTFT   p50 TPOT   p99 TPOT"]
-        for p in curve["points"]:
-            lines.append(
-                f"{p['requests_per_second']:>29.3g}  {seconds(p['ttft_p50_seconds']):>9}  "
-                f"{seconds(p['ttft_p99_seconds']):>9}  {seconds(p['tpot_p50_seconds']):>9}  "
-                f"{seconds(p['tpot_p99_seconds']):>9}"
-            )
-        knee = curve["knee_requests_per_second"]
+    return lines
+
+
+def _load_curve_lines(curve: dict) -> list[str]:
+    lines = ["load per replica (requests/s)  p50 TTFT   p99 TTFT   p50 TPOT   p99 TPOT"]
+    for p in curve["points"]:
         lines.append(
-            f"knee: {knee:.3g} requests/s per replica ({curve['knee_rule']})"
-            if knee is not None
-            else f"no knee within the curve ({curve['knee_rule']})"
+            f"{p['requests_per_second']:>29.3g}  {seconds(p['ttft_p50_seconds']):>9}  "
+            f"{seconds(p['ttft_p99_seconds']):>9}  {seconds(p['tpot_p50_seconds']):>9}  "
+            f"{seconds(p['tpot_p99_seconds']):>9}"
         )
-    if "capacity" in out:
-        c = out["capacity"]
-        rate = c["max_requests_per_second_per_replica"]
-        if rate <= 0:
-            lines.append("capacity: even light load misses the SLO on one replica of this layout")
-        else:
-            lines.append(
-                f"capacity: {rate:.3g} requests/s per replica within the SLO; {c['target_requests_per_second']:g} "
-                f"requests/s need {c['replicas_needed']} replicas ({c['gpus_needed']} GPUs), "
-                f"{usd(c['usd_per_month'])}/month"
-            )
-    if "disaggregated" in out:
-        lines += ["", *_disaggregated_lines(out["disaggregated"])]
-    lines += ["", "assumptions:", *(f"- {a}" for a in out["assumptions"])]
-    lines += [f"warning: {w}" for w in out["warnings"]]
-    return "\n".join(lines)
+    knee = curve["knee_requests_per_second"]
+    lines.append(
+        f"knee: {knee:.3g} requests/s per replica ({curve['knee_rule']})"
+        if knee is not None
+        else f"no knee within the curve ({curve['knee_rule']})"
+    )
+    return lines
+
+
+def _capacity_line(c: dict) -> str:
+    rate = c["max_requests_per_second_per_replica"]
+    if rate <= 0:
+        return "capacity: even light load misses the SLO on one replica of this layout"
+    return (
+        f"capacity: {rate:.3g} requests/s per replica within the SLO; {c['target_requests_per_second']:g} "
+        f"requests/s need {c['replicas_needed']} replicas ({c['gpus_needed']} GPUs), "
+        f"{usd(c['usd_per_month'])}/month"
+    )
 
 
 def _disaggregated_lines(d: dict) -> list[str]:
