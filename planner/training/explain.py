@@ -12,9 +12,11 @@ from planner.physics import gemm_efficiency
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
+from planner.training import activations as tact
 from planner.training import memory as tmem
+from planner.training import precision as tprec
 from planner.training import step_time
-from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
+from planner.training.recompute import RECOMPUTE_LEVEL, Recompute, full_recompute_fraction
 from planner.training.results import TrainingCost, TrainingLayout, TrainingPerformance
 from planner.training.scenario import TrainingScenario
 from planner.training.step import microbatch_gemm_kernels
@@ -113,7 +115,7 @@ def assumptions_for(
 
 def _general_assumptions(s: TrainingScenario, efficiency: Efficiency) -> list[str]:
     """Stages, precision, model states, activations, logits, step time, communication, MFU and overhead."""
-    p = tmem.PRECISIONS[s.precision]
+    p = tprec.PRECISIONS[s.precision]
     uneven = s.stage_layer_counts()
     stages = (
         "Memory is per GPU on the most loaded pipeline stage (the first stage holds the most in-flight micro-batches, "
@@ -158,7 +160,7 @@ def _general_assumptions(s: TrainingScenario, efficiency: Efficiency) -> list[st
 
 
 def _lora_assumptions(s: TrainingScenario) -> list[str]:
-    p = tmem.PRECISIONS[s.precision]
+    p = tprec.PRECISIONS[s.precision]
     out: list[str] = []
     if s.lora is not None:
         quant = (
@@ -246,7 +248,7 @@ def _feature_equations(s: TrainingScenario, arch: ModelArchitecture, counts: Par
     recompute = RECOMPUTE_LEVEL[s.activation_checkpointing]
     if recompute:
         modules = s.recompute_module_set or ("core_attn",)
-        fraction = tmem.full_recompute_fraction(
+        fraction = full_recompute_fraction(
             stage_layers(arch, s.pipeline_parallel),
             s.recompute_method,
             s.recompute_num_layers,
@@ -282,7 +284,7 @@ def _feature_equations(s: TrainingScenario, arch: ModelArchitecture, counts: Par
                 source="Megatron-core recompute_modules / torchtitan op SAC / Korthikanti et al. 2022",
             )
         )
-    p = tmem.PRECISIONS[s.precision]
+    p = tprec.PRECISIONS[s.precision]
     if p.gemm_weight_copy:
         elements = float(
             tmem.stage_gemm_weight_elements(counts, arch, s.tensor_parallel, s.pipeline_parallel, s.expert_parallel)
@@ -315,8 +317,8 @@ def _model_state_equations(
     s: TrainingScenario, counts: ParameterCounts, layout: TrainingLayout, memory: MemoryBreakdown
 ) -> list[Equation]:
     """Parameters, weights, gradients and optimizer states per GPU (ZeRO)."""
-    p = tmem.PRECISIONS[s.precision]
-    opt_per_elem = tmem.optimizer_state_bytes_per_element(s.optimizer, p.state)
+    p = tprec.PRECISIONS[s.precision]
+    opt_per_elem = tprec.optimizer_state_bytes_per_element(s.optimizer, p.state)
     opt_text = "factored (Adafactor)" if opt_per_elem is None else f"{p.master:g} + {opt_per_elem:g}"
     zero = s.effective_zero_stage
     group = s.dp * s.context_parallel
@@ -369,10 +371,10 @@ def _model_state_equations(
     ]
 
 
-def _layer_activation_inputs(s: TrainingScenario) -> tmem.ActivationInputs:
+def _layer_activation_inputs(s: TrainingScenario) -> tact.ActivationInputs:
     """The scenario's activation inputs as the equations quote them (TP with sequence parallelism in effect)."""
-    p = tmem.PRECISIONS[s.precision]
-    return tmem.ActivationInputs(
+    p = tprec.PRECISIONS[s.precision]
+    return tact.ActivationInputs(
         tensor_parallel=s.tensor_parallel,
         sequence_parallel=s.sequence_parallel and s.tensor_parallel > 1,
         flash_attention=s.flash_attention,
@@ -391,9 +393,9 @@ def _activation_equations(
     s: TrainingScenario, arch: ModelArchitecture, layout: TrainingLayout, memory: MemoryBreakdown
 ) -> list[Equation]:
     """Saved activations per token per layer and per GPU, and the logits."""
-    p = tmem.PRECISIONS[s.precision]
+    p = tprec.PRECISIONS[s.precision]
     moe_layer = arch.is_moe and arch.num_moe_layers >= arch.num_dense_layers
-    per_token_layer = tmem.layer_activation_bytes_per_token(arch, moe_layer, _layer_activation_inputs(s))
+    per_token_layer = tact.layer_activation_bytes_per_token(arch, moe_layer, _layer_activation_inputs(s))
     uneven = s.stage_layer_counts()
     stage_text = (
         f"{stage_layers(arch, s.pipeline_parallel)} layers"
@@ -401,7 +403,7 @@ def _activation_equations(
         else f"{uneven[0]} / {uneven[1]} / {uneven[2]} layers on the first / middle / last stage, the heaviest kept"
     )
     in_flight = float(
-        tmem.in_flight_microbatches(s.pipeline_parallel, layout.gradient_accumulation_steps, s.virtual_pipeline_stages)
+        tact.in_flight_microbatches(s.pipeline_parallel, layout.gradient_accumulation_steps, s.virtual_pipeline_stages)
     )
     return [
         Equation(

@@ -1,4 +1,5 @@
-"""Memory per GPU of a training job: the terms of `planner.training.memory` assembled per pipeline stage.
+"""Memory per GPU of a training job: the terms of `planner.training.memory` (model states) and
+`planner.training.activations` assembled per pipeline stage.
 
 Scope: one GPU of the first and of the last pipeline stage (the first holds the most in-flight
 micro-batches, the last the output head and the logits); `training_memory` keeps the heavier one.
@@ -15,7 +16,9 @@ import numpy as np
 from planner.arrays import Flag, Number, maximum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as base_memory
+from planner.training import activations as tact
 from planner.training import memory as tmem
+from planner.training import precision as tprec
 from planner.training.inputs import TrainingHardware, TrainingInputs
 
 
@@ -124,7 +127,7 @@ def _optimizer_states(
     Adafactor, the master copy plus the factored second moment (`factored_elements()`, counted with the
     dense part)."""
     p = inputs.precision
-    moments = tmem.optimizer_state_bytes_per_element(inputs.recipe.optimizer, p.state)
+    moments = tprec.optimizer_state_bytes_per_element(inputs.recipe.optimizer, p.state)
     if moments is None:
         return trainable_dense * p.master + factored_elements() * p.state, trainable_expert * p.master
     per_element = p.master + moments
@@ -181,10 +184,16 @@ def _lora_model_shard(
     lay, p, lora = inputs.layout, inputs.precision, inputs.lora
     assert lora is not None
     tp, pp, ep = lay.tensor_parallel, lay.pipeline_parallel, lay.expert_parallel
-    other_b = p.activation
-    linear_b = tmem.nf4_bytes_per_element(lora.double_quantization) if lora.quantize_base else other_b
-    base_layers = tmem.stage_layer_parameter_bytes(counts, arch, tp, pp, ep, linear_b, other_b, layers)
-    base_expert = tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep, layers=layers) * linear_b
+    other_bytes_per_element = p.activation
+    linear_bytes_per_element = (
+        tprec.nf4_bytes_per_element(lora.double_quantization) if lora.quantize_base else other_bytes_per_element
+    )
+    base_layers = tmem.stage_layer_parameter_bytes(
+        counts, arch, tp, pp, ep, linear_bytes_per_element, other_bytes_per_element, layers
+    )
+    base_expert = (
+        tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep, layers=layers) * linear_bytes_per_element
+    )
     edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage) if edges else 0.0
     adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, layers=layers)
     trainable_expert = tmem.lora_adapter_elements(
@@ -192,7 +201,9 @@ def _lora_model_shard(
     )
     trainable_dense = adapters - trainable_expert
     unit_adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, arch.num_layers, ep)
-    unit_base = tmem.stage_layer_parameter_bytes(counts, arch, tp, arch.num_layers, ep, linear_b, other_b)
+    unit_base = tmem.stage_layer_parameter_bytes(
+        counts, arch, tp, arch.num_layers, ep, linear_bytes_per_element, other_bytes_per_element
+    )
     layer_param = unit_base + unit_adapters * p.param
     state_dense, state_expert = _optimizer_states(
         inputs,
@@ -201,13 +212,16 @@ def _lora_model_shard(
         lambda: tmem.lora_adafactor_state_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, layers),
     )
     return ModelStateShard(
-        param_dense_bytes=base_layers - base_expert + edge_elements * other_b + trainable_dense * p.param,
+        param_dense_bytes=base_layers
+        - base_expert
+        + edge_elements * other_bytes_per_element
+        + trainable_dense * p.param,
         param_expert_bytes=base_expert + trainable_expert * p.param,
         trainable_dense_elements=trainable_dense,
         trainable_expert_elements=trainable_expert,
         state_dense_bytes=state_dense,
         state_expert_bytes=state_expert,
-        unit_param_bytes=maximum(layer_param, arch.vocab_size * arch.hidden_size / tp * other_b),
+        unit_param_bytes=maximum(layer_param, arch.vocab_size * arch.hidden_size / tp * other_bytes_per_element),
         layer_param_bytes=layer_param,
         unit_grad_bytes=unit_adapters * p.grad,
     )
@@ -226,10 +240,10 @@ def model_state_shard(
     return _lora_model_shard(arch, counts, inputs, first_stage, layers, edges)
 
 
-def activation_inputs(inputs: TrainingInputs) -> tmem.ActivationInputs:
-    """What the saved activations read of a plan's inputs (`memory.layer_activation_terms`)."""
+def activation_inputs(inputs: TrainingInputs) -> tact.ActivationInputs:
+    """What the saved activations read of a plan's inputs (`activations.layer_activation_terms`)."""
     lay, recipe, p = inputs.layout, inputs.recipe, inputs.precision
-    return tmem.ActivationInputs(
+    return tact.ActivationInputs(
         tensor_parallel=lay.tensor_parallel,
         sequence_parallel=lay.sequence_parallel,
         flash_attention=recipe.flash_attention,
@@ -285,7 +299,7 @@ def stage_memory(
     tp, pp, zero = lay.tensor_parallel, lay.pipeline_parallel, recipe.zero_stage
     dense_group, expert_group = lay.dense_group, lay.expert_group
     s = model_state_shard(arch, counts, inputs, first_stage, layers, edges=not middle)
-    in_flight = tmem.second_stage_in_flight_microbatches(pp, inputs.microbatches) if middle else None
+    in_flight = tact.second_stage_in_flight_microbatches(pp, inputs.microbatches) if middle else None
     is_last = False if middle else where(pp == 1, True, not first_stage)
     components = MemoryComponents(
         weights_bytes=tmem.weights_bytes(
@@ -310,13 +324,13 @@ def stage_memory(
         sharding_buffers_bytes=tmem.sharding_buffer_bytes(
             zero, dense_group, s.unit_param_bytes, s.layer_param_bytes, s.unit_grad_bytes
         ),
-        activations_bytes=tmem.stage_activation_bytes(
+        activations_bytes=tact.stage_activation_bytes(
             arch,
             activation_inputs(inputs),
-            tmem.StageSchedule(pp, inputs.microbatches, lay.virtual_stages, first_stage, layers, in_flight, not middle),
+            tact.StageSchedule(pp, inputs.microbatches, lay.virtual_stages, first_stage, layers, in_flight, not middle),
             inputs.tokens_per_microbatch,
         ),
-        logits_bytes=tmem.logits_bytes(arch, tp, inputs.tokens_per_microbatch, is_last),
+        logits_bytes=tact.logits_bytes(arch, tp, inputs.tokens_per_microbatch, is_last),
         runtime_overhead_bytes=base_memory.runtime_overhead_bytes(hw.is_accelerator, lay.num_gpus)
         + inputs.runtime_overhead_correction_bytes,
     )

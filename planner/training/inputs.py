@@ -14,7 +14,7 @@ from planner.arrays import Flag, Number
 from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.hardware.catalog import Accelerator
 from planner.physics import gemm_efficiency
-from planner.training.memory import PRECISIONS, PrecisionBytes
+from planner.training.precision import PRECISIONS, PrecisionBytes
 from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
 from planner.training.scenario import TrainingScenario
 

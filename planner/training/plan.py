@@ -18,6 +18,7 @@ from planner.model.architecture import (
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline, warning_fields
 from planner.training import memory as tmem
+from planner.training import precision as tprec
 from planner.training.explain import PlanFigures, assumptions_for, bottleneck, equations_for
 from planner.training.footprint import TrainingMemory, training_memory
 from planner.training.inputs import TrainingHardware, TrainingInputs, training_hardware, training_inputs
@@ -289,7 +290,7 @@ def _hardware_summary(scenario: TrainingScenario, accel: Accelerator, hw: Traini
         memory_bytes=accel.memory_bytes,
         memory_bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
         peak_flops_per_second=float(hw.peak_flops_per_second),
-        compute_dtype=tmem.PRECISIONS[scenario.precision].compute_dtype,
+        compute_dtype=tprec.PRECISIONS[scenario.precision].compute_dtype,
         usd_per_gpu_hour=float(hw.usd_per_gpu_hour),
         usd_per_gpu_hour_is_reference=scenario.usd_per_gpu_hour is None,
     )

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from enum import IntEnum
 
+from planner.arrays import Number, minimum
+
 
 class Recompute(IntEnum):
     NONE = 0  # every tensor the backward reads is kept
@@ -18,3 +20,14 @@ class Recompute(IntEnum):
 
 # The scenario's `activation_checkpointing` names -> levels.
 RECOMPUTE_LEVEL: dict[str, Recompute] = {level.name.lower(): level for level in Recompute}
+
+
+def full_recompute_fraction(
+    stage_layers, recompute_method: str = "uniform", recompute_num_layers: Number = 1, virtual_stages: Number = 1
+):
+    """Share of a stage's layers that full recomputation recomputes: all of them (uniform), or the first
+    `recompute_num_layers` of each model chunk (block; Megatron-core `--recompute-method block`)."""
+    if recompute_method != "block":
+        return 1.0
+    per_chunk = stage_layers / virtual_stages
+    return minimum(recompute_num_layers, per_chunk) / per_chunk

@@ -25,8 +25,7 @@ from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.training import step_time
 from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
 from planner.training.inputs import TrainingHardware, TrainingInputs
-from planner.training.memory import full_recompute_fraction
-from planner.training.recompute import Recompute
+from planner.training.recompute import Recompute, full_recompute_fraction
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,7 +170,7 @@ class StepTime:
 
 
 def recompute_fraction_of(arch: ModelArchitecture, inputs: TrainingInputs) -> Number:
-    """Share of a stage's layers full recomputation repeats (`memory.full_recompute_fraction`) on the most loaded
+    """Share of a stage's layers full recomputation repeats (`recompute.full_recompute_fraction`) on the most loaded
     stage of the even split."""
     recipe, lay = inputs.recipe, inputs.layout
     return full_recompute_fraction(

@@ -173,7 +173,7 @@ def layer_gemm_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture,
     return 3 * matmul + recomputed
 
 
-def head_training_flops_per_token(counts: ParameterCounts, frozen_base=False):
+def head_training_flops_per_token(counts: ParameterCounts, frozen_base: Flag = False):
     """Output projection over forward and backward (never recomputed): 3 x forward, 2 x when frozen."""
     return where(frozen_base, 2, 3) * head_forward_flops_per_token(counts)
 
@@ -344,12 +344,18 @@ def host_transfer_seconds(num_bytes, host_link_bytes_per_second, efficiency):
     return num_bytes / (host_link_bytes_per_second * efficiency)
 
 
-def optimizer_step_bytes(optimizer_state_bytes, trainable_elements, grad_bytes, param_bytes, master_bytes):
+def optimizer_step_bytes(
+    optimizer_state_bytes,
+    trainable_elements,
+    grad_bytes_per_element,
+    param_bytes_per_element,
+    master_bytes_per_element,
+):
     """HBM traffic of one optimizer step on one GPU's shard: every state read and written once (master weights
     included), the gradients read twice (clipping norm, update), the working parameters written (read and
     written when they are the master copy). A memory-bound elementwise kernel (fused AdamW)."""
-    params = where(master_bytes > 0, param_bytes, 2 * param_bytes)
-    return 2 * optimizer_state_bytes + trainable_elements * (2 * grad_bytes + params)
+    params = where(master_bytes_per_element > 0, param_bytes_per_element, 2 * param_bytes_per_element)
+    return 2 * optimizer_state_bytes + trainable_elements * (2 * grad_bytes_per_element + params)
 
 
 def microbatch_memory_bytes(

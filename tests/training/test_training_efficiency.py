@@ -10,6 +10,7 @@ from pydantic import ValidationError
 from planner import plan
 from planner.model.architecture import ModelArchitecture, parameter_counts
 from planner.share import query_params_to_scenario, scenario_to_query_params
+from planner.training import activations as tact
 from planner.training import memory as tmem
 from planner.training import step_time
 from planner.training.footprint import training_memory
@@ -36,7 +37,7 @@ TOY = ModelArchitecture(
 
 def toy_terms(**kw):
     args = dict(tensor_parallel=1, sequence_parallel=False, flash_attention=True, dropout=False, sequence_length=64)
-    return tmem.layer_activation_terms(TOY, False, tmem.ActivationInputs(**{**args, **kw}))
+    return tact.layer_activation_terms(TOY, False, tact.ActivationInputs(**{**args, **kw}))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -91,7 +92,7 @@ def test_fp8_keeps_gemm_inputs_in_one_byte():
 
 def test_op_and_selective_recompute_flops():
     # torchtitan op recomputes every second matmul: k (8 x 4), o (8 x 8), up (8 x 16), 2 FLOPs each
-    assert sum(m.d_in * m.d_out for m in tmem.op_recomputed_matrices(TOY, False)) == 32 + 64 + 128
+    assert sum(m.d_in * m.d_out for m in tact.op_recomputed_matrices(TOY, False)) == 32 + 64 + 128
     counts = parameter_counts(TOY)
     matmul, attention = step_time.layer_recompute_flops_per_token(
         counts, TOY, False, FlopsInputs(64, True, Recompute.OP)
@@ -122,7 +123,7 @@ def test_llama_8b_recompute_flops_per_token():
 
 
 def toy_stage(method, layers_per_group):
-    activations = tmem.ActivationInputs(
+    activations = tact.ActivationInputs(
         1,
         False,
         True,
@@ -132,7 +133,7 @@ def toy_stage(method, layers_per_group):
         recompute_method=method,
         recompute_num_layers=layers_per_group,
     )
-    return tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(1, 1), 64)
+    return tact.stage_activation_bytes(TOY, activations, tact.StageSchedule(1, 1), 64)
 
 
 def test_uniform_and_block_recompute_bytes():
@@ -308,6 +309,6 @@ def test_defaults_keep_today_numbers():
     m = training_memory(arch, counts, training_hardware(s, s.accelerator()), training_inputs(s))
     # 32 layer inputs (4096 x 2 B) + edges (final norm input 8192 + 4 B statistics + head input 8192) + one layer
     # rebuilt, for 4096 tokens
-    per_layer = tmem.layer_activation_terms(arch, False, tmem.ActivationInputs(1, False, True, False, 4096))
+    per_layer = tact.layer_activation_terms(arch, False, tact.ActivationInputs(1, False, True, False, 4096))
     expected = 4096 * (32 * 8192 + (8192 + 4 + 8192) + (per_layer.none - 8192))
     assert m.components.activations_bytes == expected

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from planner.model.architecture import ModelArchitecture, parameter_counts
+from planner.training import activations as tact
 from planner.training import memory as tmem
+from planner.training import precision as tprec
 from planner.training.recompute import Recompute
 
 TOY = ModelArchitecture(
@@ -39,7 +41,7 @@ TOY_MOE = ModelArchitecture(
 
 
 def test_precision_recipes():
-    p = tmem.PRECISIONS
+    p = tprec.PRECISIONS
     # ZeRO's mixed-precision Adam: 2 + 2 + K with K = 4 (master) + 4 + 4 = 12 -> 16 bytes per parameter
     assert p["mixed_bf16"].param + p["mixed_bf16"].grad + p["mixed_bf16"].master + 2 * p["mixed_bf16"].state == 16
     assert p["amp_bf16"].param + p["amp_bf16"].grad + 2 * p["amp_bf16"].state == 16  # fp32 params double as master
@@ -48,18 +50,18 @@ def test_precision_recipes():
 
 
 def test_optimizer_state_bytes_per_element():
-    assert tmem.optimizer_state_bytes_per_element("adamw", 4) == 8
-    assert tmem.optimizer_state_bytes_per_element("adam8bit", 4) == 2 * (1 + 4 / 256)  # uint8 + fp32 absmax / 256
-    assert tmem.optimizer_state_bytes_per_element("sgd_momentum", 4) == 4
-    assert tmem.optimizer_state_bytes_per_element("sgd", 4) == 0
-    assert tmem.optimizer_state_bytes_per_element("adafactor", 4) is None
+    assert tprec.optimizer_state_bytes_per_element("adamw", 4) == 8
+    assert tprec.optimizer_state_bytes_per_element("adam8bit", 4) == 2 * (1 + 4 / 256)  # uint8 + fp32 absmax / 256
+    assert tprec.optimizer_state_bytes_per_element("sgd_momentum", 4) == 4
+    assert tprec.optimizer_state_bytes_per_element("sgd", 4) == 0
+    assert tprec.optimizer_state_bytes_per_element("adafactor", 4) is None
 
 
 def test_nf4_storage_matches_qlora_paper():
     # 4 bits + block scales: fp32 per 64 weights (0.5 bit/param) or, double-quantized, 8-bit per 64 plus fp32 per
     # 64 x 256 (8/64 + 32/16384 = 0.127 bit/param, QLoRA Sec. 3)
-    assert tmem.nf4_bytes_per_element(False) == 0.5 + 4 / 64
-    assert (tmem.nf4_bytes_per_element(True) - 0.5) * 8 == pytest.approx(0.127, abs=5e-4)
+    assert tprec.nf4_bytes_per_element(False) == 0.5 + 4 / 64
+    assert (tprec.nf4_bytes_per_element(True) - 0.5) * 8 == pytest.approx(0.127, abs=5e-4)
 
 
 def test_zero_sharding_of_model_states():
@@ -126,8 +128,8 @@ def test_layer_activation_bytes_toy():
     MLP: 4 x 16 x 2 = 128."""
 
     def f(arch, moe_layer, tp, sp, flash, recompute, dropout, seq):
-        activations = tmem.ActivationInputs(tp, sp, flash, dropout, seq, recompute=Recompute(recompute))
-        return tmem.layer_activation_bytes_per_token(arch, moe_layer, activations)
+        activations = tact.ActivationInputs(tp, sp, flash, dropout, seq, recompute=Recompute(recompute))
+        return tact.layer_activation_bytes_per_token(arch, moe_layer, activations)
 
     assert f(TOY, False, 1, False, True, 0, False, 10) == 72 + 56 + 128
     # unfused attention: K and V expanded to the 2 query heads, softmax kept: 2 heads x 10 keys x 2 B
@@ -139,7 +141,7 @@ def test_layer_activation_bytes_toy():
     assert f(TOY, False, 2, True, True, 0, False, 10) == 72 / 2 + (4 + 2 * 4 + 4) * 2 + 4 + 128 / 2
     # working set of recomputation = everything minus what is kept
     assert (
-        tmem.layer_activation_terms(TOY, False, tmem.ActivationInputs(1, False, True, False, 10)).rebuilt(
+        tact.layer_activation_terms(TOY, False, tact.ActivationInputs(1, False, True, False, 10)).rebuilt(
             Recompute.FULL
         )
         == 256 - 16
@@ -150,35 +152,35 @@ def test_moe_layer_activation_bytes_toy():
     """4 experts, top-2, expert width 12: fp32 router probabilities 4 x 4 = 16, per routed copy the dispatched input
     and weighted output (2 x 8 x 2 = 32) and the SwiGLU tensors (4 x 12 x 2 = 96)."""
     dense_part = 72 + 56
-    assert tmem.layer_activation_bytes_per_token(TOY_MOE, True, tmem.ActivationInputs(1, False, True, False, 10)) == (
+    assert tact.layer_activation_bytes_per_token(TOY_MOE, True, tact.ActivationInputs(1, False, True, False, 10)) == (
         dense_part + 16 + 2 * (32 + 96)
     )
 
 
 def test_in_flight_microbatches():
-    assert tmem.in_flight_microbatches(1, 8) == 1
-    assert tmem.in_flight_microbatches(4, 8) == 4  # 1F1B warm-up
-    assert tmem.in_flight_microbatches(4, 2) == 2  # fewer micro-batches than stages
-    assert tmem.in_flight_microbatches(4, 8, 2) == 4 + 3 / 2  # interleaved
+    assert tact.in_flight_microbatches(1, 8) == 1
+    assert tact.in_flight_microbatches(4, 8) == 4  # 1F1B warm-up
+    assert tact.in_flight_microbatches(4, 2) == 2  # fewer micro-batches than stages
+    assert tact.in_flight_microbatches(4, 8, 2) == 4 + 3 / 2  # interleaved
 
 
 def test_stage_activations_and_logits():
     s, b = 10, 3
     per_layer = 72 + 56 + 128
     output_edge = 8 * 2 + 4 + 8 * 2  # final norm input + stats + head input
-    activations = tmem.ActivationInputs(1, False, True, False, s)
-    single = tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(1, 4), b * s)
+    activations = tact.ActivationInputs(1, False, True, False, s)
+    single = tact.stage_activation_bytes(TOY, activations, tact.StageSchedule(1, 4), b * s)
     assert single == b * s * (4 * per_layer + output_edge)
     # PP 2: first stage holds 2 micro-batches of its 2 layers, no output edge
-    first = tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(2, 4), b * s)
+    first = tact.stage_activation_bytes(TOY, activations, tact.StageSchedule(2, 4), b * s)
     assert first == b * s * 2 * 2 * per_layer
-    last = tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(2, 4, first_stage=False), b * s)
+    last = tact.stage_activation_bytes(TOY, activations, tact.StageSchedule(2, 4, first_stage=False), b * s)
     assert last == b * s * (2 * per_layer + output_edge)
     # context parallelism splits the tokens: CP 2 holds half of each sequence
-    assert tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(1, 4), b * s / 2) == single / 2
+    assert tact.stage_activation_bytes(TOY, activations, tact.StageSchedule(1, 4), b * s / 2) == single / 2
     # logits: 12 B x vocabulary / TP per token, last stage only
-    assert tmem.logits_bytes(TOY, 2, b * s, True) == b * s * 12 * 32 / 2
-    assert tmem.logits_bytes(TOY, 2, b * s, False) == 0
+    assert tact.logits_bytes(TOY, 2, b * s, True) == b * s * 12 * 32 / 2
+    assert tact.logits_bytes(TOY, 2, b * s, False) == 0
 
 
 def test_adafactor_factored_state_toy():
@@ -190,13 +192,13 @@ def test_adafactor_factored_state_toy():
 
 def test_terms_broadcast_over_arrays():
     tp = np.array([1, 2])
-    arr = tmem.layer_activation_bytes_per_token(TOY, False, tmem.ActivationInputs(tp, True, True, False, 10))
+    arr = tact.layer_activation_bytes_per_token(TOY, False, tact.ActivationInputs(tp, True, True, False, 10))
     assert list(arr) == [
-        tmem.layer_activation_bytes_per_token(TOY, False, tmem.ActivationInputs(t, True, True, False, 10))
+        tact.layer_activation_bytes_per_token(TOY, False, tact.ActivationInputs(t, True, True, False, 10))
         for t in (1, 2)
     ]
     micro = np.array([1, 2, 4])
-    activations = tmem.ActivationInputs(1, False, True, False, 10)
-    arr = tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(2, 8 / micro), micro * 10)
-    scalars = [tmem.stage_activation_bytes(TOY, activations, tmem.StageSchedule(2, 8 / m), int(m) * 10) for m in micro]
+    activations = tact.ActivationInputs(1, False, True, False, 10)
+    arr = tact.stage_activation_bytes(TOY, activations, tact.StageSchedule(2, 8 / micro), micro * 10)
+    scalars = [tact.stage_activation_bytes(TOY, activations, tact.StageSchedule(2, 8 / m), int(m) * 10) for m in micro]
     assert list(arr) == scalars

@@ -3,7 +3,7 @@
 Korthikanti et al. 2022 ("Reducing Activation Recomputation in Large Transformer Models"), Table 2: activation
 bytes of one GPT transformer layer (16-bit activations, 1-byte dropout masks,
 GeLU MLP of width 4h, no FlashAttention). The engine does not use it: its own, architecture-aware
-formula is `planner.training.memory.layer_activation_bytes_per_token`, which the reference tests reduce
+formula is `planner.training.activations.layer_activation_bytes_per_token`, which the reference tests reduce
 to this table for a GPT layer. `test_korthikanti_table_2_verbatim` checks this transcription against the
 formulas as shared/reference/memory_measured.csv records them (M014-M019).
 

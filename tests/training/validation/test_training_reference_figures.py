@@ -23,7 +23,9 @@ import pytest
 
 from planner import plan
 from planner.model.architecture import parameter_counts
+from planner.training import activations as tact
 from planner.training import memory as tmem
+from planner.training import precision as tprec
 from planner.training import step_time
 from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
 from planner.training.scenario import TrainingScenario
@@ -53,8 +55,8 @@ def test_zero_figure_1_model_states(stage, row):
     """7.5B parameters, mixed-precision Adam (K = 12), Nd = 64: 120 / 31.4 / 16.6 / 1.9 GB (1 GB = 1e9 B)."""
     published = float(rows("memory_measured.csv")[row]["value"])
     psi, nd = 7.5e9, 64
-    p = tmem.PRECISIONS["mixed_fp16"]
-    k = p.master + tmem.optimizer_state_bytes_per_element("adamw", p.state)
+    p = tprec.PRECISIONS["mixed_fp16"]
+    k = p.master + tprec.optimizer_state_bytes_per_element("adamw", p.state)
     assert k == 12
     total = (
         tmem.weights_bytes(p.param * psi, 0, stage, nd, nd)
@@ -133,9 +135,9 @@ def test_first_stage_schedule_matches_korthikanti_eq_5():
     L = 96
     for p, m in ((12, 2), (4, 3)):
         layers = L // p
-        assert layers * tmem.in_flight_microbatches(p, 64, m) == pytest.approx(L * (1 + (p - 1) / (p * m)))
-        assert layers * tmem.in_flight_microbatches(p, 64, 1) == L
-    assert 8 * tmem.in_flight_microbatches(12, 64, 2) == pytest.approx(140)
+        assert layers * tact.in_flight_microbatches(p, 64, m) == pytest.approx(L * (1 + (p - 1) / (p * m)))
+        assert layers * tact.in_flight_microbatches(p, 64, 1) == L
+    assert 8 * tact.in_flight_microbatches(12, 64, 2) == pytest.approx(140)
 
 
 @pytest.mark.parametrize("t", [1, 2, 4, 8])
@@ -150,8 +152,8 @@ def test_adapted_formula_reduces_to_korthikanti_for_gpt(t, sp, recompute):
         model="gpt-3-175b", gpu="a100-80gb", num_gpus=8, tensor_parallel=t, global_batch_size=8 // t
     ).architecture()
     level = RECOMPUTE_LEVEL[recompute]
-    activations = tmem.ActivationInputs(t, sp, False, True, s, recompute=level)
-    engine = tmem.layer_activation_bytes_per_token(arch, False, activations) * s * b
+    activations = tact.ActivationInputs(t, sp, False, True, s, recompute=level)
+    engine = tact.layer_activation_bytes_per_token(arch, False, activations) * s * b
     paper = korthikanti_layer_activation_bytes(s, b, h, a, t, sp, recompute)
     split = t if sp else 1
     if recompute == "full":
@@ -208,8 +210,8 @@ def test_sequence_parallel_plus_selective_vs_tensor_parallel_baseline(name, h, a
     ).architecture()
 
     def engine(sp, level):
-        return tmem.layer_activation_bytes_per_token(
-            arch, False, tmem.ActivationInputs(t, sp, False, True, s, recompute=level)
+        return tact.layer_activation_bytes_per_token(
+            arch, False, tact.ActivationInputs(t, sp, False, True, s, recompute=level)
         )
 
     baseline = engine(False, 0)

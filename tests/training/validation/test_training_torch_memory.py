@@ -27,7 +27,7 @@ torch = pytest.importorskip("torch")
 
 from planner import plan  # noqa: E402
 from planner.model.architecture import parameter_counts  # noqa: E402
-from planner.training import memory as tmem  # noqa: E402
+from planner.training import activations as tact  # noqa: E402
 from planner.training.recompute import RECOMPUTE_LEVEL  # noqa: E402
 from planner.training.scenario import TrainingScenario  # noqa: E402
 
@@ -88,7 +88,7 @@ def engine_saved_bytes(s: TrainingScenario) -> float:
     log-probabilities (no recomputation working set: it is not saved state)."""
     arch = s.architecture()
     rank = s.lora.rank if s.lora else 0
-    activations = tmem.ActivationInputs(
+    activations = tact.ActivationInputs(
         tensor_parallel=1,
         sequence_parallel=False,
         flash_attention=s.flash_attention,
@@ -103,9 +103,9 @@ def engine_saved_bytes(s: TrainingScenario) -> float:
     per_token = 0.0
     for moe, layers in ((False, arch.num_dense_layers), (True, arch.num_moe_layers)):
         if layers:
-            per_token += layers * tmem.layer_activation_bytes_per_token(arch, moe, activations)
-    per_token += tmem.edge_activation_bytes_per_token(arch, 1, False, s.dropout, 1, True, 2.0, frozen_head=rank > 0)
-    per_token += tmem.logits_saved_bytes_per_token(arch, 1)
+            per_token += layers * tact.layer_activation_bytes_per_token(arch, moe, activations)
+    per_token += tact.edge_activation_bytes_per_token(arch, 1, False, s.dropout, 1, True, 2.0, frozen_head=rank > 0)
+    per_token += tact.logits_saved_bytes_per_token(arch, 1)
     return per_token * s.micro_batch_size * s.sequence_length
 
 
@@ -310,8 +310,8 @@ def test_gpt_layer_matches_korthikanti_table_2():
         flash_attention=False,
         dropout=True,
     )
-    activations = tmem.ActivationInputs(1, False, False, True, s)
-    engine = tmem.layer_activation_bytes_per_token(gpt.architecture(), False, activations) * s * b
+    activations = tact.ActivationInputs(1, False, False, True, s)
+    engine = tact.layer_activation_bytes_per_token(gpt.architecture(), False, activations) * s * b
     assert engine == measured["activations"]
 
 
