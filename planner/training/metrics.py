@@ -1,7 +1,7 @@
 """The whole training computation over plain numbers: memory per GPU, step time, throughput and cost.
 
 `training_metrics` broadcasts over numpy arrays of the numeric inputs (layout degrees, batch sizes,
-sequence length, bytes per element, 0/1 flags, `recompute` 0/1/2), so `planner.search.sweep` and the
+sequence length, bytes per element, 0/1 flags, `recompute` levels, `Recompute`), so `planner.search.sweep` and the
 micro-batch table run the very same code as `plan()` (DESIGN rule 4). Memory lives in
 `planner.training.footprint`, the step in `planner.training.step`; this module adds what follows from
 the step time: tokens per second, MFU/HFU, time and cost to train.
