@@ -1,5 +1,6 @@
 """The Calibrate page: run a profile (progress, cancel), choose this session's calibration, see predicted vs
-measured with the error in %, import and export records; and the calibration every other page shows.
+measured with the error in %, import and export records (the frames and charts: ui.calibration_charts); and the
+calibration every other page shows.
 
 The page script calls one function, ``render_calibrate_page(scenario=None)``. Other pages get this session's
 record from ``active_calibration()`` and pass it to the cached plans (``ui.state``), which apply it only to
@@ -17,38 +18,35 @@ calibrate_cancel, calibrate_active, calibrate_any_gpu, calibrate_view, calibrate
 calibrate_remove, calibrate_delete, calibrate_delete_confirm, calibrate_delete_cancel, calibrate_save_partial.
 Session keys: calibrate_job (the running profile) and the ``calibration_*`` keys below.
 
-The profile runs in a background thread (the script thread keeps serving reruns); an ``st.fragment``
-polls its progress twice a second, and its Cancel button sets the thread's cancel event. torch is only
+The profile runs in a background thread (ui.calibration_job; the script thread keeps serving reruns); an
+``st.fragment`` polls its progress twice a second, and its Cancel button sets the thread's cancel event. torch is only
 imported by the profile itself: without it the page says how to install it and still lists, imports
 and exports records.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 from streamlit.errors import StreamlitAPIException
 
 from planner import plan, units
-from planner.calibration import profile, store
+from planner.calibration import store
 from planner.calibration.device import torch_available
-from planner.calibration.errors import CalibrationError, ProfileAborted
-from planner.calibration.report import device_terms, format_error, format_value, table_rows
+from planner.calibration.errors import CalibrationError
+from planner.calibration.report import table_rows
 from planner.calibration_record import CalibrationRecord, ProfileSettings
 from planner.hardware.catalog import list_accelerators
 from planner.inference.results import InferencePlan
 from planner.model.catalog import catalog_model_ids, resolve_model
-from planner.physics.efficiency import DEFAULT_EFFICIENCY
 from planner.plan import calibration_for_gpu
 from planner.share import CALIBRATION_PARAM, calibration_fingerprint, decode_calibration, encode_calibration
+from ui.calibration_charts import comparison_frame, efficiency_frame, error_chart, scatter_chart
+from ui.calibration_job import JOB_KEY, ProfileJob, start_profile
 
-JOB_KEY = "calibrate_job"
 # This session's calibration (never a module global or a server-wide file: one server serves many people).
 RECORD_KEY = "calibration_record"  # the chosen CalibrationRecord, as measured (no mapping), or None
 ANY_GPU_KEY = "calibration_any_gpu"  # True: this session mapped it to plans for every GPU
@@ -58,201 +56,6 @@ HIDDEN_KEY = "calibration_hidden"  # ids this session removed from its list (the
 LINK_CHECKED_KEY = "calibration_link_checked"  # the URL's calibration parameter is read once per session
 NOTICE_KEY = "calibration_link_notice"  # why the link's calibration was not used
 CONFIRM_DELETE_KEY = "calibrate_confirm_delete"  # id whose file deletion awaits confirmation
-SERIES_DEFAULT = "documented defaults"
-SERIES_CALIBRATED = "this calibration"
-SERIES_COLOURS = {SERIES_DEFAULT: "#E69F00", SERIES_CALIBRATED: "#0072B2"}  # Okabe-Ito orange / blue
-GROUPS = {"s": "time", "B": "memory", "B/s": "ceilings", "FLOP/s": "ceilings"}
-
-
-# ---------------------------------------------------------------------------------------------
-# data and charts (no Streamlit)
-
-
-def comparison_frame(record: CalibrationRecord) -> pd.DataFrame:
-    """One row per (quantity, prediction series): measured, predicted, error %, display strings."""
-    rows = []
-    for order, row in enumerate(record.predicted_vs_measured):
-        for series, predicted, error in (
-            (SERIES_DEFAULT, row.predicted, row.error_fraction),
-            (SERIES_CALIBRATED, row.predicted_calibrated, row.calibrated_error_fraction),
-        ):
-            if predicted is None or error is None:
-                continue
-            rows.append(
-                {
-                    "order": order,
-                    "quantity": row.quantity,
-                    "role": row.role,
-                    "unit": row.unit,
-                    "group": GROUPS.get(row.unit, "other"),
-                    "series": series,
-                    "measured": row.measured,
-                    "predicted": predicted,
-                    "error_pct": error * 100.0,
-                    "measured_text": format_value(row.measured, row.unit),
-                    "predicted_text": format_value(predicted, row.unit),
-                    "error_text": format_error(error),
-                }
-            )
-    return pd.DataFrame(
-        rows,
-        columns=[
-            "order",
-            "quantity",
-            "role",
-            "unit",
-            "group",
-            "series",
-            "measured",
-            "predicted",
-            "error_pct",
-            "measured_text",
-            "predicted_text",
-            "error_text",
-        ],
-    )
-
-
-def _tooltip():
-    return [
-        alt.Tooltip("quantity:N", title="Quantity"),
-        alt.Tooltip("series:N", title="Prediction"),
-        alt.Tooltip("measured_text:N", title="Measured"),
-        alt.Tooltip("predicted_text:N", title="Predicted"),
-        alt.Tooltip("error_text:N", title="Error"),
-        alt.Tooltip("role:N", title="Row"),
-    ]
-
-
-def error_chart(frame: pd.DataFrame) -> alt.Chart:
-    """Horizontal bars of (predicted - measured) / measured in %, one pair per quantity. Symmetric-log
-    x axis: uncalibrated errors on a CPU reach 10^5 %, calibrated ones a few %."""
-    order = list(dict.fromkeys(frame.sort_values("order")["quantity"]))
-    base = alt.Chart(frame)
-    bars = base.mark_bar().encode(
-        x=alt.X(
-            "error_pct:Q",
-            title="error: (predicted - measured) / measured, % (symlog)",
-            scale=alt.Scale(type="symlog", constant=1),
-        ),
-        y=alt.Y("quantity:N", sort=order, title=None),
-        yOffset=alt.YOffset("series:N"),
-        color=alt.Color(
-            "series:N",
-            title="Prediction",
-            scale=alt.Scale(domain=list(SERIES_COLOURS), range=list(SERIES_COLOURS.values())),
-        ),
-        tooltip=_tooltip(),
-    )
-    zero = alt.Chart(pd.DataFrame({"x": [0.0]})).mark_rule(color="#1F2430").encode(x="x:Q")
-    return (bars + zero).properties(height=max(160, 26 * len(order)))
-
-
-def scatter_chart(frame: pd.DataFrame, group: str) -> alt.Chart:
-    """Predicted against measured on log-log axes for one group of units; on the diagonal = exact."""
-    data = frame[frame["group"] == group]
-    unit = data["unit"].iloc[0] if len(data) else ""
-    low = float(min(data["measured"].min(), data["predicted"].min())) if len(data) else 1.0
-    high = float(max(data["measured"].max(), data["predicted"].max())) if len(data) else 10.0
-    low, high = max(low / 2, 1e-12), high * 2
-    scale = alt.Scale(type="log", domain=[low, high])
-    points = (
-        alt.Chart(data)
-        .mark_point(filled=True, size=70)
-        .encode(
-            x=alt.X("measured:Q", title=f"measured ({unit})", scale=scale),
-            y=alt.Y("predicted:Q", title=f"predicted ({unit})", scale=scale),
-            color=alt.Color(
-                "series:N",
-                title="Prediction",
-                scale=alt.Scale(domain=list(SERIES_COLOURS), range=list(SERIES_COLOURS.values())),
-            ),
-            shape=alt.Shape("role:N", title="Row"),
-            tooltip=_tooltip(),
-        )
-    )
-    diagonal = (
-        alt.Chart(pd.DataFrame({"v": [low, high]}))
-        .mark_line(color="#8C8C8C", strokeDash=[4, 4])
-        .encode(x=alt.X("v:Q", scale=scale), y=alt.Y("v:Q", scale=scale))
-    )
-    return (diagonal + points).properties(height=360)
-
-
-def efficiency_frame(record: CalibrationRecord) -> pd.DataFrame:
-    rows = []
-    for name in type(record.efficiency).model_fields:
-        if name == "source":
-            continue
-        value, default = getattr(record.efficiency, name), getattr(DEFAULT_EFFICIENCY, name)
-        show = units.seconds if name.endswith("_seconds") else (lambda v: units.percent(v, 2))
-        rows.append(
-            {
-                "factor": name,
-                "calibrated": show(value),
-                "documented default": show(default),
-                "how": record.efficiency_notes.get(name, ""),
-            }
-        )
-    # The fitted device terms (link alpha, GEMM ceiling and t0), beside the published values they replace.
-    for term in device_terms(record):
-        show = units.seconds if term.unit == "s" else (lambda v: units.percent(v, 2))
-        rows.append(
-            {
-                "factor": term.name,
-                "calibrated": show(term.fitted),
-                "documented default": show(term.published),
-                "how": term.how,
-            }
-        )
-    return pd.DataFrame(rows)
-
-
-# ---------------------------------------------------------------------------------------------
-# the background profile
-
-
-@dataclass
-class ProfileJob:
-    settings: ProfileSettings
-    cancel: threading.Event = field(default_factory=threading.Event)
-    fraction: float = 0.0
-    message: str = "starting"
-    record: CalibrationRecord | None = None
-    error: str | None = None
-    partial: CalibrationRecord | None = None
-    done: bool = False
-    started: float = field(default_factory=time.monotonic)
-    thread: threading.Thread | None = None
-
-    def progress(self, fraction: float, message: str) -> None:
-        self.fraction, self.message = fraction, message
-
-    def run(self) -> None:
-
-        try:
-            self.record = profile.run_profile(self.settings, progress=self.progress, cancel=self.cancel)
-        except ProfileAborted as exc:
-            self.error, self.partial = str(exc), exc.partial
-        except CalibrationError as exc:
-            self.error = str(exc)
-        except Exception as exc:
-            self.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            self.done = True
-
-    def start(self) -> ProfileJob:
-        self.thread = threading.Thread(target=self.run, name="headroom-calibration", daemon=True)
-        self.thread.start()
-        return self
-
-
-def start_profile(settings: ProfileSettings) -> ProfileJob:
-    job = ProfileJob(settings).start()
-    st.session_state[JOB_KEY] = job
-    return job
-
-
 # ---------------------------------------------------------------------------------------------
 # this session's calibration (for every page)
 
@@ -753,18 +556,12 @@ def render_calibrate_page(scenario=None) -> None:
 
 
 __all__ = [
-    "ProfileJob",
     "active_calibration",
     "banner_lines",
     "calibration_banner",
     "calibration_from_link",
     "choose_calibration",
-    "comparison_frame",
-    "efficiency_frame",
-    "error_chart",
     "link_params",
     "render_calibrate_page",
-    "scatter_chart",
     "session_calibration",
-    "start_profile",
 ]

@@ -153,3 +153,23 @@ def test_both_csvs_can_be_downloaded():
     at = open_page("review")
     labels = [b.proto.label for b in at.get("download_button")]
     assert "Download CSV" in labels and "Summary CSV" in labels
+
+
+def test_risks_follow_the_engines_warning_codes_and_say_each_once():
+    from ui import review
+
+    p = plan(InferenceScenario(concurrency=175))  # 3 % headroom; the KV cache (34.2 GiB) outweighs the weights
+    assert p.warning_codes == ["low_headroom", "kv_exceeds_weights"]
+    risks = review.risks(p)
+    assert risks[0] == ("Headroom is only 3% (under 10%): a longer input or a burst of traffic can run out of memory.")
+    assert risks[-1].startswith("The KV cache (34.2 GiB) is larger than the weights (32.9 GiB)")
+    assert not any(r in p.warnings for r in risks)  # the engine's own sentences are reworded, not repeated
+    # A warning the review does not reword passes through as the engine wrote it.
+    uneven = plan(InferenceScenario(concurrency=7, num_gpus=8, tensor_parallel=4))
+    assert "uneven_replicas" in uneven.warning_codes
+    assert [w for w, c in zip(uneven.warnings, uneven.warning_codes) if c == "uneven_replicas"][0] in review.risks(
+        uneven
+    )
+    # A plan that does not fit: the memory verdict says so, not a risk.
+    crowded = plan(InferenceScenario(concurrency=512))
+    assert not any(r.startswith("Does not fit") for r in review.risks(crowded))

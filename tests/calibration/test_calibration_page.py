@@ -1,4 +1,5 @@
-"""ui/calibration_view.py: chart data, the charts, the background job, and the page in AppTest."""
+"""The Calibrate page: chart data and charts (ui/calibration_charts.py), the background job (ui/calibration_job.py),
+and the page in AppTest (ui/calibration_view.py)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from streamlit.testing.v1 import AppTest
 from planner.calibration import store
 from planner.calibration.errors import ProfileAborted
 from planner.calibration_record import ProfileSettings
+from ui import calibration_charts as charts
+from ui import calibration_job as job_module
 from ui import calibration_view as view
 
 from .synthetic import fitted_record, synthetic_record
@@ -15,20 +18,20 @@ from .synthetic import fitted_record, synthetic_record
 
 def test_comparison_frame_has_both_prediction_series_with_errors_in_percent():
     record = synthetic_record()
-    frame = view.comparison_frame(record)
-    assert set(frame["series"]) == {view.SERIES_DEFAULT, view.SERIES_CALIBRATED}
+    frame = charts.comparison_frame(record)
+    assert set(frame["series"]) == {charts.SERIES_DEFAULT, charts.SERIES_CALIBRATED}
     row = record.predicted_vs_measured[-1]
-    default = frame[(frame["quantity"] == row.quantity) & (frame["series"] == view.SERIES_DEFAULT)].iloc[0]
+    default = frame[(frame["quantity"] == row.quantity) & (frame["series"] == charts.SERIES_DEFAULT)].iloc[0]
     assert default["error_pct"] == pytest.approx(row.error_fraction * 100)
     assert set(frame["group"]) <= {"time", "memory", "ceilings"}
 
 
 def test_charts_compile_to_vega_lite():
-    frame = view.comparison_frame(synthetic_record())
-    spec = view.error_chart(frame).to_dict()
+    frame = charts.comparison_frame(synthetic_record())
+    spec = charts.error_chart(frame).to_dict()
     assert spec["layer"][0]["encoding"]["x"]["scale"]["type"] == "symlog"
     for group in ("time", "ceilings"):
-        scatter = view.scatter_chart(frame, group).to_dict()
+        scatter = charts.scatter_chart(frame, group).to_dict()
         assert scatter["layer"][1]["encoding"]["x"]["scale"]["type"] == "log"
 
 
@@ -42,7 +45,7 @@ def test_the_background_job_reports_success_and_failure(monkeypatch):
         return record
 
     monkeypatch.setattr(profile, "run_profile", finished)
-    job = view.ProfileJob(ProfileSettings()).start()
+    job = job_module.ProfileJob(ProfileSettings()).start()
     job.thread.join(10)
     assert job.done and job.record == record and job.message == "halfway" and job.error is None
 
@@ -50,7 +53,7 @@ def test_the_background_job_reports_success_and_failure(monkeypatch):
         raise ProfileAborted("calibration stopped: out of memory. Measured so far: nothing.", partial=record)
 
     monkeypatch.setattr(profile, "run_profile", stopped)
-    job = view.ProfileJob(ProfileSettings()).start()
+    job = job_module.ProfileJob(ProfileSettings()).start()
     job.thread.join(10)
     assert job.done and job.record is None and "out of memory" in job.error and job.partial == record
 
