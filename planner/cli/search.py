@@ -15,17 +15,25 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import TYPE_CHECKING
+
+import pandas as pd
 
 from planner.cli.main import CliError, _read_json, _scenarios
 from planner.dtypes import QUANTIZED_DTYPES
 from planner.errors import PlanningError, did_you_mean
-
-if TYPE_CHECKING:
-    import pandas as pd
-
-# The search's modules (and pandas under them) load when `search` runs, not whenever the CLI builds its parser:
-# `plan` on one scenario should not pay for them.
+from planner.inference.metrics import HEADLINE_COLUMNS
+from planner.search.constraints import apply_constraints, pareto_front, search
+from planner.search.slo_search import slo_search, split_constraints
+from planner.search.sweep import (
+    GRID_COLUMNS,
+    TRAINING_GRID_COLUMNS,
+    evaluate_inference,
+    evaluate_training,
+    inference_grid,
+    powers_of_two,
+    tensor_parallel_limit,
+    training_grid,
+)
 
 
 def register(subparsers) -> None:
@@ -51,8 +59,6 @@ def register(subparsers) -> None:
 
 def _check_columns(sample: pd.DataFrame, constraint_columns: list[str], objectives: list[str]) -> None:
     """CliError naming the first unknown constraint column or objective, with the closest real one."""
-    import pandas as pd
-
     # The columns apply_constraints accepts: numeric ones (`fits` included), not the internal `valid` flag.
     numeric = [c for c in sample.columns if pd.api.types.is_numeric_dtype(sample[c]) and c != "valid"]
     for what, names in (("constraint column", constraint_columns), ("objective", objectives)):
@@ -77,19 +83,6 @@ def _check_slo_search(base, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from planner.inference.metrics import HEADLINE_COLUMNS
-    from planner.search.constraints import apply_constraints, pareto_front, search
-    from planner.search.slo_search import slo_search, split_constraints
-    from planner.search.sweep import (
-        GRID_COLUMNS,
-        TRAINING_GRID_COLUMNS,
-        evaluate_inference,
-        evaluate_training,
-        inference_grid,
-        powers_of_two,
-        tensor_parallel_limit,
-        training_grid,
-    )
 
     if not 1 <= args.max_gpus <= 4096:
         raise CliError("--max-gpus must be between 1 and 4096")

@@ -26,7 +26,7 @@ from planner.inference.steps import PhaseStep
 from planner.model.architecture import ModelArchitecture
 from planner.model.checkpoint_precision import checkpoint_weight_dtypes, fp8_block_scaled
 from planner.model.notes import architecture_assumptions
-from planner.physics.efficiency import Efficiency
+from planner.physics.efficiency import EfficiencyValues
 from planner.physics.gemm_efficiency import BLOCK_SCALED_FP8_OF_BF16
 from planner.physics.memory import stage_moe_layers
 from planner.physics.runtimes import kv_block_tokens, runtime_profile
@@ -97,7 +97,7 @@ def _budget_sentence(s: InferenceScenario) -> str:
     return f"{budget}; {cache}, every sequence held at its full prompt + output length."
 
 
-def _engine_costs_sentence(s: InferenceScenario, efficiency: Efficiency) -> str:
+def _engine_costs_sentence(s: InferenceScenario, efficiency: EfficiencyValues[float]) -> str:
     """The engine's fixed costs and where they come from for the scenario's runtime (`RuntimeProfile`)."""
     runtime = runtime_profile(s.runtime)
     step = (
@@ -118,7 +118,10 @@ def _engine_costs_sentence(s: InferenceScenario, efficiency: Efficiency) -> str:
 
 
 def assumptions(
-    s: InferenceScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration: CalibrationRecord | None
+    s: InferenceScenario,
+    arch: ModelArchitecture,
+    efficiency: EfficiencyValues[float],
+    calibration: CalibrationRecord | None,
 ) -> list[str]:
     """What the estimate rests on, in the order a reader checks them."""
     out = [
@@ -289,7 +292,7 @@ def equations(
     arch: ModelArchitecture,
     model: ModelSummary,
     hw: HardwareInputs,
-    efficiency: Efficiency,
+    efficiency: EfficiencyValues[float],
     x: InferenceInputs,
     m: InferenceMetrics,
 ) -> list[Equation]:
@@ -382,7 +385,7 @@ class StepFacts:
     and MoE layers (their fixed per-layer times)."""
 
     hw: HardwareInputs
-    efficiency: Efficiency
+    efficiency: EfficiencyValues[float]
     stage_layers: int
     moe_layers: int = 0
 

@@ -27,7 +27,7 @@ from planner.inference.steps import (
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as mem
 from planner.physics.cost import HOURS_PER_MONTH, usd_per_hour, usd_per_million_tokens
-from planner.physics.efficiency import Efficiency
+from planner.physics.efficiency import EfficiencyValues
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ def inference_metrics(
     arch: ModelArchitecture,
     counts: ParameterCounts,
     hw: HardwareInputs,
-    efficiency: Efficiency,
+    efficiency: EfficiencyValues,
     x: InferenceInputs,
     draft: Draft | None = None,
 ) -> InferenceMetrics:

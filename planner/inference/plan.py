@@ -26,7 +26,7 @@ from planner.inference.traffic import TrafficEngine
 from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_cache_bytes_per_token
 from planner.physics import roofline
 from planner.physics.cost import replicas_for_request_rate
-from planner.physics.efficiency import Efficiency
+from planner.physics.efficiency import EfficiencyValues
 from planner.results import (
     Equation,
     HardwareSummary,
@@ -99,7 +99,7 @@ class _Equations:
     arch: ModelArchitecture
     model: ModelSummary
     hw: HardwareInputs
-    efficiency: Efficiency
+    efficiency: EfficiencyValues[float]
     x: InferenceInputs
     m: InferenceMetrics
 

@@ -24,7 +24,7 @@ class ScenarioInputs:
     arch: ModelArchitecture
     counts: ParameterCounts
     accel: Accelerator
-    efficiency: EfficiencyValues  # the formulas' plain view of the (default or calibrated) Efficiency
+    efficiency: EfficiencyValues[float]  # the formulas' plain view of the (default or calibrated) Efficiency
     hw: HardwareInputs
     x: InferenceInputs
     usd_per_gpu_hour: float

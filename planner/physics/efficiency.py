@@ -6,12 +6,12 @@ One place for the documented defaults; a calibration replaces them with measured
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
-from functools import lru_cache
+from typing import Generic, TypeVar
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from planner.arrays import Number
+from planner.model.memo import by_identity
 
 
 class Efficiency(BaseModel):
@@ -79,42 +79,47 @@ class Efficiency(BaseModel):
 DEFAULT_EFFICIENCY = Efficiency()
 
 
+N = TypeVar("N", float, np.ndarray)  # a plan's numbers, or a sweep's arrays of them
+
+
 @dataclass(frozen=True, slots=True)
-class EfficiencyValues:
+class EfficiencyValues(Generic[N]):
     """What the formulas read: `Efficiency`'s numbers as plain values, Python floats for one plan or numpy arrays
     of one value per row for a sweep (DESIGN rule 4), under the same names, so a formula reads
     `efficiency.prefill_compute` whichever it was given. Built from a validated `Efficiency` (`of`), or per row
     from two of them (`per_row`): never a pydantic model holding arrays. Field meanings and sources: `Efficiency`."""
 
-    prefill_compute: Number
-    decode_compute: Number
-    memory_bandwidth: Number
-    communication: Number
-    training_compute: Number
-    host_link: Number
-    layer_overhead_seconds: Number
-    step_host_seconds: Number
-    sequence_host_seconds: Number
-    sampler_seconds_per_logit: Number
-    request_overhead_seconds: Number
-    moe_layer_seconds: Number
-    moe_expert_bandwidth: Number
-    moe_expert_compute: Number
+    prefill_compute: N
+    decode_compute: N
+    memory_bandwidth: N
+    communication: N
+    training_compute: N
+    host_link: N
+    layer_overhead_seconds: N
+    step_host_seconds: N
+    sequence_host_seconds: N
+    sampler_seconds_per_logit: N
+    request_overhead_seconds: N
+    moe_layer_seconds: N
+    moe_expert_bandwidth: N
+    moe_expert_compute: N
     source: str
 
     @staticmethod
-    def of(efficiency: Efficiency | EfficiencyValues) -> EfficiencyValues:
+    def of(efficiency: Efficiency | EfficiencyValues[float]) -> EfficiencyValues[float]:
         """The values of a validated `Efficiency` (built once per distinct record: it is frozen and hashable)."""
         return efficiency if isinstance(efficiency, EfficiencyValues) else _values_of(efficiency)
 
-    @classmethod
-    def per_row(cls, applies: np.ndarray, measured: Efficiency, default: Efficiency, source: str) -> EfficiencyValues:
+    @staticmethod
+    def per_row(
+        applies: np.ndarray, measured: Efficiency, default: Efficiency, source: str
+    ) -> EfficiencyValues[np.ndarray]:
         """`measured`'s value on rows where `applies`, `default`'s elsewhere."""
         values = {
             name: np.where(applies, getattr(measured, name), getattr(default, name))
             for name in NUMERIC_EFFICIENCY_FIELDS
         }
-        return cls(**values, source=source)
+        return EfficiencyValues(**values, source=source)
 
 
 NUMERIC_EFFICIENCY_FIELDS = tuple(f.name for f in fields(EfficiencyValues) if f.name != "source")
@@ -122,8 +127,8 @@ NUMERIC_EFFICIENCY_FIELDS = tuple(f.name for f in fields(EfficiencyValues) if f.
 assert set(NUMERIC_EFFICIENCY_FIELDS) | {"source"} == set(Efficiency.model_fields), "EfficiencyValues drifted"
 
 
-@lru_cache(maxsize=64)
-def _values_of(efficiency: Efficiency) -> EfficiencyValues:
+@by_identity
+def _values_of(efficiency: Efficiency) -> EfficiencyValues[float]:
     return EfficiencyValues(
         **{name: getattr(efficiency, name) for name in NUMERIC_EFFICIENCY_FIELDS}, source=efficiency.source
     )
