@@ -291,15 +291,7 @@ class TrafficEngine:
 
     def _one_replica(self, rate: float, num_requests: int) -> TrafficResult:
         """A Poisson-like stream of the scenario's shape at `rate` on one replica."""
-        # a trace's requests are replaced by the scenario's fixed lengths at this rate
-        untraced = {"lengths": "fixed", "trace": None} if self.traffic.lengths == "trace" else {}
-        probe = revised(
-            self.traffic,
-            requests_per_second=rate,
-            num_requests=min(num_requests, self.traffic.num_requests),
-            **untraced,
-        )
-        return self.simulate(probe, replicas=1)
+        return self.simulate(probe_traffic(self.traffic, rate, num_requests), replicas=1)
 
     def load_curve(self, num_requests: int = CURVE_REQUESTS) -> LoadCurve:
         """Latency against per-replica rate, from light load to 25% past the static plan's saturation."""
@@ -430,22 +422,25 @@ def _round_up(n: int) -> int:
     return 1 << max(int(n) - 1, 1).bit_length()
 
 
+def probe_traffic(traffic: Traffic, rate: float | None, num_requests: int) -> Traffic:
+    """The stream one replica's probe simulates (each load-curve point, each step of the capacity search): the
+    stream at `rate` with at most `num_requests` of its requests, a trace's requests replaced by the scenario's
+    fixed lengths."""
+    untraced = {"lengths": "fixed", "trace": None} if traffic.lengths == "trace" else {}
+    return revised(traffic, requests_per_second=rate, num_requests=min(num_requests, traffic.num_requests), **untraced)
+
+
 def probe_scenario(scenario: InferenceScenario, keep_slo: bool, max_requests: int | None = None) -> InferenceScenario:
-    """The scenario as the one-replica probes of `TrafficEngine.load_curve` and `.capacity` see it. Each probe
-    sets its own rate and replaces a trace by the scenario's fixed lengths (`TrafficEngine._one_replica`), so the
-    stream's rate (set to its default) and trace are left out, the SLO too unless `keep_slo` (the curve's
-    latencies do not depend on it), and the request count is capped at `max_requests` (the engine's own cap:
-    CURVE_REQUESTS, CAPACITY_MAX_REQUESTS). Scenarios with the same probe have the same load curve and SLO
-    capacity, so a cache keyed by the probe serves every rate."""
-    traffic = scenario.traffic.model_dump()
-    traffic["requests_per_second"] = Traffic.model_fields["requests_per_second"].default
-    if traffic["lengths"] == "trace":
-        traffic.update(lengths="fixed", trace=None)
-    if not keep_slo:
-        traffic["slo"] = None
-    if max_requests is not None:
-        traffic["num_requests"] = min(traffic["num_requests"], max_requests)
-    return type(scenario).model_validate({**scenario.model_dump(exclude={"traffic"}), "traffic": traffic})
+    """The scenario as the probes of `TrafficEngine.load_curve` and `.capacity` see it (`probe_traffic`, at the
+    stream's default rate: each probe sets its own), without the SLO unless `keep_slo` (the curve's latencies do
+    not depend on it), with at most `max_requests` requests (the engine's own cap: CURVE_REQUESTS,
+    CAPACITY_MAX_REQUESTS). Scenarios with the same probe have the same load curve and SLO capacity, so a cache
+    keyed by the probe serves every rate."""
+    traffic = scenario.traffic
+    probe = probe_traffic(
+        traffic, Traffic.model_fields["requests_per_second"].default, max_requests or traffic.num_requests
+    )
+    return revised(scenario, traffic=probe if keep_slo else revised(probe, slo=None))
 
 
 def capacity_answer(engine: TrafficEngine, rate_per_replica: float, target: float | None) -> CapacityAnswer:
