@@ -32,7 +32,7 @@ SKINNY_ROWS = 16  # a decode step of 16 sequences: weight streaming dominates
 SKINNY_WIDTHS = (1024, 2048, 4096, 8192, 16384)
 BANDWIDTH_BUFFERS = tuple(16 << 20 << (2 * i) for i in range(6))  # 16 MiB ... 16 GiB (x4)
 MIN_CREDIBLE_BUFFER = 64 << 20  # smaller copies may run from the last-level cache of a CPU (see Ceilings)
-# 64 KiB: a latency-bound message (alpha); the largest two: bandwidth-bound (beta) (calibration.fit.fit_allreduce).
+# 64 KiB: a latency-bound message (alpha); the largest two: bandwidth-bound (beta) (calibration.reference.fit_allreduce).
 ALLREDUCE_MESSAGES = (64 << 10, 1 << 20, 16 << 20, 128 << 20, 512 << 20)
 
 

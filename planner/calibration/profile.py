@@ -21,6 +21,7 @@ from datetime import UTC, datetime
 from pydantic import ValidationError
 
 from planner.calibration import microbench, proxy, store
+from planner.calibration.comparison import comparison_rows
 from planner.calibration.context import ProfileContext
 from planner.calibration.device import Backend, CudaBackend, make_backend
 from planner.calibration.errors import (
@@ -28,14 +29,9 @@ from planner.calibration.errors import (
     ProfileCancelled,
     ProfileUnavailable,
 )
-from planner.calibration.fit import (
-    ProxyGeometry,
-    Reference,
-    comparison_rows,
-    device_reference,
-    fit_allreduce,
-    fit_efficiency,
-)
+from planner.calibration.fit import fit_efficiency
+from planner.calibration.predict import ProxyGeometry
+from planner.calibration.reference import Reference, device_reference, fit_allreduce
 from planner.calibration_record import (
     CalibrationRecord,
     Ceilings,

@@ -4,7 +4,7 @@ A latency-bandwidth (alpha-beta) model per algorithm: time = a fixed kernel cost
 bytes crossing each GPU's link / (link bandwidth x efficiency). alpha is the link's per-step latency (the
 accelerator catalog's figure for the interconnect inside a node, `INTER_NODE_LATENCY_SECONDS` across nodes);
 a calibration with two or more GPUs fits both alpha and the bandwidth efficiency
-(`planner.calibration.fit.fit_allreduce`).
+(`planner.calibration.reference.fit_allreduce`).
 
 The catalog's per-step latencies sit where NCCL's own tuning model puts one step of its Simple protocol:
 NVLink 3 us (NCCL 3.4 us), PCIe and the network 10 us (NCCL 5.7 and 9.6 us); NVIDIA/nccl@01afd20

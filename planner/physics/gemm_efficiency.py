@@ -48,7 +48,7 @@ micro-batch runs each forward GEMM three times (forward, input and weight gradie
 that full recomputation repeats.
 
 A calibration that timed GEMMs of several sizes on the user's GPU fits both numbers of that device
-(`planner.calibration.fit.fit_gemm_shape`); a plan on that GPU passes them as `measured_ceiling` /
+(`planner.calibration.reference.fit_gemm_shape`); a plan on that GPU passes them as `measured_ceiling` /
 `measured_tail_seconds` and they replace the table's (`planner.calibration_record.CalibrationRecord.gemm_shape_for`).
 
 Everything broadcasts over numpy arrays (DESIGN rule 4).

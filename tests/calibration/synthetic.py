@@ -7,15 +7,11 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
-from planner.calibration.fit import (
-    ProxyGeometry,
-    Reference,
-    comparison_rows,
-    fit_efficiency,
-    optimizer_seconds,
-    predicted_seconds,
-)
+from planner.calibration.comparison import comparison_rows
+from planner.calibration.fit import fit_efficiency
+from planner.calibration.predict import GemmShape, ProxyGeometry, optimizer_seconds, predicted_seconds
 from planner.calibration.proxy import probe_architecture, proxy_architecture
+from planner.calibration.reference import Reference
 from planner.calibration_record import (
     AllReduceMeasurement,
     BandwidthMeasurement,
@@ -68,8 +64,6 @@ def _phase(name, phase, layers, batch, tokens, context, flops, moved, seconds, b
 def engine_seconds(phase, flops, bytes_moved, peak, bandwidth, efficiency, layers=0):
     """The engine's own prediction on the reference GPU, with its GEMM ceiling ratio and kernel tail
     (`planner.physics.gemm_efficiency`), as `plan()` applies them there."""
-    ref = Reference.from_catalog(GPU)
-    ratio = ref.training_ceiling_ratio(DTYPE) if phase == "train" else ref.gemm_ceiling_ratio(DTYPE)
     return predicted_seconds(
         phase,
         flops,
@@ -77,9 +71,8 @@ def engine_seconds(phase, flops, bytes_moved, peak, bandwidth, efficiency, layer
         peak,
         bandwidth,
         efficiency,
+        GemmShape.of(Reference.from_catalog(GPU), DTYPE, phase),
         layers,
-        ratio,
-        ref.gemm_tail_seconds,
     )
 
 

@@ -10,22 +10,21 @@ import json
 import pytest
 
 from planner import plan
-from planner.calibration.fit import (
-    Reference,
-    comparison_rows,
-    device_reference,
-    fit_allreduce,
-    fit_efficiency,
-    fit_gemm_shape,
-    predicted_seconds,
-)
+from planner.calibration.comparison import comparison_rows
+from planner.calibration.fit import fit_efficiency
+from planner.calibration.predict import GemmShape, predicted_seconds
+from planner.calibration.reference import Reference, device_reference, fit_allreduce, fit_gemm_shape
 from planner.calibration.report import device_terms, efficiency_lines
 from planner.calibration.store import export_calibration, parse_calibration
 from planner.calibration_record import AllReduceMeasurement, CalibrationRecord, Ceilings, MatmulMeasurement
 from planner.hardware.catalog import get_accelerator
 from planner.inference.scenario import InferenceScenario
 from planner.physics import collectives
-from planner.physics.gemm_efficiency import REFERENCE_CEILING, TRAINING_REFERENCE_CEILING
+from planner.physics.gemm_efficiency import (
+    REFERENCE_CEILING,
+    TRAINING_GEMMS_PER_FORWARD_GEMM,
+    TRAINING_REFERENCE_CEILING,
+)
 from planner.scenario import parse_scenario
 from planner.share import calibration_fingerprint, decode_calibration, encode_calibration
 from planner.training.inputs import training_hardware
@@ -102,7 +101,10 @@ def test_alpha_and_beta_are_recovered_from_the_allreduce_sizes():
 def _curve_device(phase, flops, bytes_moved, peak, bandwidth, efficiency, layers=0):
     """A roofline H100 whose GEMMs follow this device's curve (0.70, 8 us) instead of the published one."""
     ratio = CEILING / (TRAINING_REFERENCE_CEILING if phase == "train" else REFERENCE_CEILING)
-    return predicted_seconds(phase, flops, bytes_moved, peak, bandwidth, efficiency, layers, ratio, T0)
+    passes = TRAINING_GEMMS_PER_FORWARD_GEMM if phase == "train" else 1  # forward + 2 backward GEMM passes
+    return predicted_seconds(
+        phase, flops, bytes_moved, peak, bandwidth, efficiency, GemmShape(ratio, T0, passes), layers
+    )
 
 
 def _with_curve(ceilings: Ceilings, sizes=(1024, 2048, 4096, 8192)) -> Ceilings:

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from planner.calibration.fit import Reference, clamp, comparison_rows, fit_efficiency
+from planner.calibration.comparison import comparison_rows
+from planner.calibration.fit import fit_efficiency
+from planner.calibration.reference import Reference, clamp
 from planner.calibration_record import Ceilings
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 

@@ -232,7 +232,7 @@ def test_all_reduce_over_torch_distributed_gloo():
 def test_a_gpu_profile_fits_alpha_and_the_gemm_curve_and_plans_on_that_gpu_use_them(monkeypatch):
     """The profile's record carries the fitted alpha (two GPUs, several all-reduce sizes) and the GEMM curve
     (square matmuls at 2048 and above), and a TP=2 plan on the H100 it measured reads both."""
-    from planner.calibration.fit import fit_allreduce, fit_gemm_shape
+    from planner.calibration.reference import fit_allreduce, fit_gemm_shape
     from planner.calibration_record import MatmulMeasurement
 
     def curve_matmuls(ctx, dtypes, budget_seconds, skipped):
@@ -260,7 +260,7 @@ def test_a_gpu_profile_fits_alpha_and_the_gemm_curve_and_plans_on_that_gpu_use_t
     assert gemm.dtype == "fp32" and gemm.sizes == [2048, 4096]
     assert gemm.ceiling == pytest.approx(0.7, rel=1e-9) and gemm.tail_seconds == pytest.approx(8e-6, rel=1e-6)
     assert gemm == fit_gemm_shape(record.ceilings.matmul, "fp32", 66.9e12)
-    from planner.calibration.fit import Reference
+    from planner.calibration.reference import Reference
 
     alpha = fit_allreduce(record.ceilings.allreduce, Reference.from_catalog("h100-sxm"), 0.5).latency_seconds
     assert record.link_latency_seconds == pytest.approx(alpha) and 0 < alpha < 9e-6

@@ -9,7 +9,7 @@ from planner.calibration import proxy
 from planner.calibration.context import ProfileContext
 from planner.calibration.device import make_backend
 from planner.calibration.errors import ProfileUnavailable
-from planner.calibration.fit import ProxyGeometry
+from planner.calibration.predict import ProxyGeometry
 from planner.calibration.profile import CPU_POINTS, GPU_POINTS, _Rates, size_proxy
 from planner.calibration_record import ProfileSettings
 from planner.model.architecture import ModelArchitecture

@@ -114,7 +114,7 @@ def test_peer_access_needs_the_domain():
 
 
 def test_calibration_fits_alpha_and_beta_from_the_all_reduce_sizes():
-    from planner.calibration.fit import Reference, fit_allreduce
+    from planner.calibration.reference import Reference, fit_allreduce
     from planner.calibration_record import AllReduceMeasurement
 
     ref = Reference.from_catalog("h100-sxm")  # NVLink 450 GB/s, catalog alpha 3 us
