@@ -8,19 +8,13 @@ Progress goes to `progress(fraction, message)`; `cancel` (a threading.Event or a
 between repetitions. Out-of-memory and backend errors end in ProfileAborted with the partial record.
 """
 
-from __future__ import annotations
-
 import dataclasses
-import json
-import os
-import threading
-from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from pydantic import ValidationError
 
-from planner.calibration import microbench, proxy, store
+from planner.calibration import microbench, proxy
 from planner.calibration.comparison import comparison_rows
 from planner.calibration.context import ProfileContext
 from planner.calibration.device import Backend, CudaBackend, make_backend
@@ -30,8 +24,10 @@ from planner.calibration.errors import (
     ProfileUnavailable,
 )
 from planner.calibration.fit import fit_efficiency
+from planner.calibration.lock import exclusive_profile
 from planner.calibration.predict import ProxyGeometry
 from planner.calibration.reference import Reference, device_reference, fit_allreduce
+from planner.calibration.sizing import Rates, size_proxy
 from planner.calibration_record import (
     CalibrationRecord,
     Ceilings,
@@ -51,110 +47,17 @@ from planner.physics.memory import CUDA_CONTEXT_BYTES
 from planner.scenario_base import revised
 from planner.units import gib, rate, seconds
 
-# Operating points before any cap: (prefill tokens, holdout prefill tokens, decode batch, decode context,
-# holdout decode batch, holdout decode context, train micro-batch, train tokens, layers)
-GPU_POINTS = dict(
-    prefill=2048,
-    prefill_holdout=512,
-    decode_batch=16,
-    decode_context=2048,
-    holdout_batch=64,
-    holdout_context=512,
-    train_batch=1,
-    train_tokens=2048,
-    layers=4,
-)
-CPU_POINTS = dict(
-    prefill=256,
-    prefill_holdout=64,
-    decode_batch=4,
-    decode_context=256,
-    holdout_batch=16,
-    holdout_context=64,
-    train_batch=1,
-    train_tokens=256,
-    layers=2,
-)
-MIN_TOKENS = 16
 # Shares of the proxy budget per phase (train includes its optimizer step).
 PHASE_SHARES = dict(
     overhead_probe=0.03, prefill=0.15, prefill_holdout=0.08, decode=0.14, decode_holdout=0.08, train=0.52
 )
-# Calls each phase makes at least (warm-up included), for the sizing estimate.
-PHASE_CALLS = dict(prefill=3, prefill_holdout=3, decode=4, decode_holdout=4, train=3)
-PROBE_CONTEXT = 16
-OVERHEAD_FACTOR = 1.5  # non-GEMM kernels (norms, RoPE, attention, residuals) on top of the GEMM estimate
+PROBE_CONTEXT = 16  # cached tokens the overhead probe's one-token decode attends
 # How much slower than the ceiling-based estimate the real proxy phases may run, per device kind. On the
 # 2-core CI CPU, llama-3.1-8b layers at full width ran 1.3-2.7x (prefill), 4.5x (training step: first-touch
 # page faults of gradients and optimizer state, per-tensor AdamW) and 5x (decode: 4-row GEMMs stream weights
 # at a fraction of copy bandwidth) slower than estimated, more while other programs were busy; a GPU runs
 # its kernels close to the ceilings. The estimate times this margin must fit the proxy budget.
 ESTIMATE_MARGIN = {"cpu": 6.0, "cuda": 1.25}
-
-
-@dataclass
-class _Rates:
-    square: float
-    skinny: float
-    bandwidth: float
-
-
-_IN_PROCESS = threading.Lock()
-LOCK_FILE = "profile.lock"
-
-
-@contextmanager
-def exclusive_profile(device_name: str):
-    """One profile at a time per machine: two would share the device and measure each other.
-
-    A lock held in this process (another dashboard session) or by a live process (a CLI run, another
-    server) refuses the second run with a message; a lock left by a killed run is taken over.
-    """
-    if not _IN_PROCESS.acquire(blocking=False):
-        raise ProfileUnavailable("a calibration profile is already running in this app; wait for it or cancel it")
-    lock = store.data_dir() / LOCK_FILE
-    try:
-        lock.parent.mkdir(parents=True, exist_ok=True)
-        for _attempt in range(2):
-            try:
-                fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                holder = _lock_holder(lock)
-                if holder is not None:
-                    raise ProfileUnavailable(
-                        f"a calibration profile is already running (process {holder}, lock "
-                        f"{lock}); wait for it to finish"
-                    ) from None
-                lock.unlink(missing_ok=True)  # left by a run that was killed
-                continue
-            with os.fdopen(fd, "w") as handle:
-                handle.write(json.dumps({"pid": os.getpid(), "device": device_name}))
-            break
-        else:
-            raise ProfileUnavailable(f"could not take the profile lock {lock}")
-        try:
-            yield
-        finally:
-            lock.unlink(missing_ok=True)
-    finally:
-        _IN_PROCESS.release()
-
-
-def _lock_holder(lock) -> int | None:
-    """The live process holding `lock`, or None when the lock is stale or unreadable."""
-    try:
-        pid = int(json.loads(lock.read_text())["pid"])
-    except (OSError, ValueError, KeyError, TypeError, RecursionError):
-        return None
-    if pid == os.getpid():
-        return None
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return None
-    except PermissionError:
-        return pid
-    return pid
 
 
 def run_profile(
@@ -234,6 +137,21 @@ class _State:
 
 
 def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> None:
+    _measure_ceilings(ctx, state, supported)
+    proxy_budget = max(ctx.remaining() * 0.95, 0.05 * state.settings.seconds)
+    model, geometry = _build_proxy(ctx, state, proxy_budget)
+    state.phases = []
+    _probe_overhead(ctx, state, proxy_budget)
+    _run_phases(ctx, state, model, geometry, proxy_budget)
+    del model
+    ctx.backend.empty_cache()
+    state.phase = "fit"
+    ctx.progress(0.96, "fitting efficiencies")
+    state.runtime_bytes = ctx.backend.runtime_overhead_bytes()
+
+
+def _measure_ceilings(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> None:
+    """The matmul, copy-bandwidth and (with 2+ GPUs) all-reduce ceilings, into `state.ceilings` as they come."""
     backend, settings = ctx.backend, state.settings
     total = settings.seconds
     multi_gpu = backend.kind == "cuda" and backend.device_count() >= 2 and settings.allreduce
@@ -272,21 +190,23 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
         skipped["allreduce"] = "one GPU: no all-reduce to measure (communication efficiency stays at its default)"
     state.ceilings = Ceilings(matmul=matmuls, bandwidth=bandwidth, allreduce=allreduce, skipped=skipped)
 
-    # ---- proxy model
+
+def _build_proxy(ctx: ProfileContext, state: _State, proxy_budget: float) -> tuple[proxy.ProxyModel, ProxyGeometry]:
+    """The proxy sized to the budget (`sizing.size_proxy`, into `state.spec`), built on the device."""
+    backend, settings = ctx.backend, state.settings
+    assert state.ceilings is not None and state.dtype is not None  # measured first (`_measure_ceilings`)
     state.phase = "proxy sizing"
-    proxy_budget = max(ctx.remaining() * 0.95, 0.05 * total)
     spec = size_proxy(
         state.arch,
         settings,
         backend.kind,
         state.dtype,
-        _rates(state.ceilings, state.dtype, backend),
+        Rates.of(state.ceilings, state.dtype),
         proxy_budget / ESTIMATE_MARGIN[backend.kind],
         ctx.memory_cap_bytes,
         settings.model,
     )
     state.spec = spec
-    geometry = ProxyGeometry(spec.architecture, spec.dtype)
     state.phase = "proxy build"
     ctx.progress(0.4, f"building {spec.architecture.name} in {spec.dtype}")
     positions = max(
@@ -297,21 +217,31 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
         spec.holdout_prefill_tokens,
     )
     model = proxy.ProxyModel.build(backend, spec.architecture, spec.dtype, positions)
-    state.phases = []
-    layers = spec.architecture.num_layers
+    return model, ProxyGeometry(spec.architecture, spec.dtype)
 
-    # ---- per-layer overhead: one token through very narrow copies of the layers
+
+def _probe_overhead(ctx: ProfileContext, state: _State, proxy_budget: float) -> None:
+    """The per-layer overhead: one token through very narrow copies of the layers."""
+    spec, phases = state.spec, state.phases
+    assert spec is not None and phases is not None
+    layers = spec.architecture.num_layers
     state.phase = "proxy overhead probe"
     ctx.progress(0.4, state.phase)
     probe_arch = proxy.probe_architecture(state.arch, layers)
-    probe = proxy.ProxyModel.build(backend, probe_arch, spec.dtype, PROBE_CONTEXT + 1, seed=1)
+    probe = proxy.ProxyModel.build(ctx.backend, probe_arch, spec.dtype, PROBE_CONTEXT + 1, seed=1)
     result = proxy.run_decode(ctx, probe, 1, PROBE_CONTEXT, PHASE_SHARES["overhead_probe"] * proxy_budget)
-    flops, moved = ProxyGeometry(probe_arch, spec.dtype).decode_work(1, PROBE_CONTEXT)
-    probe_phase = _phase("overhead_probe", "decode", layers, 1, 1, PROBE_CONTEXT, flops, moved, result)
-    state.phases.append(revised(probe_phase, tensor_bytes={}, peak_memory_bytes=None))
-    del probe
+    work = ProxyGeometry(probe_arch, spec.dtype).decode_work(1, PROBE_CONTEXT)
+    probe_phase = _phase("overhead_probe", "decode", layers, (1, 1, PROBE_CONTEXT), work, result)
+    phases.append(revised(probe_phase, tensor_bytes={}, peak_memory_bytes=None))
 
-    # The held-out points run last and only while the budget lasts: the fitted points matter more.
+
+def _run_phases(
+    ctx: ProfileContext, state: _State, model: proxy.ProxyModel, geometry: ProxyGeometry, proxy_budget: float
+) -> None:
+    """The fitted points, then the held-out ones while the budget lasts (the fitted points matter more)."""
+    spec, phases = state.spec, state.phases
+    assert spec is not None and phases is not None
+    layers = spec.architecture.num_layers
     plan = [
         ("prefill", "prefill", spec.prefill_tokens, None),
         ("decode", "decode", spec.decode_batch, spec.decode_context_tokens),
@@ -332,22 +262,15 @@ def _profile(ctx: ProfileContext, state: _State, supported: tuple[str, ...]) -> 
         budget = PHASE_SHARES[name] * proxy_budget
         if phase == "prefill":
             result = proxy.run_prefill(ctx, model, a, budget)
-            flops, moved = geometry.prefill_work(a)
-            state.phases.append(_phase(name, phase, layers, 1, a, 0, flops, moved, result))
+            phases.append(_phase(name, phase, layers, (1, a, 0), geometry.prefill_work(a), result))
         elif phase == "decode":
             result = proxy.run_decode(ctx, model, a, b, budget)
-            flops, moved = geometry.decode_work(a, b)
-            state.phases.append(_phase(name, phase, layers, a, a, b, flops, moved, result))
+            phases.append(_phase(name, phase, layers, (a, a, b), geometry.decode_work(a, b), result))
         else:
             result = proxy.run_train(ctx, model, a, b, budget)
             work = geometry.train_work(a, b)
-            state.phases.append(_phase(name, phase, layers, a, a * b, b, work["flops"], work["bytes"], result))
+            phases.append(_phase(name, phase, layers, (a, a * b, b), (work["flops"], work["bytes"]), result))
         fraction += PHASE_SHARES[name] * 0.55
-    del model
-    backend.empty_cache()
-    state.phase = "fit"
-    ctx.progress(0.96, "fitting efficiencies")
-    state.runtime_bytes = backend.runtime_overhead_bytes()
 
 
 def _sub(ctx: ProfileContext, start: float, width: float) -> ProfileContext:
@@ -363,7 +286,10 @@ def _sub(ctx: ProfileContext, start: float, width: float) -> ProfileContext:
     return dataclasses.replace(ctx, progress_fn=progress_fn)
 
 
-def _phase(name, phase, layers, batch, tokens, context, flops, moved, result) -> PhaseMeasurement:
+def _phase(name, phase, layers, shape: tuple[int, int, int], work: tuple[float, float], result) -> PhaseMeasurement:
+    """`shape` is (batch, new tokens, context tokens), `work` the engine's (FLOPs, bytes) for the step."""
+    batch, tokens, context = shape
+    flops, moved = work
     return PhaseMeasurement(
         name=name,
         phase=phase,
@@ -406,136 +332,6 @@ def _choose_dtype(requested: ProxyDType, backend: Backend, ceilings: Ceilings, n
             "on this CPU; efficiencies measured in this dtype are applied to the plan's dtype peak"
         )
     return dtype
-
-
-def _rates(ceilings: Ceilings, dtype: str, backend: Backend) -> _Rates:
-    square = ceilings.best_matmul_flops_per_second(dtype, "square") or 1e11
-    skinny = ceilings.best_matmul_flops_per_second(dtype, "skinny") or square / 4
-    bandwidth = ceilings.bandwidth_bytes_per_second() or 1e10
-    return _Rates(square, skinny, bandwidth)
-
-
-# ---------------------------------------------------------------------------------------------
-# sizing the proxy
-
-
-def estimate_proxy(arch: ModelArchitecture, dtype: str, points: dict, rates: _Rates) -> tuple[float, float]:
-    """(seconds, peak bytes) the proxy phases are expected to take at these operating points, from the
-    measured ceilings (GEMM FLOP/s, copy bandwidth) and the engine's FLOP and byte counts."""
-    g = ProxyGeometry(arch, dtype)
-
-    def step(flops, moved, flop_rate):
-        return max(flops / flop_rate, moved / rates.bandwidth) * OVERHEAD_FACTOR
-
-    t = 0.0
-    f, b = g.prefill_work(points["prefill"])
-    t += PHASE_CALLS["prefill"] * step(f, b, rates.square)
-    f, b = g.prefill_work(points["prefill_holdout"])
-    t += PHASE_CALLS["prefill_holdout"] * step(f, b, rates.square)
-    f, b = g.decode_work(points["decode_batch"], points["decode_context"])
-    t += PHASE_CALLS["decode"] * step(f, b, rates.skinny)
-    f, b = g.decode_work(points["holdout_batch"], points["holdout_context"])
-    t += PHASE_CALLS["decode_holdout"] * step(f, b, rates.skinny)
-    work = g.train_work(points["train_batch"], points["train_tokens"])
-    # The AdamW step is ~a dozen elementwise passes over the fp32 states written out per tensor.
-    t += PHASE_CALLS["train"] * (
-        step(work["flops"], work["bytes"], rates.square) + 3 * work["optimizer_bytes"] / rates.bandwidth
-    )
-    train_mem = sum(g.training_memory(points["train_batch"], points["train_tokens"]).values())
-    kv = max(
-        g.kv_bytes(points["decode_batch"], points["decode_context"] + 1),
-        g.kv_bytes(points["holdout_batch"], points["holdout_context"] + 1),
-        g.kv_bytes(1, points["prefill"]),
-    )
-    transient = 4 * g.inference_activation_bytes(max(points["prefill"], points["train_batch"] * points["train_tokens"]))
-    peak = max(train_mem, g.weight_bytes() + kv) + transient
-    return t, peak
-
-
-def size_proxy(
-    arch: ModelArchitecture,
-    settings: ProfileSettings,
-    device_kind: str,
-    dtype: ProxyComputeDType,
-    rates: _Rates,
-    budget_seconds: float,
-    memory_cap_bytes: int,
-    model_id: str,
-) -> ProxySpec:
-    """The largest proxy that fits the time budget and the memory cap: the device's default operating
-    points, then shorter sequences (down to 1/4), then a narrower model (width / 2, / 4, ...), then one
-    layer. If nothing fits, the smallest candidate runs and the record says the budget was too small."""
-    base = dict(GPU_POINTS if device_kind == "cuda" else CPU_POINTS)
-    requested_layers = settings.layers or base["layers"]
-    layers_options = [min(requested_layers, arch.num_layers)]
-    if layers_options[0] > 1 and settings.layers is None:
-        layers_options.append(1)
-    token_keys = ("prefill", "prefill_holdout", "decode_context", "holdout_context", "train_tokens")
-    candidates = []
-    for layers in layers_options:
-        for divisor in proxy.width_divisors(arch):
-            for scale in (1, 2, 4):
-                points = dict(base)
-                for key in token_keys:
-                    points[key] = max(min(base[key] // scale, arch.max_context_tokens - 1), MIN_TOKENS)
-                candidates.append((layers, divisor, scale, points))
-    chosen = None
-    for layers, divisor, scale, points in candidates:
-        candidate_arch = proxy.proxy_architecture(arch, layers, divisor)
-        seconds_needed, peak = estimate_proxy(candidate_arch, dtype, points, rates)
-        if seconds_needed <= budget_seconds and peak <= memory_cap_bytes:
-            chosen = (layers, divisor, scale, points, candidate_arch, seconds_needed, peak)
-            break
-    caps: list[str] = []
-    if chosen is None:
-        layers, divisor, scale, points = candidates[-1]
-        candidate_arch = proxy.proxy_architecture(arch, layers, divisor)
-        seconds_needed, peak = estimate_proxy(candidate_arch, dtype, points, rates)
-        chosen = (layers, divisor, scale, points, candidate_arch, seconds_needed, peak)
-        caps.append(
-            f"even the smallest proxy is estimated at {seconds(seconds_needed)} and {gib(peak)} against a "
-            f"budget of {seconds(budget_seconds)} and {gib(memory_cap_bytes)}: the profile overruns"
-        )
-    layers, divisor, scale, points, proxy_arch, seconds_needed, peak = chosen
-    if layers < min(requested_layers, arch.num_layers):
-        caps.append(f"layers capped {min(requested_layers, arch.num_layers)} -> {layers} to fit the budget")
-    if divisor > 1:
-        caps.append(
-            f"width capped {arch.hidden_size} -> {proxy_arch.hidden_size} (/{divisor}: heads "
-            f"{arch.num_attention_heads} -> {proxy_arch.num_attention_heads}, KV heads {arch.num_kv_heads} -> "
-            f"{proxy_arch.num_kv_heads}, MLP {arch.intermediate_size} -> {proxy_arch.intermediate_size}; "
-            f"head_dim {arch.head_dim} kept) to fit the {device_kind.upper()} time budget or memory cap"
-        )
-    if scale > 1:
-        caps.append(
-            f"sequence lengths divided by {scale} (prefill {base['prefill']} -> {points['prefill']} tokens, "
-            f"decode context {base['decode_context']} -> {points['decode_context']}, training sequence "
-            f"{base['train_tokens']} -> {points['train_tokens']}) to fit the budget"
-        )
-    if any(points[k] < base[k] // scale for k in token_keys):
-        caps.append(f"sequence lengths capped by the model's {arch.max_context_tokens}-token context")
-    caps.append(
-        f"estimated {seconds(seconds_needed)} and {gib(peak)} for the proxy phases "
-        f"(budget {seconds(budget_seconds)}, memory cap {gib(memory_cap_bytes)})"
-    )
-    return ProxySpec(
-        model_id=model_id,
-        model_name=arch.name,
-        architecture=proxy_arch,
-        source_num_layers=arch.num_layers,
-        source_hidden_size=arch.hidden_size,
-        width_divisor=divisor,
-        dtype=dtype,
-        prefill_tokens=points["prefill"],
-        holdout_prefill_tokens=points["prefill_holdout"],
-        decode_batch=points["decode_batch"],
-        decode_context_tokens=points["decode_context"],
-        holdout_decode_batch=points["holdout_batch"],
-        holdout_decode_context_tokens=points["holdout_context"],
-        train_micro_batch=points["train_batch"],
-        train_tokens=points["train_tokens"],
-        caps=caps,
-    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -630,4 +426,4 @@ def _record(ctx: ProfileContext, state: _State, stopped: str) -> CalibrationReco
     )
 
 
-__all__ = ["CPU_POINTS", "GPU_POINTS", "estimate_proxy", "run_profile", "size_proxy"]
+__all__ = ["run_profile"]

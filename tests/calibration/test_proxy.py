@@ -10,7 +10,7 @@ from planner.calibration.context import ProfileContext
 from planner.calibration.device import make_backend
 from planner.calibration.errors import ProfileUnavailable
 from planner.calibration.predict import ProxyGeometry
-from planner.calibration.profile import CPU_POINTS, GPU_POINTS, _Rates, size_proxy
+from planner.calibration.sizing import CPU_POINTS, GPU_POINTS, Rates, size_proxy
 from planner.calibration_record import ProfileSettings
 from planner.model.architecture import ModelArchitecture
 from planner.model.catalog import resolve_model
@@ -98,7 +98,7 @@ def _size(rates, budget=10.0, cap=1 << 40, device="cpu", model="llama-3.1-8b", *
 
 
 def test_a_fast_device_gets_the_real_width_and_the_default_operating_points():
-    spec = _size(_Rates(square=5e14, skinny=1e14, bandwidth=3e12), device="cuda")
+    spec = _size(Rates(square=5e14, skinny=1e14, bandwidth=3e12), device="cuda")
     assert spec.width_divisor == 1 and spec.architecture.hidden_size == 4096
     assert spec.architecture.num_layers == GPU_POINTS["layers"]
     assert spec.prefill_tokens == GPU_POINTS["prefill"] and spec.train_tokens == GPU_POINTS["train_tokens"]
@@ -106,23 +106,23 @@ def test_a_fast_device_gets_the_real_width_and_the_default_operating_points():
 
 
 def test_a_slow_device_gets_shorter_sequences_or_a_narrower_model_and_says_so():
-    shorter = _size(_Rates(square=2e11, skinny=5e10, bandwidth=2e10), budget=1.5, model="qwen2.5-0.5b")
+    shorter = _size(Rates(square=2e11, skinny=5e10, bandwidth=2e10), budget=1.5, model="qwen2.5-0.5b")
     assert shorter.width_divisor == 1 and shorter.prefill_tokens < CPU_POINTS["prefill"]
     assert "sequence lengths divided by" in " ".join(shorter.caps)
-    narrower = _size(_Rates(square=5e10, skinny=1e10, bandwidth=1e10), budget=2.0)
+    narrower = _size(Rates(square=5e10, skinny=1e10, bandwidth=1e10), budget=2.0)
     assert narrower.width_divisor > 1
     assert "width capped 4096" in " ".join(narrower.caps)
 
 
 def test_the_memory_cap_narrows_the_proxy():
-    fast = _Rates(square=5e14, skinny=1e14, bandwidth=3e12)
+    fast = Rates(square=5e14, skinny=1e14, bandwidth=3e12)
     wide = _size(fast, device="cuda")
     capped = _size(fast, device="cuda", cap=256 << 20)
     assert capped.architecture.hidden_size < wide.architecture.hidden_size
 
 
 def test_an_impossible_budget_still_runs_the_smallest_proxy_and_warns():
-    spec = _size(_Rates(square=1e3, skinny=1e3, bandwidth=1e3), budget=0.01)
+    spec = _size(Rates(square=1e3, skinny=1e3, bandwidth=1e3), budget=0.01)
     assert spec.architecture.num_layers == 1
     assert any("overruns" in c for c in spec.caps)
 

@@ -178,7 +178,7 @@ def test_the_calibration_package_imports_without_torch():
     code = (
         "import sys; sys.modules['torch'] = None\n"  # any `import torch` now raises ImportError
         "import planner, planner.calibration, planner.calibration_record, planner.calibration.store\n"
-        "import planner.calibration.fit, planner.calibration.report, planner.cli.calibrate\n"
+        "import planner.calibration.fit, planner.calibration.comparison, planner.calibration.report, planner.cli.calibrate\n"
         "import planner.calibration.device, planner.calibration.microbench, planner.calibration.proxy\n"
         "import planner.calibration.profile\n"
         "from planner.calibration.profile import run_profile\n"
@@ -203,7 +203,7 @@ def test_a_second_profile_while_one_runs_is_refused_and_a_stale_lock_is_taken_ov
     import sys
 
     from planner.calibration.errors import ProfileUnavailable
-    from planner.calibration.profile import LOCK_FILE, exclusive_profile
+    from planner.calibration.lock import LOCK_FILE, exclusive_profile
 
     monkeypatch.setenv(store.DATA_DIR_ENV, str(tmp_path))
     with exclusive_profile("dev"), pytest.raises(ProfileUnavailable, match="already running in this app"):
