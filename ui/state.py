@@ -9,8 +9,8 @@ a CPU calibration leaves an H100 plan on the documented defaults unless the sess
 A scenario with a request stream (``traffic``) is simulated by ``cached_plan`` itself; the sweeps and the static
 searches (techniques, diagnosis, simpler alternatives) answer for its static plan (``static``): one simulation per
 variant would turn their milliseconds into seconds. The Traffic view's load curve and SLO capacity are cached
-without the stream's rate (``probe_scenario``): the engine sets the rate of every probe itself, so moving the rate
-slider re-simulates only the stream. A disaggregated split of the stream (``disaggregated``, ``split_comparison``)
+without the stream's rate (``planner.inference.traffic.probe_scenario``): the engine sets the rate of every probe
+itself, so moving the rate slider re-simulates only the stream. A disaggregated split of the stream (``disaggregated``, ``split_comparison``)
 and the Trade-offs page's SLO search (``cached_slo_search``) are cached per scenario like the plan.
 
 Keys written here (not widgets):
@@ -39,8 +39,13 @@ from planner.inference.disaggregation import (
 )
 from planner.inference.plan import TRAFFIC_NOT_SIMULATED
 from planner.inference.scenario import InferenceScenario
-from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine, capacity_answer
-from planner.inference.traffic import probe_scenario as traffic_probe
+from planner.inference.traffic import (
+    CAPACITY_MAX_REQUESTS,
+    CURVE_REQUESTS,
+    TrafficEngine,
+    capacity_answer,
+    probe_scenario,
+)
 from planner.inference.traffic_results import CapacityAnswer, LoadCurve
 from planner.inference.workload import Slo
 from planner.plan import calibration_for_gpu, without_traffic
@@ -122,14 +127,6 @@ def context_grid(scenario, max_concurrency: int | None, model_max_context: int, 
 
 
 # ------------------------------------------------------------------------------------------ traffic
-
-
-def probe_scenario(scenario, keep_slo: bool, max_requests: int | None = None):
-    """The scenario as the load curve and the SLO capacity search see it (planner.inference.traffic.probe_scenario:
-    the stream's rate and trace left out, the request count capped where the engine caps it), so the cache serves
-    every position of the rate slider. tests/app/test_traffic_view.py checks the results are the engine's for the
-    scenario itself."""
-    return traffic_probe(scenario, keep_slo, max_requests)
 
 
 @st.cache_data(max_entries=64, show_spinner="Simulating the load–latency curve…", hash_funcs=HASH_FUNCS)

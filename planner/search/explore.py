@@ -92,21 +92,10 @@ def _point(scenario, calibration, concurrency: int, prompt_tokens: int) -> Sweep
     )
 
 
-def _axes(scenario, calibration, concurrencies, contexts=None, with_contexts: bool = False):
-    """The given axes, or the defaults read off the scenario's own static plan."""
-    if concurrencies is not None and (contexts is not None or not with_contexts):
-        return concurrencies, contexts
-    base = static_plan(scenario, calibration)
-    if concurrencies is None:
-        concurrencies = concurrency_axis(scenario, base.memory.max_concurrency)
-    if with_contexts and contexts is None:
-        contexts = context_axis(scenario, base.model.max_context_tokens)
-    return concurrencies, contexts
-
-
 def concurrency_sweep(scenario, calibration=None, concurrencies: list[int] | None = None) -> Sweep:
     """An inference scenario's plan at each concurrency (default: `concurrency_axis` of its plan)."""
-    concurrencies, _ = _axes(scenario, calibration, concurrencies)
+    if concurrencies is None:
+        concurrencies = concurrency_axis(scenario, static_plan(scenario, calibration).memory.max_concurrency)
     points = [_point(scenario, calibration, c, scenario.prompt_tokens) for c in concurrencies]
     return Sweep(
         varied=("concurrency",),
@@ -121,7 +110,12 @@ def context_concurrency_grid(
 ) -> Sweep:
     """Every (concurrency, context) cell; the output length stays, the prompt takes the rest of the context
     (defaults: `concurrency_axis` and `context_axis` of the scenario's plan)."""
-    concurrencies, contexts = _axes(scenario, calibration, concurrencies, contexts, with_contexts=True)
+    if concurrencies is None or contexts is None:
+        base = static_plan(scenario, calibration)
+        if concurrencies is None:
+            concurrencies = concurrency_axis(scenario, base.memory.max_concurrency)
+        if contexts is None:
+            contexts = context_axis(scenario, base.model.max_context_tokens)
     points = [
         _point(scenario, calibration, c, ctx - scenario.output_tokens)
         for ctx in contexts

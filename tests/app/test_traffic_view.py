@@ -12,10 +12,10 @@ from test_controls import duplicate_warnings, run  # noqa: F401  (fixture)
 
 from planner import InferenceScenario, plan
 from planner.export import plans_to_csv
-from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine
+from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine, probe_scenario
 from planner.inference.workload import PrefixPool, Slo, TraceRow, Traffic
 from planner.share import scenario_to_query_params
-from ui import state, traffic_charts, traffic_controls, traffic_text
+from ui import traffic_charts, traffic_controls, traffic_text
 from ui.links import decode_pin, encode_pin
 
 # 200 requests keep each simulation (and the curve's and the capacity search's probes) short.
@@ -218,7 +218,7 @@ def test_the_cached_curve_and_capacity_are_the_engine_s_for_the_scenario_itself(
     slo = Slo(ttft_seconds=3.0)
     # The curve: 700 requests, past its 600 per point; the SLO does not change its latencies.
     curve_scenario = InferenceScenario(traffic=Traffic(requests_per_second=7.0, num_requests=700, slo=slo))
-    probe = state.probe_scenario(curve_scenario, keep_slo=False, max_requests=CURVE_REQUESTS)
+    probe = probe_scenario(curve_scenario, keep_slo=False, max_requests=CURVE_REQUESTS)
     assert probe.traffic.requests_per_second != 7.0 and probe.traffic.num_requests == CURVE_REQUESTS
     ignore = {"slo_attainment"}  # the one thing the SLO changes; the curve does not show it
     points = [p.model_dump(exclude=ignore) for p in TrafficEngine.of(probe).load_curve().points]
@@ -227,7 +227,7 @@ def test_the_cached_curve_and_capacity_are_the_engine_s_for_the_scenario_itself(
     rows = tuple(TraceRow(arrival_seconds=i / 3, prompt_tokens=500 + i, output_tokens=100) for i in range(30))
     traffic = Traffic(num_requests=120, lengths="trace", trace=rows, arrival="gamma", burstiness=2, slo=slo)
     scenario = InferenceScenario(traffic=traffic)
-    probe = state.probe_scenario(scenario, keep_slo=True, max_requests=CAPACITY_MAX_REQUESTS)
+    probe = probe_scenario(scenario, keep_slo=True, max_requests=CAPACITY_MAX_REQUESTS)
     assert probe.traffic.trace is None and probe.traffic.slo == slo
     assert TrafficEngine.of(probe).capacity(10.0) == TrafficEngine.of(scenario).capacity(10.0)
 
