@@ -7,7 +7,7 @@ tests read the same numbers.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, computed_field
 
@@ -182,7 +182,12 @@ class PlanWarning:
     message: str
 
 
-def warning_fields(items: list[PlanWarning]) -> dict[str, list[str]]:
+class WarningFields(TypedDict):
+    warnings: list[str]
+    warning_codes: list[WarningCode]
+
+
+def warning_fields(items: list[PlanWarning]) -> WarningFields:
     """A plan's `warnings` and `warning_codes` fields, in one order."""
     return {"warnings": [w.message for w in items], "warning_codes": [w.code for w in items]}
 

@@ -437,6 +437,8 @@ def probe_scenario(scenario: InferenceScenario, keep_slo: bool, max_requests: in
     CAPACITY_MAX_REQUESTS). Scenarios with the same probe have the same load curve and SLO capacity, so a cache
     keyed by the probe serves every rate."""
     traffic = scenario.traffic
+    if traffic is None:
+        raise PlanningError("the scenario has no request stream to probe")
     probe = probe_traffic(
         traffic, Traffic.model_fields["requests_per_second"].default, max_requests or traffic.num_requests
     )

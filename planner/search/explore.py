@@ -10,6 +10,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from planner.errors import PlanningError
+from planner.inference.results import InferencePlan
 from planner.plan import static_plan
 from planner.search.techniques import variant_of
 
@@ -72,9 +73,16 @@ def context_axis(scenario, model_max_context: int) -> list[int]:
     return sorted(v for v in values if v > scenario.output_tokens)
 
 
+def _plan(scenario, calibration) -> InferencePlan:
+    p = static_plan(scenario, calibration)
+    if not isinstance(p, InferencePlan):
+        raise TypeError("the sweeps vary an inference scenario's concurrency and context")
+    return p
+
+
 def _point(scenario, calibration, concurrency: int, prompt_tokens: int) -> SweepPoint | None:
     try:
-        p = static_plan(variant_of(scenario, concurrency=concurrency, prompt_tokens=prompt_tokens), calibration)
+        p = _plan(variant_of(scenario, concurrency=concurrency, prompt_tokens=prompt_tokens), calibration)
     except (ValidationError, PlanningError):
         return None
     perf, mem = p.performance, p.memory
@@ -95,7 +103,7 @@ def _point(scenario, calibration, concurrency: int, prompt_tokens: int) -> Sweep
 def concurrency_sweep(scenario, calibration=None, concurrencies: list[int] | None = None) -> Sweep:
     """An inference scenario's plan at each concurrency (default: `concurrency_axis` of its plan)."""
     if concurrencies is None:
-        concurrencies = concurrency_axis(scenario, static_plan(scenario, calibration).memory.max_concurrency)
+        concurrencies = concurrency_axis(scenario, _plan(scenario, calibration).memory.max_concurrency)
     points = [_point(scenario, calibration, c, scenario.prompt_tokens) for c in concurrencies]
     return Sweep(
         varied=("concurrency",),
@@ -111,7 +119,7 @@ def context_concurrency_grid(
     """Every (concurrency, context) cell; the output length stays, the prompt takes the rest of the context
     (defaults: `concurrency_axis` and `context_axis` of the scenario's plan)."""
     if concurrencies is None or contexts is None:
-        base = static_plan(scenario, calibration)
+        base = _plan(scenario, calibration)
         if concurrencies is None:
             concurrencies = concurrency_axis(scenario, base.memory.max_concurrency)
         if contexts is None:

@@ -41,15 +41,13 @@ def tradeoff_report(scenario, calibration=None) -> TradeoffReport:
     nearest = (
         [] if base.memory.fits else nearest_fitting(scenario, calibration, base=base, effects=effects, simpler=options)
     )
-    inference = {}
+    roofline = sweep = grid = None
     if scenario.kind == "inference":
         axis = concurrency_axis(scenario, base.memory.max_concurrency)
         contexts = context_axis(scenario, base.model.max_context_tokens)
-        inference = dict(
-            roofline=plan_roofline(base),
-            concurrency_sweep=concurrency_sweep(scenario, calibration, axis),
-            context_grid=context_concurrency_grid(scenario, calibration, axis, contexts),
-        )
+        roofline = plan_roofline(base)
+        sweep = concurrency_sweep(scenario, calibration, axis)
+        grid = context_concurrency_grid(scenario, calibration, axis, contexts)
     return TradeoffReport(
         kind=scenario.kind,
         diagnosis=diagnosis,
@@ -57,5 +55,7 @@ def tradeoff_report(scenario, calibration=None) -> TradeoffReport:
         checklist=answers,
         alternatives=options,
         nearest=nearest,
-        **inference,
+        roofline=roofline,
+        concurrency_sweep=sweep,
+        context_grid=grid,
     )
