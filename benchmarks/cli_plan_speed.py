@@ -195,8 +195,6 @@ def main() -> None:
     )
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        ours_driver = folder / "headroom_driver.py"
-        ours_driver.write_text(HEADROOM_DRIVER)
         ours = marginal(
             lambda path: [sys.executable, "-m", "planner", "plan", str(path)],
             headroom,
@@ -204,10 +202,15 @@ def main() -> None:
             "headroom",
             args.repeats,
         )
-        # The same CLI code (planner.cli.main.main) under the driver that reports its own CPU clock.
+        # The same CLI code (planner.cli.main.main) under the driver that reports its own CPU clock; `-c` with
+        # cwd=ROOT imports this checkout's planner, as `-m planner` does.
         ours |= {
             "per_item_work": marginal(
-                lambda path: [sys.executable, str(ours_driver), str(path)], headroom, folder, "headroom", args.repeats
+                lambda path: [sys.executable, "-c", HEADROOM_DRIVER, str(path)],
+                headroom,
+                folder,
+                "headroom",
+                args.repeats,
             )["per_item_work"]
         }
         report("Headroom", ours, args.count)
