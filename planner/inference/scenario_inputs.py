@@ -53,12 +53,6 @@ def gpu_hour_price(scenario: InferenceScenario, accel: Accelerator) -> float:
     return scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
 
 
-# HardwareInputs by (accelerator, formats, price, calibration), the objects held so their ids stay theirs: a list
-# of scenarios plans a few GPUs many times, and an Accelerator (it holds dicts) cannot be an lru_cache key.
-_HARDWARE: dict[tuple, tuple[Accelerator, CalibrationRecord | None, HardwareInputs]] = {}
-_HARDWARE_ENTRIES = 256
-
-
 def hardware_inputs(
     scenario: InferenceScenario,
     arch: ModelArchitecture,
@@ -71,15 +65,8 @@ def hardware_inputs(
     scenario's price and FP8 scaling; a plan and each distinct (GPU, formats) row of a sweep build them here."""
     price = gpu_hour_price(scenario, accel)
     block = fp8_block_scaled(arch, weight_dtype, scenario.fp8_scaling)
-    key = (id(accel), weight_dtype, kv_cache_dtype, price, block, id(calibration))
-    hit = _HARDWARE.get(key)
-    if hit is not None and hit[0] is accel and hit[1] is calibration:
-        return hit[2]
-    built = HardwareInputs.from_accelerator(accel, weight_dtype, price, calibration, kv_cache_dtype, block)
-    if len(_HARDWARE) >= _HARDWARE_ENTRIES:
-        _HARDWARE.clear()
-    _HARDWARE[key] = (accel, calibration, built)
-    return built
+    # Not memoized: the accuracy report's mechanism study re-plans with gemm_efficiency's rules switched off.
+    return HardwareInputs.from_accelerator(accel, weight_dtype, price, calibration, kv_cache_dtype, block)
 
 
 # ---------------------------------------------------------------------------------------------
