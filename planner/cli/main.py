@@ -34,7 +34,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from planner.calibration.store import load_calibration_file
 from planner.cli.hub import with_hub_model
@@ -60,7 +60,15 @@ DASHBOARD_PACKAGE = "headroom_dashboard"  # where the wheel puts app.py and app_
 
 # pydantic's serializer writes the JSON in Rust, ~4x faster than model_dump() + json.dump for a plan
 # (benchmarks/cli_speed.py); it writes a non-finite float as null, so the output is always strict JSON.
-_PLANS = TypeAdapter(list[InferencePlan | TrainingPlan])
+# A list is written plan by plan (`_json_list`): TypeAdapter(list[InferencePlan | TrainingPlan]) writes the same
+# bytes but spends ~15 % more choosing each item's member of the union.
+
+
+def _json_list(plans: Sequence[InferencePlan | TrainingPlan]) -> str:
+    """The plans as one JSON list indented by 2, byte for byte what pydantic writes for the list: each plan's own
+    JSON, its lines indented one level (JSON text never holds a raw newline inside a string)."""
+    items = ("  " + p.model_dump_json(indent=2).replace("\n", "\n  ") for p in plans)
+    return "[\n" + ",\n".join(items) + "\n]" if plans else "[]"
 
 
 class CliError(Exception):
@@ -196,7 +204,7 @@ def _write_plans(plans: list[InferencePlan | TrainingPlan], many: bool, output_f
     elif output_format == "jsonl":
         sys.stdout.writelines(p.model_dump_json() + "\n" for p in plans)
     elif many:
-        sys.stdout.write(_PLANS.dump_json(plans, indent=2).decode() + "\n")
+        sys.stdout.write(_json_list(plans) + "\n")
     else:
         sys.stdout.write(plans[0].model_dump_json(indent=2) + "\n")
 
