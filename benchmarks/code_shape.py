@@ -87,7 +87,12 @@ def measure() -> dict:
             if a != b:
                 package_edges[a].add(b)
     two_way = sorted(
-        {tuple(sorted((a, b))) for a, targets in package_edges.items() for b in targets if a in package_edges.get(b, ())}
+        {
+            tuple(sorted((a, b)))
+            for a, targets in package_edges.items()
+            for b in targets
+            if a in package_edges.get(b, ())
+        }
     )
     return {
         "files_over_600_lines": sorted(long_files, key=lambda r: -r[1]),

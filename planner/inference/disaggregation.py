@@ -170,12 +170,12 @@ def kv_transfer_seconds(prefill: TrafficEngine, decode: TrafficEngine, prompt_to
     """Seconds to move each prompt's KV cache from a prefill replica to a decode replica: every prefill GPU
     sends its shard in parallel over the link spanning both replicas."""
     p, d = prefill.inputs, decode.inputs
-    kv_bytes = kv_cache_bytes_per_token(p.arch, float(p.x.kv_bytes)) * prompt_tokens
-    senders = int(p.x.tensor_parallel)
-    span = senders * int(p.x.pipeline_parallel) + int(d.x.tensor_parallel) * int(d.x.pipeline_parallel)
+    prompt_kv_bytes = kv_cache_bytes_per_token(p.arch, float(p.inputs.kv_bytes_per_element)) * prompt_tokens
+    senders = int(p.inputs.tensor_parallel)
+    span = senders * int(p.inputs.pipeline_parallel) + int(d.inputs.tensor_parallel) * int(d.inputs.pipeline_parallel)
     link = hardware_link(span, p.hw)
     return np.asarray(
-        communication.point_to_point_seconds(kv_bytes / senders, link, p.efficiency.communication), dtype=float
+        communication.point_to_point_seconds(prompt_kv_bytes / senders, link, p.efficiency.communication), dtype=float
     )
 
 

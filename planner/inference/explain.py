@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from planner.arrays import Number
 from planner.calibration_record import CalibrationRecord
 from planner.dtypes import (
     FORMATS,
@@ -293,14 +294,14 @@ def equations(
     model: ModelSummary,
     hw: HardwareInputs,
     efficiency: EfficiencyValues[float],
-    x: InferenceInputs,
+    inputs: InferenceInputs,
     m: InferenceMetrics,
 ) -> list[Equation]:
     """The headline numbers, each with its formula and the scenario's numbers substituted."""
-    moe_layers = int(stage_moe_layers(arch, x.pipeline_parallel)) if arch.is_moe else 0
+    moe_layers = int(stage_moe_layers(arch, inputs.pipeline_parallel)) if arch.is_moe else 0
     facts = StepFacts(hw, efficiency, m.shape.stage_layers, moe_layers)
     return [
-        *_memory_equations(s, arch, model, x, m),
+        *_memory_equations(s, arch, model, inputs, m),
         step_equation(
             "TTFT",
             m.prefill,
@@ -338,10 +339,10 @@ def _memory_equations(
     s: InferenceScenario,
     arch: ModelArchitecture,
     model: ModelSummary,
-    x: InferenceInputs,
+    inputs: InferenceInputs,
     m: InferenceMetrics,
 ) -> list[Equation]:
-    kv_b = float(x.kv_bytes)
+    kv_b = float(inputs.kv_bytes_per_element)
     stage_layers = int(m.shape.stage_layers)
     kv_formula, kv_sub = kv_per_token_equation(arch, kv_b)
     return [
@@ -364,7 +365,7 @@ def _memory_equations(
             name="Weights per GPU",
             formula="stage layers x (sharded / TP + replicated) x bytes + embedding/head on the edge stage",
             substituted=f"{stage_layers} layers, TP {s.tensor_parallel}, {s.weight_dtype} "
-            f"({float(x.linear_bytes):g} B/param)",
+            f"({float(inputs.linear_bytes_per_element):g} B/param)",
             value=float(m.memory.weights_bytes),
             unit="bytes",
         ),
@@ -386,7 +387,7 @@ class StepFacts:
 
     hw: HardwareInputs
     efficiency: EfficiencyValues[float]
-    stage_layers: int
+    stage_layers: Number
     moe_layers: int = 0
 
 

@@ -123,11 +123,11 @@ class InferenceInputs:
     pipeline_parallel: Number
     expert_parallel: Number
     num_gpus: Number
-    linear_bytes: Number  # per weight of a linear layer (int4, nvfp4, mxfp4: packed, with block metadata)
-    high_precision_bytes: Number  # norms, biases, routers: the 16-bit (or fp32) copy
-    embedding_bytes: Number
-    kv_bytes: Number  # per cached key/value element
-    activation_bytes: Number
+    linear_bytes_per_element: Number  # per weight of a linear layer (int4, nvfp4, mxfp4: packed, with block metadata)
+    high_precision_bytes_per_element: Number  # norms, biases, routers: the 16-bit (or fp32) copy
+    embedding_bytes_per_element: Number
+    kv_bytes_per_element: Number  # per cached key/value element
+    activation_bytes_per_element: Number
     prompt_tokens: Number
     output_tokens: Number
     concurrency: Number  # sequences in flight, whole deployment
@@ -138,7 +138,7 @@ class InferenceInputs:
     honor_sliding_window: bool
     runtime_overhead_correction_bytes: Number  # from a calibration; 0 without one (per GPU type in a sweep)
     runtime: str = DEFAULT_RUNTIME  # planner.physics.runtimes: the engine's memory accounting
-    attention_linear_bytes: Number | None = None  # attention projections when stored apart from linear_bytes
+    attention_linear_bytes_per_element: Number | None = None  # attention projections stored apart from the rest
     image_encoder_flops: Number = 0.0  # the vision tower's FLOPs for one request's images (whole replica)
     images_per_request: Number = 0
     tokens_per_image: Number = 0  # language-model tokens one image becomes
@@ -166,18 +166,18 @@ class InferenceInputs:
             image_encoder_flops=vision_encoder_flops(
                 s.architecture(), s.images_per_request, s.image_tokens_per_request / max(s.images_per_request, 1)
             ),
-            attention_linear_bytes=None
+            attention_linear_bytes_per_element=None
             if s.attention_weight_dtype is None
             else weight_bytes_per_element(s.attention_weight_dtype, s.weight_group_size),
         )
 
 
 class ElementBytes(TypedDict):
-    linear_bytes: float
-    high_precision_bytes: float
-    embedding_bytes: float
-    kv_bytes: float
-    activation_bytes: float
+    linear_bytes_per_element: float
+    high_precision_bytes_per_element: float
+    embedding_bytes_per_element: float
+    kv_bytes_per_element: float
+    activation_bytes_per_element: float
 
 
 def element_bytes(
@@ -188,11 +188,11 @@ def element_bytes(
     linear = weight_bytes_per_element(weight_dtype, weight_group_size)
     high_precision = BYTES_PER_ELEMENT[high_precision_dtype(weight_dtype)]
     return ElementBytes(
-        linear_bytes=linear,
-        high_precision_bytes=high_precision,
-        embedding_bytes=linear if quantize_embeddings else high_precision,
-        kv_bytes=kv_bytes_per_element(kv_cache_dtype),
-        activation_bytes=activation_bytes_per_element(weight_dtype),
+        linear_bytes_per_element=linear,
+        high_precision_bytes_per_element=high_precision,
+        embedding_bytes_per_element=linear if quantize_embeddings else high_precision,
+        kv_bytes_per_element=kv_bytes_per_element(kv_cache_dtype),
+        activation_bytes_per_element=activation_bytes_per_element(weight_dtype),
     )
 
 
@@ -239,16 +239,16 @@ class ReplicaShape:
     expert_link: Link
 
     @classmethod
-    def of(cls, arch: ModelArchitecture, x: InferenceInputs, hw: HardwareInputs) -> ReplicaShape:
-        tp, pp = x.tensor_parallel, x.pipeline_parallel
-        replicas = x.num_gpus // (tp * pp)
-        sequences = ceil_div(x.concurrency, replicas)
+    def of(cls, arch: ModelArchitecture, inputs: InferenceInputs, hw: HardwareInputs) -> ReplicaShape:
+        tp, pp = inputs.tensor_parallel, inputs.pipeline_parallel
+        replicas = inputs.num_gpus // (tp * pp)
+        sequences = ceil_div(inputs.concurrency, replicas)
         return cls(
             replicas=replicas,
             sequences=sequences,
             micro_batch=micro_batch(sequences, pp),
             stage_layers=mem.stage_layers(arch, pp),
-            tensor_link=hardware_link(tp, hw, runtime_profile(x.runtime).custom_allreduce),
+            tensor_link=hardware_link(tp, hw, runtime_profile(inputs.runtime).custom_allreduce),
             pipeline_link=hardware_link(tp * pp, hw),
-            expert_link=hardware_link(x.expert_parallel, hw),
+            expert_link=hardware_link(inputs.expert_parallel, hw),
         )

@@ -102,7 +102,7 @@ def inference_memory(
     arch: ModelArchitecture,
     counts: ParameterCounts,
     hw: HardwareInputs,
-    x: InferenceInputs,
+    inputs: InferenceInputs,
     shape: ReplicaShape,
     draft: Draft | None = None,
 ) -> InferenceMemory:
@@ -115,19 +115,19 @@ def inference_memory(
     intermediates are freed before sampling), so `logits_bytes` is the sampler's excess over the forward peak.
     Other runtimes budget the whole device and name what they keep outside their KV budget
     (`runtimes.runtime_memory`)."""
-    tp, pp = x.tensor_parallel, x.pipeline_parallel
-    context = x.prompt_tokens + x.output_tokens
-    runtime = runtime_profile(x.runtime)
+    tp, pp = inputs.tensor_parallel, inputs.pipeline_parallel
+    context = inputs.prompt_tokens + inputs.output_tokens
+    runtime = runtime_profile(inputs.runtime)
     weights = mem.weight_bytes(
         counts,
         arch,
         tp,
         pp,
-        x.expert_parallel,
-        x.linear_bytes,
-        x.high_precision_bytes,
-        x.embedding_bytes,
-        x.attention_linear_bytes,
+        inputs.expert_parallel,
+        inputs.linear_bytes_per_element,
+        inputs.high_precision_bytes_per_element,
+        inputs.embedding_bytes_per_element,
+        inputs.attention_linear_bytes_per_element,
     )
     reserves = runtime_memory(
         runtime,
@@ -135,15 +135,15 @@ def inference_memory(
         RuntimeMemoryInputs(
             tensor_parallel=tp,
             capacity_bytes=hw.memory_capacity_bytes,
-            fraction=x.memory_utilization,
+            fraction=inputs.memory_utilization,
             is_accelerator=hw.is_accelerator,
             weights_bytes=weights,
-            prefill_chunk_tokens=x.prefill_chunk_tokens,
+            prefill_chunk_tokens=inputs.prefill_chunk_tokens,
             decode_rows=shape.micro_batch,
             sequences=shape.sequences,
-            prompt_tokens=x.prompt_tokens,
-            activation_bytes=x.activation_bytes,
-            correction_bytes=x.runtime_overhead_correction_bytes,
+            prompt_tokens=inputs.prompt_tokens,
+            activation_bytes_per_element=inputs.activation_bytes_per_element,
+            correction_bytes=inputs.runtime_overhead_correction_bytes,
         ),
     )
     return InferenceMemory(
@@ -154,10 +154,10 @@ def inference_memory(
             pp,
             shape.sequences,
             context,
-            x.kv_bytes,
-            kv_block_tokens(runtime, x.kv_block_tokens),
-            x.honor_sliding_window,
-            x.activation_bytes,
+            inputs.kv_bytes_per_element,
+            kv_block_tokens(runtime, inputs.kv_block_tokens),
+            inputs.honor_sliding_window,
+            inputs.activation_bytes_per_element,
         ),
         activations_bytes=reserves.activations_bytes,
         logits_bytes=reserves.logits_bytes,
@@ -165,38 +165,44 @@ def inference_memory(
         budget_bytes=reserves.budget_bytes,
         reserve_bytes=reserves.reserve_bytes,
         reserve_component=runtime.reserve_component,
-        draft_weights_bytes=draft_weight_bytes(draft, x) if draft else 0.0,
-        draft_kv_cache_bytes=shape.sequences * draft_kv_bytes_per_sequence(draft, x) if draft else 0.0,
-        vision_encoder_bytes=_vision_encoder_bytes(arch, x, shape, reserves.activations_bytes),
-        has_images=bool(x.images_per_request),
+        draft_weights_bytes=draft_weight_bytes(draft, inputs) if draft else 0.0,
+        draft_kv_cache_bytes=shape.sequences * draft_kv_bytes_per_sequence(draft, inputs) if draft else 0.0,
+        vision_encoder_bytes=_vision_encoder_bytes(arch, inputs, shape, reserves.activations_bytes),
+        has_images=bool(inputs.images_per_request),
         has_draft=draft is not None,
     )
 
 
-def profiled_images(x: InferenceInputs, shape: ReplicaShape):
+def profiled_images(inputs: InferenceInputs, shape: ReplicaShape):
     """Images vLLM V1 encodes in its profiling run: as many as the encoder budget (max_num_batched_tokens, the
     prefill chunk) holds, at least one, at most what the replica's sequences bring."""
-    per_chunk = maximum(np.floor(x.prefill_chunk_tokens / maximum(x.tokens_per_image, 1)), 1)
-    return minimum(per_chunk, shape.sequences * x.images_per_request)
+    per_chunk = maximum(np.floor(inputs.prefill_chunk_tokens / maximum(inputs.tokens_per_image, 1)), 1)
+    return minimum(per_chunk, shape.sequences * inputs.images_per_request)
 
 
-def _vision_encoder_bytes(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, forward_peak) -> Number:
+def _vision_encoder_bytes(
+    arch: ModelArchitecture, inputs: InferenceInputs, shape: ReplicaShape, forward_peak
+) -> Number:
     """The encoder outputs held for the language model plus the tower's peak where it exceeds the language
     model's forward peak (the profiling run encodes first, then runs the forward with the outputs cached)."""
-    if not x.images_per_request:
+    if not inputs.images_per_request:
         return 0.0
     peak, outputs = mem.vision_encoder_profile_bytes(
-        arch, profiled_images(x, shape), x.tokens_per_image, x.tensor_parallel, x.activation_bytes
+        arch,
+        profiled_images(inputs, shape),
+        inputs.tokens_per_image,
+        inputs.tensor_parallel,
+        inputs.activation_bytes_per_element,
     )
     return outputs + maximum(peak - forward_peak, 0.0)
 
 
-def runtime_assumption(x: InferenceInputs, memory: InferenceMemory) -> str:
+def runtime_assumption(inputs: InferenceInputs, memory: InferenceMemory) -> str:
     """The plan's sentence on which runtime it assumes and what that runtime reserves, per GPU."""
-    runtime = runtime_profile(x.runtime)
+    runtime = runtime_profile(inputs.runtime)
     if runtime.budget_kind != "profiled":
         share = (
-            f"gpu_memory_utilization {float(x.memory_utilization):g} is read as {runtime.fraction_setting}"
+            f"gpu_memory_utilization {float(inputs.memory_utilization):g} is read as {runtime.fraction_setting}"
             if runtime.fraction_setting
             else "gpu_memory_utilization does not apply"
         )
@@ -211,7 +217,7 @@ def runtime_assumption(x: InferenceInputs, memory: InferenceMemory) -> str:
         )
     return (
         f"Runtime: {runtime.title} ({runtime.version}); KV pool = budget - weights - profiling-step activations "
-        f"({gib(float(memory.activations_bytes))}, {int(x.prefill_chunk_tokens):,} tokens) - the sampler's excess "
+        f"({gib(float(memory.activations_bytes))}, {int(inputs.prefill_chunk_tokens):,} tokens) - the sampler's excess "
         f"over them ({gib(float(memory.logits_bytes))}, {runtime.sampler_fp32_copies} fp32 copies of the logits) - "
         f"non-torch memory ({gib(float(memory.runtime_overhead_bytes))}); {runtime.budget_rule}. Source: "
         f"{runtime.sources[0]}."
@@ -221,7 +227,7 @@ def runtime_assumption(x: InferenceInputs, memory: InferenceMemory) -> str:
 def headroom(
     arch: ModelArchitecture,
     memory: InferenceMemory,
-    x: InferenceInputs,
+    inputs: InferenceInputs,
     shape: ReplicaShape,
     draft: Draft | None = None,
 ) -> Headroom:
@@ -229,31 +235,31 @@ def headroom(
     A speculative draft's cache grows with the sequences too: concurrency counts both caches; context and
     blocks count the target's share of the room (exact at the scenario's context). With HF generate() the
     batch's activations grow with it as well."""
-    tp, pp = x.tensor_parallel, x.pipeline_parallel
-    block_tokens = kv_block_tokens(runtime_profile(x.runtime), x.kv_block_tokens)
+    tp, pp = inputs.tensor_parallel, inputs.pipeline_parallel
+    block_tokens = kv_block_tokens(runtime_profile(inputs.runtime), inputs.kv_block_tokens)
     room = memory.kv_room_bytes
     per_sequence = mem.kv_cache_bytes_per_sequence(
         arch,
         tp,
         pp,
-        x.prompt_tokens + x.output_tokens,
-        x.kv_bytes,
+        inputs.prompt_tokens + inputs.output_tokens,
+        inputs.kv_bytes_per_element,
         block_tokens,
-        x.honor_sliding_window,
-        x.activation_bytes,
+        inputs.honor_sliding_window,
+        inputs.activation_bytes_per_element,
     )
     max_concurrency = np.floor(room / per_sequence) * shape.replicas
     if draft is not None:
-        both = per_sequence + draft_kv_bytes_per_sequence(draft, x)
+        both = per_sequence + draft_kv_bytes_per_sequence(draft, inputs)
         max_concurrency = np.floor(room / both) * shape.replicas
         room = room * per_sequence / both
-    if runtime_profile(x.runtime).budget_kind == "device":
+    if runtime_profile(inputs.runtime).budget_kind == "device":
         # generate() holds the whole batch's prompt activations (and the sampler's excess over them): both grow
         # linearly with the sequences, so each one's share counts against the concurrency too.
         batch_bytes = memory.activations_bytes + memory.logits_bytes
         per_sequence_all = (
             per_sequence
-            + (draft_kv_bytes_per_sequence(draft, x) if draft is not None else 0.0)
+            + (draft_kv_bytes_per_sequence(draft, inputs) if draft is not None else 0.0)
             + batch_bytes / shape.sequences
         )
         max_concurrency = np.floor((memory.kv_room_bytes + batch_bytes) / per_sequence_all) * shape.replicas
@@ -263,13 +269,13 @@ def headroom(
             arch,
             tp,
             pp,
-            x.kv_bytes,
+            inputs.kv_bytes_per_element,
             room / shape.sequences,
             block_tokens,
-            x.honor_sliding_window,
-            x.activation_bytes,
+            inputs.honor_sliding_window,
+            inputs.activation_bytes_per_element,
         ),
-        kv_blocks=np.floor(room / mem.kv_block_bytes(arch, tp, pp, x.kv_bytes, block_tokens)),
+        kv_blocks=np.floor(room / mem.kv_block_bytes(arch, tp, pp, inputs.kv_bytes_per_element, block_tokens)),
     )
 
 
@@ -277,7 +283,7 @@ def max_context_tokens(
     arch: ModelArchitecture,
     tensor_parallel,
     pipeline_parallel,
-    kv_bytes,
+    kv_bytes_per_element,
     kv_budget_per_sequence,
     block_tokens: Number = 1,
     honor_sliding_window: bool = True,
@@ -292,7 +298,7 @@ def max_context_tokens(
     """
     whole_model_budget = kv_budget_per_sequence * arch.num_layers / mem.stage_layers(arch, pipeline_parallel)
     tokens = context_tokens_for_cache_bytes(
-        arch, whole_model_budget, kv_bytes, state_bytes_per_element, tensor_parallel, honor_sliding_window
+        arch, whole_model_budget, kv_bytes_per_element, state_bytes_per_element, tensor_parallel, honor_sliding_window
     )
     tokens = minimum(tokens, float(arch.max_context_tokens))
     return np.floor(np.floor(tokens) / block_tokens) * block_tokens

@@ -89,33 +89,35 @@ def inference_metrics(
     counts: ParameterCounts,
     hw: HardwareInputs,
     efficiency: EfficiencyValues,
-    x: InferenceInputs,
+    inputs: InferenceInputs,
     draft: Draft | None = None,
 ) -> InferenceMetrics:
     """Memory, then the steps sized by it, then the serving cycle they make and its price. With a
     speculative `draft`, decode advances by draft-and-verify rounds (`planner.inference.speculative`)."""
-    shape = ReplicaShape.of(arch, x, hw)
-    memory = inference_memory(arch, counts, hw, x, shape, draft)
+    shape = ReplicaShape.of(arch, inputs, hw)
+    memory = inference_memory(arch, counts, hw, inputs, shape, draft)
     weights = memory.weights_bytes
-    new_tokens = uncached_prompt_tokens(x.prompt_tokens, x.prefix_cache_hit_rate)
-    ctx = StepContext(arch, counts, hw, efficiency, x, shape)
+    new_tokens = uncached_prompt_tokens(inputs.prompt_tokens, inputs.prefix_cache_hit_rate)
+    ctx = StepContext(arch, counts, hw, efficiency, inputs, shape)
     prefill = prefill_step(ctx, weights, new_tokens, 1)
     request_overhead = request_overhead_seconds(efficiency)
-    decode = decode_step(ctx, decode_read_weight_bytes(counts, x, weights))
+    decode = decode_step(ctx, decode_read_weight_bytes(counts, inputs, weights))
     speculation = None
     if draft is not None:
-        speculation = speculative_round(draft, ctx, decode_read_weight_bytes(counts, x, weights), decode, new_tokens)
+        speculation = speculative_round(
+            draft, ctx, decode_read_weight_bytes(counts, inputs, weights), decode, new_tokens
+        )
     draft_prefill = speculation.draft_prefill_seconds if speculation is not None else 0.0
     prefill_per_request = batched_prefill_seconds_per_request(ctx, weights, new_tokens) + draft_prefill
     per_token = speculation.seconds_per_token if speculation is not None else decode.seconds
     serving = serving_cycle(
-        x, shape, request_overhead + prefill.seconds + draft_prefill, prefill_per_request, per_token
+        inputs, shape, request_overhead + prefill.seconds + draft_prefill, prefill_per_request, per_token
     )
-    cluster_usd_per_hour = usd_per_hour(x.num_gpus, hw.usd_per_gpu_hour)
+    cluster_usd_per_hour = usd_per_hour(inputs.num_gpus, hw.usd_per_gpu_hour)
     return InferenceMetrics(
         shape=shape,
         memory=memory,
-        headroom=headroom(arch, memory, x, shape, draft),
+        headroom=headroom(arch, memory, inputs, shape, draft),
         prefill=prefill,
         request_overhead_seconds=request_overhead,
         decode=decode,
@@ -130,13 +132,13 @@ def inference_metrics(
     )
 
 
-def decode_read_weight_bytes(counts: ParameterCounts, x: InferenceInputs, stage_weight_bytes: Number) -> Number:
+def decode_read_weight_bytes(counts: ParameterCounts, inputs: InferenceInputs, stage_weight_bytes: Number) -> Number:
     """Weights a decode step reads: the stage's, less a vision tower that decoding never runs (with one
     stage; with several the most loaded stage may be the last, which holds none, so nothing is taken off)."""
     if not counts.vision_encoder:
         return stage_weight_bytes
-    vision = mem.vision_weight_bytes(counts, x.tensor_parallel, x.high_precision_bytes)
-    return where(x.pipeline_parallel == 1, stage_weight_bytes - vision, stage_weight_bytes)
+    vision = mem.vision_weight_bytes(counts, inputs.tensor_parallel, inputs.high_precision_bytes_per_element)
+    return where(inputs.pipeline_parallel == 1, stage_weight_bytes - vision, stage_weight_bytes)
 
 
 def batched_prefill_seconds_per_request(ctx: StepContext, stage_weight_bytes: Number, new_tokens: Number) -> Number:
@@ -150,14 +152,14 @@ def batched_prefill_seconds_per_request(ctx: StepContext, stage_weight_bytes: Nu
 
 
 def serving_cycle(
-    x: InferenceInputs,
+    inputs: InferenceInputs,
     shape: ReplicaShape,
     ttft_seconds: Number,
     prefill_seconds_per_request: Number,
     decode_step_seconds: Number,
 ) -> ServingCycle:
     """The steady-state cycle of one replica and the rates it sustains (see `ServingCycle`)."""
-    sequences, output = shape.sequences, x.output_tokens
+    sequences, output = shape.sequences, inputs.output_tokens
     prefill_seconds = sequences * prefill_seconds_per_request
     cycle = prefill_seconds + output * decode_step_seconds
     tpot = cycle / output
@@ -171,7 +173,7 @@ def serving_cycle(
         e2e_latency_seconds=ttft_seconds + (output - 1) * tpot,
         output_tokens_per_second_per_replica=per_replica,
         output_tokens_per_second=tokens_per_second,
-        output_tokens_per_second_per_gpu=tokens_per_second / x.num_gpus,
+        output_tokens_per_second_per_gpu=tokens_per_second / inputs.num_gpus,
         requests_per_second=tokens_per_second / output,
         prefill_share_of_time=prefill_seconds / cycle,
     )

@@ -44,16 +44,16 @@ TRAFFIC_NOT_SIMULATED = "The request stream was not simulated: "  # a warning's 
 def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord | None = None) -> InferencePlan:
     """Plan one validated scenario; `calibration` replaces the default efficiencies and runtime memory."""
     i = scenario_inputs(scenario, calibration)
-    arch, counts, accel, efficiency, hw, x, price = (
+    arch, counts, accel, efficiency, hw, inputs, price = (
         i.arch,
         i.counts,
         i.accel,
         i.efficiency,
         i.hw,
-        i.x,
+        i.inputs,
         i.usd_per_gpu_hour,
     )
-    m = inference_metrics(arch, counts, hw, efficiency, x, i.draft)
+    m = inference_metrics(arch, counts, hw, efficiency, inputs, i.draft)
     traffic, traffic_warnings = _traffic_engine(scenario, i, m)
 
     memory = _memory(m, accel)
@@ -61,7 +61,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
     cost = _cost(scenario, m, performance, price)
     bottleneck, reason = explain.bottleneck(memory, performance)
     speculative_assumptions, speculative_warnings = explain.speculative_notes(scenario, performance)
-    model = _model_summary(scenario, arch, counts, kv_cache_bytes_per_token(arch, float(x.kv_bytes)))
+    model = _model_summary(scenario, arch, counts, kv_cache_bytes_per_token(arch, float(inputs.kv_bytes_per_element)))
     result = InferencePlan(
         scenario=scenario,
         model=model,
@@ -73,7 +73,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         bottleneck_reason=reason,
         **warning_fields(warnings_for(scenario, arch, accel, memory) + speculative_warnings + traffic_warnings),
         assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
-        + [runtime_assumption(x, m.memory)]
+        + [runtime_assumption(inputs, m.memory)]
         + speculative_assumptions
         + (traffic.assumptions() if traffic is not None else []),
         uncertainty=inference_bands(
@@ -87,7 +87,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         calibration=calibration.label if calibration is not None else None,
         traffic=traffic.simulate() if traffic is not None else None,
     )
-    result._explain = _Equations(scenario, arch, model, hw, efficiency, x, m)
+    result._explain = _Equations(scenario, arch, model, hw, efficiency, inputs, m)
     return result
 
 
@@ -100,11 +100,11 @@ class _Equations:
     model: ModelSummary
     hw: HardwareInputs
     efficiency: EfficiencyValues[float]
-    x: InferenceInputs
+    inputs: InferenceInputs  # the scenario as numbers
     m: InferenceMetrics
 
     def __call__(self) -> list[Equation]:
-        return explain.equations(self.scenario, self.arch, self.model, self.hw, self.efficiency, self.x, self.m)
+        return explain.equations(self.scenario, self.arch, self.model, self.hw, self.efficiency, self.inputs, self.m)
 
 
 def _traffic_engine(

@@ -26,7 +26,7 @@ class ScenarioInputs:
     accel: Accelerator
     efficiency: EfficiencyValues[float]  # the formulas' plain view of the (default or calibrated) Efficiency
     hw: HardwareInputs
-    x: InferenceInputs
+    inputs: InferenceInputs  # the scenario as numbers
     usd_per_gpu_hour: float
     draft: Draft | None = None  # speculative decoding's draft (absent: plain decoding)
 
@@ -42,7 +42,7 @@ def scenario_inputs(scenario: InferenceScenario, calibration: CalibrationRecord 
         accel=accel,
         efficiency=EfficiencyValues.of(calibration.efficiency if calibration is not None else DEFAULT_EFFICIENCY),
         hw=hardware_inputs(scenario, arch, accel, scenario.weight_dtype, scenario.kv_cache_dtype, calibration),
-        x=InferenceInputs.from_scenario(scenario, correction),
+        inputs=InferenceInputs.from_scenario(scenario, correction),
         usd_per_gpu_hour=price,
         draft=draft_for(arch, scenario.speculative),
     )

@@ -55,24 +55,24 @@ def draft_for(target: ModelArchitecture, spec: SpeculativeDecoding | None) -> Dr
     )
 
 
-def draft_inputs(x: InferenceInputs) -> InferenceInputs:
+def draft_inputs(inputs: InferenceInputs) -> InferenceInputs:
     """The draft runs tensor-parallel like the target on the same GPUs, unpipelined, experts over the tensor
     group, in the target's weight formats (attention's included); it drafts text, so the request's images are the
     target's to encode, not the draft's."""
-    return replace(x, pipeline_parallel=1, expert_parallel=1, image_encoder_flops=0.0, images_per_request=0)
+    return replace(inputs, pipeline_parallel=1, expert_parallel=1, image_encoder_flops=0.0, images_per_request=0)
 
 
 # ---------------------------------------------------------------------------------------------
 # memory
 
 
-def draft_weight_bytes(draft: Draft, x: InferenceInputs) -> Number:
+def draft_weight_bytes(draft: Draft, inputs: InferenceInputs) -> Number:
     """Draft weights per GPU. A head adds its layer(s) and fusion projection, split over the tensor group
     (it reads the target's embedding and output head); a draft model adds all of its weights."""
-    d = draft_inputs(x)
+    d = draft_inputs(inputs)
     if draft.shares_target_embeddings:
         own = draft.counts.layers_total + draft.fusion_parameters
-        return draft.modules * own * d.linear_bytes / d.tensor_parallel
+        return draft.modules * own * d.linear_bytes_per_element / d.tensor_parallel
     return _draft_network_bytes(draft, d)
 
 
@@ -85,26 +85,26 @@ def _draft_network_bytes(draft: Draft, d: InferenceInputs) -> Number:
         d.tensor_parallel,
         1,
         1,
-        d.linear_bytes,
-        d.high_precision_bytes,
-        d.embedding_bytes,
-        d.attention_linear_bytes,
+        d.linear_bytes_per_element,
+        d.high_precision_bytes_per_element,
+        d.embedding_bytes_per_element,
+        d.attention_linear_bytes_per_element,
     )
 
 
-def draft_kv_bytes_per_sequence(draft: Draft, x: InferenceInputs) -> Number:
+def draft_kv_bytes_per_sequence(draft: Draft, inputs: InferenceInputs) -> Number:
     """The draft's own KV cache for one sequence at full context (+ k drafted positions), per GPU."""
-    d = draft_inputs(x)
+    d = draft_inputs(inputs)
     context = d.prompt_tokens + d.output_tokens + draft.drafted_tokens
     return draft.modules * mem.kv_cache_bytes_per_sequence(
         draft.arch,
         d.tensor_parallel,
         1,
         context,
-        d.kv_bytes,
+        d.kv_bytes_per_element,
         d.kv_block_tokens,
         d.honor_sliding_window,
-        d.activation_bytes,
+        d.activation_bytes_per_element,
     )
 
 
@@ -140,11 +140,11 @@ def draft_replica_shape(draft: Draft, shape: ReplicaShape) -> ReplicaShape:
     return replace(shape, stage_layers=draft.arch.num_layers)
 
 
-def draft_read_bytes(draft: Draft, x: InferenceInputs) -> Number:
+def draft_read_bytes(draft: Draft, inputs: InferenceInputs) -> Number:
     """Weight bytes one draft step streams per GPU: a head reads its own layer and the target's embedding and
     output head (plus its fusion projection); a draft model its weights."""
-    d = draft_inputs(x)
-    return _draft_network_bytes(draft, d) + draft.fusion_parameters * d.linear_bytes / d.tensor_parallel
+    d = draft_inputs(inputs)
+    return _draft_network_bytes(draft, d) + draft.fusion_parameters * d.linear_bytes_per_element / d.tensor_parallel
 
 
 def round_seconds(verify_seconds, draft_step_seconds, drafted_tokens):

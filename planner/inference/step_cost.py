@@ -127,17 +127,25 @@ class RooflineStepCost:
         """Per position L = 0 .. max_position_tokens of one prompt: the cumulative FLOPs F(L) of its first L tokens
         (`prefill_step_flops(L, L, 1)`; a piece [s, e) is F(e) - F(s) + F(0), the lm_head of its last position,
         which the difference cancels), their mixing part M(L) (M(0) = 0) and the KV written K(L)."""
-        x, arch, counts = self.ctx.inputs, self.ctx.arch, self.ctx.counts
-        tp, pp = x.tensor_parallel, x.pipeline_parallel
+        inputs, arch, counts = self.ctx.inputs, self.ctx.arch, self.ctx.counts
+        tp, pp = inputs.tensor_parallel, inputs.pipeline_parallel
         positions = np.arange(max_position_tokens + 1, dtype=float)
         flops_to = np.asarray(prefill_step_flops(counts, arch, positions, positions, 1, tp, pp), dtype=float)
         # A prompt's images are encoded with its first piece: every position from 1 on carries the encoder's
         # FLOPs, so only a piece that starts at 0 pays them (F(e) - F(0) + F(0)).
-        flops_to[1:] += image_encoder_step_flops(x.image_encoder_flops, 1, tp, pp)
+        flops_to[1:] += image_encoder_step_flops(inputs.image_encoder_flops, 1, tp, pp)
         mixing_to = prefill_step_mixing_flops(arch, positions, positions, 1, tp, pp)
         # written token by token (block_tokens 1): a write fills the slots it uses, whole blocks are allocation
         kv_to = mem.kv_cache_bytes(
-            arch, tp, pp, 1, positions, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
+            arch,
+            tp,
+            pp,
+            1,
+            positions,
+            inputs.kv_bytes_per_element,
+            1,
+            inputs.honor_sliding_window,
+            inputs.activation_bytes_per_element,
         )
         return flops_to.tolist(), _row(mixing_to, positions), _row(kv_to, positions)
 
@@ -167,7 +175,7 @@ class RooflineStepCost:
         read does not). The tables are read as Python lists: a simulation asks for one such step per
         prompt-carrying step, and numpy scalars cost more than the arithmetic."""
         t = self._tables
-        micro = micro_batch(decode_batch, self.pipeline_parallel)
+        micro = int(micro_batch(decode_batch, self.pipeline_parallel))
         decode_tokens = micro * query_tokens if decode_batch else 0
         prefill_tokens = sum(end - start for start, end in prefill_spans)
         step_tokens = decode_tokens + prefill_tokens
@@ -253,7 +261,7 @@ class RooflineStepCost:
         key = (decode_batch, query_tokens)
         rows = self._rows.get(key)
         if rows is None:
-            micro = micro_batch(decode_batch, self.pipeline_parallel)
+            micro = int(micro_batch(decode_batch, self.pipeline_parallel))
             work = decode_work(self.ctx, self.stage_weight_bytes, micro, self._context_grid, query_tokens)
             step = compose_step(self.ctx, work, decode_load(self.ctx, micro, query_tokens, self.in_round))
             rows = self._rows[key] = _DecodeRows.of(step, self._context_grid)
@@ -347,7 +355,7 @@ class SpeculativeStepCost:
         if rows is None:
             target, draft = self.target, self.draft
             verify = target.decode_rows(decode_batch, self.query_tokens)  # what verify_step_seconds caches
-            micro = micro_batch(decode_batch, target.pipeline_parallel)
+            micro = int(micro_batch(decode_batch, target.pipeline_parallel))
             drafting = draft.decode_rows(micro)
             rows = self._round_rows[decode_batch] = _RoundRows(
                 verify_grid=target._tables.context_grid,
@@ -373,7 +381,7 @@ class SpeculativeStepCost:
     def draft_step_seconds(self, decode_batch: int, decode_context_tokens: float) -> float:
         """One draft step inside the round over the target's micro-batch at the same mean context. The draft runs
         unpipelined (`speculative.draft_inputs`) on the micro-batch, as `speculative_round` prices it."""
-        micro = micro_batch(decode_batch, self.target.pipeline_parallel)
+        micro = int(micro_batch(decode_batch, self.target.pipeline_parallel))
         return self.draft.decode_step_seconds(micro, decode_context_tokens / decode_batch * micro)
 
     def draft_prefill_seconds(self, prefill_spans) -> float:

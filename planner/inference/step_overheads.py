@@ -11,12 +11,12 @@ from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaSha
 from planner.model.architecture import ModelArchitecture
 from planner.physics import communication
 from planner.physics import memory as mem
-from planner.physics.efficiency import Efficiency
+from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.moe_efficiency import moe_layer_extra_seconds
 from planner.physics.runtimes import runtime_profile
 
 
-def moe_overhead_seconds(arch: ModelArchitecture, pipeline_parallel, hw: HardwareInputs, efficiency: Efficiency):
+def moe_overhead_seconds(arch: ModelArchitecture, pipeline_parallel, hw: HardwareInputs, efficiency: EfficiencyFigures):
     """Fixed time of one forward pass's fused-MoE calls on one stage beyond the layers' GEMM tails
     (`moe_efficiency.moe_layer_extra_seconds`); 0 for a dense model."""
     if not arch.is_moe:
@@ -40,49 +40,51 @@ TP_ALLREDUCES_PER_LAYER = 2
 EP_ALL_TO_ALLS_PER_MOE_LAYER = 2
 
 
-def step_collective_seconds(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
+def step_collective_seconds(arch: ModelArchitecture, inputs: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
     """Collectives of one engine step of `tokens` tokens on one stage: the tensor-parallel all-reduces of their
     hidden states (each by the fastest algorithm for its size on the link: one-shot / two-shot where
     `link.peer_access`, ring / tree), and for a MoE model the all-to-alls to experts beyond the tensor group
     (0 when expert_parallel <= tensor_parallel)."""
-    message = communication.hidden_state_message_bytes(tokens, arch.hidden_size, x.activation_bytes)
+    message = communication.hidden_state_message_bytes(tokens, arch.hidden_size, inputs.activation_bytes_per_element)
     seconds = communication.tensor_parallel_seconds(
         shape.stage_layers,
         TP_ALLREDUCES_PER_LAYER,
         message,
-        x.tensor_parallel,
+        inputs.tensor_parallel,
         shape.tensor_link,
         efficiency.communication,
     )
     if not arch.is_moe:
         return seconds
     all_to_all = communication.expert_all_to_all_seconds(
-        mem.stage_moe_layers(arch, x.pipeline_parallel),
+        mem.stage_moe_layers(arch, inputs.pipeline_parallel),
         EP_ALL_TO_ALLS_PER_MOE_LAYER,
-        communication.hidden_state_message_bytes(tokens * arch.experts_per_token, arch.hidden_size, x.activation_bytes),
-        x.expert_parallel,
+        communication.hidden_state_message_bytes(
+            tokens * arch.experts_per_token, arch.hidden_size, inputs.activation_bytes_per_element
+        ),
+        inputs.expert_parallel,
         shape.expert_link,
         efficiency.communication,
     )
-    return seconds + where(x.expert_parallel > x.tensor_parallel, all_to_all, 0.0)
+    return seconds + where(inputs.expert_parallel > inputs.tensor_parallel, all_to_all, 0.0)
 
 
-def step_handoff_seconds(arch: ModelArchitecture, x: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
+def step_handoff_seconds(arch: ModelArchitecture, inputs: InferenceInputs, shape: ReplicaShape, tokens, efficiency):
     """Pipeline hand-offs of one engine step of `tokens` tokens: their hidden states sent between consecutive
     stages, PP - 1 times."""
-    message = communication.hidden_state_message_bytes(tokens, arch.hidden_size, x.activation_bytes)
+    message = communication.hidden_state_message_bytes(tokens, arch.hidden_size, inputs.activation_bytes_per_element)
     return communication.pipeline_p2p_seconds(
-        x.pipeline_parallel - 1, message, shape.pipeline_link, efficiency.communication
+        inputs.pipeline_parallel - 1, message, shape.pipeline_link, efficiency.communication
     )
 
 
-def launch_overhead_seconds(stage_layers, efficiency: Efficiency):
+def launch_overhead_seconds(stage_layers, efficiency: EfficiencyFigures):
     """Fixed per-layer cost of a forward step on one stage (kernel launches, synchronisation, small ops):
     what makes batch-1 decode slower than its bandwidth roofline. Fitted by the calibration's probe."""
     return stage_layers * efficiency.layer_overhead_seconds
 
 
-def scheduler_seconds(sequences, efficiency: Efficiency, host_work_overlapped: bool = False):
+def scheduler_seconds(sequences, efficiency: EfficiencyFigures, host_work_overlapped: bool = False):
     """CPU time of one engine step that the GPU waits for: a fixed cost (scheduling, input preparation)
     plus a cost per scheduled sequence (post-step bookkeeping). Once per engine step, whatever the
     pipeline depth. Defaults from vLLM V1 measurements (see `Efficiency`); the calibration's torch probe
@@ -93,18 +95,18 @@ def scheduler_seconds(sequences, efficiency: Efficiency, host_work_overlapped: b
     return efficiency.step_host_seconds + sequences * efficiency.sequence_host_seconds
 
 
-def host_work_overlapped(x: InferenceInputs) -> bool:
+def host_work_overlapped(inputs: InferenceInputs) -> bool:
     """Whether the scenario's runtime hides its per-step CPU work behind the GPU's (`scheduler_seconds`)."""
-    return runtime_profile(x.runtime).host_work_overlapped
+    return runtime_profile(inputs.runtime).host_work_overlapped
 
 
-def sampler_seconds(sequences, vocab_size, efficiency: Efficiency):
+def sampler_seconds(sequences, vocab_size, efficiency: EfficiencyFigures):
     """Sampling one token for each of `sequences` sequences: top-k / top-p over `vocab_size` logits each
     (the logits themselves are the lm_head's FLOPs, counted in the step's compute)."""
     return sequences * vocab_size * efficiency.sampler_seconds_per_logit
 
 
-def request_overhead_seconds(efficiency: Efficiency):
+def request_overhead_seconds(efficiency: EfficiencyFigures):
     """Per request, once, before its first engine step: chat template, tokenisation and request set-up in
     the API server. Latency only (TTFT): it runs beside the GPU's work for other requests."""
     return efficiency.request_overhead_seconds

@@ -7,7 +7,7 @@ sweep and the calibration's probes all call these; every term broadcasts over nu
 
 from __future__ import annotations
 
-from planner.arrays import Number, ceil, maximum, where
+from planner.arrays import Flag, Number, ceil, maximum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.cache import decode_cache_traffic_bytes
 from planner.physics import memory as mem
@@ -38,7 +38,9 @@ def prefill_step_flops(
     )
 
 
-def image_encoder_step_flops(encoder_flops_per_request, prompts, tensor_parallel, pipeline_parallel, from_start=True):
+def image_encoder_step_flops(
+    encoder_flops_per_request, prompts, tensor_parallel, pipeline_parallel, from_start: Flag = True
+):
     """The vision tower's work for the step's prompts per GPU: it runs tensor-parallel on the first stage, so
     over the pipeline's PP x stage time it costs as if spread over every stage. Each request's images are
     encoded once, with the prefill piece that starts at its prompt's first position (`from_start`): images sit
@@ -100,7 +102,12 @@ def prefill_step_mixing_flops(
 
 
 def stage_routed_expert_bytes(
-    counts: ParameterCounts, arch: ModelArchitecture, tensor_parallel, pipeline_parallel, expert_parallel, linear_bytes
+    counts: ParameterCounts,
+    arch: ModelArchitecture,
+    tensor_parallel,
+    pipeline_parallel,
+    expert_parallel,
+    linear_bytes_per_element,
 ):
     """Routed-expert weights resident on one GPU of the most loaded stage (split over max(TP, EP) GPUs)."""
     routed = counts.moe_layer.experts_routed if counts.moe_layer else 0
@@ -108,7 +115,7 @@ def stage_routed_expert_bytes(
         mem.stage_moe_layers(arch, pipeline_parallel)
         * routed
         / maximum(tensor_parallel, expert_parallel)
-        * linear_bytes
+        * linear_bytes_per_element
     )
 
 
@@ -118,7 +125,7 @@ def decode_kv_read_bytes(
     pipeline_parallel,
     batch,
     context_tokens,
-    kv_bytes,
+    kv_bytes_per_element,
     honor_sliding_window,
     state_bytes_per_element: Number = 2.0,
 ):
@@ -127,7 +134,7 @@ def decode_kv_read_bytes(
     each recurrent layer's state read and written back (`planner.model.cache.decode_cache_traffic_bytes`),
     for the stage's share of the layers."""
     per_sequence = decode_cache_traffic_bytes(
-        arch, context_tokens, kv_bytes, state_bytes_per_element, tensor_parallel, honor_sliding_window
+        arch, context_tokens, kv_bytes_per_element, state_bytes_per_element, tensor_parallel, honor_sliding_window
     )
     return batch * mem.stage_share(arch, pipeline_parallel, per_sequence)
 

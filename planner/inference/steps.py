@@ -46,7 +46,7 @@ from planner.inference.step_work import (
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as mem
 from planner.physics import roofline
-from planner.physics.efficiency import Efficiency
+from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
 from planner.physics.moe_efficiency import routed_expert_read_bytes
 
@@ -93,7 +93,7 @@ class AchievedRates:
     gemm_tail_seconds_per_layer: Number  # `GEMMS_PER_LAYER` kernels' fixed time
 
     @classmethod
-    def of(cls, hw: HardwareInputs, efficiency: Efficiency) -> AchievedRates:
+    def of(cls, hw: HardwareInputs, efficiency: EfficiencyFigures) -> AchievedRates:
         """The rates of `kernel_groups`' docstring: dense GEMMs at each phase's efficiency x the device's GEMM
         ceiling ratio (`physics.gemm_efficiency`), routed experts at the fused-MoE figures (never the block-scaled
         FP8 ceiling: `HardwareInputs.expert_ceiling_ratio`; `physics.moe_efficiency`), token mixing at each phase's
@@ -130,7 +130,7 @@ class StepContext:
     arch: ModelArchitecture
     counts: ParameterCounts
     hw: HardwareInputs
-    efficiency: Efficiency
+    efficiency: EfficiencyFigures
     inputs: InferenceInputs
     shape: ReplicaShape
     rates: AchievedRates = field(init=False)
@@ -423,11 +423,13 @@ def prefill_step(
     """`prompts` prompts prefilled together, each computing its last `new_tokens` tokens (the rest hit the
     prefix cache), in chunks of at most `prefill_chunk_tokens`: every chunk an engine step with its own
     collectives, launches, hand-offs, scheduling and sampling, the chunks' work together."""
-    arch, counts, x, shape = ctx.arch, ctx.counts, ctx.inputs, ctx.shape
-    tp, pp = x.tensor_parallel, x.pipeline_parallel
+    arch, counts, inputs, shape = ctx.arch, ctx.counts, ctx.inputs, ctx.shape
+    tp, pp = inputs.tensor_parallel, inputs.pipeline_parallel
     tokens = new_tokens * prompts
-    flops = prefill_step_flops(counts, arch, x.prompt_tokens, new_tokens, prompts, tp, pp) + image_encoder_step_flops(
-        x.image_encoder_flops, prompts, tp, pp, from_start=new_tokens >= x.prompt_tokens
+    flops = prefill_step_flops(
+        counts, arch, inputs.prompt_tokens, new_tokens, prompts, tp, pp
+    ) + image_encoder_step_flops(
+        inputs.image_encoder_flops, prompts, tp, pp, from_start=new_tokens >= inputs.prompt_tokens
     )
 
     # The cache of the positions the prefill computes, token by token (a write fills the slots it uses; whole
@@ -435,17 +437,27 @@ def prefill_step(
     # simulation writes each prompt piece (`step_cost.RooflineStepCost`).
     def cache_of(prompt_tokens):
         return mem.kv_cache_bytes(
-            arch, tp, pp, prompts, prompt_tokens, x.kv_bytes, 1, x.honor_sliding_window, x.activation_bytes
+            arch,
+            tp,
+            pp,
+            prompts,
+            prompt_tokens,
+            inputs.kv_bytes_per_element,
+            1,
+            inputs.honor_sliding_window,
+            inputs.activation_bytes_per_element,
         )
 
-    kv_written = cache_of(x.prompt_tokens) - cache_of(x.prompt_tokens - new_tokens)
-    chunks = prefill_chunks(tokens, x.prefill_chunk_tokens)
-    routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, x.expert_parallel, x.linear_bytes)
+    kv_written = cache_of(inputs.prompt_tokens) - cache_of(inputs.prompt_tokens - new_tokens)
+    chunks = prefill_chunks(tokens, inputs.prefill_chunk_tokens)
+    routed_bytes = stage_routed_expert_bytes(
+        counts, arch, tp, pp, inputs.expert_parallel, inputs.linear_bytes_per_element
+    )
     weight_reads, expert_bytes = prefill_weight_read_bytes(
-        stage_weight_bytes, routed_bytes, arch, tokens, chunks, x.prefill_chunk_tokens
+        stage_weight_bytes, routed_bytes, arch, tokens, chunks, inputs.prefill_chunk_tokens
     )
     expert_flops = tokens * step_expert_flops_per_token(counts, arch, tp, pp)
-    mixing_flops = prefill_step_mixing_flops(arch, x.prompt_tokens, new_tokens, prompts, tp, pp)
+    mixing_flops = prefill_step_mixing_flops(arch, inputs.prompt_tokens, new_tokens, prompts, tp, pp)
     work = StepWork(
         prefill_gemm_flops=flops - expert_flops - mixing_flops,
         decode_gemm_flops=0.0,
@@ -459,7 +471,9 @@ def prefill_step(
     )
 
     def per_chunk(cost):
-        return chunked(lambda n: cost(arch, x, shape, n, ctx.efficiency), tokens, chunks, x.prefill_chunk_tokens)
+        return chunked(
+            lambda n: cost(arch, inputs, shape, n, ctx.efficiency), tokens, chunks, inputs.prefill_chunk_tokens
+        )
 
     load = StepLoad(
         tokens=tokens,
@@ -473,16 +487,20 @@ def prefill_step(
     return compose_step(ctx, work, load)
 
 
-def decode_work(ctx: StepContext, stage_weight_bytes: Number, micro_batch, context_tokens, query_tokens=1) -> StepWork:
+def decode_work(
+    ctx: StepContext, stage_weight_bytes: Number, micro_batch, context_tokens, query_tokens: Number = 1
+) -> StepWork:
     """The work of one decode step of `micro_batch` sequences at `context_tokens` each: every resident weight read
     once (routed experts only where tokens go), every cached token read. `query_tokens` > 1 is a speculative
     verify step: each sequence runs that many positions against the same cached context, so compute and expert
     reads scale with it and the KV read does not. `context_tokens` may be a row of contexts (a simulation's grid):
     only the token-mixing terms depend on it."""
-    arch, counts, x = ctx.arch, ctx.counts, ctx.inputs
-    tp, pp = x.tensor_parallel, x.pipeline_parallel
+    arch, counts, inputs = ctx.arch, ctx.counts, ctx.inputs
+    tp, pp = inputs.tensor_parallel, inputs.pipeline_parallel
     tokens = micro_batch * query_tokens
-    routed_bytes = stage_routed_expert_bytes(counts, arch, tp, pp, x.expert_parallel, x.linear_bytes)
+    routed_bytes = stage_routed_expert_bytes(
+        counts, arch, tp, pp, inputs.expert_parallel, inputs.linear_bytes_per_element
+    )
     weight_reads = roofline.decode_weight_read_bytes(
         stage_weight_bytes, routed_bytes, arch.num_experts, arch.experts_per_token, tokens
     )
@@ -500,23 +518,30 @@ def decode_work(ctx: StepContext, stage_weight_bytes: Number, micro_batch, conte
         gemm_bytes=weight_reads - expert_bytes,
         expert_bytes=expert_bytes,
         mixing_bytes=decode_kv_read_bytes(
-            arch, tp, pp, micro_batch, context_tokens, x.kv_bytes, x.honor_sliding_window, x.activation_bytes
+            arch,
+            tp,
+            pp,
+            micro_batch,
+            context_tokens,
+            inputs.kv_bytes_per_element,
+            inputs.honor_sliding_window,
+            inputs.activation_bytes_per_element,
         ),
         layer_passes=ctx.shape.stage_layers,
     )
 
 
-def decode_load(ctx: StepContext, micro_batch, query_tokens=1, in_round: bool = False) -> StepLoad:
+def decode_load(ctx: StepContext, micro_batch, query_tokens: Number = 1, in_round: bool = False) -> StepLoad:
     """What a decode step of `micro_batch` sequences (`query_tokens` positions each) asks beyond its kernels: its
     collectives and hand-offs for every position, the batch scheduled, every position sampled."""
     tokens = micro_batch * query_tokens
-    x, shape, e = ctx.inputs, ctx.shape, ctx.efficiency
+    inputs, shape, e = ctx.inputs, ctx.shape, ctx.efficiency
     return StepLoad(
         tokens=tokens,
         scheduled_sequences=micro_batch,
         sampled_positions=tokens,
-        collective_seconds=step_collective_seconds(ctx.arch, x, shape, tokens, e),
-        handoff_seconds=step_handoff_seconds(ctx.arch, x, shape, tokens, e),
+        collective_seconds=step_collective_seconds(ctx.arch, inputs, shape, tokens, e),
+        handoff_seconds=step_handoff_seconds(ctx.arch, inputs, shape, tokens, e),
         in_round=in_round,
     )
 
@@ -526,8 +551,8 @@ def decode_step(
 ) -> PhaseStep:
     """One decode step of a micro-batch at the mean context of a request's life (prompt + output / 2)
     (`decode_work`, `decode_load`)."""
-    x = ctx.inputs
-    mean_context = x.prompt_tokens + x.output_tokens / 2
+    inputs = ctx.inputs
+    mean_context = inputs.prompt_tokens + inputs.output_tokens / 2
     micro = ctx.shape.micro_batch
     return compose_step(
         ctx,

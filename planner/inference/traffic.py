@@ -88,7 +88,7 @@ class TrafficEngine:
     ) -> TrafficEngine:
         i = scenario_inputs(scenario, calibration)
         return cls.from_metrics(
-            scenario, i, inference_metrics(i.arch, i.counts, i.hw, i.efficiency, i.x, i.draft), traffic
+            scenario, i, inference_metrics(i.arch, i.counts, i.hw, i.efficiency, i.inputs, i.draft), traffic
         )
 
     @classmethod
@@ -124,7 +124,7 @@ class TrafficEngine:
             # images' encoding is charged as FLOPs to each prompt's first chunk, as in the static plan)
             _costs={
                 "shape": m.shape,
-                "weights": float(decode_read_weight_bytes(i.counts, i.x, m.memory.weights_bytes)),
+                "weights": float(decode_read_weight_bytes(i.counts, i.inputs, m.memory.weights_bytes)),
             },
         )
 
@@ -174,14 +174,14 @@ class TrafficEngine:
             i = self.inputs
             drafting = draft_context(draft, self._step_context())
             cost = self._costs[key] = SpeculativeStepCost(
-                target, target.for_draft(drafting, float(draft_read_bytes(draft, i.x))), draft.drafted_tokens
+                target, target.for_draft(drafting, float(draft_read_bytes(draft, i.inputs))), draft.drafted_tokens
             )
         return cost
 
     def _step_context(self) -> StepContext:
         """What this replica's steps are priced with (`steps.StepContext`)."""
         i = self.inputs
-        return StepContext(i.arch, i.counts, i.hw, i.efficiency, i.x, self._costs["shape"])
+        return StepContext(i.arch, i.counts, i.hw, i.efficiency, i.inputs, self._costs["shape"])
 
     def _target_cost(self, max_step_tokens: int, max_position_tokens: int) -> RooflineStepCost:
         return RooflineStepCost(self._step_context(), self._costs["weights"], max_step_tokens, max_position_tokens)
@@ -243,7 +243,7 @@ class TrafficEngine:
     @property
     def kv_bytes_per_token(self) -> float:
         """Whole-model KV bytes of one token (all the replica's GPUs together): what a prefix pool moves."""
-        return float(kv_cache_bytes_per_token(self.inputs.arch, float(self.inputs.x.kv_bytes)))
+        return float(kv_cache_bytes_per_token(self.inputs.arch, float(self.inputs.inputs.kv_bytes_per_element)))
 
     def gpu_prefix_cache_tokens(self, traffic: Traffic) -> float:
         """A replica's GPU prefix cache in tokens: the stated share of its KV blocks (all of them when only a

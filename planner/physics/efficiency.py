@@ -148,3 +148,8 @@ ENGINE_COST_FIELDS = (
     "moe_expert_bandwidth",
     "moe_expert_compute",
 )
+
+
+# What a formula may be given: a validated record or its plain values (a plan's floats or a sweep's arrays); both
+# expose the same names.
+EfficiencyFigures = Efficiency | EfficiencyValues

@@ -45,8 +45,8 @@ def _layer_weight_bytes(
     arch: ModelArchitecture,
     tensor_parallel,
     expert_shards,
-    linear_bytes,
-    high_precision_bytes,
+    linear_bytes_per_element,
+    high_precision_bytes_per_element,
     attention_bytes,
 ):
     # K/V projections replicate once TP exceeds the KV heads: each rank keeps max(kv/tp, 1) heads.
@@ -69,9 +69,9 @@ def _layer_weight_bytes(
         + layer.router
         + layer.norms
     )
-    if attention_bytes is linear_bytes:  # one format for every matrix: a single product, as exact as before
-        return (attention + mlp) * linear_bytes + small * high_precision_bytes
-    return attention * attention_bytes + mlp * linear_bytes + small * high_precision_bytes
+    if attention_bytes is linear_bytes_per_element:  # one format for every matrix: a single product, as exact as before
+        return (attention + mlp) * linear_bytes_per_element + small * high_precision_bytes_per_element
+    return attention * attention_bytes + mlp * linear_bytes_per_element + small * high_precision_bytes_per_element
 
 
 def _per_layer_weight_bytes(
@@ -81,13 +81,20 @@ def _per_layer_weight_bytes(
     arch: ModelArchitecture,
     tensor_parallel,
     expert_shards,
-    linear_bytes,
-    high_precision_bytes,
+    linear_bytes_per_element,
+    high_precision_bytes_per_element,
     attention_bytes,
 ):
     """One layer's bytes averaged over the `layers` layers of its kind: from their exact sum when the
     layers differ (a mean rounded down per field would miss a few elements), else from the mean."""
-    args = (arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes, attention_bytes)
+    args = (
+        arch,
+        tensor_parallel,
+        expert_shards,
+        linear_bytes_per_element,
+        high_precision_bytes_per_element,
+        attention_bytes,
+    )
     if exact_sum is None or layers == 0:
         return _layer_weight_bytes(mean, *args)
     return _layer_weight_bytes(exact_sum, *args) / layers
@@ -99,14 +106,14 @@ def weight_bytes(
     tensor_parallel,
     pipeline_parallel,
     expert_parallel,
-    linear_bytes,
-    high_precision_bytes,
-    embedding_bytes,
+    linear_bytes_per_element,
+    high_precision_bytes_per_element,
+    embedding_bytes_per_element,
     attention_bytes=None,
 ):
     """Parameter bytes resident on one GPU of the most loaded pipeline stage.
 
-    `linear_bytes` per element of the MLP and expert matrices, `attention_bytes` of the attention projections
+    `linear_bytes_per_element`: the MLP and expert matrices; `attention_bytes`: per element of the attention projections
     (None: the same; FP8 checkpoints that keep attention in BF16, gpt-oss's MXFP4 experts beside BF16
     attention).
 
@@ -122,8 +129,15 @@ def weight_bytes(
     expert_shards = maximum(tensor_parallel, expert_parallel)
     moe_layers = stage_moe_layers(arch, pipeline_parallel)
     dense_layers = stage_layers(arch, pipeline_parallel) - moe_layers
-    attention_bytes = linear_bytes if attention_bytes is None else attention_bytes
-    common = (arch, tensor_parallel, expert_shards, linear_bytes, high_precision_bytes, attention_bytes)
+    attention_bytes = linear_bytes_per_element if attention_bytes is None else attention_bytes
+    common = (
+        arch,
+        tensor_parallel,
+        expert_shards,
+        linear_bytes_per_element,
+        high_precision_bytes_per_element,
+        attention_bytes,
+    )
     layers = dense_layers * _per_layer_weight_bytes(
         counts.dense_layer, counts.dense_layers_sum, counts.num_dense_layers, *common
     )
@@ -131,26 +145,26 @@ def weight_bytes(
         layers = layers + moe_layers * _per_layer_weight_bytes(
             counts.moe_layer, counts.moe_layers_sum, counts.num_moe_layers, *common
         )
-    embedding = (counts.embedding / tensor_parallel + counts.position_embedding) * embedding_bytes
-    embedding = embedding + counts.vision_encoder / tensor_parallel * high_precision_bytes
-    final_norms = counts.final_norms * high_precision_bytes
+    embedding = (counts.embedding / tensor_parallel + counts.position_embedding) * embedding_bytes_per_element
+    embedding = embedding + counts.vision_encoder / tensor_parallel * high_precision_bytes_per_element
+    final_norms = counts.final_norms * high_precision_bytes_per_element
     # On one stage a tied head *is* the embedding matrix; the last of several stages needs its own copy.
-    untied_head = counts.lm_head / tensor_parallel * embedding_bytes
-    last_stage_head = (counts.lm_head or counts.embedding) / tensor_parallel * embedding_bytes
+    untied_head = counts.lm_head / tensor_parallel * embedding_bytes_per_element
+    last_stage_head = (counts.lm_head or counts.embedding) / tensor_parallel * embedding_bytes_per_element
     edges = where(
         pipeline_parallel > 1, maximum(embedding, last_stage_head + final_norms), embedding + untied_head + final_norms
     )
     return layers + edges
 
 
-def vision_weight_bytes(counts: ParameterCounts, tensor_parallel, high_precision_bytes):
+def vision_weight_bytes(counts: ParameterCounts, tensor_parallel, high_precision_bytes_per_element):
     """The vision tower and projector on one GPU of the first stage (in `weight_bytes`): resident, but read
     only when an image is encoded, never by a decode step."""
-    return counts.vision_encoder / tensor_parallel * high_precision_bytes
+    return counts.vision_encoder / tensor_parallel * high_precision_bytes_per_element
 
 
 def vision_encoder_profile_bytes(
-    arch: ModelArchitecture, images, tokens_per_image, tensor_parallel, activation_bytes: Number = 2.0
+    arch: ModelArchitecture, images, tokens_per_image, tensor_parallel, activation_bytes_per_element: Number = 2.0
 ):
     """What encoding `images` images at once holds on one GPU beyond the language model: (the tower's peak
     activations, the encoder outputs kept for the language model). The tower frees each layer's intermediates,
@@ -162,8 +176,8 @@ def vision_encoder_profile_bytes(
         return 0.0, 0.0
     patches = images * tokens_per_image * arch.vision_patches_per_image / arch.vision_tokens_per_image
     width = arch.vision_hidden_size
-    peak = patches * (2 * width + 8 * width / tensor_parallel) * activation_bytes
-    outputs = images * tokens_per_image * arch.hidden_size * activation_bytes
+    peak = patches * (2 * width + 8 * width / tensor_parallel) * activation_bytes_per_element
+    outputs = images * tokens_per_image * arch.hidden_size * activation_bytes_per_element
     return peak, outputs
 
 
@@ -231,7 +245,9 @@ def kv_block_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, 
 # activations and workspace (inference)
 
 
-def inference_activation_bytes(arch: ModelArchitecture, tensor_parallel, tokens, activation_bytes: Number = 2):
+def inference_activation_bytes(
+    arch: ModelArchitecture, tensor_parallel, tokens, activation_bytes_per_element: Number = 2
+):
     """Peak transient activations of one forward step over `tokens` tokens (a prefill chunk or a decode
     batch) on one GPU. Inference frees each layer's intermediates, so the peak is one layer's widest
     moment: the residual stream and its normalized copy (2h) plus the larger of the attention
@@ -254,7 +270,7 @@ def inference_activation_bytes(arch: ModelArchitecture, tensor_parallel, tokens,
     dense_width = arch.intermediate_size * (3 if arch.mlp_gated else 2) if arch.num_dense_layers else 0
     moe_width = 3 * (arch.experts_per_token * arch.expert_intermediate_size + arch.shared_expert_intermediate_size)
     mlp = max(dense_width, moe_width) / tensor_parallel
-    return tokens * (2 * h + maximum(attention, mlp)) * activation_bytes
+    return tokens * (2 * h + maximum(attention, mlp)) * activation_bytes_per_element
 
 
 def logits_bytes(arch: ModelArchitecture, rows, logits_bytes_per_element: Number = 4):

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from planner.arrays import Number, maximum, minimum, where
+from planner.arrays import Flag, Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture
 from planner.physics import memory as mem
 
@@ -268,12 +268,12 @@ def free_fraction_reserve_bytes(fraction, capacity_bytes, peak_bytes):
 
 
 def compute_buffer_bytes(
-    arch: ModelArchitecture, tensor_parallel, ubatch_tokens, sequences, activation_bytes
+    arch: ModelArchitecture, tensor_parallel, ubatch_tokens, sequences, activation_bytes_per_element
 ) -> Number:
     """llama.cpp, per GPU: the compute buffer reserved for the worst-case graph of one micro-batch of
     `ubatch_tokens` tokens (its widest layer moment, `memory.inference_activation_bytes`, plus the graph's fp32
     logits of every position) and the output buffer of fp32 logits for `sequences` rows (n_seq_max)."""
-    graph = mem.inference_activation_bytes(arch, tensor_parallel, ubatch_tokens, activation_bytes)
+    graph = mem.inference_activation_bytes(arch, tensor_parallel, ubatch_tokens, activation_bytes_per_element)
     return graph + mem.logits_bytes(arch, ubatch_tokens) + mem.logits_bytes(arch, sequences)
 
 
@@ -296,13 +296,13 @@ class RuntimeMemoryInputs:
     tensor_parallel: Number
     capacity_bytes: Number  # the device's memory
     fraction: Number  # the scenario's gpu_memory_utilization (`RuntimeProfile.fraction_setting`)
-    is_accelerator: bool
+    is_accelerator: Flag
     weights_bytes: Number  # per GPU
     prefill_chunk_tokens: Number  # max_num_batched_tokens
     decode_rows: Number  # sequences per decode step on one stage
     sequences: Number  # per replica
     prompt_tokens: Number
-    activation_bytes: Number  # per element
+    activation_bytes_per_element: Number
     correction_bytes: Number = 0.0  # a calibration's correction to the non-torch memory
 
 
@@ -316,7 +316,7 @@ def runtime_memory(profile: RuntimeProfile, arch: ModelArchitecture, inputs: Run
     i = inputs
     tensor_parallel, capacity_bytes, fraction = i.tensor_parallel, i.capacity_bytes, i.fraction
     prefill_chunk_tokens, decode_rows, sequences = i.prefill_chunk_tokens, i.decode_rows, i.sequences
-    activation_bytes = i.activation_bytes
+    bytes_per_activation = i.activation_bytes_per_element
     overhead = non_torch_bytes(profile, i.is_accelerator, tensor_parallel) + i.correction_bytes
     kind = profile.budget_kind
     if kind == "static_pool":
@@ -324,14 +324,14 @@ def runtime_memory(profile: RuntimeProfile, arch: ModelArchitecture, inputs: Run
         return RuntimeMemory(0.0, 0.0, overhead, reserve, capacity_bytes)
     if kind == "preallocated":
         ubatch = profile.reserved_step_tokens or prefill_chunk_tokens
-        reserve = compute_buffer_bytes(arch, tensor_parallel, ubatch, sequences, activation_bytes)
+        reserve = compute_buffer_bytes(arch, tensor_parallel, ubatch, sequences, bytes_per_activation)
         return RuntimeMemory(0.0, 0.0, overhead, reserve, capacity_bytes)
     if kind == "device":
         # generate() runs the whole batch's prompts in one forward: sequences x prompt tokens (or the decode rows)
         step_tokens = maximum(sequences * i.prompt_tokens, decode_rows)
     else:
         step_tokens = profiled_step_tokens(prefill_chunk_tokens, decode_rows)
-    forward = mem.inference_activation_bytes(arch, tensor_parallel, step_tokens, activation_bytes)
+    forward = mem.inference_activation_bytes(arch, tensor_parallel, step_tokens, bytes_per_activation)
     rows = sequences if kind == "device" else sampler_rows(sequences, prefill_chunk_tokens)
     logits = sampler_excess_bytes(forward, sampler_peak_bytes(profile, arch, rows))
     if kind == "free_fraction":

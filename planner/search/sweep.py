@@ -126,7 +126,7 @@ def evaluate_inference(
     valid = reasons == ""
     # Invalid rows get a harmless layout so the arithmetic stays finite; their outputs are blanked below.
     formats, format_rows = _distinct(weight_dtype, kv_dtype)
-    x = frame_inputs(
+    inputs = frame_inputs(
         base,
         {
             **{c: np.where(valid, layout[c], 1) for c in ("tensor_parallel", "pipeline_parallel", "expert_parallel")},
@@ -142,7 +142,7 @@ def evaluate_inference(
         base, arch, [(_accelerator(base, g), w, kv) for g, w, kv in devices], device_rows, calibration
     )
     metrics = inference_metrics(
-        arch, parameter_counts(arch), hardware, efficiency, x, draft_for(arch, base.speculative)
+        arch, parameter_counts(arch), hardware, efficiency, inputs, draft_for(arch, base.speculative)
     )
     frame["valid"] = valid
     frame["invalid_reason"] = reasons

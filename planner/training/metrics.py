@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from planner.arrays import Number
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics.cost import gpu_hours, usd_for, usd_per_hour, usd_per_million_tokens
-from planner.physics.efficiency import Efficiency
+from planner.physics.efficiency import EfficiencyFigures
 from planner.training import step_time
 from planner.training.footprint import TrainingMemory, training_memory
 from planner.training.inputs import TrainingHardware, TrainingInputs
@@ -100,7 +100,7 @@ def training_metrics(
     arch: ModelArchitecture,
     counts: ParameterCounts,
     hw: TrainingHardware,
-    efficiency: Efficiency,
+    efficiency: EfficiencyFigures,
     inputs: TrainingInputs,
 ) -> TrainingMetrics:
     """Every number of a training plan, per GPU unless named otherwise."""

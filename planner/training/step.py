@@ -20,7 +20,7 @@ from planner.arrays import Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import communication, gemm_efficiency, roofline
 from planner.physics.communication import Link
-from planner.physics.efficiency import Efficiency
+from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.training import step_time
 from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
@@ -253,7 +253,7 @@ def _over_both_groups(collective: Callable, dense_bytes, expert_bytes, inputs: T
 
 
 def data_parallel_collectives(
-    hw: TrainingHardware, efficiency: Efficiency, inputs: TrainingInputs, states: ModelStateShard
+    hw: TrainingHardware, efficiency: EfficiencyFigures, inputs: TrainingInputs, states: ModelStateShard
 ) -> DataParallelCollectives:
     lay, p = inputs.layout, inputs.precision
     link = group_link(hw, lay.tensor_parallel * lay.context_parallel * lay.data_parallel)
@@ -298,7 +298,7 @@ def _stage_layers_communicating(arch: ModelArchitecture, inputs: TrainingInputs,
 
 
 def _layer_collectives_seconds(
-    arch: ModelArchitecture, hw: TrainingHardware, efficiency: Efficiency, inputs: TrainingInputs, flops
+    arch: ModelArchitecture, hw: TrainingHardware, efficiency: EfficiencyFigures, inputs: TrainingInputs, flops
 ) -> tuple[Number, Number, Number]:
     """(tensor-parallel, expert all-to-all, ring-attention) seconds of one micro-batch on the stage: each
     parallelism's collectives per layer, recomputed ones included, over its own group's link."""
@@ -332,7 +332,7 @@ def _layer_collectives_seconds(
 def microbatch_communication(
     arch: ModelArchitecture,
     hw: TrainingHardware,
-    efficiency: Efficiency,
+    efficiency: EfficiencyFigures,
     inputs: TrainingInputs,
     states: ModelStateShard,
     data_parallel: DataParallelCollectives,
@@ -373,7 +373,7 @@ def microbatch_communication(
 
 def microbatch_time(
     hw: TrainingHardware,
-    efficiency: Efficiency,
+    efficiency: EfficiencyFigures,
     inputs: TrainingInputs,
     memory: TrainingMemory,
     flops: TrainingFlops,
@@ -431,7 +431,7 @@ def fp8_equivalent_flops(stage_flops, gemm_flops, hw: TrainingHardware):
 
 
 def optimizer_step(
-    hw: TrainingHardware, efficiency: Efficiency, inputs: TrainingInputs, states: ModelStateShard
+    hw: TrainingHardware, efficiency: EfficiencyFigures, inputs: TrainingInputs, states: ModelStateShard
 ) -> OptimizerStep:
     """The update of this GPU's optimizer shard (ZeRO >= 1 shards it over the data-parallel groups), on the GPU
     or, offloaded, on the host with gradients and parameters crossing the host link."""
@@ -456,7 +456,7 @@ def training_step(
     arch: ModelArchitecture,
     counts: ParameterCounts,
     hw: TrainingHardware,
-    efficiency: Efficiency,
+    efficiency: EfficiencyFigures,
     inputs: TrainingInputs,
     memory: TrainingMemory,
 ) -> StepTime:

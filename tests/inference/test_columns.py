@@ -49,7 +49,7 @@ def _dig(data: dict, path: str):
 def test_every_declared_column_is_the_plan_field_at_its_path_and_its_csv_column(scenario):
     result = plan(scenario)
     i = scenario_inputs(scenario)
-    m = inference_metrics(i.arch, i.counts, i.hw, i.efficiency, i.x, i.draft)
+    m = inference_metrics(i.arch, i.counts, i.hw, i.efficiency, i.inputs, i.draft)
     data = result.model_dump(mode="json")
     row = plan_row(result)
     for column in INFERENCE_COLUMNS:

@@ -88,9 +88,9 @@ def _neutral(e: Efficiency) -> Efficiency:
 
 def _decode(scenario: InferenceScenario, efficiency: Efficiency, batch: int):
     i = scenario_inputs(scenario)
-    shape = replace(ReplicaShape.of(i.arch, i.x, i.hw), micro_batch=batch)
-    weights = inference_memory(i.arch, i.counts, i.hw, i.x, shape).weights_bytes
-    return i, shape, decode_step(StepContext(i.arch, i.counts, i.hw, efficiency, i.x, shape), weights)
+    shape = replace(ReplicaShape.of(i.arch, i.inputs, i.hw), micro_batch=batch)
+    weights = inference_memory(i.arch, i.counts, i.hw, i.inputs, shape).weights_bytes
+    return i, shape, decode_step(StepContext(i.arch, i.counts, i.hw, efficiency, i.inputs, shape), weights)
 
 
 def test_neutral_moe_terms_reproduce_the_dense_roofline():

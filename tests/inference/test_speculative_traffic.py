@@ -52,10 +52,10 @@ def _static_round(scenario: InferenceScenario, batch: int, context: int):
     """`speculative_round` at `batch` sequences (micro-batch over the pipeline) and `context` tokens each."""
     i = scenario_inputs(scenario)
     assert i.draft is not None
-    shape = ReplicaShape.of(i.arch, i.x, i.hw)
-    weights = inference_memory(i.arch, i.counts, i.hw, i.x, shape, i.draft).weights_bytes
+    shape = ReplicaShape.of(i.arch, i.inputs, i.hw)
+    weights = inference_memory(i.arch, i.counts, i.hw, i.inputs, shape, i.draft).weights_bytes
     micro_shape = replace(shape, micro_batch=-(-batch // scenario.pipeline_parallel))
-    x = replace(i.x, prompt_tokens=context, output_tokens=0)
+    x = replace(i.inputs, prompt_tokens=context, output_tokens=0)
     ctx = StepContext(i.arch, i.counts, i.hw, i.efficiency, x, micro_shape)
     plain = decode_step(ctx, weights)
     return speculative_round(i.draft, ctx, weights, plain, context)

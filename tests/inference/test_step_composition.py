@@ -60,7 +60,7 @@ def _static(scenario: InferenceScenario):
     i = scenario_inputs(scenario)
     engine = TrafficEngine.of(scenario, traffic=Traffic(num_requests=10))
     shape = engine._costs["shape"]
-    weights = inference_memory(i.arch, i.counts, i.hw, i.x, shape, i.draft).weights_bytes
+    weights = inference_memory(i.arch, i.counts, i.hw, i.inputs, shape, i.draft).weights_bytes
     return i, engine, shape, weights
 
 
@@ -71,12 +71,12 @@ def test_a_simulated_step_is_the_static_step(fields):
     requests = engine.requests()
     cost = engine.step_cost(requests)
     pp = scenario.pipeline_parallel
-    decode_weights = decode_read_weight_bytes(i.counts, i.x, weights)
+    decode_weights = decode_read_weight_bytes(i.counts, i.inputs, weights)
     rng = random.Random(str(fields))
     for _ in range(4):
         batch, context = rng.randint(1, 64), rng.randint(1, cost.max_position_tokens)  # contexts it tabulates
         micro_shape = replace(shape, micro_batch=-(-batch // pp))
-        x = replace(i.x, prompt_tokens=context, output_tokens=0)
+        x = replace(i.inputs, prompt_tokens=context, output_tokens=0)
         ctx = StepContext(i.arch, i.counts, i.hw, i.efficiency, x, micro_shape)
         expected = decode_step(ctx, decode_weights).seconds
         assert cost.mixed_seconds(batch, batch * context, []) == pytest.approx(expected, rel=REL)
@@ -89,7 +89,7 @@ def test_a_simulated_step_is_the_static_step(fields):
             assert rounds.decode_round_seconds(batch, batch * context) == pytest.approx(static.round_seconds, rel=REL)
     # a lone prompt within one chunk (whole, or only the part the prefix cache misses) is the plan's prefill
     prompt = min(int(requests.prompt_tokens[0]), scenario.prefill_chunk_tokens)
-    x = replace(i.x, prompt_tokens=prompt)
+    x = replace(i.inputs, prompt_tokens=prompt)
     ctx = StepContext(i.arch, i.counts, i.hw, i.efficiency, x, shape)
     for new in (prompt, max(prompt // 8, 1)):
         expected = prefill_step(ctx, decode_weights, new, 1).seconds

@@ -15,7 +15,7 @@ def metrics_of(s: InferenceScenario) -> InferenceMetrics:
     """The plan's own inputs (`scenario_inputs`: the accelerator, the KV cache's and the weights' formats) through
     the engine with the documented efficiencies."""
     i = scenario_inputs(s)
-    return inference_metrics(i.arch, i.counts, i.hw, DEFAULT_EFFICIENCY, i.x)
+    return inference_metrics(i.arch, i.counts, i.hw, DEFAULT_EFFICIENCY, i.inputs)
 
 
 @pytest.mark.parametrize("pp", [1, 2])

@@ -55,17 +55,17 @@ def test_a_step_costs_what_the_plan_s_step_functions_say(scenario):
     engine = TrafficEngine.of(scenario, traffic=Traffic(num_requests=10))
     cost = engine.step_cost(engine.requests())
     i = scenario_inputs(scenario)
-    shape = ReplicaShape.of(i.arch, i.x, i.hw)
-    weights = inference_memory(i.arch, i.counts, i.hw, i.x, shape).weights_bytes
+    shape = ReplicaShape.of(i.arch, i.inputs, i.hw)
+    weights = inference_memory(i.arch, i.counts, i.hw, i.inputs, shape).weights_bytes
     pp = scenario.pipeline_parallel
     for batch, context in [(1, 100), (7, 3000), (64, 2300), (33, 129)]:
         micro_shape = replace(shape, micro_batch=-(-batch // pp))
-        x = replace(i.x, prompt_tokens=context, output_tokens=0)
+        x = replace(i.inputs, prompt_tokens=context, output_tokens=0)
         expected = decode_step(StepContext(i.arch, i.counts, i.hw, i.efficiency, x, micro_shape), weights).seconds
         assert cost.decode_seconds(batch, np.array([batch * context]))[0] == pytest.approx(expected, rel=1e-5)
         assert cost.mixed_seconds(batch, batch * context, []) == pytest.approx(expected, rel=1e-5)
     prompt = scenario.prompt_tokens  # fits one chunk, whole blocks: the plan's TTFT step exactly
-    ctx = StepContext(i.arch, i.counts, i.hw, i.efficiency, i.x, shape)
+    ctx = StepContext(i.arch, i.counts, i.hw, i.efficiency, i.inputs, shape)
     expected = prefill_step(ctx, weights, prompt, 1).seconds
     assert cost.mixed_seconds(0, 0, [(0, prompt)]) == pytest.approx(expected, rel=1e-9)
     # A prefix-cache hit: the piece [prompt - new, prompt) computes and writes only its own positions' KV.
