@@ -217,6 +217,8 @@ def hardware_link(group_span_gpus, hw: HardwareInputs, custom_allreduce: bool = 
 def micro_batch(sequences, pipeline_parallel):
     """Sequences per decode step on one stage: a replica's running sequences split over the `pipeline_parallel`
     micro-batches in flight (vLLM virtual engines), the first ones full."""
+    if type(sequences) is int and type(pipeline_parallel) is int:  # a simulated step's batch: the common case
+        return -(-sequences // pipeline_parallel)
     return ceil_div(sequences, pipeline_parallel)
 
 

@@ -175,11 +175,18 @@ class RooflineStepCost:
         read does not). The tables are read as Python lists: a simulation asks for one such step per
         prompt-carrying step, and numpy scalars cost more than the arithmetic."""
         t = self._tables
+        prefill_tokens = 0
+        prefill_flops = prefill_mixing = kv_written = 0.0
+        flops_to, mixing_to, kv_to = t.prefill_flops_to, t.prefill_mixing_flops_to, t.kv_written_to
+        for start, end in prefill_spans:
+            prefill_tokens += end - start
+            prefill_flops += flops_to[end] - flops_to[start] + flops_to[0]
+            prefill_mixing += mixing_to[end] - mixing_to[start]
+            kv_written += kv_to[end] - kv_to[start]
         micro = int(micro_batch(decode_batch, self.pipeline_parallel))
         decode_tokens = micro * query_tokens if decode_batch else 0
-        prefill_tokens = sum(end - start for start, end in prefill_spans)
         step_tokens = decode_tokens + prefill_tokens
-        if step_tokens > self.max_step_tokens:
+        if step_tokens > len(t.gemm_bytes) - 1:
             raise ValueError(f"a step of {step_tokens} tokens exceeds the table's {self.max_step_tokens}")
         decode_mixing = decode_kv_bytes = 0.0
         if decode_batch:
@@ -188,12 +195,6 @@ class RooflineStepCost:
                 mean_context, t.context_grid, t.decode_mixing_flops_per_sequence, t.kv_read_bytes_per_sequence
             )
             decode_mixing, decode_kv_bytes = decode_tokens * mixing, micro * kv
-        prefill_flops = prefill_mixing = kv_written = 0.0
-        flops_to, mixing_to, kv_to = t.prefill_flops_to, t.prefill_mixing_flops_to, t.kv_written_to
-        for start, end in prefill_spans:
-            prefill_flops += flops_to[end] - flops_to[start] + flops_to[0]
-            prefill_mixing += mixing_to[end] - mixing_to[start]
-            kv_written += kv_to[end] - kv_to[start]
         prefill_expert = prefill_tokens * self._expert_flops_per_token
         work = StepWork(
             prefill_gemm_flops=prefill_flops - prefill_expert - prefill_mixing,
