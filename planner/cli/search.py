@@ -83,7 +83,7 @@ def _check_slo_search(base, args: argparse.Namespace) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-
+    """`search`: the base scenario's grid (GPU x layout x precision x load), evaluated, constrained and ranked."""
     if not 1 <= args.max_gpus <= 4096:
         raise CliError("--max-gpus must be between 1 and 4096")
     if not 1 <= args.top <= 10_000:
@@ -92,44 +92,7 @@ def run(args: argparse.Namespace) -> int:
     if len(scenarios) > 1:
         raise CliError(f"search starts from one scenario; {args.scenario} holds {len(scenarios)}")
     base = scenarios[0]
-    arch = base.architecture()
-    gpus = [g for g in args.gpus.split(",") if g] or None
-    layout = powers_of_two(min(args.max_gpus, 64))
-    if base.kind == "training":
-        grid = training_grid(
-            base,
-            gpus=gpus,
-            num_gpus=powers_of_two(args.max_gpus),
-            tensor_parallel=[t for t in layout if t <= tensor_parallel_limit(base, gpus)],
-            pipeline_parallel=[p for p in layout if p <= min(arch.num_layers, 16)],
-            zero_stages=[0, 1, 2, 3],
-            checkpointing=["none", "selective", "full"],
-            micro_batch_sizes=[1, 2, 4, 8],
-        )
-        evaluate, objective = evaluate_training, args.minimize or "usd_total"
-        columns = list(TRAINING_GRID_COLUMNS) + [
-            "data_parallel",
-            "step_seconds",
-            "tokens_per_second",
-            "mfu",
-            "time_to_train_seconds",
-            "usd_total",
-            "total_bytes",
-        ]
-    else:
-        grid = inference_grid(
-            base,
-            gpus=gpus,
-            num_gpus=powers_of_two(args.max_gpus),
-            tensor_parallel=layout,
-            pipeline_parallel=[p for p in layout if p <= arch.num_layers],
-            expert_parallel=layout if arch.is_moe else [1],
-            weight_dtypes=["bf16", *QUANTIZED_DTYPES],
-            kv_cache_dtypes=["bf16", "fp8"],
-            concurrency=sorted({base.concurrency, *powers_of_two(4096)}),
-        )
-        evaluate, objective = evaluate_inference, args.minimize or "usd_per_million_output_tokens"
-        columns = [*GRID_COLUMNS, *(column.name for column in HEADLINE_COLUMNS)]
+    grid, evaluate, objective, columns = _grid_of(base, args)
     try:
         constraints, slo_constraints = split_constraints(args.constraint)
         objectives = [c for c in args.pareto.split(",") if c] or [objective]
@@ -157,18 +120,68 @@ def run(args: argparse.Namespace) -> int:
             result = search(frame, constraints, objective, args.top)
     except (PlanningError, ValueError, KeyError) as exc:
         raise CliError(str(exc)) from None
-    result = result[columns]
     print(
         f"# {len(grid):,} configurations, {int(frame.valid.sum()):,} valid layouts, "
         f"{len(apply_constraints(frame, constraints)):,} fit and meet the constraints",
         file=sys.stderr,
     )
-    if args.format == "csv":
+    _write(result[columns], args.format)
+    return 0
+
+
+def _grid_of(base, args: argparse.Namespace):
+    """The grid a search sweeps around `base`, how its rows are evaluated, the default objective and the columns
+    printed: training over GPU x layout x ZeRO x recompute x micro-batch, inference over GPU x layout x weight and
+    KV formats x concurrency."""
+    arch = base.architecture()
+    gpus = [g for g in args.gpus.split(",") if g] or None
+    layout = powers_of_two(min(args.max_gpus, 64))
+    if base.kind == "training":
+        grid = training_grid(
+            base,
+            gpus=gpus,
+            num_gpus=powers_of_two(args.max_gpus),
+            tensor_parallel=[t for t in layout if t <= tensor_parallel_limit(base, gpus)],
+            pipeline_parallel=[p for p in layout if p <= min(arch.num_layers, 16)],
+            zero_stages=[0, 1, 2, 3],
+            checkpointing=["none", "selective", "full"],
+            micro_batch_sizes=[1, 2, 4, 8],
+        )
+        columns = [*TRAINING_GRID_COLUMNS, *TRAINING_HEADLINE_COLUMNS]
+        return grid, evaluate_training, args.minimize or "usd_total", columns
+    grid = inference_grid(
+        base,
+        gpus=gpus,
+        num_gpus=powers_of_two(args.max_gpus),
+        tensor_parallel=layout,
+        pipeline_parallel=[p for p in layout if p <= arch.num_layers],
+        expert_parallel=layout if arch.is_moe else [1],
+        weight_dtypes=["bf16", *QUANTIZED_DTYPES],
+        kv_cache_dtypes=["bf16", "fp8"],
+        concurrency=sorted({base.concurrency, *powers_of_two(4096)}),
+    )
+    columns = [*GRID_COLUMNS, *(column.name for column in HEADLINE_COLUMNS)]
+    return grid, evaluate_inference, args.minimize or "usd_per_million_output_tokens", columns
+
+
+# What a training search prints beside its grid columns.
+TRAINING_HEADLINE_COLUMNS = (
+    "data_parallel",
+    "step_seconds",
+    "tokens_per_second",
+    "mfu",
+    "time_to_train_seconds",
+    "usd_total",
+    "total_bytes",
+)
+
+
+def _write(result, output_format: str) -> None:
+    if output_format == "csv":
         sys.stdout.write(result.to_csv(index=False))
-    elif args.format == "json":
+    elif output_format == "json":
         sys.stdout.write(result.to_json(orient="records", indent=2) + "\n")
     else:
         sys.stdout.write(
             (result.to_string(index=False) if len(result) else "no configuration meets the constraints") + "\n"
         )
-    return 0
