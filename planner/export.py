@@ -173,9 +173,14 @@ SUMMARY_COLUMNS: list[tuple[str, tuple[str, ...], Callable[[Any], Any]]] = [
         lambda p: _speculative(p, lambda s: _draft_bytes(p) / GIB),
     ),
     (
-        "Traffic: requests/s offered",
+        "Traffic: requests/s offered",  # as sent, first to last send: a trace's own rate, blank when all at once
         _INF,
-        lambda p: _traffic(p, lambda t: p.scenario.traffic.requests_per_second),
+        lambda p: _traffic(p, lambda t: t.offered_requests_per_second),
+    ),
+    (
+        TRAFFIC_PREFIX + "requests/s completed",  # over the run, drain included (goodput <= completed <= offered)
+        _INF,
+        lambda p: _traffic(p, lambda t: t.request_throughput_per_second),
     ),
     (TRAFFIC_PREFIX + "p50 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p50 * _MS)),
     (TRAFFIC_PREFIX + "p99 TTFT (ms)", _INF, lambda p: _traffic(p, lambda t: t.ttft_seconds.p99 * _MS)),

@@ -151,6 +151,9 @@ WarningCode = Literal[
     "small_weight_group",
     "speculative_slows_decode",
     "traffic_not_simulated",
+    "stream_over_context",  # requests of the stream longer than the model's context
+    "stream_over_kv_pool",  # requests no replica's KV cache holds whole
+    "stream_overloaded",  # a stream sent faster than the deployment serves at its full batch
     # training
     "sequence_over_max",
     "uneven_pipeline_stages",
@@ -190,6 +193,12 @@ class WarningFields(TypedDict):
 def warning_fields(items: list[PlanWarning]) -> WarningFields:
     """A plan's `warnings` and `warning_codes` fields, in one order."""
     return {"warnings": [w.message for w in items], "warning_codes": [w.code for w in items]}
+
+
+# What the request stream itself gets wrong (the dashboard shows these in its Serve traffic section).
+STREAM_WARNING_CODES: frozenset[WarningCode] = frozenset(
+    {"stream_over_context", "stream_over_kv_pool", "stream_overloaded"}
+)
 
 
 def coded_warnings(plan: Any) -> list[PlanWarning]:

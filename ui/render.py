@@ -15,7 +15,7 @@ import streamlit as st
 
 from planner import units
 from planner.export import plans_to_csv, plans_to_summary_csv
-from planner.results import coded_warnings
+from planner.results import STREAM_WARNING_CODES, coded_warnings
 from planner.search.roofline_points import plan_roofline
 from planner.share import scenario_to_query_params
 from planner.verdict import Verdict, memory_verdict
@@ -63,8 +63,9 @@ def metric_with_band(
 
 
 def plan_warnings(plan) -> None:
-    # The verdict above already says that (and by how much) the plan does not fit.
-    shown = [w.message for w in coded_warnings(plan) if w.code != "does_not_fit"]
+    # The verdict above already says that (and by how much) the plan does not fit; the stream's own warnings stand in
+    # its Serve traffic section.
+    shown = [w.message for w in coded_warnings(plan) if w.code != "does_not_fit" and w.code not in STREAM_WARNING_CODES]
     if shown:
         st.warning("\n".join(f"- {md_escape(w)}" for w in shown), icon=":material/warning:")
 

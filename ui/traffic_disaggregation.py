@@ -31,7 +31,7 @@ SPLIT_COLUMNS = {
     "Replicas (P / D)": st.column_config.TextColumn(width="small"),
     **{
         name: st.column_config.NumberColumn(format="%.3g", width="small")
-        for name in ("p99 TTFT (ms)", "p99 TPOT (ms)", "Served (req/s)", "Goodput (req/s)", "KV transfer (ms)")
+        for name in ("p99 TTFT (ms)", "p99 TPOT (ms)", "Completed (req/s)", "Goodput (req/s)", "KV transfer (ms)")
     },
     "SLO met (%)": st.column_config.NumberColumn(format="%.1f", width="small"),
 }

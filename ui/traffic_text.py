@@ -138,19 +138,6 @@ def at_rate_sentence(result: TrafficResult, traffic: Traffic) -> str:
     )
 
 
-def overload_sentence(result: TrafficResult, traffic: Traffic, saturated_requests_per_second: float) -> str | None:
-    """When the stream asks for more than the deployment serves at its full batch: the tail then grows with the
-    length of the run, not just the rate."""
-    offered = offered_rate(traffic)
-    if offered is None or offered <= saturated_requests_per_second:
-        return None
-    return (
-        f"The stream sends {rate(offered)}, more than the {rate(saturated_requests_per_second)} this deployment "
-        f"serves at its full batch: the queue grows for the whole run ({units.seconds(result.duration_seconds)}), "
-        "so the tail latencies grow with the number of requests simulated."
-    )
-
-
 def percentile_rows(result: TrafficResult) -> list[dict[str, str]]:
     """The contract's latency distributions as table rows: mean, p50, p90, p99 (formatted)."""
     rows = []
@@ -207,7 +194,7 @@ def comparison_rows(colocated: TrafficResult, split: TrafficResult, kv_transfer_
         ("TTFT p99", lambda r: units.seconds(r.ttft_seconds.p99)),
         ("TPOT p50", lambda r: units.seconds(r.tpot_seconds.p50)),
         ("TPOT p99", lambda r: units.seconds(r.tpot_seconds.p99)),
-        ("Requests served", lambda r: rate(r.request_throughput_per_second)),
+        ("Requests completed", lambda r: rate(r.request_throughput_per_second)),
         (
             "Goodput",
             lambda r: rate(r.goodput_requests_per_second) if r.goodput_requests_per_second is not None else "no SLO",
@@ -230,7 +217,7 @@ def split_rows(splits, total_gpus: int) -> list[dict]:
             "Replicas (P / D)": f"{s.prefill_replicas} / {s.decode_replicas}",
             "p99 TTFT (ms)": s.traffic.ttft_seconds.p99 * 1e3,
             "p99 TPOT (ms)": s.traffic.tpot_seconds.p99 * 1e3,
-            "Served (req/s)": s.traffic.request_throughput_per_second,
+            "Completed (req/s)": s.traffic.request_throughput_per_second,
             "Goodput (req/s)": s.traffic.goodput_requests_per_second,
             "SLO met (%)": None if s.traffic.slo_attainment is None else s.traffic.slo_attainment * 100,
             "KV transfer (ms)": s.kv_transfer_seconds_mean * 1e3,

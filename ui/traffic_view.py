@@ -13,6 +13,7 @@ import streamlit as st
 
 from planner import units
 from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine
+from planner.results import STREAM_WARNING_CODES, coded_warnings
 from ui import render, state, traffic_charts, traffic_disaggregation
 from ui import traffic_text as words
 from ui.text import gpu_short_name
@@ -61,12 +62,17 @@ def _verdict(scenario, plan, cap) -> None:
 
 def _metrics(result) -> None:
     cols = st.columns(4)
+    sent = result.offered_requests_per_second
     cols[0].metric(
-        "Requests served",
+        "Requests completed",
         units.per_second(result.request_throughput_per_second),
+        delta=f"of {units.per_second(sent)} sent" if sent else None,
+        delta_color="off",
         help=f"{result.num_requests:,} requests from the first sent to the last answered "
-        f"({units.seconds(result.duration_seconds)}), whole deployment; below the offered rate by the time the "
-        "last requests take to finish (and, past saturation, by the queue).",
+        f"({units.seconds(result.duration_seconds)}), whole deployment, as vllm bench serve counts its request "
+        "throughput: below the rate they were sent at (over the first to the last send) by the time the last "
+        "requests take to finish, and, past saturation, by the queue. Goodput counts those within every SLO "
+        "target over the same run, so goodput ≤ completed ≤ sent.",
     )
     cols[1].metric("Output tokens/s", units.count(result.output_tokens_per_second), help="Whole deployment.")
     cols[2].metric(
@@ -159,9 +165,9 @@ def traffic_results(scenario, plan, calibration=None) -> None:
         if traffic.slo is not None and traffic.slo.targets:
             cap = state.slo_capacity(scenario, sizing_target(scenario), calibration)
     _verdict(scenario, plan, cap)
-    overload = words.overload_sentence(result, traffic, plan.performance.requests_per_second)
-    if overload:
-        st.warning(render.md_escape(overload), icon=":material/trending_up:")
+    for warning in coded_warnings(plan):  # the engine's verdicts on the stream itself (planner.inference.traffic)
+        if warning.code in STREAM_WARNING_CODES:
+            st.warning(render.md_escape(warning.message), icon=":material/trending_up:")
     if not plan.memory.fits:
         st.caption(
             "The static plan's concurrency does not fit in memory; the simulation caps the batch by the KV blocks "

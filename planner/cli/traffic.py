@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
     except PlanningError as exc:
         raise CliError(explain(exc)) from None
     out["assumptions"] = engine.assumptions()
-    out["warnings"] = [warning] if warning else []
+    out["warnings"] = ([warning] if warning else []) + [w.message for w in engine.warnings()]
     if args.format == "text":
         sys.stdout.write(report_text(out) + "\n")
     else:
@@ -236,8 +236,10 @@ def _run_lines(t: dict) -> list[str]:
     return [
         f"{t['num_requests']:,} requests on {t['replicas']} replica{'s' if t['replicas'] != 1 else ''}, "
         f"routed {t['routing']}",
-        f"throughput: {t['request_throughput_per_second']:.3g} requests/s, "
-        f"{count(t['output_tokens_per_second'])} output tokens/s over {seconds(t['duration_seconds'])}",
+        f"throughput: {t['request_throughput_per_second']:.3g} requests/s completed"
+        + (f" of {t['offered_requests_per_second']:.3g} sent" if t.get("offered_requests_per_second") else "")
+        + f", {count(t['output_tokens_per_second'])} output tokens/s over {seconds(t['duration_seconds'])}"
+        + " (first send to last answer)",
         "",
     ]
 

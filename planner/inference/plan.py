@@ -115,9 +115,10 @@ def _traffic_engine(
     if scenario.traffic is None:
         return None, []
     try:
-        return TrafficEngine.from_metrics(scenario, i, m), []
+        engine = TrafficEngine.from_metrics(scenario, i, m)
     except PlanningError as exc:
         return None, [PlanWarning("traffic_not_simulated", f"{TRAFFIC_NOT_SIMULATED}{exc}.")]
+    return engine, engine.warnings()
 
 
 # ---------------------------------------------------------------------------------------------

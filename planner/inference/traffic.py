@@ -56,7 +56,9 @@ from planner.inference.workload import (
 from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics.cost import HOURS_PER_MONTH
 from planner.physics.runtimes import kv_block_tokens, runtime_profile
+from planner.results import PlanWarning
 from planner.scenario_base import revised
+from planner.units import per_second
 
 ROUTING = "round robin (request i to replica i mod replicas)"
 KNEE_TTFT_GROWTH = 3.0  # the knee: the first rate whose p99 TTFT is this many times the light-load p99 TTFT
@@ -64,6 +66,9 @@ CURVE_LOAD_FRACTIONS = (0.1, 0.3, 0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25)
 CURVE_REQUESTS = 600  # per curve point and per capacity probe: enough for a stable p99 (6 requests above it)
 CAPACITY_PROBES = 10
 CAPACITY_MAX_REQUESTS = 2000
+# How far past the static saturated rate a stream must be to be called overloaded: the simulation saturates within a
+# few % of the static plan's rate (TrafficEngine.capacity), so 10 % is past any rounding of that rule.
+OVERLOAD_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
@@ -337,6 +342,72 @@ class TrafficEngine:
                     high = mid
             best = low
         return capacity_answer(self, best, target_requests_per_second)
+
+    def warnings(self) -> list[PlanWarning]:
+        """What is wrong with the stream itself, said beside its numbers: requests the engine refuses (longer than
+        the model's context), requests no replica's KV cache can hold whole, and a stream faster than the deployment
+        serves at its full batch (its queue then grows for the whole run)."""
+        reqs = self.requests()
+        if not len(reqs):
+            return []
+        total = reqs.prompt_tokens + reqs.output_tokens
+        arch, limits = self.inputs.arch, self.limits
+        found: list[PlanWarning] = []
+        over = int((total > arch.max_context_tokens).sum())
+        if over:
+            found.append(
+                PlanWarning(
+                    "stream_over_context",
+                    f"{over:,} of {len(reqs):,} requests (the longest {int(total.max()):,} tokens) exceed "
+                    f"{arch.name}'s maximum context of {arch.max_context_tokens:,} tokens: a real engine refuses "
+                    "them (vLLM answers 400), while the simulation serves them, so its numbers include them.",
+                )
+            )
+        pool_tokens = limits.kv_blocks * limits.block_tokens
+        whole = int((total > pool_tokens).sum())
+        if whole:
+            found.append(
+                PlanWarning(
+                    "stream_over_kv_pool",
+                    f"{whole:,} of {len(reqs):,} requests need more KV cache than one replica holds "
+                    f"({pool_tokens:,} tokens): they never fit whole, and the engine preempts and recomputes them "
+                    "(vLLM refuses a prompt longer than the pool).",
+                )
+            )
+        overload = self._overload_warning(reqs)
+        return found + ([overload] if overload is not None else [])
+
+    def _overload_warning(self, reqs: Requests) -> PlanWarning | None:
+        """A stream sent faster than the replicas sustain at their full batch, the static serving cycle at the
+        stream's own mean lengths; past it by more than OVERLOAD_MARGIN (the simulation saturates within a few %
+        of that rate), every later request queues longer than the one before."""
+        span = float(reqs.arrival_seconds[-1] - reqs.arrival_seconds[0])
+        asked = self.traffic.requests_per_second
+        if span <= 0 or asked is None and self.traffic.lengths != "trace":
+            return None  # sent at once: a burst, not a rate
+        # the stream's own rate: the one asked for, or a trace's over its arrivals
+        offered = len(reqs) / span if self.traffic.lengths == "trace" or asked is None else float(asked)
+        sustained = self._sustained_requests_per_second_per_replica(reqs) * self.replicas
+        if offered <= OVERLOAD_MARGIN * sustained:
+            return None
+        return PlanWarning(
+            "stream_overloaded",
+            f"The stream sends {per_second(offered)} but this deployment serves at most about "
+            f"{per_second(sustained)} ({self.replicas} replica{'s' if self.replicas != 1 else ''} at full batch, "
+            "at the requests' mean lengths): its queue grows for the whole run, so the latencies grow with the "
+            "run's length, not only with the load.",
+        )
+
+    def _sustained_requests_per_second_per_replica(self, reqs: Requests) -> float:
+        """The static plan's saturated rate per replica, at the stream's mean prompt and output lengths."""
+        i = self.inputs
+        prompt = max(int(round(float(reqs.prompt_tokens.mean()))), 1)
+        output = max(int(round(float(reqs.output_tokens.mean()))), 1)
+        if (prompt, output) == (int(i.inputs.prompt_tokens), int(i.inputs.output_tokens)):
+            return self.static_requests_per_second_per_replica
+        stream = replace(i.inputs, prompt_tokens=prompt, output_tokens=output)
+        m = inference_metrics(i.arch, i.counts, i.hw, i.efficiency, stream, i.draft)
+        return float(m.serving.requests_per_second) / self.replicas
 
     def assumptions(self) -> list[str]:
         s = self.scenario

@@ -192,9 +192,14 @@ class TrafficResult(Frozen):
     itl_seconds: Distribution
     e2e_latency_seconds: Distribution
     queue_seconds: Distribution
-    request_throughput_per_second: float
+    # Rates over the run (first send to last finish, the final drain included: vllm bench serve's request
+    # throughput), so goodput <= completed (request_throughput) <= offered
+    request_throughput_per_second: float  # requests completed per second of the run
     output_tokens_per_second: float
     duration_seconds: float
+    # requests sent per second, over the sending window (first to last send): the stream's own rate as it reached
+    # the deployment (a trace's, or a client-capped stream's); None when every request is sent at once
+    offered_requests_per_second: float | None = None
     peak_batch: int
     mean_batch: float
     mean_requests_in_system: float
@@ -308,6 +313,7 @@ def summarize(
     kv = np.concatenate([t.step_kv_blocks for t in timelines]) / max(kv_blocks, 1)
     kv_time = float(np.dot(np.minimum(kv, 1.0), step_seconds) / busy_time) if busy_time else 0.0
     in_system = float(np.nansum(m["e2e"]) / duration) if n else 0.0  # Little's law over the run
+    sending = float(np.nanmax(m["sent"])) - start if n else 0.0
     return TrafficResult(
         num_requests=n,
         replicas=len(timelines),
@@ -320,6 +326,7 @@ def summarize(
         request_throughput_per_second=n / duration if n else 0.0,
         output_tokens_per_second=float(m["outputs"].sum()) / duration if n else 0.0,
         duration_seconds=duration,
+        offered_requests_per_second=n / sending if sending > 0 else None,
         peak_batch=int(step_batch.max()) if step_batch.size else 0,
         mean_batch=batch_time / busy_time if busy_time else 0.0,
         mean_requests_in_system=in_system,

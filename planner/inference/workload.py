@@ -32,7 +32,7 @@ class TraceRow(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    arrival_seconds: float = Field(ge=0, le=1e7)
+    arrival_seconds: float = Field(ge=0, le=1e7, allow_inf_nan=False)
     prompt_tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS)
     output_tokens: int = Field(ge=1, le=MAX_LENGTH_TOKENS)
     prefix_id: str | None = Field(default=None, max_length=200)
@@ -110,7 +110,7 @@ class Traffic(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    requests_per_second: float | None = Field(default=1.0, gt=0, le=1e6)
+    requests_per_second: float | None = Field(default=1.0, gt=0, le=1e6, allow_inf_nan=False)
     arrival: Literal["poisson", "uniform", "gamma"] = "poisson"
     burstiness: float = Field(default=1.0, gt=0.01, le=100, description="gamma shape of the inter-arrival gaps")
     num_requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS)

@@ -313,3 +313,17 @@ def test_a_prefix_pool_from_the_link_shows_its_hit_breakdown_and_round_trips():
     assert scenario_of(at).traffic.prefix_pool is None
     assert "Prefix hits from the pool" in {m.label for m in at.metric}
     assert {m.label: m.value for m in at.metric}["Prefix hits from the pool"] == "no pool"
+
+
+def test_an_overloaded_stream_shows_the_engine_s_warning_once_in_the_traffic_section():
+    """The section's overload sentence is the engine's `stream_overloaded` warning (its code, its words), shown
+    there and not again in the plan's warning box at the top."""
+    at = open_page(params={**LIGHT, "inference_traffic_requests_per_second": "12"})
+    assert_clean(at)
+    expected = plan(scenario_of(at))
+    assert "stream_overloaded" in expected.warning_codes
+    message = expected.warnings[expected.warning_codes.index("stream_overloaded")]
+    shown = [w.value.replace("\\", "") for w in at.warning]
+    assert sum(message in w for w in shown) == 1, shown
+    completed = [m for m in at.metric if m.label == "Requests completed"]
+    assert completed and completed[0].delta.startswith("of ")
