@@ -141,7 +141,7 @@ def disaggregation_section(scenario, plan, calibration=None) -> None:
         return
     if comparison.best is None:
         reason = comparison.reason[0].upper() + comparison.reason[1:]
-        st.info(f"**{render.md_escape(reason)}.** A split needs two whole replicas' GPUs.", icon=":material/info:")
+        st.info(f"{render.md_escape(reason)}.", icon=":material/info:")  # the engine's reason names the GPUs needed
         return
     box = st.success if comparison.disaggregation_wins else st.info
     verdict = "Disaggregation wins" if comparison.disaggregation_wins else "Colocated is as good or better"

@@ -197,8 +197,14 @@ def best_split(
             continue  # a pool that cannot hold the model on its GPUs: not a split
     best = max(splits, key=lambda s: _score(s.traffic), default=None)
     wins = best is not None and _score(best.traffic) > _score(colocated)
-    if best is None:
-        reason = f"{scenario.num_gpus} GPU(s) hold one replica only: nothing to split"
+    if best is None and scenario.num_gpus < 2 * per_replica:
+        reason = (
+            f"{scenario.num_gpus} GPU(s) hold one replica of {per_replica} (TP {scenario.tensor_parallel} x PP "
+            f"{scenario.pipeline_parallel}) only: a split needs a prefill and a decode replica, at least "
+            f"{2 * per_replica} GPUs"
+        )
+    elif best is None:
+        reason = "no split of these GPUs holds the model in both pools: nothing to compare"
     else:
         measure = "goodput under the SLO" if colocated.goodput_requests_per_second is not None else "throughput"
         reason = (

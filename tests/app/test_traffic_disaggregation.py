@@ -86,7 +86,12 @@ def test_the_best_split_shows_every_split_and_the_verdict():
             {view.PREFILL_TP_KEY: 2, view.PREFILL_GPUS_KEY: 3},
             "not a whole number of prefill replicas",
         ),
-        ({"inference_traffic": "true", "inference_traffic_num_requests": "200"}, view.BEST, {}, "one replica only"),
+        (
+            {"inference_traffic": "true", "inference_traffic_num_requests": "200"},
+            view.BEST,
+            {},
+            "a split needs a prefill and a decode replica, at least 8 GPUs",
+        ),
     ],
 )
 def test_a_split_that_is_no_layout_gets_a_sentence(params, mode, inputs, words_):
