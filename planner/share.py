@@ -255,19 +255,28 @@ def decode_calibration(text: str) -> CalibrationLink:
     return CalibrationLink(fingerprint, record_id, record)
 
 
+def _literal_choices(annotation: Any) -> tuple:
+    """A Literal's values, also inside an optional one (`Percentile | None`); () for any other annotation."""
+    if typing.get_origin(annotation) is typing.Literal:
+        return typing.get_args(annotation)
+    return tuple(c for arg in typing.get_args(annotation) if arg is not type(None) for c in _literal_choices(arg))
+
+
 def _from_text(cls: type, name: str, text: str) -> Any:
     if len(text) > MAX_PARAM_CHARS:
         raise ValueError(f"value is {len(text):,} characters long")
     if text.startswith(INLINE_PREFIX):
         return decode_inline(text)
-    annotation = str(cls.model_fields[name].annotation)
-    if text.lower() in ("none", "null", "") and "None" in annotation:
+    field_type = cls.model_fields[name].annotation
+    annotation = str(field_type)
+    optional = "None" in annotation or type(None) in typing.get_args(field_type)  # Optional[Literal[...]] too
+    if text.lower() in ("none", "null", "") and optional:
         return None
     if text.startswith("{") and ("dict" in annotation or "BaseModel" in annotation or "Config" in annotation):
         return load_json(text, f"'{name}'")
-    choices = typing.get_args(cls.model_fields[name].annotation)
+    choices = _literal_choices(cls.model_fields[name].annotation)
     if choices and all(type(c) is int for c in choices) and re.fullmatch(r"-?\d{1,9}", text.strip()):
-        return int(text)  # a Literal of numbers (the SLO's percentile): the link's text is the number
+        return int(text)  # a Literal of numbers (the SLO's percentiles): the link's text is the number
     return text
 
 

@@ -91,7 +91,7 @@ def test_text_report_with_curve_and_capacity(scenario, capsys):
         (["--rate", "fast"], "is not a number"),
         (["--rate", "-3"], "requests_per_second"),
         (["--slo", "ttft<2"], "is not a target"),
-        (["--slo", "p99_ttft_seconds<=1", "--slo", "p50_tpot_seconds<=0.1"], "one percentile"),
+        (["--slo", "p99_ttft_seconds<=1", "--slo", "p50_ttft_seconds<=2"], "two targets for ttft"),
         (["--capacity", "5"], "SLO target"),
         (["--capacity", "-1"], "--capacity"),
         (["--requests", "0"], "num_requests"),

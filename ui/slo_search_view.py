@@ -58,7 +58,11 @@ class SloRequest:
             e2e_latency_seconds=self.e2e_latency_seconds
             if self.e2e_latency_seconds is not None
             else own.e2e_latency_seconds,
+            # a percentile picked here applies to every target; else each keeps the stream's own
             percentile=self.percentile if self.percentile is not None else own.percentile,
+            ttft_percentile=None if self.percentile is not None else own.ttft_percentile,
+            tpot_percentile=None if self.percentile is not None else own.tpot_percentile,
+            e2e_latency_percentile=None if self.percentile is not None else own.e2e_latency_percentile,
         )
 
     def spec(self, scenario) -> grid_search.InferenceSearchSpec:

@@ -301,7 +301,7 @@ def slo_result_table(frame: pd.DataFrame, slo, link_for_row) -> pd.DataFrame:
         }
     )
     percentiles = dict.fromkeys(
-        ["p99_ttft_seconds", "p99_tpot_seconds", *(f"p{slo.percentile}_{m}" for m in slo.targets)]
+        ["p99_ttft_seconds", "p99_tpot_seconds", *(f"p{slo.percentile_of(m)}_{m}" for m in slo.targets)]
     )
     for column in percentiles:
         label, factor = slo_column_label(column)

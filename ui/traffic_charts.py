@@ -332,11 +332,14 @@ def _cdf_chart() -> dict:
     return _finish(alt.layer(line, targets, level), height=320).to_dict()
 
 
-def latency_cdf(result: TrafficResult, targets: dict[str, float] | None = None, percentile: int = 99) -> dict:
+def latency_cdf(
+    result: TrafficResult, targets: dict[str, float] | None = None, percentile: int | dict[str, int] = 99
+) -> dict:
     """Each latency's distribution function from the simulation's quantile table (`latency_quantiles`): latency
     on a log x axis, the share of requests at or below it on a y axis that stretches the tail, the SLO targets as
     dashed verticals in the metric's colour and the SLO's percentile as a dotted line (a target is met where its
-    curve crosses that line left of its vertical)."""
+    curve crosses that line left of its vertical). `percentile`: one for every target, or each target's own."""
+    at = percentile if isinstance(percentile, dict) else {m: percentile for m in targets or {}}
     table = result.latency_quantiles
     labels = dict(CDF_METRICS)
     rows = []
@@ -354,11 +357,12 @@ def latency_cdf(result: TrafficResult, targets: dict[str, float] | None = None, 
                         }
                     )
     target_rows = [
-        {"metric": labels[m], "seconds": s, "label": f"{labels[m]}: p{percentile} ≤ {units.seconds(s)}"}
+        {"metric": labels[m], "seconds": s, "label": f"{labels[m]}: p{at.get(m, 99)} ≤ {units.seconds(s)}"}
         for m, s in (targets or {}).items()
         if m in labels
     ]
-    level_rows = [{"tail": _tail_position(percentile), "label": f"p{percentile}"}] if target_rows else []
+    levels = sorted({at.get(m, 99) for m in (targets or {}) if m in labels})
+    level_rows = [{"tail": _tail_position(q), "label": f"p{q}"} for q in levels]
     spec = _spec(
         _cdf_chart(),
         {

@@ -67,6 +67,9 @@ TRAFFIC_SPECS: tuple[Spec, ...] = (
     Spec("slo_ttft_seconds", "TTFT at most (s)", "number", step=0.5, fmt="%g"),
     Spec("slo_tpot_seconds", "TPOT at most (ms)", "number", scale=1e-3, step=5.0, fmt="%g"),
     Spec("slo_e2e_latency_seconds", "End-to-end at most (s)", "number", step=5.0, fmt="%g"),
+    Spec("slo_ttft_percentile", "TTFT target's percentile", "select"),
+    Spec("slo_tpot_percentile", "TPOT target's percentile", "select"),
+    Spec("slo_e2e_latency_percentile", "End-to-end target's percentile", "select"),
     Spec("max_concurrency", "Client concurrency cap", "number", step=8),
     Spec("shared_prefix_fraction", "Shared prompt prefix (share)", "slider", step=0.05),
     Spec("num_prefixes", "Distinct shared prefixes", "number", step=1),
@@ -90,6 +93,9 @@ EXTRA_HELP = {
     "slo_ttft_seconds": "Time to first token, from sending the request (queueing included). Empty: no target.",
     "slo_tpot_seconds": "Time per output token after the first, per request. Empty: no target.",
     "slo_e2e_latency_seconds": "From sending the request to its last token. Empty: no target.",
+    "slo_ttft_percentile": "Empty: the SLO percentile above. Set one to say e.g. p99 TTFT with p95 TPOT.",
+    "slo_tpot_percentile": "Empty: the SLO percentile above. Set one to say e.g. p99 TTFT with p95 TPOT.",
+    "slo_e2e_latency_percentile": "Empty: the SLO percentile above.",
     "seed": "The same seed gives the same request stream, so two plans compare on the same requests.",
     "num_prefixes": "Each request starts with one of this many prefixes, picked at random (a system prompt per "
     "tenant, a document per conversation).",
@@ -108,6 +114,9 @@ PLACEHOLDERS = {
     "slo_tpot_seconds": "no target",
     "slo_e2e_latency_seconds": "no target",
     "max_concurrency": "no cap",
+    "slo_ttft_percentile": "the SLO percentile",
+    "slo_tpot_percentile": "the SLO percentile",
+    "slo_e2e_latency_percentile": "the SLO percentile",
     "gpu_prefix_cache_share": "unbounded",
 }
 TRACE_HELP = (
@@ -285,6 +294,8 @@ def _input(prefix: str, name: str, where, written: set[str]) -> Any:
     from_state = key in written
     if spec.widget == "select":
         options = list(f.options())
+        if f.optional:  # empty: the field's own default rule (its placeholder says which)
+            return where.selectbox(spec.label, options, index=None, placeholder=PLACEHOLDERS.get(name), **common)
         return where.selectbox(spec.label, options, index=None if from_state else options.index(f.default), **common)
     if spec.widget == "toggle":
         return where.toggle(spec.label, value=bool(f.default), **common)
@@ -396,6 +407,8 @@ def traffic_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | Non
         values["chunked_prefill"] = _input(prefix, "chunked_prefill", right, written)
         values["num_prefixes"] = _input(prefix, "num_prefixes", left, written)
         values["gpu_prefix_cache_share"] = _input(prefix, "gpu_prefix_cache_share", right, written)
+        for i, metric in enumerate(("ttft", "tpot", "e2e_latency")):  # each target's own percentile, if not shared
+            targets[f"{metric}_percentile"] = _input(prefix, f"slo_{metric}_percentile", (left, right)[i % 2], written)
         values["prefix_pool"] = _pool_inputs(prefix)
     for note in notes:
         where.info(note, icon=":material/info:")

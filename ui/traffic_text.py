@@ -51,7 +51,7 @@ def slo_text(slo: Slo | None) -> str:
     """Every target of the SLO: 'p99 TTFT ≤ 2.00 s and p99 TPOT ≤ 50.0 ms'."""
     if slo is None or not slo.targets:
         return "no target"
-    parts = [target_text(metric, slo.percentile, seconds) for metric, seconds in slo.targets.items()]
+    parts = [target_text(metric, slo.percentile_of(metric), seconds) for metric, seconds in slo.targets.items()]
     return " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 

@@ -143,7 +143,7 @@ def _curve_charts(scenario, plan, curve, cap) -> None:
     left, right = st.columns(2, gap="large")
     for where, metric in ((left, "ttft_seconds"), (right, "tpot_seconds")):
         target = slo.targets.get(metric) if slo is not None else None
-        label = words.target_text(metric, slo.percentile, target) if target else ""
+        label = words.target_text(metric, slo.percentile_of(metric), target) if target else ""
         with where:
             render.chart(
                 traffic_charts.load_curve(curve, metric, per_replica, target, f"SLO {label}", limit), width="stretch"
@@ -189,7 +189,9 @@ def traffic_results(scenario, plan, calibration=None) -> None:
         )
         slo = traffic.slo
         render.chart(
-            traffic_charts.latency_cdf(result, slo.targets if slo else None, slo.percentile if slo else 99),
+            traffic_charts.latency_cdf(
+                result, slo.targets if slo else None, {m: slo.percentile_of(m) for m in slo.targets} if slo else 99
+            ),
             width="stretch",
         )
     with right:

@@ -72,11 +72,11 @@ def register(subparsers) -> None:
 
 
 def parse_slo(specs: list[str]) -> Slo | None:
-    """`p99_ttft_seconds<=2`-style targets into one Slo (one percentile for all of them)."""
+    """`p99_ttft_seconds<=2`-style targets into one Slo, each target at its own percentile."""
     if not specs:
         return None
     targets: dict[str, float] = {}
-    percentiles = set()
+    percentiles: dict[str, int] = {}
     for spec in specs:
         match = SLO_PATTERN.match(spec)
         if match is None:
@@ -85,15 +85,18 @@ def parse_slo(specs: list[str]) -> Slo | None:
                 "e.g. 'p99_ttft_seconds<=2'"
             )
         percentile, metric, value = match.groups()
-        percentiles.add(int(percentile))
+        if f"{metric}_seconds" in targets:
+            raise CliError(f"--slo sets two targets for {metric}; give each metric one")
+        percentiles[f"{metric}_percentile"] = int(percentile)
         try:
             targets[f"{metric}_seconds"] = float(value)
         except ValueError:
             raise CliError(f"--slo '{spec}': '{value}' is not a number") from None
-    if len(percentiles) > 1:
-        raise CliError(f"--slo targets must share one percentile; got p{', p'.join(map(str, sorted(percentiles)))}")
+    shared = set(percentiles.values())
+    # one percentile for every target: the shared field, as before; else each target's own
+    fields: dict[str, float | int] = {**targets, **({"percentile": shared.pop()} if len(shared) == 1 else percentiles)}
     try:
-        return Slo(percentile=percentiles.pop(), **targets)
+        return Slo.model_validate(fields)
     except ValidationError as exc:
         raise CliError(f"--slo: {explain(exc)}") from None
 

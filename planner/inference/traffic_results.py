@@ -275,11 +275,12 @@ def _slo_checks(
     names = {"ttft_seconds": "ttft", "tpot_seconds": "tpot", "e2e_latency_seconds": "e2e"}
     for metric, target in slo.targets.items():
         values = m[names[metric]]
-        simulated = Distribution.of(values).at(slo.percentile)
+        percentile = slo.percentile_of(metric)
+        simulated = Distribution.of(values).at(percentile)
         checks.append(
             SloCheck(
                 metric=metric,
-                percentile=slo.percentile,
+                percentile=percentile,
                 target_seconds=target,
                 simulated_seconds=simulated,
                 met=bool(simulated <= target),

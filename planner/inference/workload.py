@@ -13,7 +13,7 @@ import csv
 import io
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -38,15 +38,51 @@ class TraceRow(BaseModel):
     prefix_id: str | None = Field(default=None, max_length=200)
 
 
+SLO_METRICS = (
+    "ttft",
+    "tpot",
+    "e2e_latency",
+)  # each target's field is <metric>_seconds, its percentile <metric>_percentile
+
+
 class Slo(BaseModel):
-    """Latency targets, each met when the given percentile of requests is at or below it."""
+    """Latency targets, each met when its percentile of requests is at or below it: the target's own
+    (`ttft_percentile`, ...) or the shared `percentile` ("p99 TTFT <= 2 s and p95 TPOT <= 50 ms"). The nested form
+    `{"ttft": {"seconds": 2, "percentile": 99}, "tpot": {"seconds": 0.05, "percentile": 95}}` reads the same."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    ttft_seconds: float | None = Field(default=None, gt=0, le=3600)
-    tpot_seconds: float | None = Field(default=None, gt=0, le=60)
-    e2e_latency_seconds: float | None = Field(default=None, gt=0, le=86_400)
+    ttft_seconds: float | None = Field(default=None, gt=0, le=3600, allow_inf_nan=False)
+    tpot_seconds: float | None = Field(default=None, gt=0, le=60, allow_inf_nan=False)
+    e2e_latency_seconds: float | None = Field(default=None, gt=0, le=86_400, allow_inf_nan=False)
     percentile: Percentile = 99
+    ttft_percentile: Percentile | None = None  # empty: `percentile`
+    tpot_percentile: Percentile | None = None
+    e2e_latency_percentile: Percentile | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _nested_targets(cls, data: Any) -> Any:
+        """`{"ttft": {"seconds": 2, "percentile": 99}}` -> ttft_seconds=2, ttft_percentile=99."""
+        if not isinstance(data, dict) or not any(isinstance(data.get(m), dict) for m in SLO_METRICS):
+            return data
+        flat = {k: v for k, v in data.items() if k not in SLO_METRICS}
+        for metric in SLO_METRICS:
+            target = data.get(metric)
+            if target is None:
+                continue
+            if not isinstance(target, dict) or set(target) - {"seconds", "percentile"}:
+                raise PlanningError(f"slo.{metric} takes {{seconds, percentile}}; got {target!r}")
+            if "seconds" in target:
+                flat[f"{metric}_seconds"] = target["seconds"]
+            if "percentile" in target:
+                flat[f"{metric}_percentile"] = target["percentile"]
+        return flat
+
+    def percentile_of(self, metric: str) -> int:
+        """The percentile `metric`'s target is met at (`ttft_seconds` -> `ttft_percentile`, else `percentile`)."""
+        own = getattr(self, metric.removesuffix("_seconds") + "_percentile")
+        return self.percentile if own is None else own
 
     @property
     def targets(self) -> dict[str, float]:

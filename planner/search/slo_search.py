@@ -107,7 +107,7 @@ def slo_search(
 
 def slo_constraints(slo: Slo) -> list[Constraint]:
     """An SLO's targets as percentile constraints: p99 TTFT <= 2 s -> ('p99_ttft_seconds', '<=', 2.0)."""
-    return [(f"p{slo.percentile}_{metric}", "<=", float(target)) for metric, target in slo.targets.items()]
+    return [(f"p{slo.percentile_of(metric)}_{metric}", "<=", float(target)) for metric, target in slo.targets.items()]
 
 
 @dataclass(frozen=True)

@@ -327,3 +327,24 @@ def test_an_overloaded_stream_shows_the_engine_s_warning_once_in_the_traffic_sec
     assert sum(message in w for w in shown) == 1, shown
     completed = [m for m in at.metric if m.label == "Requests completed"]
     assert completed and completed[0].delta.startswith("of ")
+
+
+def test_a_target_at_its_own_percentile_comes_from_the_link_and_reaches_the_checks():
+    """'p99 TTFT <= 2 s and p95 TPOT <= 50 ms' said in the dashboard: the TPOT target's own percentile (More stream
+    settings) travels in the link and the verdict reads p95 for TPOT."""
+    at = open_page(
+        params={
+            **LIGHT,
+            "inference_traffic_slo_ttft_seconds": "2",
+            "inference_traffic_slo_tpot_seconds": "0.05",
+            "inference_traffic_slo_tpot_percentile": "95",
+        }
+    )
+    assert_clean(at)
+    slo = scenario_of(at).traffic.slo
+    assert slo is not None and (slo.percentile_of("ttft_seconds"), slo.percentile_of("tpot_seconds")) == (99, 95)
+    assert at.selectbox(key="inference_traffic_slo_tpot_percentile").value == 95
+    assert at.selectbox(key="inference_traffic_slo_ttft_percentile").value is None
+    checks = plan(scenario_of(at)).traffic.slo
+    assert [c.percentile for c in checks] == [99, 95]
+    assert any("p95 TPOT" in b for b in boxes(at, "TPOT"))

@@ -100,3 +100,41 @@ def test_non_finite_trace_values_are_named_as_such(value):
 def test_a_non_finite_rate_is_named_as_such(value):
     with pytest.raises(ValidationError, match="finite number"):
         Traffic(requests_per_second=value)
+
+
+# ------------------------------------------------------------------------- per-target percentiles (item 4)
+
+
+def test_each_target_is_checked_at_its_own_percentile():
+    """'p99 TTFT <= 2 s and p95 TPOT <= 50 ms', the usual SLO: each check reads its own percentile of the run."""
+    slo = Slo(ttft_seconds=2.0, tpot_seconds=0.05, tpot_percentile=95)
+    t = plan(InferenceScenario(**BASE, traffic=Traffic(requests_per_second=8, num_requests=300, slo=slo))).traffic
+    assert t is not None
+    checks = {c.metric: c for c in t.slo}
+    assert (checks["ttft_seconds"].percentile, checks["tpot_seconds"].percentile) == (99, 95)
+    assert checks["ttft_seconds"].simulated_seconds == t.ttft_seconds.p99
+    assert checks["tpot_seconds"].simulated_seconds == t.tpot_seconds.p95
+
+
+def test_the_nested_and_the_flat_forms_are_one_slo_and_the_old_form_still_reads():
+    nested = Slo.model_validate({"ttft": {"seconds": 2, "percentile": 99}, "tpot": {"seconds": 0.05, "percentile": 95}})
+    assert nested == Slo(ttft_seconds=2, ttft_percentile=99, tpot_seconds=0.05, tpot_percentile=95)
+    assert Slo(ttft_seconds=2, percentile=90).percentile_of("ttft_seconds") == 90  # the shared percentile, as before
+    with pytest.raises(ValidationError):
+        Slo.model_validate({"ttft": {"seconds": 2, "p": 99}})
+
+
+def test_the_cli_takes_one_percentile_per_target():
+    from planner.cli.traffic import parse_slo
+
+    slo = parse_slo(["p99_ttft_seconds<=2", "p95_tpot_seconds<=0.05"])
+    assert slo is not None and (slo.percentile_of("ttft_seconds"), slo.percentile_of("tpot_seconds")) == (99, 95)
+    same = parse_slo(["p90_ttft_seconds<=2", "p90_tpot_seconds<=0.05"])
+    assert same == Slo(ttft_seconds=2, tpot_seconds=0.05, percentile=90)
+
+
+def test_an_slo_search_constrains_each_target_at_its_own_percentile():
+    from planner.search.slo_search import slo_constraints
+
+    constraints = slo_constraints(Slo(ttft_seconds=2, tpot_seconds=0.05, tpot_percentile=95))
+    assert constraints == [("p99_ttft_seconds", "<=", 2.0), ("p95_tpot_seconds", "<=", 0.05)]
