@@ -147,8 +147,15 @@ def _slo_rate(probe, calibration=None) -> float:
 def slo_capacity(scenario, target_requests_per_second: float | None, calibration=None) -> CapacityAnswer:
     """The largest per-replica rate meeting the scenario's SLO, and the replicas, GPUs and $/month for the target."""
     probe = probe_scenario(scenario, keep_slo=True, max_requests=CAPACITY_MAX_REQUESTS)
+    return _verified_capacity(probe, _slo_rate(probe, calibration), target_requests_per_second, calibration)
+
+
+@st.cache_data(max_entries=64, show_spinner="Simulating the replicas the target rate needs…", hash_funcs=HASH_FUNCS)
+def _verified_capacity(probe, rate_per_replica: float, target_requests_per_second: float | None, calibration=None):
+    """The engine's capacity answer at the target, checked by simulating its replicas at that rate
+    (`TrafficEngine.verified`)."""
     engine = TrafficEngine.of(probe, applicable(probe, calibration))
-    return capacity_answer(engine, _slo_rate(probe, calibration), target_requests_per_second)
+    return engine.verified(capacity_answer(engine, rate_per_replica, target_requests_per_second))
 
 
 def _model_hash(record) -> str:

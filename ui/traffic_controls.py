@@ -71,6 +71,7 @@ TRAFFIC_SPECS: tuple[Spec, ...] = (
     Spec("slo_tpot_percentile", "TPOT target's percentile", "select"),
     Spec("slo_e2e_latency_percentile", "End-to-end target's percentile", "select"),
     Spec("max_concurrency", "Client concurrency cap", "number", step=8),
+    Spec("max_num_seqs", "Engine batch cap per replica (max_num_seqs)", "number", step=8),
     Spec("shared_prefix_fraction", "Shared prompt prefix (share)", "slider", step=0.05),
     Spec("num_prefixes", "Distinct shared prefixes", "number", step=1),
     Spec("gpu_prefix_cache_share", "GPU prefix cache (share of KV blocks)", "number", step=0.05, fmt="%.2f"),
@@ -97,6 +98,8 @@ EXTRA_HELP = {
     "slo_tpot_percentile": "Empty: the SLO percentile above. Set one to say e.g. p99 TTFT with p95 TPOT.",
     "slo_e2e_latency_percentile": "Empty: the SLO percentile above.",
     "seed": "The same seed gives the same request stream, so two plans compare on the same requests.",
+    "max_num_seqs": "Set it (the sizing sentence says the value) and each replica keeps this engine when you add "
+    "GPUs; empty: the sidebar's concurrency split over the replicas, as a static plan serves it.",
     "num_prefixes": "Each request starts with one of this many prefixes, picked at random (a system prompt per "
     "tenant, a document per conversation).",
     "gpu_prefix_cache_share": "Empty: every repeat of a prefix hits (the cache never fills). A share bounds the "
@@ -114,6 +117,7 @@ PLACEHOLDERS = {
     "slo_tpot_seconds": "no target",
     "slo_e2e_latency_seconds": "no target",
     "max_concurrency": "no cap",
+    "max_num_seqs": "concurrency / replicas",
     "slo_ttft_percentile": "the SLO percentile",
     "slo_tpot_percentile": "the SLO percentile",
     "slo_e2e_latency_percentile": "the SLO percentile",
@@ -402,6 +406,7 @@ def traffic_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | Non
     with where.expander("More stream settings"):
         left, right = st.columns(2)
         values["max_concurrency"] = _input(prefix, "max_concurrency", left, written)
+        values["max_num_seqs"] = _input(prefix, "max_num_seqs", right, written)
         values["seed"] = _input(prefix, "seed", right, written)
         values["shared_prefix_fraction"] = _input(prefix, "shared_prefix_fraction", left, written)
         values["chunked_prefill"] = _input(prefix, "chunked_prefill", right, written)

@@ -85,11 +85,18 @@ def capacity_sentence(cap: CapacityAnswer, gpu_name: str, target_requests_per_se
             "GPUs per replica, a smaller weight format) or a looser target does."
         )
     head = f"Meets {slo} up to {rate(best)} per replica"
+    if target_requests_per_second is not None and cap.verified is False:
+        return (
+            f"{head}, but no number of replicas the search tried met it when the stream was simulated at "
+            f"{rate(target_requests_per_second)}."
+        )
     if cap.replicas_needed is None or target_requests_per_second is None:
         return head + "."
     replicas = f"{cap.replicas_needed:,} replica{'s' if cap.replicas_needed != 1 else ''}"
     usd = money_per_month(cap.usd_per_month) if cap.usd_per_month is not None else "n/a"
-    return f"{head} — {replicas} ({cap.gpus_needed:,} × {gpu_name}) for {rate(target_requests_per_second)}, {usd}."
+    engine = f", max_num_seqs {cap.max_num_seqs_per_replica:,} each" if cap.max_num_seqs_per_replica else ""
+    checked = " (simulated at that rate: met)" if cap.verified else ""
+    return f"{head} — {replicas} ({cap.gpus_needed:,} × {gpu_name}{engine}) for {rate(target_requests_per_second)}{checked}, {usd}."
 
 
 def sustained_sentence(cap: CapacityAnswer, saturated_per_replica: float, requests: int) -> str | None:

@@ -326,10 +326,16 @@ def _capacity_line(c: dict) -> str:
     rate = c["max_requests_per_second_per_replica"]
     if rate <= 0:
         return "capacity: even light load misses the SLO on one replica of this layout"
+    if c.get("verified") is False:
+        return (
+            f"capacity: {rate:.3g} requests/s per replica within the SLO, but no number of replicas the search tried "
+            f"met it when the stream was simulated at {c['target_requests_per_second']:g} requests/s"
+        )
     return (
         f"capacity: {rate:.3g} requests/s per replica within the SLO; {c['target_requests_per_second']:g} "
-        f"requests/s need {c['replicas_needed']} replicas ({c['gpus_needed']} GPUs), "
-        f"{usd(c['usd_per_month'])}/month"
+        f"requests/s need {c['replicas_needed']} replicas ({c['gpus_needed']} GPUs, max_num_seqs "
+        f"{c['max_num_seqs_per_replica']} each: set traffic.max_num_seqs to apply it), "
+        f"{usd(c['usd_per_month'])}/month" + (" — simulated at that rate: met" if c.get("verified") else "")
     )
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TypedDict
 
-from planner.arrays import Flag, Number, ceil_div
+from planner.arrays import Flag, Number, ceil_div, maximum
 from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.dtypes import BYTES_PER_ELEMENT, high_precision_dtype, kv_bytes_per_element, weight_bytes_per_element
 from planner.hardware.catalog import Accelerator
@@ -153,7 +153,12 @@ class InferenceInputs:
             **element_bytes(s.weight_dtype, s.kv_cache_dtype, s.weight_group_size, s.quantize_embeddings),
             prompt_tokens=s.prompt_tokens + s.image_tokens_per_request,  # the language model sees both
             output_tokens=s.output_tokens,
-            concurrency=s.concurrency,
+            concurrency=engine_concurrency(
+                s.concurrency,
+                s.num_gpus,
+                s.tensor_parallel * s.pipeline_parallel,
+                s.traffic.max_num_seqs if s.traffic is not None else None,
+            ),
             kv_block_tokens=s.kv_block_tokens,
             memory_utilization=s.gpu_memory_utilization,
             prefill_chunk_tokens=s.prefill_chunk_tokens,
@@ -212,6 +217,15 @@ def hardware_link(group_span_gpus, hw: HardwareInputs, custom_allreduce: bool = 
         hw.link_latency_seconds,
         hw.peer_link if custom_allreduce else False,
     )
+
+
+def engine_concurrency(concurrency, num_gpus, gpus_per_replica, max_num_seqs_per_replica=None):
+    """Sequences the deployment's engines hold at once: the scenario's `concurrency`, or, where its request stream
+    sets the engine's per-replica batch cap (`Traffic.max_num_seqs`), that cap on every replica, so the memory plan,
+    the KV pool and the simulated engine agree however many replicas there are."""
+    if max_num_seqs_per_replica is None:
+        return concurrency
+    return max_num_seqs_per_replica * maximum(num_gpus // gpus_per_replica, 1)
 
 
 def micro_batch(sequences, pipeline_parallel):

@@ -69,6 +69,8 @@ CAPACITY_MAX_REQUESTS = 2000
 # How far past the static saturated rate a stream must be to be called overloaded: the simulation saturates within a
 # few % of the static plan's rate (TrafficEngine.capacity), so 10 % is past any rounding of that rule.
 OVERLOAD_MARGIN = 1.1
+VERIFY_STEPS = 8  # a capacity answer's replicas are simulated at the target rate, growing at most this many times
+VERIFY_MAX_REQUESTS = 20_000  # the largest stream a verification simulates
 
 
 @dataclass(frozen=True)
@@ -341,7 +343,25 @@ class TrafficEngine:
                 else:
                     high = mid
             best = low
-        return capacity_answer(self, best, target_requests_per_second)
+        return self.verified(capacity_answer(self, best, target_requests_per_second), num_requests)
+
+    def verified(self, answer: CapacityAnswer, num_requests: int | None = None) -> CapacityAnswer:
+        """The replicas a target rate needs, checked before they are shown: the stream at `target` on that many
+        replicas, each with this engine (its per-replica batch cap, KV pool and step times), routed as the
+        simulation routes; one more replica (10 % more) at a time until every SLO target holds, at most
+        VERIFY_STEPS times. Each replica sees about as many requests as a capacity probe."""
+        slo, target = self.traffic.slo, answer.target_requests_per_second
+        if answer.replicas_needed is None or target is None or slo is None or not slo.targets:
+            return answer
+        num_requests = num_requests or min(self.traffic.num_requests, CAPACITY_MAX_REQUESTS)
+        replicas = answer.replicas_needed
+        for _ in range(VERIFY_STEPS):
+            requests = min(num_requests * replicas, VERIFY_MAX_REQUESTS)
+            stream = probe_traffic(revised(self.traffic, num_requests=requests), target, requests)
+            if _meets(self.simulate(stream, replicas), slo):
+                return capacity_answer(self, answer.max_requests_per_second_per_replica, target, replicas, True)
+            replicas += max(1, math.ceil(0.1 * replicas))
+        return capacity_answer(self, answer.max_requests_per_second_per_replica, target, None, False)
 
     def warnings(self) -> list[PlanWarning]:
         """What is wrong with the stream itself, said beside its numbers: requests the engine refuses (longer than
@@ -414,8 +434,12 @@ class TrafficEngine:
         return [
             "Engine: vLLM V1-like continuous batching (decodes first, then prompt chunks within "
             f"max_num_batched_tokens = {s.prefill_chunk_tokens:,}; recompute preemption when KV blocks run out).",
-            f"Batch cap per replica (max_num_seqs): {self.limits.max_num_seqs:,} — the scenario's concurrency "
-            f"{s.concurrency:,} over {self.replicas} replica(s).",
+            f"Batch cap per replica (max_num_seqs): {self.limits.max_num_seqs:,} — "
+            + (
+                "the stream's, on every replica (the static plan serves that many per replica)."
+                if self.traffic.max_num_seqs is not None
+                else f"the scenario's concurrency {s.concurrency:,} over {self.replicas} replica(s)."
+            ),
             f"KV cache: {self.limits.kv_blocks:,} blocks of {self.limits.block_tokens} tokens per replica, "
             "from the memory plan.",
             f"Routing: {ROUTING}; every replica identical.",
@@ -516,13 +540,22 @@ def probe_scenario(scenario: InferenceScenario, keep_slo: bool, max_requests: in
     return revised(scenario, traffic=probe if keep_slo else revised(probe, slo=None))
 
 
-def capacity_answer(engine: TrafficEngine, rate_per_replica: float, target: float | None) -> CapacityAnswer:
+def capacity_answer(
+    engine: TrafficEngine,
+    rate_per_replica: float,
+    target: float | None,
+    replicas: int | None = None,
+    verified: bool | None = None,
+) -> CapacityAnswer:
+    """What a target rate needs: `replicas` (default: the target over one replica's rate under the SLO, rounded
+    up), their GPUs and price, each replica with this engine's batch cap."""
     s = engine.scenario
     gpus_per_replica = s.tensor_parallel * s.pipeline_parallel
     usd_per_replica_month = engine.inputs.usd_per_gpu_hour * gpus_per_replica * HOURS_PER_MONTH
-    replicas = gpus = usd = None
-    if target is not None and rate_per_replica > 0:
+    gpus = usd = None
+    if replicas is None and verified is None and target is not None and rate_per_replica > 0:
         replicas = math.ceil(target / rate_per_replica - 1e-9)
+    if replicas is not None:
         gpus = replicas * gpus_per_replica
         usd = replicas * usd_per_replica_month
     return CapacityAnswer(
@@ -533,6 +566,8 @@ def capacity_answer(engine: TrafficEngine, rate_per_replica: float, target: floa
         gpus_needed=gpus,
         usd_per_month=usd,
         usd_per_replica_month=usd_per_replica_month,
+        max_num_seqs_per_replica=engine.limits.max_num_seqs,
+        verified=verified,
     )
 
 

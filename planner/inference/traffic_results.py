@@ -179,6 +179,11 @@ class CapacityAnswer(Frozen):
     gpus_needed: int | None
     usd_per_month: float | None
     usd_per_replica_month: float
+    # the engine's batch cap on every replica the answer holds for (set Traffic.max_num_seqs to it when applying)
+    max_num_seqs_per_replica: int | None = None
+    # True: the stream at the target rate was simulated on `replicas_needed` replicas and met every target;
+    # False: no count up to the search's end met it (replicas_needed None); None: no target to check
+    verified: bool | None = None
 
 
 class TrafficResult(Frozen):

@@ -151,6 +151,13 @@ class Traffic(BaseModel):
     burstiness: float = Field(default=1.0, gt=0.01, le=100, description="gamma shape of the inter-arrival gaps")
     num_requests: int = Field(default=1000, ge=1, le=MAX_REQUESTS)
     max_concurrency: int | None = Field(default=None, ge=1, le=MAX_REQUESTS, description="client-side cap")
+    max_num_seqs: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_REQUESTS,
+        description="the engine's batch cap per replica (vLLM --max-num-seqs, SGLang --max-running-requests): more "
+        "replicas keep each one's; empty: the scenario's concurrency over its replicas",
+    )
     seed: int = Field(default=0, ge=0, le=2**31 - 1)
     lengths: Literal["fixed", "uniform", "lognormal", "trace"] = "fixed"
     range_ratio: float = Field(default=0.0, ge=0.0, lt=1.0, description="uniform lengths: ± share of the mean")

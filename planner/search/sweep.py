@@ -22,6 +22,7 @@ from planner.calibration_record import CalibrationRecord
 from planner.dtypes import DTYPES, KV_DTYPES
 from planner.errors import PlanningError, explain
 from planner.hardware.catalog import DEFAULT_GPUS_PER_NODE, resolve_accelerator
+from planner.inference.inputs import engine_concurrency
 from planner.inference.metrics import SWEEP_COLUMNS, inference_metrics, sweep_values
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import frame_hardware, frame_inputs
@@ -131,7 +132,14 @@ def evaluate_inference(
         {
             **{c: np.where(valid, layout[c], 1) for c in ("tensor_parallel", "pipeline_parallel", "expert_parallel")},
             "num_gpus": np.where(valid, layout["num_gpus"], 1),
-            "concurrency": layout["concurrency"],
+            "concurrency": np.asarray(
+                engine_concurrency(
+                    layout["concurrency"],
+                    np.where(valid, layout["num_gpus"], 1),
+                    np.where(valid, layout["tensor_parallel"] * layout["pipeline_parallel"], 1),
+                    base.traffic.max_num_seqs if base.traffic is not None else None,
+                )
+            ),
         },
         formats,
         format_rows,

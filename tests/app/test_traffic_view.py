@@ -72,7 +72,7 @@ def test_moving_the_rate_changes_the_percentiles_and_the_verdict():
     at = open_page(params={**LIGHT, "inference_traffic_slo_ttft_seconds": "2"})
     assert_clean(at)
     before_table, before = table(at), verdict(at)
-    assert "1 replica (4 × H100 SXM5 80GB) for 1.0 req/s" in before
+    assert "1 replica (4 × H100 SXM5 80GB, max_num_seqs 64 each) for 1.0 req/s (simulated at that rate: met)" in before
     at.select_slider(key="inference_pick_traffic_rate").set_value(5.0).run()
     assert_clean_but_slo(at)
     assert at.number_input(key="inference_traffic_requests_per_second").value == 5.0
