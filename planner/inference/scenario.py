@@ -106,7 +106,8 @@ class InferenceScenario(ScenarioBase):
     traffic: Traffic | None = Field(
         default=None,
         description="a request stream to simulate (rate, lengths, SLO targets); absent: the static plan only. "
-        "With traffic, concurrency is the engine's batch cap (max_num_seqs over all replicas)",
+        "With traffic, the engine's batch cap per replica is traffic.max_num_seqs, or when empty this concurrency "
+        "over the replicas",
     )
 
     speculative: SpeculativeDecoding | None = Field(

@@ -12,8 +12,8 @@ many simulations for the price of one set-up. Answers:
 Stated assumptions (they are in `TrafficEngine.assumptions`): the engine is vLLM V1-like (see
 `serving`); replicas are identical and the stream is split round robin (request i to replica
 i mod R, what a plain Kubernetes Service or vLLM's router without load awareness does); in traffic mode
-the scenario's `concurrency` is the deployment's batch cap (`max_num_seqs` x replicas) and
-`prefill_chunk_tokens` is `max_num_batched_tokens`.
+each replica's batch cap is the stream's `max_num_seqs` (or, when empty, the scenario's `concurrency` over the
+replicas: `inputs.engine_concurrency`) and `prefill_chunk_tokens` is `max_num_batched_tokens`.
 """
 
 from __future__ import annotations
