@@ -100,47 +100,16 @@ def _search_bounds() -> dict:
     """The constraints (empty: none) and the objective."""
     st.markdown("**Constraints** (empty: none) **and objective**")
     c = st.columns(6)
-    ttft = c[0].number_input(
-        "TTFT ≤ (s)",
-        min_value=0.0,
-        value=None,
-        step=0.1,
-        format="%g",
-        key="tradeoffs_max_ttft_s",
-        bind="query-params",
-        placeholder="any",
-    )
-    tpot = c[1].number_input(
-        "TPOT ≤ (ms)",
-        min_value=0.0,
-        value=None,
-        step=5.0,
-        format="%g",
-        key="tradeoffs_max_tpot_ms",
-        bind="query-params",
-        placeholder="any",
-    )
-    memory = c[2].number_input(
+    ttft = _limit_box(c[0], "TTFT ≤ (s)", "tradeoffs_max_ttft_s", step=0.1)
+    tpot = _limit_box(c[1], "TPOT ≤ (ms)", "tradeoffs_max_tpot_ms", step=5.0)
+    memory = _limit_box(
+        c[2],
         "Memory per GPU ≤ (GiB)",
-        min_value=0.0,
-        value=None,
+        "tradeoffs_max_memory_gib",
         step=8.0,
-        format="%g",
-        key="tradeoffs_max_memory_gib",
-        bind="query-params",
-        placeholder="any",
         help="On top of each GPU's own budget (every result fits its GPU).",
     )
-    usd = c[3].number_input(
-        "$ per hour ≤",
-        min_value=0.0,
-        value=None,
-        step=10.0,
-        format="%g",
-        key="tradeoffs_max_usd_per_hour",
-        bind="query-params",
-        placeholder="any",
-    )
+    usd = _limit_box(c[3], "$ per hour ≤", "tradeoffs_max_usd_per_hour", step=10.0)
     objective = c[4].selectbox(
         "Objective", list(data.OBJECTIVES.values()), key="tradeoffs_objective", bind="query-params"
     )
@@ -359,33 +328,9 @@ def _training_search_form(scenario) -> None:
         )
         micro = c[2].multiselect("Micro-batch", [1, 2, 4, 8, 16], key="tradeoffs_tsearch_micro", bind="query-params")
         c = st.columns(4)
-        days = c[0].number_input(
-            "Time to train ≤ (days)",
-            min_value=0.0,
-            value=None,
-            format="%g",
-            key="tradeoffs_tsearch_days",
-            bind="query-params",
-            placeholder="any",
-        )
-        memory = c[1].number_input(
-            "Memory per GPU ≤ (GiB)",
-            min_value=0.0,
-            value=None,
-            format="%g",
-            key="tradeoffs_tsearch_memory",
-            bind="query-params",
-            placeholder="any",
-        )
-        budget = c[2].number_input(
-            "Cost to train ≤ ($)",
-            min_value=0.0,
-            value=None,
-            format="%g",
-            key="tradeoffs_tsearch_budget",
-            bind="query-params",
-            placeholder="any",
-        )
+        days = _limit_box(c[0], "Time to train ≤ (days)", "tradeoffs_tsearch_days")
+        memory = _limit_box(c[1], "Memory per GPU ≤ (GiB)", "tradeoffs_tsearch_memory")
+        budget = _limit_box(c[2], "Cost to train ≤ ($)", "tradeoffs_tsearch_budget")
         objective = c[3].selectbox(
             "Objective",
             list(data.TRAINING_OBJECTIVES.values()),
@@ -445,4 +390,20 @@ def _training_results(scenario, result) -> None:
         on_click="ignore",
         key="tradeoffs_tsearch_csv",
         icon=":material/download:",
+    )
+
+
+def _limit_box(where, label: str, key: str, step: float | None = None, help: str | None = None):
+    """An optional upper limit of a search (empty: none), bound to the link."""
+    options = {"step": step} if step is not None else {}
+    return where.number_input(
+        label,
+        min_value=0.0,
+        value=None,
+        format="%g",
+        key=key,
+        bind="query-params",
+        placeholder="any",
+        help=help,
+        **options,
     )

@@ -242,7 +242,7 @@ def slo_search_section(scenario, calibration) -> None:
         st.warning(render.md_escape(result.error), icon=":material/warning:")
         return
     target = render.md_escape(words.slo_text(slo))
-    rate = words.rate(words.offered_rate(result.traffic))
+    rate = words.rate(result.traffic.stream_rate)
     counts = (
         f"{result.configurations:,} configurations swept, {result.candidates:,} pass the static bounds, "
         f"{result.simulations:,} simulated, ranked by {OBJECTIVES[request.objective]}"

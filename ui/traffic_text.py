@@ -55,14 +55,6 @@ def slo_text(slo: Slo | None) -> str:
     return " and ".join(parts) if len(parts) < 3 else ", ".join(parts[:-1]) + " and " + parts[-1]
 
 
-def offered_rate(traffic: Traffic) -> float | None:
-    """Requests per second the stream sends to the whole deployment: its rate, or a trace's average rate."""
-    if traffic.lengths == "trace" and traffic.trace:
-        span = traffic.trace[-1].arrival_seconds - traffic.trace[0].arrival_seconds
-        return len(traffic.trace) / span if span > 0 else None
-    return traffic.requests_per_second
-
-
 def stream_text(traffic: Traffic) -> str:
     """'5.0 req/s (Poisson arrivals), 1,000 requests' / 'a trace of 1,234 requests'."""
     if traffic.lengths == "trace" and traffic.trace:
@@ -133,7 +125,7 @@ def attainment_text(result: TrafficResult) -> str:
 
 def at_rate_sentence(result: TrafficResult, traffic: Traffic) -> str:
     """What the simulated stream got on this deployment, target by target."""
-    offered = offered_rate(traffic)
+    offered = traffic.stream_rate
     where = f"{result.replicas} replica{'s' if result.replicas != 1 else ''}"
     head = f"This deployment ({where}) at {rate(offered)}" if offered else f"This deployment ({where})"
     if result.slo:

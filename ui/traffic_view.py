@@ -30,7 +30,7 @@ def planned(scenario, calibration=None):
 
 def sizing_target(scenario) -> float | None:
     """The rate to size for: the sidebar's target requests/s when set, else the stream's own rate."""
-    return scenario.target_requests_per_second or words.offered_rate(scenario.traffic)
+    return scenario.target_requests_per_second or scenario.traffic.stream_rate
 
 
 def _verdict(scenario, plan, cap) -> None:
@@ -123,7 +123,7 @@ def _prefix_cache(result) -> None:
 
 def _curve_charts(scenario, plan, curve, cap) -> None:
     traffic = scenario.traffic
-    offered = words.offered_rate(traffic)
+    offered = traffic.stream_rate
     per_replica = offered / plan.traffic.replicas if offered else None
     slo = traffic.slo
     limit = cap.max_requests_per_second_per_replica if cap is not None else None

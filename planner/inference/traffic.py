@@ -66,8 +66,9 @@ CURVE_LOAD_FRACTIONS = (0.1, 0.3, 0.5, 0.65, 0.8, 0.9, 1.0, 1.1, 1.25)
 CURVE_REQUESTS = 600  # per curve point and per capacity probe: enough for a stable p99 (6 requests above it)
 CAPACITY_PROBES = 10
 CAPACITY_MAX_REQUESTS = 2000
-# How far past the static saturated rate a stream must be to be called overloaded: the simulation saturates within a
-# few % of the static plan's rate (TrafficEngine.capacity), so 10 % is past any rounding of that rule.
+# How far past the static saturated rate a stream must be to be called overloaded (an assumed planning margin, not a
+# published figure): the simulation saturates within a few % of the static plan's rate (TrafficEngine.capacity), so
+# 10 % is past any rounding of that rule.
 OVERLOAD_MARGIN = 1.1
 VERIFY_STEPS = 8  # a capacity answer's replicas are simulated at the target rate, growing at most this many times
 VERIFY_MAX_REQUESTS = 20_000  # the largest stream a verification simulates
@@ -401,12 +402,9 @@ class TrafficEngine:
         """A stream sent faster than the replicas sustain at their full batch, the static serving cycle at the
         stream's own mean lengths; past it by more than OVERLOAD_MARGIN (the simulation saturates within a few %
         of that rate), every later request queues longer than the one before."""
-        span = float(reqs.arrival_seconds[-1] - reqs.arrival_seconds[0])
-        asked = self.traffic.requests_per_second
-        if span <= 0 or asked is None and self.traffic.lengths != "trace":
+        offered = self.traffic.stream_rate
+        if offered is None:
             return None  # sent at once: a burst, not a rate
-        # the stream's own rate: the one asked for, or a trace's over its arrivals
-        offered = len(reqs) / span if self.traffic.lengths == "trace" or asked is None else float(asked)
         sustained = self._sustained_requests_per_second_per_replica(reqs) * self.replicas
         if offered <= OVERLOAD_MARGIN * sustained:
             return None

@@ -186,6 +186,16 @@ class Traffic(BaseModel):
     slo: Slo | None = None
 
     @property
+    def stream_rate(self) -> float | None:
+        """Requests per second the stream sends to the whole deployment: its rate, or a trace's over its arrivals
+        (first to last); None when every request is sent at once."""
+        if self.lengths == "trace" and self.trace:
+            arrivals = [row.arrival_seconds for row in self.trace]
+            span = max(arrivals) - min(arrivals)
+            return len(arrivals) / span if span > 0 else None
+        return self.requests_per_second
+
+    @property
     def prefix_cache_bounded(self) -> bool:
         """A bounded GPU prefix cache or a prefix pool is set: each replica keeps its own residency, instead of
         the default cache in which every repeat of a prefix hits."""
