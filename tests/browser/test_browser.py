@@ -154,6 +154,17 @@ SETTLED = """(after) => {
     && document.querySelector(
       "[data-testid=stSkeleton],[data-testid=stSkeletonElement],[data-testid=stAppSkeleton]") === null;
 }"""
+SETTLED_STATE = """(after) => {
+  const app = document.querySelector("[data-testid=stApp]");
+  return {runs_finished: window.__headroomRunsFinished, after: after,
+    script_state: app && app.getAttribute("data-test-script-state"),
+    connection: app && app.getAttribute("data-test-connection-state"),
+    title: document.querySelector("[data-testid=stMain] h1")?.innerText ?? null,
+    status_widget: document.querySelector("[data-testid=stStatusWidget]")?.innerText ?? null,
+    skeletons: document.querySelectorAll(
+      "[data-testid=stSkeleton],[data-testid=stSkeletonElement],[data-testid=stAppSkeleton]").length,
+    url: location.href};
+}"""
 # Every chart on the page has drawn (Vega-Lite renders into a canvas or an svg after the run delivered it),
 # and the browser has painted twice since: what a screenshot should show.
 CHARTS_DRAWN = """() => [...document.querySelectorAll("[data-testid=stVegaLiteChart]")]
@@ -178,7 +189,12 @@ def settle(page, after: int = 0) -> None:
     lazily loaded widgets replaced their placeholders. After an action that reruns the script, pass
     `runs_finished(page)` read before the action (or use `rerun`), so the wait is for that action's run and
     not the one before it."""
-    page.wait_for_function(SETTLED, arg=after)
+    try:
+        page.wait_for_function(SETTLED, arg=after)
+    except sync_api.TimeoutError:
+        # Say which condition never held: a bare timeout on CI cannot be told from a hung server.
+        state = page.evaluate(SETTLED_STATE, after)
+        raise AssertionError(f"the page never settled (after {after} runs): {state}") from None
 
 
 def rerun(page, action) -> None:

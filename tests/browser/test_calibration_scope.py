@@ -20,6 +20,7 @@ from test_browser import (  # noqa: F401  (browser, server: fixtures)
     new_page,
     open_app,
     rerun,
+    runs_finished,
     server,
     settle,
 )
@@ -95,8 +96,12 @@ def test_a_calibration_stays_in_its_browser_and_on_its_device(browser, server): 
 
         # A imports the CPU calibration: it becomes A's, and only A's.
         go_to(a, "Calibrate")
+        # The import runs the page twice (the run that imports ends in st.rerun, to redraw the banner above
+        # it); the headline shows during the second, so wait for that run to end before leaving the page.
+        before_import = runs_finished(a)
         a.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(str(RECORD_FILE))
         a.get_by_text(headline).first.wait_for()
+        settle(a, before_import)
         go_to(a, "Inference")
         assert headline in banner(a)
         assert "GPU 'h100-sxm': not applied (it measured 'cpu', not 'h100-sxm')" in banner(a)
