@@ -38,7 +38,7 @@ class ServingCycle:
 
     prefill_seconds_per_request: Number  # a chunk's time shared by the prompts in it
     cycle_seconds: Number  # sequences x prefill per request + output tokens x decode step
-    tpot_seconds: Number  # mean time per output token, prefill interference included
+    tpot_seconds: Number  # mean time per output token: the other sequences' prefills interfere, its own does not
     burst_ttft_seconds: Number  # the last request's TTFT when a replica's whole concurrency arrives at once
     e2e_latency_seconds: Number
     output_tokens_per_second_per_replica: Number
@@ -162,7 +162,9 @@ def serving_cycle(
     sequences, output = shape.sequences, inputs.output_tokens
     prefill_seconds = sequences * prefill_seconds_per_request
     cycle = prefill_seconds + output * decode_step_seconds
-    tpot = cycle / output
+    # A request's own prefill is over before its first token (TTFT's), so its decode window holds the other
+    # sequences' prefills and its decode steps: at one sequence TPOT is the decode step, as the engine measures it.
+    tpot = (cycle - prefill_seconds_per_request) / output
     per_replica = sequences * output / cycle
     tokens_per_second = per_replica * shape.replicas
     return ServingCycle(

@@ -45,7 +45,7 @@ class SpeculativeSummary(Frozen):
 class InferencePerformance(Frozen):
     ttft_seconds: float  # a request arriving at an idle replica
     burst_ttft_seconds: float  # the last request's TTFT when a replica's whole concurrency arrives at once
-    tpot_seconds: float  # mean time per output token, prefill interference included
+    tpot_seconds: float  # mean time per output token: other sequences' prefills interfere, its own is TTFT's
     decode_step_seconds: float  # one decode step alone
     e2e_latency_seconds: float
     output_tokens_per_second: float  # whole scenario (all GPUs)

@@ -247,7 +247,7 @@ def _kv_series(timelines: list[ReplicaTimeline], kv_blocks: int, points: int = 2
         return []
     ends = np.cumsum(t.step_seconds)
     picks = np.unique(np.linspace(0, len(ends) - 1, min(points, len(ends))).astype(int))
-    return [(float(ends[i]), float(min(t.step_kv_blocks[i] / kv_blocks, 1.0))) for i in picks]
+    return [(float(ends[i]), float(t.step_kv_blocks[i] / kv_blocks)) for i in picks]
 
 
 def _itl(
@@ -317,7 +317,7 @@ def summarize(
     batch_time = float(np.dot(step_batch, step_seconds))
     checks, attainment, goodput = _slo_checks(m, slo, duration)
     kv = np.concatenate([t.step_kv_blocks for t in timelines]) / max(kv_blocks, 1)
-    kv_time = float(np.dot(np.minimum(kv, 1.0), step_seconds) / busy_time) if busy_time else 0.0
+    kv_time = float(np.dot(kv, step_seconds) / busy_time) if busy_time else 0.0
     in_system = float(np.nansum(m["e2e"]) / duration) if n else 0.0  # Little's law over the run
     sending = float(np.nanmax(m["sent"])) - start if n else 0.0
     return TrafficResult(
@@ -338,7 +338,7 @@ def summarize(
         mean_requests_in_system=in_system,
         preemptions=sum(t.preemptions for t in timelines),
         kv_utilization_mean=kv_time,
-        kv_utilization_peak=float(min(kv.max(), 1.0)) if kv.size else 0.0,
+        kv_utilization_peak=float(kv.max()) if kv.size else 0.0,
         kv_utilization_over_time=_kv_series(timelines, kv_blocks),
         slo=checks,
         slo_attainment=attainment,

@@ -271,6 +271,7 @@ class _StepByStep:
         self.completions, self.admissions, self.preemptions = [], 0, 0
         self.next, self.now = 0, 0.0
         self.steps = []  # (seconds, sequences sampled, sequences holding KV) per step
+        self.preempted = False
 
     def blocks(self, tokens):
         return -(-tokens // self.limits.block_tokens)
@@ -294,37 +295,52 @@ class _StepByStep:
                 self.next += 1
             if not self.running and not self.waiting:
                 self.now = max(self.now, self.send_time(self.next))
-            elif chunks := self.schedule():
+                continue
+            chunks = self.schedule()
+            if chunks is None:  # the running sequences' own tokens of this step do not fit
+                self.preempt_newest()
+                continue
+            if chunks:
                 self.prompt_step(chunks)
             elif not self.running:
                 self.admit()  # a prompt larger than all KV memory, served alone
+                continue
             elif not self.decode_step():
                 self.preempt_newest()
+                continue
+            self.preempted = False
 
     def schedule(self):
+        """The step's chunks; None when the running sequences' tokens of this step need more KV than there is."""
         limits, chunked = self.limits, self.limits.chunked_prefill
         budget = limits.max_num_batched_tokens - (sum(not s[2] for s in self.running) if chunked else 0)
         chunks = []
+        used = 0  # blocks every running sequence holds once this step's tokens are written
         for s in self.running:
-            if chunked and s[2] and budget > 0:
-                chunks.append((s, min(s[2], budget)))
-                budget -= chunks[-1][1]
-        used = None  # the model's KV count: once taken, a prompt admitted after it counts with its whole need
-        while self.waiting and len(self.running) < limits.max_num_seqs and (budget > 0 or not chunked):
+            chunk = min(s[2], budget) if chunked and s[2] and budget > 0 else 0
+            if chunk:
+                chunks.append((s, chunk))
+                budget -= chunk
+            decodes_now = chunked and not s[2]
+            used += self.blocks(s[1] + chunk + (1 if decodes_now else 0))
+        if used > limits.kv_blocks and len(self.running) > 1:
+            return None
+        while (
+            self.waiting
+            and not self.preempted  # no admission in a step that preempted (vLLM V1)
+            and len(self.running) < limits.max_num_seqs
+            and (budget > 0 or not chunked)
+        ):
             _, context, prefill, _ = self.waiting[0]
             need = self.blocks(context + prefill)
-            if self.running:
-                bound = sum(s[1] for s in self.running) // limits.block_tokens + len(self.running)
-                if bound + need > limits.kv_blocks:
-                    used = sum(self.blocks(s[1]) for s in self.running) if used is None else used
-                    if used + need > limits.kv_blocks:
-                        break
+            if self.running and used + need > limits.kv_blocks - limits.admission_watermark_blocks:
+                break
             if not chunked and chunks and prefill > budget:
                 break
             s = self.admit()
             chunks.append((s, min(prefill, budget) if chunked else prefill))
             budget -= chunks[-1][1]
-            used = None if used is None else used + need
+            used += need
         return chunks
 
     def admit(self):
@@ -381,6 +397,7 @@ class _StepByStep:
         self.running.remove(victim)
         self.waiting.insert(0, [victim[0], 0, victim[1] + victim[2], victim[3]])
         self.preemptions += 1
+        self.preempted = True
 
 
 LONG = InferenceScenario(prompt_tokens=8000, output_tokens=2000, concurrency=256)  # KV runs out: preemptions

@@ -36,6 +36,9 @@ class EngineLimits:
     chunked_prefill: bool
     kv_blocks: int
     block_tokens: int
+    # Blocks a new request must leave free when it is admitted (vLLM V0's watermark, 1% of the pool): the
+    # running sequences' next blocks, so that an admission does not force the next step to preempt.
+    admission_watermark_blocks: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,6 +139,10 @@ class Replica:
         self.delay: list[float] | None = None  # per request: a prefix load before it may be scheduled
         self.loading: list[tuple[float, int, int, int]] = []  # heap of (ready at, request, context, to prefill)
         self.query_tokens = 1  # budget tokens a decoding sequence takes per step
+        # A sequence was preempted for the coming step: vLLM V1 schedules no waiting request in a step that
+        # preempted (`vllm/v1/core/sched/scheduler.py` schedule(): the WAITING loop runs `if not preempted_reqs`),
+        # so the victim cannot take back the blocks it just gave up before the running sequences use them.
+        self.preempted = False
 
     # ------------------------------------------------------------------------------------- the loop
 
@@ -150,7 +157,11 @@ class Replica:
                 self.now = max(self.now, wake)  # idle until the next request (or prefix load)
                 continue
             # Only a queued or unfinished prompt can put prompt chunks in the step.
-            chunks, running = self._schedule(running) if self.waiting or self.prefilling else ([], running)
+            scheduled = self._schedule(running) if self.waiting or self.prefilling else ([], running)
+            if scheduled is None:
+                self._preempt_newest()
+                continue
+            chunks, running = scheduled
             if chunks:
                 self._mixed_step(chunks)
             elif not running:
@@ -159,6 +170,7 @@ class Replica:
             elif not self._decode_steps(running):
                 self._preempt_newest()
                 continue
+            self.preempted = False
             for request in self.decoders.pop_finished():
                 self.decoders.leave(request)
                 self._complete(request)
@@ -182,31 +194,33 @@ class Replica:
                 self.waiting.append((i, self.prompts[i] - prefill, prefill, 0))
             self.next_arrival += 1
 
-    def _schedule(self, running: int) -> tuple[list[tuple[list[int], int]], int]:
+    def _schedule(self, running: int) -> tuple[list[tuple[list[int], int]], int] | None:
         """One step's prompt chunks (vLLM V1): decodes first, then the unfinished prompts, then new requests
-        in arrival order while fewer than max_num_seqs run, their KV blocks fit and tokens remain."""
+        in arrival order while fewer than max_num_seqs run, their KV blocks fit and tokens remain. None: the
+        running sequences' own tokens of this step do not fit the KV pool, so one must be preempted first (V1
+        allocates the running requests' slots before it admits any)."""
         limits, chunked = self.limits, self.limits.chunked_prefill
         # a verifying sequence's k + 1 positions count against the budget, as in vLLM V1
         budget = limits.max_num_batched_tokens - (len(self.decoders) * self.query_tokens if chunked else 0)
         chunks: list[tuple[list[int], int]] = []
-        if chunked:
-            for entry in self.prefilling:
-                if budget <= 0:
-                    break
-                chunk = min(entry[2], budget)
+        block = self.block
+        # blocks held once this step's tokens are written: the decodes' (one token more each when they run in the
+        # step), the scheduled chunks' and what the prompts left unscheduled hold
+        used = self._decoder_blocks_after_step() if chunked else self.decoders.blocks()
+        for entry in self.prefilling:
+            chunk = min(entry[2], budget) if chunked and budget > 0 else 0
+            if chunk:
                 chunks.append((entry, chunk))
                 budget -= chunk
-        used = -1
-        while self.waiting and running < limits.max_num_seqs and (budget > 0 or not chunked):
+            used += blocks_for(entry[1] + chunk, block)
+        if used > limits.kv_blocks and running > 1:
+            return None
+        free = limits.kv_blocks - limits.admission_watermark_blocks
+        while self.waiting and not self.preempted and running < limits.max_num_seqs and (budget > 0 or not chunked):
             i, context, prefill, generated = self.waiting[0]
-            need = blocks_for(context + prefill, self.block)
-            if running:
-                # Cheap upper bound first (each sequence wastes less than one block), exact count if needed.
-                bound = (self.decoders.context_tokens() + sum(p[1] for p in self.prefilling)) // self.block + running
-                if bound + need > limits.kv_blocks:
-                    used = self._blocks_used() if used < 0 else used
-                    if used + need > limits.kv_blocks:
-                        break  # wait for KV memory
+            need = blocks_for(context + prefill, block)
+            if running and used + need > free:
+                break  # wait for KV memory
             if not chunked and chunks and prefill > budget:
                 break
             entry = self._admit()
@@ -214,9 +228,12 @@ class Replica:
             chunks.append((entry, chunk))
             budget -= chunk
             running += 1
-            if used >= 0:
-                used += need
+            used += need
         return chunks, running
+
+    def _decoder_blocks_after_step(self) -> int:
+        """KV blocks the decoding sequences hold after one more decode step."""
+        return self._plain.blocks(1)
 
     def _admit(self) -> list[int]:
         """The head of the queue starts (or restarts) its prompt."""
@@ -302,6 +319,7 @@ class Replica:
             context, generated = self._evict_decoder(victim)
         self.waiting.appendleft((victim, 0, context, generated))
         self.preemptions += 1
+        self.preempted = True
 
     def _evict_decoder(self, victim: int) -> tuple[int, int]:
         """Take a decoding sequence out; its context and the tokens it has generated."""
@@ -358,6 +376,10 @@ class SpeculativeReplica(Replica):
 
     def _step_seconds(self, decode_batch: int, decode_context_tokens: int, spans: list[tuple[int, int]]) -> float:
         return self.round_cost.round_seconds(decode_batch, decode_context_tokens, spans)
+
+    def _decoder_blocks_after_step(self) -> int:
+        # a verifying sequence already holds blocks for the positions it may gain in a round
+        return self.spec.blocks()
 
     def _log_bursts(self, seconds: float, gain_counts: list[int] | None, first_tokens: int) -> None:
         self.log.bursts(seconds, gain_counts, first_tokens)
