@@ -34,6 +34,7 @@ from collections.abc import Callable
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -84,6 +85,8 @@ class Case:
     metric: str = ""  # serving family: the benchmark's metric (mean_ttft_ms, ...)
     group: str = ""  # serving family: the load regime the run is in (SERVING_GROUPS)
     run: object = None  # serving family: the ServingRun replayed
+    publisher: str = ""  # serving family: the independent source the row comes from (serving_source)
+    regime: str = ""  # serving family: model kind x GPUs x vendor x engine (serving_regime)
 
 
 @dataclass
@@ -534,6 +537,13 @@ SERVING_READINGS = {
     "finite rate, all at t=0 for rate inf; the run's request count and client concurrency; Qwen's own -FP8 releases "
     "served as block-scaled FP8 (fp8_scaling 'block': their model cards' 'fine-grained fp8 quantization with block "
     "size of 128')",
+    "sglang": "SGLang 0.5 defaults (server_args.py _handle_gpu_memory_settings): chunked_prefill_size by GPU memory "
+    "(2048 below 35 GiB, 4096 below 60 GiB, 8192 below 160 GiB, else 16384), mem_fraction_static = (memory - "
+    "reserved) / memory, max_running_requests left to the KV pool (read as 4096); runtime sglang (static pool, "
+    "overlap scheduler); KV in bf16; lengths, rate and client concurrency as for vLLM",
+    "tensorrt-llm": "trtllm-serve defaults (tensorrt_llm/commands/serve.py): max_batch_size 2048, max_num_tokens "
+    "8192, kv_cache_free_gpu_memory_fraction 0.9 (runtime tensorrt-llm); KV in bf16; its chunked-prefill-off and "
+    "no-evict scheduler are the runtime's to honour; lengths, rate and client concurrency as for vLLM",
     "nim-trtllm": "NIM (TensorRT-LLM, runtime tensorrt-llm): batch cap 256, 8192 tokens per step, "
     "free_gpu_memory_fraction 0.95, fp8 KV "
     "(assumed: the profile's settings are not published); closed loop at the stated concurrency, 10 requests per "
@@ -561,6 +571,7 @@ class ServingRun:
 def serving_cases(path: Path = SERVING_FILE) -> tuple[list[Case], list[Unmapped]]:
     cases, unmapped = [], []
     for row in _read(path):
+        ENGINE_VERSIONS[row["id"]] = row["engine_version"]
         run = _serving_run(row)
         if isinstance(run, str):
             unmapped.append(Unmapped(row["id"], run))
@@ -579,9 +590,69 @@ def serving_cases(path: Path = SERVING_FILE) -> tuple[list[Case], list[Unmapped]
                 metric=row["metric"],
                 group=_serving_group(run),
                 run=run,
+                publisher=serving_source(row),
+                regime=serving_regime(run),
             )
         )
     return cases, unmapped
+
+
+# ---------------------------------------------------------------------------------------------
+# who published a row, and which deployment regime it is in
+
+SOURCE_RULE = (
+    "A source is one independent publisher's benchmark effort, derived from the row's first `source` URL: "
+    "a GitHub repository (`owner/repo`, one source however many files and commits it spans; `raw.githubusercontent"
+    ".com` and `owner.github.io/repo` read the same); a GitHub issue, pull request or discussion is its own source "
+    "(`owner/repo#N`: a different author each time); on hosts that carry many publishers (Hugging Face, Medium, "
+    "gists) the first path segment names the publisher; anywhere else the host without `www.`. A row's notes can "
+    "override this with `source_group=NAME` (for a publisher whose runs sit on several hosts)."
+)
+SOURCE_GROUP_NOTE = re.compile(r"\bsource_group=([^\s;,]+)")
+MULTI_PUBLISHER_HOSTS = {"huggingface.co", "medium.com", "gist.github.com", "substack.com", "dev.to"}
+HF_SECTIONS = {"datasets", "spaces", "blog", "papers", "docs"}  # huggingface.co/<section>/<owner>/...
+
+
+def serving_source(row: dict) -> str:
+    """The independent source (publisher and benchmark effort) of a serving row: SOURCE_RULE."""
+    override = SOURCE_GROUP_NOTE.search(row.get("notes") or "")
+    if override:
+        return override.group(1)
+    url = re.split(r"\s*;\s*|\s+", row["source"].strip())[0]
+    parsed = urlsplit(url)
+    host = parsed.netloc.lower().removeprefix("www.")
+    parts = [p for p in parsed.path.split("/") if p]
+    if host in ("github.com", "raw.githubusercontent.com") and len(parts) >= 2:
+        name = f"{parts[0]}/{parts[1]}".lower()
+        if host == "github.com" and len(parts) >= 4 and parts[2] in ("issues", "pull", "discussions"):
+            return f"{name}#{parts[3]}"
+        return name
+    if host.endswith(".github.io"):
+        owner = host.removesuffix(".github.io")
+        return f"{owner}/{parts[0].lower()}" if parts else owner
+    if host in MULTI_PUBLISHER_HOSTS and parts:
+        if host == "huggingface.co" and parts[0] in HF_SECTIONS and len(parts) >= 2 and parts[0] != "blog":
+            return f"{host}/{parts[1].lower()}"
+        return f"{host}/{parts[0].lower()}"
+    return host
+
+
+REGIME_RULE = (
+    "A regime is the run's model kind (dense / MoE), GPUs per replica (one GPU / several), GPU vendor (the catalog "
+    "accelerator's) and engine (the row's `engine`)."
+)
+
+
+def serving_regime(run: ServingRun) -> str:
+    """dense/MoE x one GPU/several x NVIDIA/AMD x engine: one label per run, from its own settings."""
+    s = run.scenario
+    kind = "MoE" if s.architecture().is_moe else "dense"
+    gpus = "1 GPU" if s.tensor_parallel == 1 else "multi-GPU"
+    vendor = get_accelerator(s.gpu).vendor
+    return f"{kind}, {gpus}, {VENDOR_NAMES.get(vendor, vendor)}, {run.engine}"
+
+
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}
 
 
 SERVING_GROUPS = {  # regime -> what the report says about it
@@ -615,27 +686,12 @@ def _serving_run(row: dict) -> ServingRun | str:
     if row["dtype"] not in DTYPES:
         return f"weight format '{row['dtype']}' is not one the engine models yet ({', '.join(DTYPES)})"
     engine = row["engine"]
-    if engine == "vllm":
-        version = re.match(r"(\d+)\.(\d+)", row["engine_version"])
-        if version is None or tuple(map(int, version.groups())) < VLLM_FIRST_V1_DEFAULTS:
-            return (
-                f"vLLM version '{row['engine_version']}': its scheduler defaults (max_num_seqs, "
-                "max_num_batched_tokens) are not the V1 ones this mapping states"
-            )
-        large = get_accelerator(gpu).memory_bytes >= VLLM_LARGE_GPU_BYTES and not gpu.startswith("a100")
-        settings = {
-            "max_num_seqs": 1024 if large else 256,
-            "max_num_batched_tokens": 8192 if large else 2048,
-            "gpu_memory_utilization": 0.9,
-            "kv_cache_dtype": "bf16",
-        }
-    elif engine == "nim-trtllm":
-        settings = {}  # every setting is in the row's engine_args (see SERVING_READINGS)
-    else:
-        return f"engine '{engine}' has no stated defaults"
+    settings = _engine_settings(engine, row["engine_version"], gpu, int(row["tp"]))
+    if isinstance(settings, str):
+        return settings
     for item in filter(None, row["engine_args"].split(";")):
         key, _, value = item.partition("=")
-        settings[key.strip()] = value.strip()
+        settings[ENGINE_ARG_NAMES.get(key.strip(), key.strip())] = value.strip()
     tp, gpus = int(row["tp"]), int(row["num_gpus"])
     rate = row["request_rate"].strip().lower()
     try:
@@ -651,7 +707,7 @@ def _serving_run(row: dict) -> ServingRun | str:
             concurrency=int(settings["max_num_seqs"]) * (gpus // tp),
             gpu_memory_utilization=float(settings["gpu_memory_utilization"]),
             prefill_chunk_tokens=int(settings["max_num_batched_tokens"]),
-            runtime=_runtime_of(engine),
+            runtime=settings.get("runtime") or _runtime_of(engine),
             fp8_scaling=_fp8_scaling_of(row["model"], row["dtype"]),
         )
         traffic = Traffic(
@@ -663,6 +719,117 @@ def _serving_run(row: dict) -> ServingRun | str:
     except (PlanningError, ValueError, KeyError) as exc:
         return f"scenario rejected: {' '.join(str(exc).split())}"
     return ServingRun(scenario, traffic, engine)
+
+
+# A row's engine_args may name a setting as its engine does; each maps to the scenario field it stands for.
+ENGINE_ARG_NAMES = {
+    "max_running_requests": "max_num_seqs",  # SGLang
+    "chunked_prefill_size": "max_num_batched_tokens",  # SGLang
+    "mem_fraction_static": "gpu_memory_utilization",  # SGLang (the sglang runtime reads it as its static share)
+    "max_batch_size": "max_num_seqs",  # TensorRT-LLM
+    "max_num_tokens": "max_num_batched_tokens",  # TensorRT-LLM
+    "kv_cache_free_gpu_memory_fraction": "gpu_memory_utilization",  # TensorRT-LLM (free_fraction budget)
+    "free_gpu_memory_fraction": "gpu_memory_utilization",
+}
+
+
+def _version(text: str) -> tuple[int, ...] | None:
+    match = re.match(r"v?(\d+)\.(\d+)(?:\.(\d+))?", text.strip())
+    return tuple(int(g) for g in match.groups() if g is not None) if match else None
+
+
+def _engine_settings(engine: str, version_text: str, gpu: str, tp: int) -> dict | str:
+    """The engine's documented defaults for this GPU (SERVING_READINGS says where each comes from), or why the
+    row's engine and version have none stated here."""
+    version = _version(version_text)
+    if engine == "vllm":
+        if version is None or version[:2] < VLLM_FIRST_V1_DEFAULTS:
+            return _vllm_v0_reason(version_text)
+        large = get_accelerator(gpu).memory_bytes >= VLLM_LARGE_GPU_BYTES and not gpu.startswith("a100")
+        return {
+            "max_num_seqs": 1024 if large else 256,
+            "max_num_batched_tokens": 8192 if large else 2048,
+            "gpu_memory_utilization": 0.9,
+            "kv_cache_dtype": "bf16",
+        }
+    if engine == "sglang":
+        if version is None or version[:2] < SGLANG_FIRST_MEMORY_HEURISTICS:
+            return (
+                f"SGLang version '{version_text}': the defaults stated here (chunked_prefill_size and "
+                "mem_fraction_static from the GPU's memory) are the 0.5 releases'; earlier ones set them by "
+                "tensor-parallel size and are not read yet"
+            )
+        return {**sglang_defaults(get_accelerator(gpu).memory_bytes, tp), "kv_cache_dtype": "bf16"}
+    if engine == "tensorrt-llm":
+        if version is None or version[:2] < TRTLLM_FIRST_PYTORCH_DEFAULTS:
+            return (
+                f"TensorRT-LLM version '{version_text}': a TensorRT-engine release, whose batch and token limits "
+                "are build settings the row does not give"
+            )
+        return dict(TRTLLM_SERVE_DEFAULTS)
+    if engine == "nim-trtllm":
+        return {}  # every setting is in the row's engine_args (see SERVING_READINGS)
+    return f"engine '{engine}' has no stated defaults"
+
+
+def _vllm_v0_reason(version_text: str) -> str:
+    """vLLM before 0.9 ran the V0 engine by default. Its defaults are known (max_num_seqs 256; max_num_batched_tokens
+    = max_model_len with chunked prefill off, 512 (0.5-0.6) / 2048 (0.7-0.8) with it on), but its scheduler (whole
+    prompts per step, chunked prefill forced off under MLA) needs the versioned runtime (`vllm@0.7.3`), which
+    planner/physics/runtimes.py does not resolve yet; replaying V0 runs under the V1 scheduler would score the
+    wrong engine."""
+    return (
+        f"vLLM version '{version_text}': the V0 engine (before 0.9; max_num_seqs 256, max_num_batched_tokens = "
+        "max_model_len without chunked prefill, 512/2048 with it); its scheduler needs a versioned runtime "
+        "('vllm@0.7.3'), not in planner/physics/runtimes.py yet"
+    )
+
+
+# SGLang 0.5 (sgl-project/sglang python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings, read in
+# the BBuf/sglang@261ffecd0b13 copy of the file): chunked_prefill_size and cuda_graph_max_bs by the GPU's memory
+# (MiB, get_device_memory_capacity), then mem_fraction_static = (memory - reserved) / memory with
+# reserved = 512 + 1.5 x max(chunked_prefill_size, 2048) + 2 x cuda_graph_max_bs + tp x pp / 8 x 1024 MiB, at
+# least 10 GiB on GPUs over 60 GiB. max_running_requests unset: the scheduler derives it from the KV pool, so the
+# pool binds; read here as 4096 request slots (an upper bound stated as an assumption).
+SGLANG_FIRST_MEMORY_HEURISTICS = (0, 5)
+SGLANG_MEMORY_TIERS_MIB = (  # (below this much memory, chunked_prefill_size, cuda_graph_max_bs tp<4, tp>=4)
+    (20 * 1024, 2048, 8, 8),
+    (35 * 1024, 2048, 24, 80),
+    (60 * 1024, 4096, 32, 160),
+    (90 * 1024, 8192, 256, 512),
+    (160 * 1024, 8192, 256, 512),
+    (math.inf, 16384, 512, 512),
+)
+SGLANG_RUNNING_REQUESTS = 4096
+
+
+def sglang_defaults(memory_bytes: float, tp: int) -> dict:
+    """SGLang 0.5's chunked_prefill_size and mem_fraction_static for a GPU of this memory at this TP (pp 1)."""
+    memory_mib = memory_bytes / 2**20
+    chunk, graph_small, graph_large = next(t[1:] for t in SGLANG_MEMORY_TIERS_MIB if memory_mib < t[0])
+    graph = graph_small if tp < 4 else graph_large
+    reserved = 512 + 1.5 * max(chunk, 2048) + 2 * graph + tp / 8 * 1024
+    if memory_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return {
+        "max_num_seqs": SGLANG_RUNNING_REQUESTS,
+        "max_num_batched_tokens": chunk,
+        "gpu_memory_utilization": round((memory_mib - reserved) / memory_mib, 3),
+    }
+
+
+# trtllm-serve (NVIDIA/TensorRT-LLM@4c05a74891e4 tensorrt_llm/commands/serve.py): max_batch_size and max_num_tokens
+# default to BuildConfig's (2048 and 8192, as `trtllm-serve --help` prints them in the 0.2x-1.x releases),
+# kv_cache_free_gpu_memory_fraction 0.9, the PyTorch backend, chunked prefill off, the GUARANTEED_NO_EVICT capacity
+# scheduler. The first releases whose trtllm-serve defaults to the PyTorch backend: 0.20 (read as such).
+TRTLLM_FIRST_PYTORCH_DEFAULTS = (0, 20)
+TRTLLM_SERVE_DEFAULTS = {
+    "max_num_seqs": 2048,
+    "max_num_batched_tokens": 8192,
+    "gpu_memory_utilization": 0.9,
+    "kv_cache_dtype": "bf16",
+    "runtime": "tensorrt-llm",
+}
 
 
 def _fp8_scaling_of(model: str, dtype: str) -> str | None:
@@ -763,7 +930,120 @@ def summarize_serving(results: list[Result]) -> dict:
         "metrics": {m: _stats([r.error for r in serving if r.case.metric == m]) for m in metrics},
         "groups": groups,
         "runs": runs,
+        "headline": headline(serving),
+        "sources": {name: _source_stats(rs) for name, rs in _by(serving, lambda r: r.case.publisher).items()},
+        "regimes": {name: _source_stats(rs) for name, rs in sorted(_by(serving, lambda r: r.case.regime).items())},
     }
+
+
+# The headline statistics: each is read per run from the first metric of its tuple the run publishes. A run that
+# publishes request throughput but not output throughput is read from the former: with fixed output lengths (every
+# replayed run) the two differ by the same factor measured and simulated, so the relative error is the same.
+HEADLINE_METRICS = {
+    "mean_ttft_ms": ("mean TTFT", ("mean_ttft_ms",)),
+    "mean_tpot_ms": ("mean TPOT", ("mean_tpot_ms",)),
+    "output_throughput": ("output throughput", ("output_throughput", "request_throughput")),
+}
+
+
+def _by(results: list[Result], key: Callable[[Result], str]) -> dict[str, list[Result]]:
+    groups: dict[str, list[Result]] = {}
+    for r in results:
+        groups.setdefault(key(r), []).append(r)
+    return groups
+
+
+def headline_errors(results: list[Result], metric: str) -> list[Result]:
+    """The results a headline metric reads: per run (source and run), the first of its metrics that run has."""
+    _, metrics = HEADLINE_METRICS[metric]
+    chosen = []
+    for rs in _by(results, lambda r: f"{r.case.publisher}|{_run_name(r)}").values():
+        by_metric = {r.case.metric: r for r in rs}
+        first = next((by_metric[m] for m in metrics if m in by_metric), None)
+        if first is not None:
+            chosen.append(first)
+    return chosen
+
+
+def source_medians(results: list[Result], metric: str | None = None) -> dict[str, float]:
+    """Source -> its median |error| over its headline results for `metric` (None: over all its serving results)."""
+    chosen = results if metric is None else headline_errors(results, metric)
+    return {name: statistics.median(abs(r.error) for r in rs) for name, rs in _by(chosen, _publisher).items()}
+
+
+def _publisher(r: Result) -> str:
+    return r.case.publisher
+
+
+def over_sources(medians: dict[str, float]) -> float:
+    """The median over sources of each source's median |error| (each source counts once, however many rows)."""
+    return statistics.median(medians.values()) if medians else math.nan
+
+
+def headline(results: list[Result]) -> dict[str, dict]:
+    """Per headline metric: the median over sources, the pooled median over runs, and both with each source left
+    out (so no figure rests on one source)."""
+    out = {}
+    for metric in HEADLINE_METRICS:
+        chosen = headline_errors(results, metric)
+        if not chosen:
+            continue
+        medians = source_medians(chosen, None)
+        loo = {}
+        for left in medians:
+            rest = [r for r in chosen if r.case.publisher != left]
+            loo[left] = {
+                "over_sources": over_sources({k: v for k, v in medians.items() if k != left}),
+                "pooled": statistics.median(abs(r.error) for r in rest) if rest else math.nan,
+            }
+        finite = [v["over_sources"] for v in loo.values() if math.isfinite(v["over_sources"])]
+        out[metric] = {
+            "label": HEADLINE_METRICS[metric][0],
+            "sources": len(medians),
+            "runs": len(chosen),
+            "over_sources": over_sources(medians),
+            "pooled": statistics.median(abs(r.error) for r in chosen),
+            "median_signed_error": statistics.median(r.error for r in chosen),
+            "source_medians": medians,
+            "leave_one_source_out": loo,
+            "loo_min": min(finite) if finite else math.nan,
+            "loo_max": max(finite) if finite else math.nan,
+        }
+    return out
+
+
+def _source_stats(results: list[Result]) -> dict:
+    """One source's (or regime's) runs, statistics and errors per metric kind and per headline metric."""
+    kinds = {}
+    for kind, words in SERVING_METRIC_KINDS.items():
+        errors = [r.error for r in results if any(w in r.case.metric for w in words)]
+        if errors:
+            kinds[kind] = _stats(errors)
+    heads = {}
+    for metric in HEADLINE_METRICS:
+        chosen = headline_errors(results, metric)
+        if chosen:
+            heads[metric] = {
+                "runs": len(chosen),
+                "median_abs_error": statistics.median(abs(r.error) for r in chosen),
+                "median_signed_error": statistics.median(r.error for r in chosen),
+            }
+    return {
+        "runs": len({f"{r.case.publisher}|{_run_name(r)}" for r in results}),
+        "statistics": len(results),
+        "sources": sorted({r.case.publisher for r in results}),
+        "regimes": sorted({r.case.regime for r in results}),
+        "engines": sorted({f"{r.case.run.engine} {_engine_version(r)}" for r in results if r.case.run}),
+        "kinds": kinds,
+        "headline": heads,
+    }
+
+
+def _engine_version(r: Result) -> str:
+    return ENGINE_VERSIONS.get(r.case.source, "")
+
+
+ENGINE_VERSIONS: dict[str, str] = {}  # serving row id -> its engine_version (filled by serving_cases)
 
 
 def _run_name(r: Result) -> str:
@@ -775,12 +1055,31 @@ def read_ceilings(path: Path = CEILINGS_FILE) -> dict[str, float]:
     return {k: float(v) for k, v in json.loads(path.read_text())["median_abs_error_ceiling"].items()}
 
 
-def ceiling_breaches(summary: dict, serving: dict, ceilings: dict[str, float]) -> list[str]:
-    """One sentence per family whose median |error| is above its committed ceiling, or that has no ceiling."""
+def read_source_ceilings(path: Path = CEILINGS_FILE) -> dict[str, float]:
+    """Serving headline metric -> the committed ceiling on its median over sources (a fraction)."""
+    return {k: float(v) for k, v in json.loads(path.read_text())["median_over_sources_ceiling"].items()}
+
+
+def ceiling_breaches(
+    summary: dict, serving: dict, ceilings: dict[str, float], source_ceilings: dict[str, float] | None = None
+) -> list[str]:
+    """One sentence per family whose median |error| is above its committed ceiling, or that has no ceiling; with
+    `source_ceilings`, the same for each serving headline metric's median over sources."""
+    breaches = []
+    for metric, h in (serving or {}).get("headline", {}).items() if source_ceilings is not None else ():
+        ceiling, value = source_ceilings.get(metric), h["over_sources"]
+        if ceiling is None:
+            breaches.append(
+                f"{SERVING} {metric}: median over sources {100 * value:.2f}% has no ceiling in {CEILINGS_FILE.name}"
+            )
+        elif value > ceiling:
+            breaches.append(
+                f"{SERVING} {metric}: median over sources {100 * value:.2f}% is above its committed ceiling "
+                f"{100 * ceiling:.2f}% ({CEILINGS_FILE.relative_to(ROOT)}); accuracy regressed"
+            )
     medians = {family: s["median_abs_error"] for family, s in summary.items()}
     if serving:
         medians[SERVING] = serving["median_abs_error"]
-    breaches = []
     for family, median in medians.items():
         ceiling = ceilings.get(family)
         if ceiling is None:
@@ -857,6 +1156,18 @@ def write_report(
             f"| {100 * serving['max_abs_error']:.1f}% |"
         )
         lines += ["", f"Error bands (`planner/uncertainty.py`) read the families above the `{SERVING}` row only."]
+        if serving.get("headline"):
+            lines += [
+                "",
+                "Serving headline, median over sources (each source's median |error|; pooled over runs beside it; "
+                "the range with each source left out): "
+                + "; ".join(
+                    f"{h['label']} {100 * h['over_sources']:.1f}% over {h['sources']} sources "
+                    f"(pooled {100 * h['pooled']:.1f}%, one left out {100 * h['loo_min']:.1f}-{100 * h['loo_max']:.1f}%)"
+                    for h in serving["headline"].values()
+                )
+                + ". Details under the serving family below.",
+            ]
     lines += _bands_section(summary, serving)
     lines += ["", "## Worst cases", ""]
     for r in sorted((r for r in results if r.case.family != SERVING), key=lambda r: -abs(r.error))[:5]:
@@ -895,7 +1206,7 @@ def write_report(
             cells = [f"{100 * s[f]['median_signed_error']:+.1f}%" if f in s else "" for f in summary]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
     if mechanisms:
-        families = list(mechanisms[0][1])
+        families = [f for f in mechanisms[0][1] if " without " not in f]
         lines += [
             "",
             "## What each mechanism buys: median |error| with it switched off",
@@ -911,7 +1222,39 @@ def write_report(
         for label, medians in mechanisms:
             cells = [f"{100 * medians[f]:.1f}%" if f in medians else "" for f in families]
             lines.append(f"| {label} | " + " | ".join(cells) + " |")
+        lines += _mechanism_loso_section(mechanisms)
     (out / "report.md").write_text("\n".join(lines) + "\n")
+
+
+def _mechanism_loso_section(mechanisms: list[tuple[str, dict[str, float]]]) -> list[str]:
+    """What each mechanism buys on the serving figure over sources, and the same with each source left out: a
+    mechanism whose gain one source carries shows a range that reaches zero."""
+    on = mechanisms[0][1]
+    if SERVING_OVER_SOURCES not in on:
+        return []
+    prefix = f"{SERVING_OVER_SOURCES} without "
+    sources = [k.removeprefix(prefix) for k in on if k.startswith(prefix)]
+    lines = [
+        "",
+        "Each mechanism's gain on the serving median over sources (with it off minus with it on, percentage points; "
+        "positive: the mechanism helps), with every source in and with each source left out in turn (the range over "
+        "those leave-one-source-out figures, and the source whose absence moves the gain most):",
+        "",
+        "| mechanism | gain, all sources | gain, one source left out (min … max) | moved most by leaving out |",
+        "|---|---|---|---|",
+    ]
+    for label, medians in mechanisms[1:]:
+        gain = medians[SERVING_OVER_SOURCES] - on[SERVING_OVER_SOURCES]
+        loo = {s: medians.get(prefix + s, math.nan) - on.get(prefix + s, math.nan) for s in sources}
+        finite = {s: g for s, g in loo.items() if math.isfinite(g)}
+        if not finite:
+            continue
+        mover = max(finite, key=lambda s: abs(finite[s] - gain))
+        lines.append(
+            f"| {label.removeprefix('without ')} | {100 * gain:+.1f} | {100 * min(finite.values()):+.1f} … "
+            f"{100 * max(finite.values()):+.1f} | {mover} ({100 * finite[mover]:+.1f}) |"
+        )
+    return lines
 
 
 def _bands_section(summary: dict, serving: dict | None) -> list[str]:
@@ -964,6 +1307,7 @@ def _serving_section(results: list[Result], serving: dict) -> list[str]:
             f"| {metric} | {st['cases']} | {100 * st['median_abs_error']:.1f}% | {100 * st['p90_abs_error']:.1f}% "
             f"| {100 * st['median_signed_error']:+.1f}% | {100 * st['max_abs_error']:.1f}% |"
         )
+    lines += _generalisation_section(serving)
     lines += [
         "",
         "Median signed error by load regime (cases in brackets):",
@@ -996,6 +1340,105 @@ def _serving_section(results: list[Result], serving: dict) -> list[str]:
         )
     lines += ["", "### Where the simulator misses, and the mechanism it lacks", ""]
     lines += _serving_analysis(results, serving)
+    return lines
+
+
+def _abs_signed(st: dict | None) -> str:
+    """'|e| / signed (n)' for a stats entry, or blank."""
+    if not st:
+        return ""
+    n = st.get("cases", st.get("runs"))
+    return f"{100 * st['median_abs_error']:.0f}% / {_pct(st['median_signed_error'])} ({n})"
+
+
+REGIME_SIGNED_LIMIT = 0.20  # issue 22's target: no regime with a median signed error beyond +-20 %
+
+
+def _generalisation_section(serving: dict) -> list[str]:
+    """The headline over sources beside the pooled figures, each with every source left out in turn; then each
+    source and each deployment regime with its runs, statistics and median |error| / signed error per kind."""
+    head = serving.get("headline", {})
+    lines = [
+        "",
+        "### Headline: median over sources",
+        "",
+        "Each source's median |error| (over its runs' statistics of that metric), then the median over sources: a "
+        "source counts once however many rows it published, so a large corpus from one publisher cannot carry the "
+        "figure. Pooled: the median over every run's statistic (today's reading). Left out: the figure with each "
+        "source removed in turn (the range over sources; no figure here rests on one source if the range is "
+        "narrow). Output throughput reads request throughput for runs that publish only that (fixed output "
+        "lengths: the same relative error).",
+        "",
+        f"{SOURCE_RULE}",
+        "",
+        "| metric | sources | runs | median over sources | one source left out (min … max) | pooled | pooled "
+        "median signed |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for h in head.values():
+        lines.append(
+            f"| {h['label']} | {h['sources']} | {h['runs']} | {100 * h['over_sources']:.1f}% | "
+            f"{100 * h['loo_min']:.1f}% … {100 * h['loo_max']:.1f}% | {100 * h['pooled']:.1f}% | "
+            f"{_pct(h['median_signed_error'])} |"
+        )
+    sources = sorted({name for h in head.values() for name in h["leave_one_source_out"]})
+    if sources:
+        labels = [h["label"] for h in head.values()]
+        lines += [
+            "",
+            "Leave one source out (median over the other sources / pooled over the other sources' runs):",
+            "",
+            "| source left out | " + " | ".join(labels) + " |",
+            "|---|" + "---|" * len(labels),
+        ]
+        for name in sources:
+            cells = []
+            for h in head.values():
+                loo = h["leave_one_source_out"].get(name)
+                cells.append(
+                    f"{100 * loo['over_sources']:.1f}% / {100 * loo['pooled']:.1f}%" if loo else "(not in this metric)"
+                )
+            lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    kinds = list(SERVING_METRIC_KINDS)
+    lines += [
+        "",
+        "### Per source",
+        "",
+        "Median |error| / median signed error (statistics in brackets) per metric kind, and per headline metric "
+        "(runs in brackets).",
+        "",
+        "| source | runs | statistics | engines | "
+        + " | ".join(kinds)
+        + " | "
+        + " | ".join(h["label"] for h in head.values())
+        + " |",
+        "|---|---|---|---|" + "---|" * (len(kinds) + len(head)),
+    ]
+    for name, st in sorted(serving.get("sources", {}).items(), key=lambda item: -item[1]["statistics"]):
+        cells = [_abs_signed(st["kinds"].get(k)) for k in kinds] + [_abs_signed(st["headline"].get(m)) for m in head]
+        engines = ", ".join(e.strip() for e in st["engines"])
+        lines.append(f"| {name} | {st['runs']} | {st['statistics']} | {engines} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "### Per deployment regime",
+        "",
+        f"{REGIME_RULE} Median |error| / median signed error (statistics in brackets); a regime whose median signed "
+        f"error is beyond ±{100 * REGIME_SIGNED_LIMIT:.0f}% on a metric kind is systematically fast (negative latency, "
+        "positive throughput) or slow, a defect even where |error| looks fine, and is flagged.",
+        "",
+        "| regime | sources | runs | statistics | " + " | ".join(kinds) + " | flagged |",
+        "|---|---|---|---|" + "---|" * len(kinds) + "---|",
+    ]
+    for name, st in serving.get("regimes", {}).items():
+        cells = [_abs_signed(st["kinds"].get(k)) for k in kinds]
+        flagged = [
+            k for k in kinds if k in st["kinds"] and abs(st["kinds"][k]["median_signed_error"]) > REGIME_SIGNED_LIMIT
+        ]
+        lines.append(
+            f"| {name} | {len(st['sources'])} | {st['runs']} | {st['statistics']} | "
+            + " | ".join(cells)
+            + f" | {', '.join(flagged) or '—'} |"
+        )
     return lines
 
 
@@ -1211,11 +1654,21 @@ MECHANISMS: tuple[tuple[str, Efficiency | None, Callable | None], ...] = (
 )
 
 
+SERVING_OVER_SOURCES = "serving over sources"  # the mechanism study's column: median over sources, all metrics
+
+
 def _medians(results: list[Result]) -> dict[str, float]:
+    """Median |error| per family, the serving family pooled and over sources (each source's median |error| over
+    all its serving statistics), and that figure with each source left out (keys '<figure> without <source>')."""
     medians = {family: s["median_abs_error"] for family, s in summarize(results).items()}
-    serving = summarize_serving(results)
+    serving = [r for r in results if r.case.family == SERVING and math.isfinite(r.error)]
     if serving:
-        medians[SERVING] = serving["median_abs_error"]
+        medians[SERVING] = statistics.median(abs(r.error) for r in serving)
+        per_source = source_medians(serving)
+        medians[SERVING_OVER_SOURCES] = over_sources(per_source)
+        for left in per_source:
+            rest = {k: v for k, v in per_source.items() if k != left}
+            medians[f"{SERVING_OVER_SOURCES} without {left}"] = over_sources(rest)
     return medians
 
 
@@ -1232,6 +1685,15 @@ def mechanism_study(cases: list[Case]) -> list[tuple[str, dict[str, float]]]:
             _SIMULATED.clear()
         rows.append((f"without {name}", _medians(results)))
     return rows
+
+
+def _finite_or_none(value):
+    """NaN (a figure with too few sources left, e.g. one source left out of two) as JSON null."""
+    if isinstance(value, dict):
+        return {k: _finite_or_none(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_or_none(v) for v in value]
+    return None if isinstance(value, float) and not math.isfinite(value) else value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -1257,7 +1719,7 @@ def main(argv: list[str] | None = None) -> int:
     mechanisms = mechanism_study(cases) if args.sensitivity else None
     write_report(results, unmapped, summary, args.out, sensitivity, serving, mechanisms)
     if not args.no_summary_file:
-        serving_summary = {k: v for k, v in serving.items() if k not in ("groups", "runs")}
+        serving_summary = _finite_or_none({k: v for k, v in serving.items() if k not in ("groups", "runs")})
         SUMMARY_FILE.write_text(
             json.dumps(
                 {
@@ -1284,8 +1746,18 @@ def main(argv: list[str] | None = None) -> int:
             f"{SERVING + ' ' + metric:33s} n={s['cases']:2d}  median |err| {100 * s['median_abs_error']:5.1f}%  "
             f"bias {100 * s['median_signed_error']:+6.1f}%"
         )
+    for metric, h in serving.get("headline", {}).items():
+        print(
+            f"{SERVING + ' over sources ' + metric:33s} sources={h['sources']}  median over sources "
+            f"{100 * h['over_sources']:5.1f}%  one left out {100 * h['loo_min']:.1f}-{100 * h['loo_max']:.1f}%  "
+            f"pooled {100 * h['pooled']:5.1f}%"
+        )
+    for regime, st in serving.get("regimes", {}).items():
+        signed = ", ".join(f"{k} {_pct(v['median_signed_error'])}" for k, v in st["kinds"].items())
+        print(f"{SERVING + ' regime':15s} {regime:40s} {signed}")
     print(f"{len(unmapped)} rows not mapped (reasons in {args.out / 'report.md'})")
-    for breach in ceiling_breaches(summary, serving, read_ceilings()) if CEILINGS_FILE.is_file() else []:
+    ceilings = (read_ceilings(), read_source_ceilings()) if CEILINGS_FILE.is_file() else None
+    for breach in ceiling_breaches(summary, serving, *ceilings) if ceilings else []:
         print(f"CEILING: {breach}", file=sys.stderr)
     return 0
 
