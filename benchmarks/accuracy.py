@@ -52,6 +52,11 @@ from planner.physics.runtimes import DEFAULT_RUNTIME  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
 from planner.uncertainty import band_summary, coverage_notes, coverage_text  # noqa: E402
 
+try:  # the versioned runtime (`vllm@0.7.3`, planner/physics/schedulers.py): V0 rows replay only where it exists
+    from planner.physics.schedulers import resolve_runtime
+except ImportError:  # pragma: no cover - an engine without versioned runtimes
+    resolve_runtime = None
+
 DEFAULT_REFERENCE = ROOT.parent / "shared" / "reference"
 REFERENCE_FILES = ("memory_measured.csv", "throughput_measured.csv")
 SUMMARY_FILE = ROOT / "planner" / "accuracy.json"
@@ -502,13 +507,46 @@ SERVING_MODELS = {
     "deepseek-ai/DeepSeek-R1-0528": "deepseek-r1",
     "openai/gpt-oss-20b": "gpt-oss-20b",
     "meta/llama-3.3-70b-instruct": "llama-3.3-70b",
+    # the catalog's models under their published Hugging Face ids (the checkpoints the catalog configs describe)
+    "meta-llama/Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "meta-llama/Meta-Llama-3.1-8B-Instruct": "llama-3.1-8b",
+    "meta-llama/Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "meta-llama/Meta-Llama-3.1-70B-Instruct": "llama-3.1-70b",
+    "meta-llama/Llama-3.3-70B-Instruct": "llama-3.3-70b",
+    "meta-llama/Llama-3.1-405B-Instruct": "llama-3.1-405b",
+    "deepseek-ai/DeepSeek-V3": "deepseek-v3",
+    "deepseek-ai/DeepSeek-V3-0324": "deepseek-v3",
+    "deepseek-ai/DeepSeek-R1": "deepseek-r1",
+    "Qwen/Qwen3-8B-FP8": "qwen3-8b",
+    "Qwen/Qwen3-32B-FP8": "qwen3-32b",
+    "Qwen/Qwen3-30B-A3B": "qwen3-30b-a3b",
+    "Qwen/Qwen3-30B-A3B-FP8": "qwen3-30b-a3b",
+    "Qwen/Qwen3-235B-A22B": "qwen3-235b-a22b",
+    "Qwen/Qwen3-235B-A22B-FP8": "qwen3-235b-a22b",
+    "Qwen/Qwen2.5-7B-Instruct": "qwen2.5-7b",
+    "Qwen/Qwen2.5-32B-Instruct": "qwen2.5-32b",
+    "Qwen/Qwen2.5-72B-Instruct": "qwen2.5-72b",
+    "mistralai/Mixtral-8x7B-Instruct-v0.1": "mixtral-8x7b",
+    "openai/gpt-oss-120b": "gpt-oss-120b",
+    "MiniMaxAI/MiniMax-M2.5": "minimax-m2.5",
+    "moonshotai/Kimi-K2-Instruct": "kimi-k2",
 }
 SERVING_GPUS = {
     "H100 80GB SXM": "h100-sxm",
+    "H100 80GB PCIe": "h100-pcie",
+    "H100 NVL 94GB": "h100-nvl",
     "H200 141GB SXM": "h200",
+    "H20 96GB": "h20",
+    "B200 180GB SXM": "b200",
     "A100 80GB SXM": "a100-80gb",
+    "A100 40GB SXM": "a100-40gb",
     "L4 24GB": "l4",
+    "L40S 48GB": "l40s",
+    "A10G 24GB": "a10g",
     "RTX 4090 24GB": "rtx-4090",
+    "MI300X 192GB": "mi300x",
+    "MI325X 256GB": "mi325x",
+    "MI355X 288GB": "mi355x",
 }
 SERVING_METRICS = {  # metric -> (TrafficResult attribute, statistic, scale to the reference's unit, unit)
     "mean_ttft_ms": ("ttft_seconds", "mean", 1e3, "ms"),
@@ -692,6 +730,8 @@ def _serving_run(row: dict) -> ServingRun | str:
     for item in filter(None, row["engine_args"].split(";")):
         key, _, value = item.partition("=")
         settings[ENGINE_ARG_NAMES.get(key.strip(), key.strip())] = value.strip()
+    if "chunked_prefill_tokens" in settings:  # a V0 run: its step budget follows max_model_len and chunking
+        _v0_step_tokens(settings, model)
     tp, gpus = int(row["tp"]), int(row["num_gpus"])
     rate = row["request_rate"].strip().lower()
     try:
@@ -715,6 +755,7 @@ def _serving_run(row: dict) -> ServingRun | str:
             num_requests=int(row["num_prompts"]),
             max_concurrency=int(row["max_concurrency"]) if row["max_concurrency"] else None,
             seed=0,
+            **({"chunked_prefill": settings["chunked_prefill"]} if "chunked_prefill" in settings else {}),
         )
     except (PlanningError, ValueError, KeyError) as exc:
         return f"scenario rejected: {' '.join(str(exc).split())}"
@@ -728,6 +769,7 @@ ENGINE_ARG_NAMES = {
     "mem_fraction_static": "gpu_memory_utilization",  # SGLang (the sglang runtime reads it as its static share)
     "max_batch_size": "max_num_seqs",  # TensorRT-LLM
     "max_num_tokens": "max_num_batched_tokens",  # TensorRT-LLM
+    "enable_chunked_prefill": "chunked_prefill",
     "kv_cache_free_gpu_memory_fraction": "gpu_memory_utilization",  # TensorRT-LLM (free_fraction budget)
     "free_gpu_memory_fraction": "gpu_memory_utilization",
 }
@@ -743,6 +785,8 @@ def _engine_settings(engine: str, version_text: str, gpu: str, tp: int) -> dict 
     row's engine and version have none stated here."""
     version = _version(version_text)
     if engine == "vllm":
+        if version is not None and VLLM_V0_DEFAULTS[0] <= version[:2] < VLLM_V0_DEFAULTS[1]:
+            return _vllm_v0_settings(version_text, version)
         if version is None or version[:2] < VLLM_FIRST_V1_DEFAULTS:
             return _vllm_v0_reason(version_text)
         large = get_accelerator(gpu).memory_bytes >= VLLM_LARGE_GPU_BYTES and not gpu.startswith("a100")
@@ -772,17 +816,65 @@ def _engine_settings(engine: str, version_text: str, gpu: str, tp: int) -> dict 
     return f"engine '{engine}' has no stated defaults"
 
 
+# vLLM's V0 engine as the OpenAI server ran it in v0.6-v0.7 (V1 became the default in v0.8, whose defaults before
+# 0.9's GPU-size rule are not stated here): max_num_seqs 256 (vllm/engine/arg_utils.py); SchedulerConfig
+# (vllm/config.py): max_num_batched_tokens = max(max_model_len, 2048) with chunked prefill off, 512 with it on
+# (v0.5-v0.6; v0.7 raised the OpenAI server's to 2048); chunked prefill on by default only for max_model_len > 32K
+# (arg_utils create_engine_config, the long-context rule) and forced off for MLA models (vLLM PR #13374; the
+# runtime's scheduler policy applies it). max_model_len is the model's context unless the row's engine_args set it.
+VLLM_V0_DEFAULTS = ((0, 6), (0, 8))  # [first, end) of the releases read as the V0 engine with these defaults
+VLLM_V0_LONG_CONTEXT = 32 * 1024
+
+
+def _vllm_v0_settings(version_text: str, version: tuple[int, ...]) -> dict | str:
+    """Settings of a V0 run (the rule above), or why it cannot be replayed (no versioned runtime yet)."""
+    if resolve_runtime is None:
+        return _vllm_v0_reason(version_text)
+    try:
+        runtime = str(resolve_runtime(f"vllm@{'.'.join(map(str, version))}"))
+    except ValueError as exc:
+        return f"vLLM version '{version_text}': {exc}"
+    return {
+        "max_num_seqs": 256,
+        "max_num_batched_tokens": None,  # from max_model_len and chunked prefill: _v0_step_tokens
+        "chunked_prefill_tokens": 512 if version[:2] < (0, 7) else 2048,
+        "gpu_memory_utilization": 0.9,
+        "kv_cache_dtype": "bf16",
+        "runtime": runtime,
+    }
+
+
+def _v0_step_tokens(settings: dict, model: str) -> None:
+    """A V0 run's chunked prefill and step budget from its max_model_len (the rule above VLLM_V0_DEFAULTS)."""
+    arch = InferenceScenario(model=model, gpu="h100-sxm").architecture()
+    max_model_len = int(settings.get("max_model_len") or arch.max_context_tokens)
+    if "chunked_prefill" not in settings:
+        settings["chunked_prefill"] = max_model_len > VLLM_V0_LONG_CONTEXT and not arch.uses_mla
+    chunked = str(settings["chunked_prefill"]).lower() in ("1", "true", "yes")
+    settings["chunked_prefill"] = chunked
+    if settings.get("max_num_batched_tokens") is None:
+        settings["max_num_batched_tokens"] = settings["chunked_prefill_tokens"] if chunked else max(max_model_len, 2048)
+
+
 def _vllm_v0_reason(version_text: str) -> str:
-    """vLLM before 0.9 ran the V0 engine by default. Its defaults are known (max_num_seqs 256; max_num_batched_tokens
-    = max_model_len with chunked prefill off, 512 (0.5-0.6) / 2048 (0.7-0.8) with it on), but its scheduler (whole
-    prompts per step, chunked prefill forced off under MLA) needs the versioned runtime (`vllm@0.7.3`), which
-    planner/physics/runtimes.py does not resolve yet; replaying V0 runs under the V1 scheduler would score the
-    wrong engine."""
-    return (
-        f"vLLM version '{version_text}': the V0 engine (before 0.9; max_num_seqs 256, max_num_batched_tokens = "
-        "max_model_len without chunked prefill, 512/2048 with it); its scheduler needs a versioned runtime "
-        "('vllm@0.7.3'), not in planner/physics/runtimes.py yet"
-    )
+    """Why a vLLM row before 0.9 is not replayed: its release's defaults or scheduler are not stated here."""
+    version = _version(version_text)
+    if version is None:
+        return (
+            f"vLLM version '{version_text}': the engine's defaults depend on the release, which the row does not give"
+        )
+    if resolve_runtime is None:
+        return (
+            f"vLLM version '{version_text}': the V0 engine (before 0.9; max_num_seqs 256, max_num_batched_tokens = "
+            "max_model_len without chunked prefill, 512/2048 with it); its scheduler needs a versioned runtime "
+            "('vllm@0.7.3'), not in planner/physics/runtimes.py yet"
+        )
+    if version[:2] >= VLLM_V0_DEFAULTS[1]:
+        return (
+            f"vLLM version '{version_text}': the V1 engine with the defaults before 0.9's GPU-size rule "
+            "(max_num_seqs / max_num_batched_tokens of 0.8.x), not stated here"
+        )
+    return f"vLLM version '{version_text}': releases before 0.6 (their server defaults) are not stated here"
 
 
 # SGLang 0.5 (sgl-project/sglang python/sglang/srt/server_args.py ServerArgs._handle_gpu_memory_settings, read in

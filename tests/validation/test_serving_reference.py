@@ -101,7 +101,25 @@ def test_engine_defaults_follow_the_stated_vllm_rule(accuracy):
     assert (a100.scenario.concurrency, a100.scenario.prefill_chunk_tokens) == (256, 2048)
     assert a100.traffic.requests_per_second == 16 and a100.traffic.max_concurrency == 4
     v0 = accuracy._serving_run({**row, "engine_version": "0.6.3"})
-    assert isinstance(v0, str) and "V0 engine" in v0 and "vllm@0.7.3" in v0
+    if accuracy.resolve_runtime is None:  # no versioned runtime in the engine: V0 rows stay unmapped, said so
+        assert isinstance(v0, str) and "V0 engine" in v0 and "vllm@0.7.3" in v0
+        return
+    # V0 (0.6-0.7): the versioned runtime, max_num_seqs 256; Qwen3-32B's 40,960-token context is over 32K, so
+    # chunked prefill is on, at 512 tokens a step in 0.6 and 2048 in 0.7
+    assert v0.scenario.runtime == accuracy.resolve_runtime("vllm@0.6.3")
+    assert (v0.scenario.concurrency, v0.scenario.prefill_chunk_tokens, v0.traffic.chunked_prefill) == (256, 512, True)
+    assert accuracy._serving_run({**row, "engine_version": "0.7.3"}).scenario.prefill_chunk_tokens == 2048
+    # max_model_len 8192 set by the run: chunked prefill off, a step holds max(8192, 2048) tokens
+    short = accuracy._serving_run({**row, "engine_version": "0.7.3", "engine_args": "max_model_len=8192"})
+    assert (short.scenario.prefill_chunk_tokens, short.traffic.chunked_prefill) == (8192, False)
+    # an MLA model: chunked prefill off whatever the context; a step holds its whole context
+    mla = accuracy._serving_run(
+        {**row, "engine_version": "0.7.3", "model": "deepseek-ai/DeepSeek-R1-0528", "num_gpus": "8", "tp": "8"}
+    )
+    context = mla.scenario.architecture().max_context_tokens
+    assert (mla.scenario.prefill_chunk_tokens, mla.traffic.chunked_prefill) == (max(context, 2048), False)
+    assert "0.9's GPU-size rule" in accuracy._serving_run({**row, "engine_version": "0.8.5"})
+    assert "before 0.6" in accuracy._serving_run({**row, "engine_version": "0.5.3"})
 
 
 def test_sglang_defaults_follow_its_memory_heuristics(accuracy):
@@ -170,3 +188,11 @@ def test_the_summary_reports_the_median_of_the_cases(accuracy, serving):
     for metric, row in summary["metrics"].items():
         errors = [abs(r.error) for r in results if r.case.metric == metric]
         assert row["median_abs_error"] == pytest.approx(statistics.median(errors)), metric
+
+
+def test_every_mapped_model_and_gpu_is_in_the_catalog(accuracy):
+    from planner.hardware.catalog import get_accelerator
+
+    assert set(accuracy.SERVING_MODELS.values()) <= set(catalog_model_ids())
+    for gpu in accuracy.SERVING_GPUS.values():
+        get_accelerator(gpu)  # raises for an id the catalog lacks
