@@ -166,5 +166,5 @@ NOTES = (
     Spec("decision", "Decision", "textarea", section="notes"),
 )
 
-# The serving engine whose memory accounting sizes the KV pool (planner.physics.runtimes); inference only.
-ENGINE = (Spec("runtime", "Serving engine (memory accounting)", "select", section="more"),)
+# The serving engine and release: its memory accounting, scheduler and kernels (planner.physics.runtimes); inference only.
+ENGINE = (Spec("runtime", "Serving engine and release (memory, scheduler, kernels)", "select", section="more"),)

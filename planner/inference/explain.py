@@ -98,6 +98,21 @@ def _budget_sentence(s: InferenceScenario) -> str:
     return f"{budget}; {cache}, every sequence held at its full prompt + output length."
 
 
+def _scheduler_sentence(s: InferenceScenario, arch: ModelArchitecture) -> str:
+    """The release whose scheduler a traffic simulation runs, and what that scheduler does."""
+    runtime = runtime_profile(s.runtime)
+    policy = runtime.scheduler
+    forced = (
+        " Chunked prefill is off for this model whatever the stream's setting (MLA)."
+        if not policy.chunked_prefill(True, arch.uses_mla)
+        else ""
+    )
+    return (
+        f"Traffic simulation runs {runtime.title}'s scheduler ({runtime.version}): {policy.describe()}.{forced} "
+        f"Read from: {policy.sources[0]}"
+    )
+
+
 def _engine_costs_sentence(s: InferenceScenario, efficiency: EfficiencyValues[float]) -> str:
     """The engine's fixed costs and where they come from for the scenario's runtime (`RuntimeProfile`)."""
     runtime = runtime_profile(s.runtime)
@@ -138,7 +153,9 @@ def assumptions(
         "max(their FLOPs / achieved FLOP/s, their bytes / achieved bandwidth), one group after another, + "
         "non-overlapped communication (2 tensor-parallel all-reduces per layer, pipeline hand-offs).",
         "Continuous batching: each request costs its share of a batched prefill chunk plus output_tokens decode "
-        "steps; TPOT includes that prefill interference. Queueing delay is not modelled (TTFT = idle replica).",
+        "steps; its TPOT includes the other requests' prefills, its own is TTFT's. Queueing delay is not modelled "
+        "(TTFT = idle replica).",
+        _scheduler_sentence(s, arch),
         "Runtime overhead: CUDA context and workspaces 0.5 GiB, CUDA graphs 0.25 GiB, NCCL buffers 0.25 GiB when "
         "GPUs communicate.",
     ]

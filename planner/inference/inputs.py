@@ -51,6 +51,8 @@ class HardwareInputs:
     # The fused-MoE calls' ceiling ratio: the weights' format without the block-scaled FP8 penalty of the dense
     # GEMMs (their published rates were measured with per-tensor scales: planner.physics.moe_efficiency).
     expert_ceiling_ratio: Number = 1.0
+    # The routed experts run as block-scaled FP8 (fp8 weights in 128 x 128 blocks on a device with FP8 GEMMs).
+    block_fp8_experts: Flag = False
 
     @classmethod
     def from_accelerator(
@@ -99,6 +101,7 @@ class HardwareInputs:
             peer_link=collectives.has_peer_link(accel.interconnect.name if accel.interconnect else None),
             gemm_ceiling_ratio=dense_ratio,
             expert_ceiling_ratio=gemm_ratio,
+            block_fp8_experts=bool(fp8_block_scaled and gemm_dtype == "fp8"),
             gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
                 accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None
             ),

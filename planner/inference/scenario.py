@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from planner.dtypes import DType, KVDType
 from planner.errors import PlanningError
@@ -14,6 +14,7 @@ from planner.model.architecture import ModelArchitecture
 from planner.model.catalog import resolve_model
 from planner.model.checkpoint_precision import checkpoint_weight_dtypes
 from planner.physics.runtimes import DEFAULT_RUNTIME, RuntimeName
+from planner.physics.schedulers import resolve_runtime
 from planner.scenario_base import MAX_TOKENS, ScenarioBase
 
 
@@ -80,18 +81,20 @@ class InferenceScenario(ScenarioBase):
     gpu_memory_utilization: float = Field(
         default=0.90, gt=0.05, le=1.0, description="engine's share of GPU memory (vLLM gpu_memory_utilization)"
     )
-    runtime: RuntimeName = Field(
+    runtime: Annotated[RuntimeName, BeforeValidator(resolve_runtime)] = Field(
         default=DEFAULT_RUNTIME,
-        description="serving engine whose memory accounting sizes the KV pool and whose fixed costs each step pays: "
-        "vllm (V1: the budget holds weights, "
-        "the profiling run's activations and sampler, and the NCCL / all-reduce buffers that grow with TP), "
-        "vllm-v0 (v0.1-0.2, the PagedAttention paper's engine: only the torch peak counts), sglang "
-        "(gpu_memory_utilization read as mem_fraction_static: a static pool of weights and KV), tensorrt-llm (read "
-        "as free_gpu_memory_fraction of what the profiling peak leaves; its overlap scheduler hides per-step CPU work), "
-        "tensorrt-llm-engine (the same budget in the v0.x TensorRT-engine releases, without the overlap scheduler), "
-        "hf-transformers (generate(): no paging, "
-        "the whole prompt's activations, no fraction) or llama.cpp (the whole context's KV and compute buffers "
-        "allocated up front, no fraction)",
+        description="serving engine and release whose memory accounting sizes the KV pool, whose scheduler the "
+        "traffic simulation runs and whose fixed costs each step pays; 'engine@version' (vllm@0.7.3, "
+        "sglang@0.5.6, tensorrt-llm@1.0) selects the latest profile at or before that version, a bare name the "
+        "latest: vllm (V1, v0.8 on: the budget holds weights, the profiling run's activations and sampler, and "
+        "the NCCL / all-reduce buffers that grow with TP), vllm@0.6 (the V0 engine of v0.6-v0.7: V1's memory rule, "
+        "a 1% admission watermark, chunked prefill off for MLA models), vllm@0.1 (v0.1-0.5, the PagedAttention "
+        "paper's engine, formerly 'vllm-v0': only the torch peak counts), sglang (gpu_memory_utilization read as "
+        "mem_fraction_static: a static pool of weights and KV; prefill and decode in separate steps), tensorrt-llm "
+        "(read as free_gpu_memory_fraction of what the profiling peak leaves; its overlap scheduler hides per-step "
+        "CPU work; no-evict admission), tensorrt-llm-engine (the same budget in the v0.x TensorRT-engine releases, "
+        "without the overlap scheduler), hf-transformers (generate(): no paging, the whole prompt's activations, "
+        "no fraction) or llama.cpp (the whole context's KV and compute buffers allocated up front, no fraction)",
     )
     prefill_chunk_tokens: int = Field(default=8192, ge=16, le=MAX_TOKENS, description="max tokens per prefill step")
     honor_sliding_window: bool = Field(

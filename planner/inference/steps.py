@@ -48,7 +48,8 @@ from planner.physics import memory as mem
 from planner.physics import roofline
 from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
-from planner.physics.moe_efficiency import routed_expert_read_bytes
+from planner.physics.moe_efficiency import early_block_fp8_expert_bandwidth_ratio, routed_expert_read_bytes
+from planner.physics.runtimes import runtime_profile
 
 __all__ = [  # the work terms live in step_work, the terms beyond the roofline in step_overheads; re-exported
     "EP_ALL_TO_ALLS_PER_MOE_LAYER",
@@ -93,12 +94,14 @@ class AchievedRates:
     gemm_tail_seconds_per_layer: Number  # `GEMMS_PER_LAYER` kernels' fixed time
 
     @classmethod
-    def of(cls, hw: HardwareInputs, efficiency: EfficiencyFigures) -> AchievedRates:
+    def of(cls, hw: HardwareInputs, efficiency: EfficiencyFigures, early_moe_kernels: bool = False) -> AchievedRates:
         """The rates of `kernel_groups`' docstring: dense GEMMs at each phase's efficiency x the device's GEMM
         ceiling ratio (`physics.gemm_efficiency`), routed experts at the fused-MoE figures (never the block-scaled
         FP8 ceiling: `HardwareInputs.expert_ceiling_ratio`; `physics.moe_efficiency`), token mixing at each phase's
         efficiency x the ceiling ratio of the attention's own format (`HardwareInputs.attention_peak_flops_per_second`),
-        bytes at the HBM efficiencies."""
+        bytes at the HBM efficiencies; `early_moe_kernels`: the runtime's fused-MoE kernels predate tuned block-FP8
+        configs (`RuntimeProfile.fused_moe_kernels`), so block-scaled FP8 experts stream slower
+        (`moe_efficiency.early_block_fp8_expert_bandwidth_ratio`)."""
         peak, attention_peak, bandwidth = (
             hw.peak_flops_per_second,
             hw.attention_peak_flops_per_second,
@@ -116,7 +119,9 @@ class AchievedRates:
             decode_mixing_flops_per_second=attention_peak
             * phase_compute_efficiency(efficiency.decode_compute, hw.attention_ceiling_ratio),
             weight_bytes_per_second=bandwidth * efficiency.memory_bandwidth,
-            expert_bytes_per_second=bandwidth * efficiency.moe_expert_bandwidth,
+            expert_bytes_per_second=bandwidth
+            * efficiency.moe_expert_bandwidth
+            * early_block_fp8_expert_bandwidth_ratio(hw.block_fp8_experts, early_moe_kernels),
             gemm_tail_seconds_per_layer=GEMMS_PER_LAYER * hw.gemm_tail_seconds,
         )
 
@@ -142,7 +147,8 @@ class StepContext:
         overhead = launch_overhead_seconds(self.shape.stage_layers, self.efficiency) + moe_overhead_seconds(
             self.arch, pp, self.hw, self.efficiency
         )
-        object.__setattr__(self, "rates", AchievedRates.of(self.hw, self.efficiency))
+        early_moe_kernels = runtime_profile(self.inputs.runtime).fused_moe_kernels == "early-2025"
+        object.__setattr__(self, "rates", AchievedRates.of(self.hw, self.efficiency, early_moe_kernels))
         object.__setattr__(self, "pass_overhead_seconds", overhead)
         object.__setattr__(self, "host_work_overlapped", host_work_overlapped(self.inputs))
 

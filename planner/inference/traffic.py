@@ -112,12 +112,17 @@ class TrafficEngine:
                 "the model does not leave room for any KV cache on this layout, so it cannot serve traffic; "
                 "use more GPUs per replica, a smaller weight format or a smaller model"
             )
+        runtime = runtime_profile(scenario.runtime)
+        policy = runtime.scheduler
         limits = EngineLimits(
             max_num_seqs=int(m.shape.sequences),
             max_num_batched_tokens=scenario.prefill_chunk_tokens,
-            chunked_prefill=traffic.chunked_prefill,
+            chunked_prefill=policy.chunked_prefill(traffic.chunked_prefill, i.arch.uses_mla),
             kv_blocks=kv_blocks,
-            block_tokens=int(kv_block_tokens(runtime_profile(scenario.runtime), scenario.kv_block_tokens)),
+            block_tokens=int(kv_block_tokens(runtime, scenario.kv_block_tokens)),
+            admission_watermark_blocks=int(policy.admission_watermark * kv_blocks),
+            mixes_prefill_with_decode=policy.mixes_prefill_with_decode,
+            reserves_whole_request=policy.preemption == "none",
         )
         replicas = int(m.shape.replicas)
         return cls(

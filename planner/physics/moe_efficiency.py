@@ -39,6 +39,20 @@ Defaults, the mean of the two shapes (never fitted to a serving run):
 - `moe_expert_compute` = (0.315 + 0.120) / 2 = 0.22 of the dense peak for routed-expert FLOPs (stated for the
   reference GEMM ceiling, scaled by the device's like the phase efficiencies; the dense FLOPs keep theirs).
 
+Block-scaled FP8 experts in early-2025 engines (`fused_moe_kernels` "early-2025": vLLM's V0 releases, before
+tuned block-FP8 fused-MoE configs and DeepGEMM): vLLM PR #13932 (github.com/vllm-project/vllm/pull/13932,
+2025-02-26) times `benchmark_moe.py --dtype fp8_w8a8 --model deepseek-ai/DeepSeek-V3` on H100 (E = 256, top-8,
+hidden 7168, 128 x 128 block scales) with the Triton fused-MoE path of the time. At batch 128 (98.3 % of the
+experts touched under uniform routing):
+
+    TP1: 11.08 GB of expert weights in 12,480 us (less t0 = 29.4 us): 0.890 TB/s = 0.266 of 3.35 TB/s
+    TP8:  1.39 GB                   in  1,732 us (less t0):            0.816 TB/s = 0.244
+
+so such experts stream at (0.266 + 0.244) / 2 = 0.255 of HBM, `EARLY_BLOCK_FP8_EXPERT_BANDWIDTH`, 0.425 of the
+0.60 above (`early_block_fp8_expert_bandwidth_ratio`, applied to whatever `moe_expert_bandwidth` a calibration
+gives). Newer releases keep 0.60: vLLM PR #24700's main-branch rows (September 2025) are the current kernels.
+Measured on H100 only; other GPUs take the same share of their own bandwidth (assumed).
+
 Everything broadcasts over numpy arrays (DESIGN rule 4).
 """
 
@@ -46,6 +60,17 @@ from __future__ import annotations
 
 from planner.arrays import maximum, where
 from planner.physics.roofline import expected_distinct_experts
+
+EARLY_BLOCK_FP8_EXPERT_BANDWIDTH = 0.255  # of HBM peak: vLLM PR #13932, Triton block-FP8 fused MoE (docstring)
+DOCUMENTED_EXPERT_BANDWIDTH = 0.60  # `Efficiency.moe_expert_bandwidth`'s default (vLLM PR #24700)
+
+
+def early_block_fp8_expert_bandwidth_ratio(block_fp8_experts, early_kernels: bool):
+    """What multiplies the fused-MoE bandwidth: 0.255 / 0.60 for block-scaled FP8 experts under a release whose
+    fused-MoE kernels predate tuned block-FP8 configs (`RuntimeProfile.fused_moe_kernels` "early-2025"), else 1."""
+    ratio = EARLY_BLOCK_FP8_EXPERT_BANDWIDTH / DOCUMENTED_EXPERT_BANDWIDTH
+    return where(block_fp8_experts, ratio, 1.0) if early_kernels else 1.0
+
 
 # The MLP GEMMs of a MoE layer that the fused-MoE call replaces (up/gate fused, down): their per-kernel fixed
 # time is already in the layer's `GEMMS_PER_LAYER` tails.
@@ -81,7 +106,10 @@ def moe_layer_extra_seconds(stage_moe_layers, moe_layer_seconds, gemm_tail_secon
 
 
 __all__ = [
+    "DOCUMENTED_EXPERT_BANDWIDTH",
+    "EARLY_BLOCK_FP8_EXPERT_BANDWIDTH",
     "MOE_LAYER_GEMMS",
+    "early_block_fp8_expert_bandwidth_ratio",
     "moe_layer_extra_seconds",
     "routed_expert_flops_per_token",
     "routed_expert_read_bytes",

@@ -30,11 +30,21 @@ from typing import Literal
 from planner.arrays import Flag, Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture
 from planner.physics import memory as mem
+from planner.physics.schedulers import (
+    SGLANG,
+    SINGLE_BATCH,
+    TENSORRT_LLM,
+    VLLM_PAPER,
+    VLLM_V0,
+    VLLM_V1,
+    SchedulerPolicy,
+    resolve_runtime,
+)
 
 GIB = 1 << 30
 
 RuntimeName = Literal[
-    "vllm", "vllm-v0", "sglang", "tensorrt-llm", "tensorrt-llm-engine", "hf-transformers", "llama.cpp"
+    "vllm", "vllm@0.6", "vllm@0.1", "sglang", "tensorrt-llm", "tensorrt-llm-engine", "hf-transformers", "llama.cpp"
 ]
 BudgetKind = Literal["profiled", "static_pool", "free_fraction", "device", "preallocated"]
 DEFAULT_RUNTIME: RuntimeName = "vllm"
@@ -80,6 +90,11 @@ class RuntimeProfile:
     # Where the per-step, per-sequence, sampler and per-request costs (`efficiency.Efficiency`) come from for this
     # engine: said next to the plan's numbers.
     host_costs_source: str = "vLLM V1 measurements (Efficiency: step_host_seconds, sequence_host_seconds, sampler)"
+    # How the release batches, admits and evicts (`planner.physics.schedulers`): what the traffic simulation runs.
+    scheduler: SchedulerPolicy = VLLM_V1
+    # The release's fused-MoE kernels: "current" (the published rates of `physics.moe_efficiency`) or "early-2025"
+    # (before tuned block-FP8 configs and DeepGEMM: block-scaled FP8 experts stream at vLLM PR #13932's rate).
+    fused_moe_kernels: Literal["current", "early-2025"] = "current"
 
 
 RUNTIMES: dict[str, RuntimeProfile] = {
@@ -104,9 +119,9 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         sampler_fp32_copies=4,
         non_torch_bytes_by_tensor_parallel=((1, 0.25 * GIB), (2, 2.1 * GIB), (8, 5.7 * GIB)),
     ),
-    "vllm-v0": RuntimeProfile(
-        name="vllm-v0",
-        title="vLLM v0.1-0.2 (the PagedAttention paper's engine)",
+    "vllm@0.1": RuntimeProfile(
+        name="vllm@0.1",
+        title="vLLM v0.1-0.5 (the PagedAttention paper's engine; 'vllm-v0' in links before 2026-12)",
         version="vLLM v0.1.x-v0.2.x (SOSP'23 paper era)",
         sources=(
             "vllm-project/vllm v0.1.x vllm/worker/worker.py Worker.profile_num_available_blocks: peak = "
@@ -119,6 +134,8 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         "nothing else: the CUDA context, NCCL buffers and CUDA graphs are never counted",
         sampler_fp32_copies=3,
         non_torch_bytes_by_tensor_parallel=(),
+        scheduler=VLLM_PAPER,
+        fused_moe_kernels="early-2025",
     ),
     "sglang": RuntimeProfile(
         name="sglang",
@@ -144,6 +161,7 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         reserve_component="static_pool_reserve_bytes",
         kv_block_tokens=1,  # server_args page_size defaults to 1: a token-granular pool
         host_work_overlapped=True,
+        scheduler=SGLANG,
         host_costs_source="SGLang's overlap (zero-overhead) batch scheduler, on by default since v0.4, prepares the "
         "next batch while the GPU runs this one (lmsys.org/blog/2024-12-04-sglang-v0-4, #zero-overhead-batch-"
         "scheduler): no per-step CPU time; sampler and per-request costs are vLLM V1's measurements, assumed",
@@ -174,6 +192,7 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         reserve_component="free_memory_reserve_bytes",
         kv_block_tokens=32,
         host_work_overlapped=True,
+        scheduler=TENSORRT_LLM,
         host_costs_source="TensorRT-LLM's overlap scheduler, enabled by default, checks stop criteria, updates "
         "responses and schedules the next batch while the GPU runs (nvidia.github.io/TensorRT-LLM, features/"
         "overlap-scheduler): no per-step CPU time; sampler and per-request costs are vLLM V1's measurements, assumed",
@@ -200,6 +219,7 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         fraction_setting=None,
         kv_block_tokens=1,
         custom_allreduce=False,  # tp_plan="auto" all-reduces through torch.distributed (NCCL)
+        scheduler=SINGLE_BATCH,
         host_costs_source="vLLM V1's measurements, assumed: no per-step figure is published for generate()",
     ),
     "llama.cpp": RuntimeProfile(
@@ -226,6 +246,7 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         kv_block_tokens=1,
         custom_allreduce=False,
         reserved_step_tokens=512,
+        scheduler=SINGLE_BATCH,
         host_costs_source="vLLM V1's measurements, assumed: no per-step figure is published for llama-server",
     ),
 }
@@ -243,9 +264,23 @@ RUNTIMES["tensorrt-llm-engine"] = replace(
     "per-step figure",
 )
 
+# vLLM's V0 engine of v0.6-v0.7 (the default until v0.8 made V1 the default): the memory rule is read as V1's (the
+# same memory_profiling of weights, torch peak and non-torch growth; not re-read at a v0.6 commit), the scheduler
+# is V0's (block manager watermark; chunked prefill off for MLA models), and per-step CPU work is not overlapped.
+RUNTIMES["vllm@0.6"] = replace(
+    RUNTIMES["vllm"],
+    name="vllm@0.6",
+    title="vLLM V0 engine (v0.6-v0.7)",
+    version="v0.6.0-v0.7.3 (V0 LLMEngine; V1 was opt-in with VLLM_USE_V1=1 until v0.8.0)",
+    scheduler=VLLM_V0,
+    fused_moe_kernels="early-2025",
+    host_costs_source="vLLM V1's measurements, assumed: V0's per-step CPU time was larger (not modelled)",
+)
+
 
 def runtime_profile(name: str) -> RuntimeProfile:
-    return RUNTIMES[name]
+    """The profile of a runtime key (`schedulers.resolve_runtime` turns `engine@version` and old names into one)."""
+    return RUNTIMES[str(resolve_runtime(name))]
 
 
 def kv_block_tokens(profile: RuntimeProfile, scenario_block_tokens):

@@ -129,9 +129,9 @@ def test_plan_assumptions_name_the_runtime():
 
 
 def test_runtime_round_trips_through_share_link_and_csv():
-    scenario = InferenceScenario(runtime="vllm-v0", concurrency=3)
+    scenario = InferenceScenario(runtime="vllm-v0", concurrency=3)  # the old name reads as its profile's key
     url = share_url(scenario, "https://headroom.example")
-    assert "runtime=vllm-v0" in url
+    assert "runtime=vllm%400.1" in url
     query = dict(parse_qs(urlparse(url).query).items())
     restored, warnings = query_params_to_scenario(query, "inference", "inference_")
     assert warnings == []

@@ -39,6 +39,11 @@ class EngineLimits:
     # Blocks a new request must leave free when it is admitted (vLLM V0's watermark, 1% of the pool): the
     # running sequences' next blocks, so that an admission does not force the next step to preempt.
     admission_watermark_blocks: int = 0
+    # False: a step runs either prompt chunks or the decodes, prompts first (SGLang's default)
+    mixes_prefill_with_decode: bool = True
+    # True: a request is admitted only when blocks for its whole prompt and output are free, and keeps them
+    # until it finishes, so nothing is preempted (TensorRT-LLM's GUARANTEED_NO_EVICT)
+    reserves_whole_request: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +148,9 @@ class Replica:
         # preempted (`vllm/v1/core/sched/scheduler.py` schedule(): the WAITING loop runs `if not preempted_reqs`),
         # so the victim cannot take back the blocks it just gave up before the running sequences use them.
         self.preempted = False
+        # under `reserves_whole_request`: the blocks each running request reserved at admission, and their sum
+        self.reserved: dict[int, int] = {}
+        self.reserved_blocks = 0
 
     # ------------------------------------------------------------------------------------- the loop
 
@@ -200,13 +208,14 @@ class Replica:
         running sequences' own tokens of this step do not fit the KV pool, so one must be preempted first (V1
         allocates the running requests' slots before it admits any)."""
         limits, chunked = self.limits, self.limits.chunked_prefill
+        decodes_in_step = chunked and limits.mixes_prefill_with_decode
         # a verifying sequence's k + 1 positions count against the budget, as in vLLM V1
-        budget = limits.max_num_batched_tokens - (len(self.decoders) * self.query_tokens if chunked else 0)
+        budget = limits.max_num_batched_tokens - (len(self.decoders) * self.query_tokens if decodes_in_step else 0)
         chunks: list[tuple[list[int], int]] = []
         block = self.block
         # blocks held once this step's tokens are written: the decodes' (one token more each when they run in the
         # step), the scheduled chunks' and what the prompts left unscheduled hold
-        used = self._decoder_blocks_after_step() if chunked else self.decoders.blocks()
+        used = self._decoder_blocks_after_step() if decodes_in_step else self.decoders.blocks()
         for entry in self.prefilling:
             chunk = min(entry[2], budget) if chunked and budget > 0 else 0
             if chunk:
@@ -215,15 +224,22 @@ class Replica:
             used += blocks_for(entry[1] + chunk, block)
         if used > limits.kv_blocks and running > 1:
             return None
+        reserving = limits.reserves_whole_request
+        if reserving:
+            used = self.reserved_blocks  # every running request holds its whole length's blocks
         free = limits.kv_blocks - limits.admission_watermark_blocks
         while self.waiting and not self.preempted and running < limits.max_num_seqs and (budget > 0 or not chunked):
             i, context, prefill, generated = self.waiting[0]
-            need = blocks_for(context + prefill, block)
+            final = context + prefill + (self.outputs[i] - generated if reserving else 0)
+            need = blocks_for(final, block)
             if running and used + need > free:
                 break  # wait for KV memory
             if not chunked and chunks and prefill > budget:
                 break
             entry = self._admit()
+            if reserving:
+                self.reserved[i] = need
+                self.reserved_blocks += need
             chunk = min(prefill, budget) if chunked else prefill
             chunks.append((entry, chunk))
             budget -= chunk
@@ -254,10 +270,10 @@ class Replica:
         speculative decoding one draft-and-verify round, in which each decoder gains its own tokens)."""
         decoders = self.decoders
         spans = [(e[1], e[1] + c) for e, c in chunks]
-        if self.limits.chunked_prefill:
+        if self.limits.chunked_prefill and self.limits.mixes_prefill_with_decode:
             batch, context = len(decoders), decoders.context_tokens()
         else:
-            batch, context = 0, 0  # a whole-prompt prefill step: decodes wait for it
+            batch, context = 0, 0  # a prefill-only step (whole prompts, or chunks without mixing): decodes wait
         duration = self._step_seconds(batch, context, spans)
         self.now += duration
         gain_counts = decoders.advance() if batch else None
@@ -309,6 +325,7 @@ class Replica:
         tokens generated so far are prefilled again when it is scheduled next."""
         victim = max(self.admitted_order, key=self.admitted_order.__getitem__)
         self.admitted_order.pop(victim)
+        self.reserved_blocks -= self.reserved.pop(victim, 0)
         for entry in self.prefilling:
             if entry[0] == victim:
                 self.prefilling.remove(entry)
@@ -341,6 +358,7 @@ class Replica:
         return self.decoders.blocks() + sum(blocks_for(p[1], self.block) for p in self.prefilling)
 
     def _complete(self, request: int) -> None:
+        self.reserved_blocks -= self.reserved.pop(request, 0)
         self.finish[request] = self.now
         self.completions.append(self.now)
         self.admitted_order.pop(request, None)
