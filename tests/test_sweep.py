@@ -158,3 +158,19 @@ def test_training_search_respects_constraints(capsys):
     assert rows and all(r["time_to_train_seconds"] <= 86400 for r in rows)
     costs = [r["usd_total"] for r in rows]
     assert costs == sorted(costs)
+
+
+def test_sweep_prices_a_releases_fused_moe_kernels_as_the_plan_does():
+    """Block-scaled FP8 experts under an early-2025 release (vllm@0.6) stream at PR #13932's rate in a sweep
+    too: the flag reaches the frame's hardware columns."""
+    base = InferenceScenario(model="deepseek-v3", gpu="h200", num_gpus=8, tensor_parallel=8, weight_dtype="fp8")
+    for runtime in ("vllm", "vllm@0.6"):
+        scenario = InferenceScenario(**{**base.model_dump(exclude={"kind"}), "runtime": runtime})
+        grid = inference_grid(
+            scenario, gpus=["h200"], num_gpus=[8], tensor_parallel=[8], weight_dtypes=["fp8"], concurrency=[1, 64]
+        )
+        result = evaluate_inference(scenario, grid)
+        for _, row in result.iterrows():
+            p = plan(scenario_for_row(scenario, row))
+            for column, read in COLUMNS.items():
+                assert row[column] == read(p), (runtime, column, row[column], read(p))

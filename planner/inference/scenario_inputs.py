@@ -104,6 +104,6 @@ def frame_hardware(
     columns = {
         f.name: np.array([float(getattr(b, f.name)) for b in built])[device_rows] for f in fields(HardwareInputs)
     }
-    for flag in ("is_accelerator", "peer_link"):
+    for flag in ("is_accelerator", "peer_link", "block_fp8_experts"):
         columns[flag] = columns[flag].astype(bool)
     return HardwareInputs(**columns)

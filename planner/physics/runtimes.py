@@ -280,7 +280,8 @@ RUNTIMES["vllm@0.6"] = replace(
 
 def runtime_profile(name: str) -> RuntimeProfile:
     """The profile of a runtime key (`schedulers.resolve_runtime` turns `engine@version` and old names into one)."""
-    return RUNTIMES[str(resolve_runtime(name))]
+    profile = RUNTIMES.get(name)  # a scenario's runtime is already a key: resolve only what is written otherwise
+    return profile if profile is not None else RUNTIMES[str(resolve_runtime(name))]
 
 
 def kv_block_tokens(profile: RuntimeProfile, scenario_block_tokens):

@@ -14,6 +14,7 @@ from planner.physics import moe_efficiency
 from planner.physics.runtimes import RUNTIMES, runtime_profile
 from planner.physics.schedulers import resolve_runtime
 from planner.share import query_params_to_scenario, scenario_to_query_params
+from tests.inference.flat_cost import FlatCost
 
 
 @pytest.mark.parametrize(
@@ -87,26 +88,6 @@ def test_early_2025_kernels_stream_block_fp8_experts_at_the_published_rate():
         for r in ("vllm", "vllm@0.7.3")
     ]
     assert bf16[0].performance.decode_step_seconds == bf16[1].performance.decode_step_seconds
-
-
-class FlatCost:
-    """A step costs 10 ms whatever it holds; it records the decode batch of every step with prompt chunks."""
-
-    def __init__(self):
-        self.decodes_in_prompt_steps: list[int] = []
-
-    def mixed_seconds(self, decode_batch, decode_context_tokens, spans):
-        self.decodes_in_prompt_steps.append(decode_batch)
-        return 0.01
-
-    def decode_seconds(self, decode_batch, decode_context_tokens):
-        return np.full(len(decode_context_tokens), 0.01)
-
-    def decode_step_seconds(self, decode_batch, decode_context_tokens):
-        return 0.01
-
-    def shortest_decode_seconds(self, decode_batch):
-        return 0.01
 
 
 def _serve(kv_blocks=400, cost=None, **policy):

@@ -16,6 +16,7 @@ from planner import InferenceScenario
 from planner.inference.serving.decode_runs import StepCost
 from planner.inference.serving.scheduler import EngineLimits, ReplicaContext, simulate_replica
 from planner.inference.traffic import Traffic, TrafficEngine
+from tests.inference.flat_cost import FlatCost
 
 DEEPSEEK_8XH200 = InferenceScenario(
     model="deepseek-v3",
@@ -37,22 +38,6 @@ def test_a_preempted_request_waits_for_the_running_ones_instead_of_livelocking(c
     assert 0 < result.preemptions < 100  # the pool is short: some preemption, never one per token
     assert result.tpot_seconds.mean < 0.1  # 5.8 s before the fix (chunked off)
     assert result.kv_utilization_peak <= 1.0
-
-
-class FlatCost:
-    """A step costs 10 ms whatever it holds: the test is about blocks, not time."""
-
-    def mixed_seconds(self, decode_batch, decode_context_tokens, spans):
-        return 0.01
-
-    def decode_seconds(self, decode_batch, decode_context_tokens):
-        return np.full(len(decode_context_tokens), 0.01)
-
-    def decode_step_seconds(self, decode_batch, decode_context_tokens):
-        return 0.01
-
-    def shortest_decode_seconds(self, decode_batch):
-        return 0.01
 
 
 def _replica(kv_blocks: int, chunked: bool, n: int = 60, prompt: int = 700, output: int = 300, watermark: int = 0):
