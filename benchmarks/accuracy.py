@@ -46,7 +46,7 @@ from planner.hardware.catalog import get_accelerator  # noqa: E402
 from planner.inference.scenario import InferenceScenario  # noqa: E402
 from planner.inference.traffic import TrafficEngine  # noqa: E402
 from planner.inference.workload import Traffic  # noqa: E402
-from planner.physics import collectives, gemm_efficiency, roofline, runtimes  # noqa: E402
+from planner.physics import collectives, gemm_efficiency, moe_efficiency, roofline, runtimes  # noqa: E402
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
 from planner.physics.runtimes import DEFAULT_RUNTIME  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
@@ -1682,6 +1682,12 @@ def _block_scales_at_fp8_rate():
     return _replaced(gemm_efficiency, block_scaled_fp8_ceiling=lambda *args, **kwargs: None)
 
 
+def _expert_compute_at_the_mean():
+    """Routed-expert FLOPs of every format at the 0.22 mean of the two PR #24700 shapes, as before the figure of
+    the experts' own format (BF16 0.315, FP8 0.120) was read."""
+    return _replaced(moe_efficiency, expert_compute_format_ratio=lambda *args, **kwargs: 1.0)
+
+
 @contextmanager
 def _no_overlap_scheduler():
     """Every runtime pays vLLM's per-step CPU time: the overlap schedulers' runtimes swapped for copies without."""
@@ -1716,7 +1722,12 @@ MECHANISMS: tuple[tuple[str, Efficiency | None, Callable | None], ...] = (
                 "source": "mechanism study",
             }
         ),
+        _expert_compute_at_the_mean,
+    ),
+    (
+        "routed-expert FLOPs at their format's rate (every format at the 0.22 mean instead)",
         None,
+        _expert_compute_at_the_mean,
     ),
     (
         "per-step and per-request engine costs",

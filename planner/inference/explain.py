@@ -433,11 +433,12 @@ def step_equation(
     moe_formula = moe_sub = ""
     if moe_layers:
         moe_formula = (
-            " + experts max(routed-expert FLOPs / (peak x fused-MoE eff x ratio), routed-expert bytes / (BW x "
+            " + experts max(routed-expert FLOPs / (peak x fused-MoE eff x format x ratio), routed-expert bytes / (BW x "
             "fused-MoE BW eff)); MoE layers x (fused-MoE fixed time - 2 GEMM tails) in the overhead"
         )
         moe_sub = (
-            f"; MoE: eff {efficiency.moe_expert_compute:g} x ratio {float(hw.expert_ceiling_ratio):.3g}, BW eff "
+            f"; MoE: eff {efficiency.moe_expert_compute:g} x format {float(hw.expert_compute_ratio):.3g} x ratio "
+            f"{float(hw.expert_ceiling_ratio):.3g}, BW eff "
             f"{efficiency.moe_expert_bandwidth:g}, "
             f"{int(moe_layers)} x ({seconds(efficiency.moe_layer_seconds)} - 2 x "
             f"{seconds(float(hw.gemm_tail_seconds))})"

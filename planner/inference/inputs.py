@@ -16,7 +16,7 @@ from planner.dtypes import BYTES_PER_ELEMENT, high_precision_dtype, kv_bytes_per
 from planner.hardware.catalog import Accelerator
 from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import ModelArchitecture
-from planner.physics import collectives, gemm_efficiency
+from planner.physics import collectives, gemm_efficiency, moe_efficiency
 from planner.physics import memory as mem
 from planner.physics.communication import Link
 from planner.physics.flops import vision_encoder_flops
@@ -53,6 +53,9 @@ class HardwareInputs:
     expert_ceiling_ratio: Number = 1.0
     # The routed experts run as block-scaled FP8 (fp8 weights in 128 x 128 blocks on a device with FP8 GEMMs).
     block_fp8_experts: Flag = False
+    # The routed experts' FLOP rate in their own format as a share of the documented mean
+    # (planner.physics.moe_efficiency.expert_compute_format_ratio).
+    expert_compute_ratio: Number = 1.0
 
     @classmethod
     def from_accelerator(
@@ -102,6 +105,7 @@ class HardwareInputs:
             gemm_ceiling_ratio=dense_ratio,
             expert_ceiling_ratio=gemm_ratio,
             block_fp8_experts=bool(fp8_block_scaled and gemm_dtype == "fp8"),
+            expert_compute_ratio=moe_efficiency.expert_compute_format_ratio(weight_dtype, gemm_dtype),
             gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
                 accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None
             ),

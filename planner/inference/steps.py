@@ -99,8 +99,9 @@ class AchievedRates:
         ceiling ratio (`physics.gemm_efficiency`), routed experts at the fused-MoE figures (never the block-scaled
         FP8 ceiling: `HardwareInputs.expert_ceiling_ratio`; `physics.moe_efficiency`), token mixing at each phase's
         efficiency x the ceiling ratio of the attention's own format (`HardwareInputs.attention_peak_flops_per_second`),
-        bytes at the HBM efficiencies; `early_moe_kernels`: the runtime's fused-MoE kernels predate tuned block-FP8
-        configs (`RuntimeProfile.fused_moe_kernels`), so block-scaled FP8 experts stream slower
+        bytes at the HBM efficiencies. Routed-expert FLOPs run at their format's published share
+        (`HardwareInputs.expert_compute_ratio`); `early_moe_kernels`: the runtime's fused-MoE kernels predate tuned
+        block-FP8 configs (`RuntimeProfile.fused_moe_kernels`), so block-scaled FP8 experts stream slower
         (`moe_efficiency.early_block_fp8_expert_bandwidth_ratio`)."""
         peak, attention_peak, bandwidth = (
             hw.peak_flops_per_second,
@@ -113,7 +114,9 @@ class AchievedRates:
             decode_gemm_flops_per_second=peak
             * phase_compute_efficiency(efficiency.decode_compute, hw.gemm_ceiling_ratio),
             expert_flops_per_second=peak
-            * phase_compute_efficiency(efficiency.moe_expert_compute, hw.expert_ceiling_ratio),
+            * phase_compute_efficiency(
+                efficiency.moe_expert_compute * hw.expert_compute_ratio, hw.expert_ceiling_ratio
+            ),
             prefill_mixing_flops_per_second=attention_peak
             * phase_compute_efficiency(efficiency.prefill_compute, hw.attention_ceiling_ratio),
             decode_mixing_flops_per_second=attention_peak

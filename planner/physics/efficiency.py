@@ -69,7 +69,8 @@ class Efficiency(BaseModel):
     # of the two shapes: a fused-MoE call costs 29.4 us per MoE layer before its weights stream (routing,
     # alignment, activation, weighted sum and its two GEMMs' fixed time), streams routed-expert weights at
     # 0.60 of HBM peak (0.459 and 0.737) and runs routed-expert FLOPs at 0.22 of the dense peak in reference
-    # (H100 BF16) terms (0.315 BF16; FP8 0.106 of its peak = 0.120).
+    # (H100 BF16) terms (0.315 BF16; FP8 0.106 of its peak = 0.120). A plan scales the 0.22 to the experts' own
+    # format where it has a figure (moe_efficiency.expert_compute_format_ratio), so fitting it moves both.
     moe_layer_seconds: float = Field(default=29.4e-6, ge=0, le=1e-2)
     moe_expert_bandwidth: float = Field(default=0.60, gt=0, le=1)
     moe_expert_compute: float = Field(default=0.22, gt=0, le=1)

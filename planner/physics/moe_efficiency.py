@@ -39,6 +39,20 @@ Defaults, the mean of the two shapes (never fitted to a serving run):
 - `moe_expert_compute` = (0.315 + 0.120) / 2 = 0.22 of the dense peak for routed-expert FLOPs (stated for the
   reference GEMM ceiling, scaled by the device's like the phase efficiencies; the dense FLOPs keep theirs).
 
+The two shapes differ in their experts' format, and the format sets the compute share (the bandwidth shares
+do not separate by format: both streaming rates sit within the spread of the two shapes). So the routed-expert
+FLOPs run at the figure of their own format where one is published (`EXPERT_COMPUTE_BY_FORMAT`: BF16 / FP16
+experts 0.315, FP8 experts computing in FP8 0.120), as `expert_compute_format_ratio` x `moe_expert_compute` (a
+ratio to the 0.22 mean, so a calibration that fits `moe_expert_compute` moves both); formats with no figure of
+their own (int4, MXFP4 and NVFP4 experts, FP8 weights dequantised on a device without FP8) keep the mean. Both
+figures time vLLM's Triton fused-MoE kernel, which BF16 and per-tensor FP8 experts run, and block-scaled FP8
+experts under early-2025 releases (the Triton block-FP8 path of PR #13932 below). Later releases run block-scaled
+FP8 experts through DeepGEMM's grouped GEMM by default on Hopper, which two public statements place no faster than
+Triton at serving shapes: "DeepGEMM is faster for linear layers but slower for the grouped GEMM operations used in
+MoE experts" (vllm-project/recipes PR #120, MiniMax-M2 on H100 / H20, vLLM v0.11.0), and vLLM PR #29346
+(2025-11-24) switches DeepSeek-V3 at TP 8 back to Triton experts as the faster path. So FP8 experts read the
+Triton FP8 figure in every release (an upper bound where DeepGEMM runs).
+
 Block-scaled FP8 experts in early-2025 engines (`fused_moe_kernels` "early-2025": vLLM's V0 releases, before
 tuned block-FP8 fused-MoE configs and DeepGEMM): vLLM PR #13932 (github.com/vllm-project/vllm/pull/13932,
 2025-02-26) times `benchmark_moe.py --dtype fp8_w8a8 --model deepseek-ai/DeepSeek-V3` on H100 (E = 256, top-8,
@@ -61,6 +75,10 @@ from __future__ import annotations
 from planner.arrays import maximum, where
 from planner.physics.roofline import expected_distinct_experts
 
+# Routed-expert FLOP rate per expert weight format, reference (H100 BF16) terms: vLLM PR #24700's marginal rates
+# (docstring): Mixtral-8x7B BF16 experts 0.315; Qwen3-30B-A3B FP8 (w8a8) experts 0.106 of the FP8 peak = 0.120.
+EXPERT_COMPUTE_BY_FORMAT = {"bf16": 0.315, "fp16": 0.315, "fp8": 0.120}
+DOCUMENTED_EXPERT_COMPUTE = 0.22  # `Efficiency.moe_expert_compute`'s default: the mean of the two shapes
 EARLY_BLOCK_FP8_EXPERT_BANDWIDTH = 0.255  # of HBM peak: vLLM PR #13932, Triton block-FP8 fused MoE (docstring)
 DOCUMENTED_EXPERT_BANDWIDTH = 0.60  # `Efficiency.moe_expert_bandwidth`'s default (vLLM PR #24700)
 
@@ -70,6 +88,15 @@ def early_block_fp8_expert_bandwidth_ratio(block_fp8_experts, early_kernels: boo
     fused-MoE kernels predate tuned block-FP8 configs (`RuntimeProfile.fused_moe_kernels` "early-2025"), else 1."""
     ratio = EARLY_BLOCK_FP8_EXPERT_BANDWIDTH / DOCUMENTED_EXPERT_BANDWIDTH
     return where(block_fp8_experts, ratio, 1.0) if early_kernels else 1.0
+
+
+def expert_compute_format_ratio(weight_dtype: str, gemm_dtype: str) -> float:
+    """What multiplies `moe_expert_compute` for experts stored in `weight_dtype` whose GEMMs run in `gemm_dtype`
+    on this device (`Accelerator.gemm_dtype`): the published figure of that format over the documented mean,
+    where the experts compute in their own format (`EXPERT_COMPUTE_BY_FORMAT`); 1 for every other format."""
+    if weight_dtype != gemm_dtype or weight_dtype not in EXPERT_COMPUTE_BY_FORMAT:
+        return 1.0
+    return EXPERT_COMPUTE_BY_FORMAT[weight_dtype] / DOCUMENTED_EXPERT_COMPUTE
 
 
 # The MLP GEMMs of a MoE layer that the fused-MoE call replaces (up/gate fused, down): their per-kernel fixed
@@ -107,9 +134,12 @@ def moe_layer_extra_seconds(stage_moe_layers, moe_layer_seconds, gemm_tail_secon
 
 __all__ = [
     "DOCUMENTED_EXPERT_BANDWIDTH",
+    "DOCUMENTED_EXPERT_COMPUTE",
     "EARLY_BLOCK_FP8_EXPERT_BANDWIDTH",
+    "EXPERT_COMPUTE_BY_FORMAT",
     "MOE_LAYER_GEMMS",
     "early_block_fp8_expert_bandwidth_ratio",
+    "expert_compute_format_ratio",
     "moe_layer_extra_seconds",
     "routed_expert_flops_per_token",
     "routed_expert_read_bytes",

@@ -15,6 +15,8 @@ from planner.inference.steps import StepContext, decode_step, launch_overhead_se
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.physics.gemm_efficiency import GEMM_TAIL_SECONDS
 from planner.physics.moe_efficiency import (
+    DOCUMENTED_EXPERT_COMPUTE,
+    expert_compute_format_ratio,
     moe_layer_extra_seconds,
     routed_expert_flops_per_token,
     routed_expert_read_bytes,
@@ -75,12 +77,13 @@ def test_moe_layer_extra_seconds():
 
 
 def _neutral(e: Efficiency) -> Efficiency:
-    """MoE terms that price experts exactly as the dense roofline does (no fixed time beyond the GEMM tails)."""
+    """MoE terms that price experts exactly as the dense roofline does (no fixed time beyond the GEMM tails); the
+    expert FLOP rate is scaled to BF16 experts' format figure, so it is divided out (the MoE scenarios here are BF16)."""
     return Efficiency.model_validate(
         {
             **e.model_dump(),
             "moe_expert_bandwidth": e.memory_bandwidth,
-            "moe_expert_compute": e.decode_compute,
+            "moe_expert_compute": e.decode_compute / expert_compute_format_ratio("bf16", "bf16"),
             "moe_layer_seconds": 2 * GEMM_TAIL_SECONDS,
         }
     )
@@ -123,3 +126,26 @@ def test_the_plan_carries_the_moe_terms():
     p = plan(InferenceScenario(model="mixtral-8x7b"))
     names = " ".join(eq.formula for eq in p.equations)
     assert "fused-MoE" in names
+
+
+def test_expert_compute_reads_the_experts_own_format():
+    """The two PR #24700 shapes differ in format: BF16 experts 0.315, FP8 experts computing in FP8 0.120 (reference
+    terms); a format with no figure of its own keeps the 0.22 mean."""
+    assert expert_compute_format_ratio("bf16", "bf16") * DOCUMENTED_EXPERT_COMPUTE == pytest.approx(0.315)
+    assert expert_compute_format_ratio("fp8", "fp8") * DOCUMENTED_EXPERT_COMPUTE == pytest.approx(0.120)
+    assert expert_compute_format_ratio("fp8", "bf16") == 1.0  # FP8 weights dequantised on a device without FP8
+    assert expert_compute_format_ratio("mxfp4", "bf16") == 1.0
+    assert expert_compute_format_ratio("int4", "int4") == 1.0
+    assert DOCUMENTED_EXPERT_COMPUTE == DEFAULT_EFFICIENCY.moe_expert_compute
+
+
+@pytest.mark.parametrize(("weight_dtype", "expected"), [("bf16", 0.315), ("fp8", 0.120)])
+def test_the_plan_prices_routed_expert_flops_at_their_formats_rate(weight_dtype, expected):
+    """Qwen3-30B-A3B on one H100: the routed-expert FLOP rate of the step is peak x the format's figure x the
+    device's ceiling ratio for that format (1 for BF16; FP8 MAMF 70.9 % / BF16 MAMF 80.3 % = 0.883)."""
+    i = scenario_inputs(InferenceScenario(model="qwen3-30b-a3b", gpu="h100-sxm", weight_dtype=weight_dtype))
+    shape = ReplicaShape.of(i.arch, i.inputs, i.hw)
+    ctx = StepContext(i.arch, i.counts, i.hw, DEFAULT_EFFICIENCY, i.inputs, shape)
+    peak = {"bf16": 989e12, "fp8": 1979e12}[weight_dtype]
+    ratio = {"bf16": 1.0, "fp8": (1402.6 / 1979) / (794.5 / 989)}[weight_dtype]
+    assert ctx.rates.expert_flops_per_second == pytest.approx(peak * expected * ratio, rel=1e-3)
