@@ -29,7 +29,7 @@ LAYERS: list[tuple[str, ...]] = [
     ("planner.inference", "planner.training"),
     ("planner.scenario",),
     ("planner.plan",),
-    ("planner.search", "planner.calibration", "planner.share", "planner.export"),
+    ("planner.search", "planner.calibration", "planner.share", "planner.export", "planner.deploy"),
     ("planner.cli",),
     ("planner",),  # the public API re-exports
     ("ui",),

@@ -8,6 +8,7 @@
   diagnose SCENARIO.json [--format json|text]       what binds, what each technique buys, checklist (cli/diagnose.py)
   traffic SCENARIO.json [--rate R] [--slo ...]       a request stream simulated: percentiles, SLO, GPUs (cli/traffic.py)
   calibrate [...]                                    profile this machine (cli/calibrate.py)
+  deploy SCENARIO.json [--engine E] [--format text|json|k8s]  serve + benchmark commands, k8s (cli/deploy.py)
   models | gpus                                      list the catalogs
   hub MODEL_ID[@REVISION]                            import a Hugging Face Hub model (cli/hub.py); scenario
                                                      JSON may also say "model": "hf:org/name[@revision]"
@@ -364,6 +365,7 @@ def _extra_commands():
         "planner.cli.traffic",
         "planner.cli.calibrate",
         "planner.cli.hub",
+        "planner.cli.deploy",
     ):
         if importlib.util.find_spec(module_name) is not None:
             registrars.append(importlib.import_module(module_name).register)
