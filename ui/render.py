@@ -19,7 +19,7 @@ from planner.results import STREAM_WARNING_CODES, coded_warnings
 from planner.search.roofline_points import plan_roofline
 from planner.share import scenario_to_query_params
 from planner.verdict import Verdict, memory_verdict
-from ui import bands, calibration_view, charts, speculative_view, state
+from ui import bands, calibration_view, charts, deploy_view, speculative_view, state
 from ui.text import component_label, equation_help, fmt, gpu_short_name, md_escape, resource_label
 
 # --------------------------------------------------------------------------------------- helpers
@@ -429,8 +429,9 @@ def inference_summary(scenario, plan, calibration=None) -> None:
 
 
 def inference_details(scenario, plan, calibration=None) -> None:
-    """The sweeps, every equation and the assumptions."""
+    """The sweeps, the deploy commands, every equation and the assumptions."""
     explore(scenario, plan, calibration)
+    deploy_view.deploy_section(plan, "inference")
     equations(plan)
     assumptions(plan)
 

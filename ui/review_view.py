@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from planner.verdict import Targets
-from ui import controls, links, render, review, state
+from ui import controls, deploy_view, links, render, review, state
 from ui.calibration_view import active_calibration
 
 # key (URL parameter), label, planner.verdict.Targets field, widget unit -> raw unit, step, help
@@ -178,6 +178,7 @@ def plan_section(number: int, key: str, plan, targets: Targets, calibration=None
             st.markdown(f"**Binding resource.** {render.md_escape(review.binding_details(plan))}")
             st.markdown("**Assumptions**")
             st.markdown("\n".join(f"- {render.md_escape(a)}" for a in plan.assumptions))
+        deploy_view.deploy_section(plan, f"review_{key}")
 
 
 def review_page() -> None:
