@@ -220,6 +220,7 @@ class PhaseMeasurement(_Frozen):
 
 
 Role = Literal["ceiling", "fit", "holdout", "memory"]
+CalibrationSource = Literal["profile", "benchmark"]
 
 
 class ComparisonRow(_Frozen):
@@ -260,6 +261,68 @@ def _error(predicted: float, measured: float) -> float:
     return (predicted - measured) / measured
 
 
+class FittedFactor(_Frozen):
+    """One named factor a benchmark calibration fitted: a multiplier on one or more `Efficiency` fields (moved
+    together), in log space, pulled toward the runtime profile's value (`prior_values`) by a prior of width
+    `prior_sigma` (log units). `separated` says whether the results pinned it down (its posterior width under
+    half the prior's) or it stayed near the profile's value for want of evidence."""
+
+    name: str = Field(min_length=1, max_length=60)
+    fields: list[str] = Field(min_length=1, max_length=8)
+    multiplier: float = Field(gt=0, allow_inf_nan=False)
+    prior_values: dict[str, float] = {}
+    values: dict[str, float] = {}
+    prior_sigma: float = Field(gt=0, allow_inf_nan=False)
+    posterior_sigma: float | None = Field(default=None, ge=0)
+    separated: bool = True
+    note: str = Field(default="", max_length=400)
+
+
+class BenchmarkPoint(_Frozen):
+    """One benchmark run a benchmark calibration read: its `key` is the `phase` of its predicted-vs-measured
+    rows; `role` says whether the fit used it or held it out."""
+
+    key: str = Field(min_length=1, max_length=20)
+    source: str = Field(min_length=1, max_length=300)
+    client: str = Field(max_length=40)
+    role: Literal["fit", "holdout"]
+    load: str = Field(max_length=120, description="the traffic in words: 'c=16, 3200/800 tokens'")
+    max_concurrency: int | None = Field(default=None, ge=1)
+    request_rate_per_second: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    num_requests: int = Field(ge=1)
+    prompt_tokens: float = Field(gt=0)
+    output_tokens: float = Field(gt=0)
+
+
+class BenchmarkScope(_Frozen):
+    """What a benchmark calibration describes: the deployment's serving stack (runtime and release, model and its
+    family), the points it read and the factors it fitted. Plans for another runtime or model family refuse it
+    unless mapped explicitly (`scope_mismatch`, read by `planner.plan.check_calibration`)."""
+
+    runtime: str = Field(min_length=1, max_length=60)
+    model: str = Field(min_length=1, max_length=200)
+    model_family: str = Field(min_length=1, max_length=100, description="the config's model_type")
+    num_gpus: int = Field(ge=1)
+    tensor_parallel: int = Field(ge=1)
+    clients: list[str] = []
+    hold_out: str = Field(default="", max_length=200, description="which points were held out, in words")
+    factors: list[FittedFactor] = []
+    points: list[BenchmarkPoint] = []
+    fit_seconds: float = Field(default=0.0, ge=0)
+    simulations: int = Field(default=0, ge=0)
+
+    def scope_mismatch(self, runtime: str | None, model_family: str | None) -> str | None:
+        """What differs between this stack and a plan's ('runtime sglang, not vllm'), or None."""
+        differences = []
+        if runtime is not None and runtime != self.runtime:
+            differences.append(f"runtime '{runtime}', not '{self.runtime}'")
+        if model_family is not None and model_family != self.model_family:
+            differences.append(f"model family '{model_family}', not '{self.model_family}' ({self.model})")
+        if runtime is None and model_family is None:
+            differences.append("a training plan, not serving")
+        return "; ".join(differences) or None
+
+
 class CalibrationRecord(_Frozen):
     """A stored calibration. JSON on disk; `plan()` takes it as its `calibration` argument."""
 
@@ -296,6 +359,9 @@ class CalibrationRecord(_Frozen):
     gemm_shapes: list[GemmShapeFit] = Field(
         default=[], description="per dtype: the device's GEMM ceiling and fixed time per kernel, fitted"
     )
+    # A calibration fitted to serving-benchmark results rather than a torch profile (absent on profile records).
+    source: CalibrationSource = Field(default="profile", description="what measured it: a torch profile or a benchmark")
+    benchmark: BenchmarkScope | None = Field(default=None, description="a benchmark calibration's stack and fit")
     mapped_to_any_gpu: bool = Field(
         default=False,
         description="the caller's explicit choice to apply this record to plans for other accelerators too "
@@ -309,6 +375,9 @@ class CalibrationRecord(_Frozen):
         data = handler(self)
         for name in _DEVICE_TERMS:
             if name in data and data[name] in (None, []):
+                del data[name]
+        for name, absent in _SOURCE_DEFAULTS.items():
+            if name in data and data[name] == absent:
                 del data[name]
         return data
 
@@ -375,6 +444,13 @@ class CalibrationRecord(_Frozen):
     def summary(self) -> str:
         e = self.efficiency
         state = "" if self.complete else " (partial)"
+        if self.benchmark is not None:
+            b = self.benchmark
+            factors = ", ".join(f"{f.name} x{f.multiplier:.3g}" for f in b.factors) or "nothing fitted"
+            return (
+                f"{self.label}: {len(b.points)} benchmark runs of {b.model} on {b.num_gpus}x '{self.reference_gpu}' "
+                f"(TP{b.tensor_parallel}) under {b.runtime}; fitted {factors}"
+            )
         return (
             f"{self.label}{state}: {self.device.name}, relative to '{self.reference_gpu}': prefill "
             f"{e.prefill_compute:.3g}, decode {e.decode_compute:.3g}, training {e.training_compute:.3g} of peak "
@@ -383,6 +459,8 @@ class CalibrationRecord(_Frozen):
 
 
 _DEVICE_TERMS = ("link_latency_seconds", "gemm_shapes")
+# Left out of files and links at these values, so a profile record serializes (and fingerprints) as before.
+_SOURCE_DEFAULTS: dict[str, Any] = {"source": "profile", "benchmark": None}
 
 
 def device_terms_for(calibration: Any, gpu_id: str, compute_dtype: str) -> tuple[float | None, GemmShapeFit | None]:
@@ -428,10 +506,13 @@ __all__ = [
     "CALIBRATION_VERSION",
     "AllReduceMeasurement",
     "BandwidthMeasurement",
+    "BenchmarkPoint",
+    "BenchmarkScope",
     "CalibrationRecord",
     "Ceilings",
     "ComparisonRow",
     "DeviceInfo",
+    "FittedFactor",
     "GemmShapeFit",
     "device_terms_for",
     "MatmulMeasurement",

@@ -37,9 +37,26 @@ def calibration_for_gpu(gpu_id: str, calibration: CalibrationRecord | None) -> C
     return calibration
 
 
-def check_calibration(gpu_id: str, calibration: CalibrationRecord | None) -> str | None:
+def check_calibration(gpu_id: str, calibration: CalibrationRecord | None, scenario: Any = None) -> str | None:
     """Whether a plan for accelerator `gpu_id` may use `calibration`: None (no calibration, or the one it
-    measured), a warning sentence (mapped explicitly to another GPU), or PlanningError (not mapped)."""
+    measured), a warning sentence (mapped explicitly to another GPU), or PlanningError (not mapped).
+
+    Given the `scenario`, a benchmark calibration (`CalibrationRecord.benchmark`) is also held to the serving stack it
+    measured: another runtime or model family is refused the same way unless mapped explicitly."""
+    stack = _stack_mismatch(scenario, calibration)
+    if stack is not None:
+        assert calibration is not None
+        if not calibration.mapped_to_any_gpu:
+            raise PlanningError(
+                f"calibration '{calibration.label}' was fitted to benchmarks of another serving stack (this plan has "
+                f"{stack}); map it explicitly to use it anyway ({HOW_TO_MAP})"
+            )
+        gpu_warning = None if calibration.applies_to(gpu_id) else check_calibration(gpu_id, calibration)
+        stack_warning = (
+            f"Calibration '{calibration.label}' was fitted to benchmarks of another serving stack (this plan has "
+            f"{stack}) but is applied because it was mapped explicitly: its factors describe that stack."
+        )
+        return stack_warning if gpu_warning is None else f"{gpu_warning} {stack_warning}"
     if calibration is None or calibration.applies_to(gpu_id):
         return None
     if not calibration.mapped_to_any_gpu:
@@ -52,6 +69,25 @@ def check_calibration(gpu_id: str, calibration: CalibrationRecord | None) -> str
         f"'{calibration.reference_gpu}') but is applied to this '{gpu_id}' plan because it was mapped explicitly: "
         f"its efficiencies, memory correction and error bands describe the other device, not '{gpu_id}'."
     )
+
+
+def _stack_mismatch(scenario: Any, calibration: CalibrationRecord | None) -> str | None:
+    """How a plan's serving stack differs from the one a benchmark calibration measured (None: no difference, no
+    benchmark calibration, or no scenario to compare)."""
+    if calibration is None or calibration.benchmark is None or scenario is None:
+        return None
+    if not isinstance(scenario, InferenceScenario):
+        return calibration.benchmark.scope_mismatch(None, None)
+    return calibration.benchmark.scope_mismatch(str(scenario.runtime), scenario.architecture().model_type)
+
+
+def calibration_for_scenario(scenario: Any, calibration: CalibrationRecord | None) -> CalibrationRecord | None:
+    """`calibration_for_gpu` for a whole scenario: also None for a benchmark calibration of another serving stack
+    (runtime or model family) that was not mapped explicitly."""
+    usable = calibration_for_gpu(scenario.gpu_id(), calibration)
+    if usable is not None and not usable.mapped_to_any_gpu and _stack_mismatch(scenario, usable) is not None:
+        return None
+    return usable
 
 
 def plan(
@@ -68,7 +104,7 @@ def plan(
         scenario = parse_scenario(scenario)
     if calibration is not None and calibration_any_gpu:
         calibration = calibration.for_any_gpu()
-    mapping_warning = check_calibration(scenario.gpu_id(), calibration)
+    mapping_warning = check_calibration(scenario.gpu_id(), calibration, scenario)
     if isinstance(scenario, InferenceScenario):
         result = plan_inference(scenario, calibration)
     else:
@@ -97,4 +133,11 @@ def static_plan(
     return plan(without_traffic(scenario), calibration, calibration_any_gpu=calibration_any_gpu)
 
 
-__all__ = ["calibration_for_gpu", "check_calibration", "plan", "static_plan", "without_traffic"]
+__all__ = [
+    "calibration_for_gpu",
+    "calibration_for_scenario",
+    "check_calibration",
+    "plan",
+    "static_plan",
+    "without_traffic",
+]

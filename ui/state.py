@@ -48,7 +48,7 @@ from planner.inference.traffic import (
 )
 from planner.inference.traffic_results import CapacityAnswer, LoadCurve
 from planner.inference.workload import Slo
-from planner.plan import calibration_for_gpu, without_traffic
+from planner.plan import calibration_for_scenario, without_traffic
 from planner.results import warning_of
 from planner.search import alternatives, diagnosis, explore, grid_search, nearest, slo_search
 from planner.training.scenario import TrainingScenario
@@ -79,9 +79,10 @@ HASH_FUNCS = {
 
 
 def applicable(scenario, calibration):
-    """The session's calibration as `scenario`'s plans may use it: None when it measured another GPU and
-    the session did not map it (plan() would refuse it)."""
-    return calibration_for_gpu(scenario.gpu_id(), calibration)
+    """The session's calibration as `scenario`'s plans may use it: None when it measured another GPU (or, for a
+    benchmark calibration, another runtime or model family) and the session did not map it (plan() would refuse
+    it)."""
+    return calibration_for_scenario(scenario, calibration)
 
 
 @st.cache_data(max_entries=256, show_spinner=False, hash_funcs=HASH_FUNCS)

@@ -56,10 +56,12 @@ def format_error(fraction: float | None) -> str:
 def table_rows(record: CalibrationRecord) -> list[dict[str, str]]:
     """One dict of display strings per comparison row."""
     out = []
+    points = {p.key: p for p in record.benchmark.points} if record.benchmark is not None else {}
     for row in record.predicted_vs_measured:
+        point = points.get(row.phase)
         out.append(
             {
-                "quantity": row.quantity,
+                "quantity": row.quantity if point is None else f"{row.phase} {point.load}: {row.quantity}",
                 "kind": ROLE_WORDS[row.role],
                 "measured": format_value(row.measured, row.unit),
                 "predicted (defaults)": format_value(row.predicted, row.unit),
@@ -200,6 +202,10 @@ def markdown_report(record: CalibrationRecord, command: str | None = None) -> st
         for cap in p.caps:
             lines.append(f"  - {cap}")
     lines += ["", "## Fitted efficiencies", ""]
+    if record.benchmark is not None:
+        lines += [
+            f"- factor {f.name} x{f.multiplier:.4g} ({', '.join(f.fields)}): {f.note}" for f in record.benchmark.factors
+        ]
     lines += [f"- {line}" for line in efficiency_lines(record)]
     lines += [
         "",

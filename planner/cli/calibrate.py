@@ -5,8 +5,13 @@
                                 [--memory-share F] [--label TEXT] [--no-save] [--activate]
                                 [--format table|markdown|json]
 
+    python -m planner calibrate --from-benchmark RESULT [RESULT ...] --scenario DEPLOYMENT.json
+                                [--hold-out middle|none|I,J,...] [--any-model] [--out FILE] [--no-save] ...
+
 Progress goes to stderr; the predicted-vs-measured table (or the Markdown report / JSON record) to
-stdout. The record is saved in the user's data directory (unless --no-save) and to --out if given.
+stdout. `--from-benchmark` fits the serving factors of the deployment in DEPLOYMENT.json (an inference scenario) to
+the result files of vllm bench serve, SGLang bench_serving, genai-perf, guidellm or inference-perf
+(`planner.calibration.from_benchmark`); no torch, no GPU. The record is saved in the user's data directory (unless --no-save) and to --out if given.
 Exit status: 0 done, 1 the profile stopped part-way (out of memory, cancelled: the message says what
 was measured), 2 invalid input or profiling unavailable (no torch, no CUDA).
 """
@@ -22,11 +27,15 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from planner.calibration import store
+from planner.calibration.benchmark_results import load_benchmark_paths
 from planner.calibration.errors import ProfileAborted, ProfileUnavailable
+from planner.calibration.from_benchmark import calibrate_from_benchmark
 from planner.calibration.profile import run_profile
 from planner.calibration.report import markdown_report, text_table
-from planner.calibration_record import ProfileSettings
-from planner.cli.main import CliError
+from planner.calibration_record import CalibrationRecord, ProfileSettings
+from planner.cli.main import CliError, _read_json, _scenarios
+from planner.errors import PlanningError, explain
+from planner.inference.scenario import InferenceScenario
 
 EXIT_STOPPED = 1
 
@@ -56,10 +65,27 @@ def register(subparsers) -> None:
     )
     p.add_argument("--format", choices=("table", "markdown", "json"), default="table", help="what stdout gets")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    b = p.add_argument_group("from benchmark results (no torch, no GPU)")
+    b.add_argument(
+        "--from-benchmark",
+        nargs="+",
+        metavar="RESULT",
+        help="result files of vllm bench serve, SGLang bench_serving, genai-perf, guidellm or inference-perf",
+    )
+    b.add_argument("--scenario", help="the deployment the results measured (an inference scenario JSON)")
+    b.add_argument(
+        "--hold-out",
+        default="middle",
+        help="runs to predict, not fit: 'middle' (default: all but the lightest and heaviest load, with 3+ runs), "
+        "'none', or 0-based indices 'I,J'",
+    )
+    b.add_argument("--any-model", action="store_true", help="accept results that name another model")
     p.set_defaults(func=cmd_calibrate)
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    if args.from_benchmark or args.scenario:
+        return cmd_from_benchmark(args)
 
     try:
         settings = ProfileSettings(
@@ -98,6 +124,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print("error: calibration cancelled before anything was measured", file=sys.stderr)
         return EXIT_STOPPED
 
+    _write_outputs(args, record, _command(args))
+    return 0
+
+
+def _write_outputs(args: argparse.Namespace, record: CalibrationRecord, command: str) -> None:
+    """Store the record, write --out and --report, and print what --format asks for."""
     if not args.no_save:
         path = store.save_calibration(record)
         print(f"saved {record.id} to {path}", file=sys.stderr)
@@ -110,7 +142,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     if args.out:
         path = store.write_calibration_file(record, args.out)
         print(f"wrote {path}", file=sys.stderr)
-    command = _command(args)
     if args.report:
         path = store.atomic_write_text(Path(args.report), markdown_report(record, command))
         print(f"wrote {path}", file=sys.stderr)
@@ -121,6 +152,38 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         print(record.summary())
         sys.stdout.write(text_table(record))
+
+
+def _hold_out(text: str) -> str | list[int]:
+    if text in ("middle", "none"):
+        return text
+    try:
+        return [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise CliError(f"--hold-out {text}: give 'middle', 'none' or 0-based run indices such as 1,2") from None
+
+
+def cmd_from_benchmark(args: argparse.Namespace) -> int:
+    """`calibrate --from-benchmark RESULT... --scenario DEPLOYMENT.json`: fit, store, print (exit 2 on bad input)."""
+    if not args.from_benchmark or not args.scenario:
+        raise CliError("--from-benchmark RESULT [RESULT ...] and --scenario DEPLOYMENT.json go together")
+    for flag, target in (("--out", args.out), ("--report", args.report)):
+        _check_writable(flag, target)
+    scenarios, many = _scenarios(_read_json(args.scenario))
+    if many or not isinstance(scenarios[0], InferenceScenario):
+        raise CliError(f"--scenario {args.scenario}: give one inference scenario (the deployment the results measured)")
+    try:
+        runs = load_benchmark_paths(args.from_benchmark)
+        if not args.quiet:
+            print(f"read {len(runs)} benchmark runs; fitting", file=sys.stderr, flush=True)
+        record = calibrate_from_benchmark(
+            scenarios[0], runs, hold_out=_hold_out(args.hold_out), label=args.label, allow_other_model=args.any_model
+        )
+    except (PlanningError, ValidationError) as exc:
+        raise CliError(explain(exc)) from None
+    command = "python -m planner calibrate --from-benchmark " + " ".join(map(shlex.quote, args.from_benchmark))
+    command += f" --scenario {shlex.quote(args.scenario)} --hold-out {shlex.quote(args.hold_out)}"
+    _write_outputs(args, record, command)
     return 0
 
 

@@ -183,7 +183,7 @@ def run(args: argparse.Namespace) -> int:
     if calibration is not None and args.calibration_any_gpu:
         calibration = calibration.for_any_gpu()
     try:
-        warning = check_calibration(scenario.gpu_id(), calibration)
+        warning = check_calibration(scenario.gpu_id(), calibration, scenario)
         engine = TrafficEngine.of(scenario, calibration, traffic)
         out: dict = {"traffic": engine.simulate().model_dump(mode="json")}
         if args.curve:
