@@ -33,6 +33,7 @@ from planner.physics.efficiency import DEFAULT_EFFICIENCY, ENGINE_COST_FIELDS, E
 
 METRIC_WORDS = {"ttft": "TTFT", "tpot": "TPOT", "throughput": "output throughput"}
 METRIC_UNITS = {"ttft": "s", "tpot": "s", "throughput": "tokens/s"}
+WORSE_MARGIN = 0.005  # a held-out error that grows by more than half a percentage point is "worse"
 SERVING_FIELDS = ("prefill_compute", "decode_compute", "memory_bandwidth", *ENGINE_COST_FIELDS)
 
 
@@ -163,7 +164,7 @@ def _worse_notes(points: Sequence[Point], fit: BenchmarkFit, keys: list[str]) ->
         for metric, measured in point.measured().items():
             before = (fit.before[i].of(metric) - measured) / measured
             after = (fit.after[i].of(metric) - measured) / measured
-            if abs(after) > abs(before) + 1e-9:
+            if abs(after) > abs(before) + WORSE_MARGIN:
                 notes.append(
                     f"The calibration makes held-out point {keys[i]} ({point.run.describe()}) worse on "
                     f"{METRIC_WORDS[metric]}: error {before:+.1%} before, {after:+.1%} after."

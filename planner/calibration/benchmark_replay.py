@@ -23,7 +23,7 @@ from planner.inference.workload import Traffic
 from planner.physics.efficiency import Efficiency
 from planner.scenario_base import revised
 
-MAX_REPLAYED = 2000  # requests simulated per run (a longer run is replayed at its first 2,000: same rate, lengths)
+MAX_REPLAYED = 5000  # requests simulated per run (a longer run is replayed at its first 5,000: same rate, lengths)
 OBSERVATION_SIGMA = 0.10  # log units: what one point's metric is trusted to (run-to-run spread, the model's own)
 METRICS = ("ttft", "tpot", "throughput")
 
