@@ -108,6 +108,7 @@ class Calibration:
     runtime_overhead_correction_bytes: float = 0.0
     label: str = "sensitivity"
     mapped_to_any_gpu: bool = True
+    benchmark: None = None  # not fitted to a serving benchmark, so it describes no serving stack
 
     def applies_to(self, gpu_id: str) -> bool:
         """An efficiency what-if, not a measurement of one device: it applies to every GPU."""
