@@ -44,6 +44,7 @@ from planner.inference.results import InferencePlan
 from planner.model.catalog import catalog_model_ids, resolve_model
 from planner.plan import calibration_for_gpu
 from planner.share import CALIBRATION_PARAM, calibration_fingerprint, decode_calibration, encode_calibration
+from ui.calibration_benchmark import render_benchmark_section
 from ui.calibration_charts import comparison_frame, efficiency_frame, error_chart, scatter_chart
 from ui.calibration_job import JOB_KEY, ProfileJob, start_profile
 
@@ -51,7 +52,7 @@ from ui.calibration_job import JOB_KEY, ProfileJob, start_profile
 RECORD_KEY = "calibration_record"  # the chosen CalibrationRecord, as measured (no mapping), or None
 ANY_GPU_KEY = "calibration_any_gpu"  # True: this session mapped it to plans for every GPU
 LINK_VALUE_KEY = "calibration_link_value"  # its `calibration` link parameter, encoded once
-SOURCE_KEY = "calibration_source"  # "store", "profile", "import" or "link"
+SOURCE_KEY = "calibration_source"  # "store", "profile", "import", "link" or "benchmark"
 HIDDEN_KEY = "calibration_hidden"  # ids this session removed from its list (the files stay)
 LINK_CHECKED_KEY = "calibration_link_checked"  # the URL's calibration parameter is read once per session
 NOTICE_KEY = "calibration_link_notice"  # why the link's calibration was not used
@@ -553,6 +554,13 @@ def render_calibrate_page(scenario=None) -> None:
     elif not _choices(records):
         st.info("No calibration stored yet: run a profile above, or import one.", icon=":material/info:")
     _files_section(selected)
+    render_benchmark_section(scenario, _apply_benchmark)
+
+
+def _apply_benchmark(record: CalibrationRecord) -> None:
+    """A benchmark calibration becomes this session's (never stored server-wide); the page redraws with it."""
+    choose_calibration(record, "benchmark")
+    st.rerun()  # the banner and the chooser above were drawn before this choice
 
 
 __all__ = [
