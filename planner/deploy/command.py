@@ -100,3 +100,23 @@ def shell_lines(argv: Sequence[str]) -> str:
         else:
             groups[-1].append(token)
     return " \\\n    ".join(shlex.join(group) for group in groups)
+
+
+def vllm_benchmark_args(spec: DeploymentSpec, backend: str, port: int, random_ids: bool = False) -> list[str]:
+    """The arguments of vLLM's serving benchmark after its entry point, for the plan's load and lengths: the random
+    dataset, the request rate or client concurrency, a fixed seed, the percentiles and a saved result file.
+    TensorRT-LLM's `tensorrt_llm.serve.scripts.benchmark_serving` is a port of that client and takes the same ones
+    (plus `--random-ids`, its random dataset's token ids without a tokenizer round trip)."""
+    load, lengths = spec.load, spec.lengths
+    argv = ["--backend", backend, "--base-url", f"http://localhost:{port}", "--model", spec.model]
+    argv += ["--dataset-name", "random", *(["--random-ids"] if random_ids else [])]
+    argv += ["--random-input-len", str(lengths.prompt_tokens), "--random-output-len", str(lengths.output_tokens)]
+    argv += ["--random-range-ratio", number(lengths.range_ratio)]
+    argv += ["--num-prompts", str(load.num_prompts), "--request-rate", rate_text(load.request_rate)]
+    if load.burstiness != 1.0:
+        argv += ["--burstiness", number(load.burstiness)]
+    if load.max_concurrency is not None:
+        argv += ["--max-concurrency", str(load.max_concurrency)]
+    argv += ["--seed", str(load.seed), "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el"]
+    argv += ["--metric-percentiles", "50,90,95,99", "--save-result", "--result-filename", result_file(spec)]
+    return argv

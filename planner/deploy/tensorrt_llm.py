@@ -23,8 +23,8 @@ from planner.deploy.command import (
     CONFIG_DIR,
     EngineLaunch,
     number,
-    rate_text,
     result_file,
+    vllm_benchmark_args,
     weight_note,
     weight_source,
 )
@@ -137,16 +137,5 @@ def _notes(spec: DeploymentSpec, backend: str) -> list[str]:
 
 
 def _benchmark(spec: DeploymentSpec) -> list[str]:
-    load, lengths = spec.load, spec.lengths
-    argv = ["python", "-m", "tensorrt_llm.serve.scripts.benchmark_serving", "--backend", "openai"]
-    argv += ["--base-url", f"http://localhost:{PORT}", "--model", spec.model, "--dataset-name", "random"]
-    argv += ["--random-ids", "--random-input-len", str(lengths.prompt_tokens)]
-    argv += ["--random-output-len", str(lengths.output_tokens), "--random-range-ratio", number(lengths.range_ratio)]
-    argv += ["--num-prompts", str(load.num_prompts), "--request-rate", rate_text(load.request_rate)]
-    if load.burstiness != 1.0:
-        argv += ["--burstiness", number(load.burstiness)]
-    if load.max_concurrency is not None:
-        argv += ["--max-concurrency", str(load.max_concurrency)]
-    argv += ["--seed", str(load.seed), "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el"]
-    argv += ["--metric-percentiles", "50,90,95,99", "--save-result", "--result-filename", result_file(spec)]
-    return argv
+    argv = ["python", "-m", "tensorrt_llm.serve.scripts.benchmark_serving"]
+    return argv + vllm_benchmark_args(spec, "openai", PORT, random_ids=True)

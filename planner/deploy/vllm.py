@@ -27,9 +27,9 @@ import json
 from planner.deploy.command import (
     EngineLaunch,
     number,
-    rate_text,
     result_file,
     shell_command,
+    vllm_benchmark_args,
     weight_note,
     weight_source,
 )
@@ -210,18 +210,7 @@ def _benchmark(spec: DeploymentSpec, v1: bool, notes: list[str]) -> list[str]:
             "dataset reads --random-range-ratio as +/- around the mean; earlier scripts read it as a lower bound); "
             "it talks to any OpenAI-compatible server, so a newer client measures this older server."
         )
-    load, lengths = spec.load, spec.lengths
-    argv += ["--backend", "vllm", "--base-url", f"http://localhost:{PORT}", "--model", spec.model]
-    argv += ["--dataset-name", "random", "--random-input-len", str(lengths.prompt_tokens)]
-    argv += ["--random-output-len", str(lengths.output_tokens), "--random-range-ratio", number(lengths.range_ratio)]
-    argv += ["--num-prompts", str(load.num_prompts), "--request-rate", rate_text(load.request_rate)]
-    if load.burstiness != 1.0:
-        argv += ["--burstiness", number(load.burstiness)]
-    if load.max_concurrency is not None:
-        argv += ["--max-concurrency", str(load.max_concurrency)]
-    argv += ["--seed", str(load.seed), "--ignore-eos", "--percentile-metrics", "ttft,tpot,itl,e2el"]
-    argv += ["--metric-percentiles", "50,90,95,99", "--save-result", "--result-filename", result_file(spec)]
-    return argv
+    return argv + vllm_benchmark_args(spec, "vllm", PORT)
 
 
 def _ray_scripts(argv: list[str]) -> tuple[str, str]:
