@@ -99,7 +99,8 @@ def test_a_calibration_stays_in_its_browser_and_on_its_device(browser, server): 
         # The import runs the page twice (the run that imports ends in st.rerun, to redraw the banner above
         # it); the headline shows during the second, so wait for that run to end before leaving the page.
         before_import = runs_finished(a)
-        a.locator("[data-testid=stFileUploader] input[type=file]").set_input_files(str(RECORD_FILE))
+        # the import uploader, not the benchmark-result one below it (both on the Calibrate page)
+        a.locator(".st-key-calibrate_import input[type=file]").set_input_files(str(RECORD_FILE))
         a.get_by_text(headline).first.wait_for()
         settle(a, before_import)
         go_to(a, "Inference")
@@ -138,3 +139,29 @@ def test_a_calibration_stays_in_its_browser_and_on_its_device(browser, server): 
         assert numbers(open_app(c, sent_before)) == baseline and "Plans use calibration" not in banner(c)
     finally:
         c_context.close()
+
+
+BENCHMARK_FILE = Path(__file__).resolve().parents[1] / "fixtures" / "benchmark_results" / "vllm_serve.json"
+
+
+def test_a_benchmark_result_for_another_model_is_refused_in_one_sentence(browser, server):  # noqa: F811
+    """A real upload into the Calibrate page's 'From a benchmark result' section: the fixture is a Llama-3.1-8B
+    run and the session's deployment is the default scenario's model, so the fit names the mismatch in one warning
+    and shows no fit and no traceback."""
+    assert InferenceScenario().model != "llama-3.1-8b"
+    context, page = session(browser)
+    try:
+        open_app(page, server + "/")
+        go_to(page, "Calibrate")
+        settle(page)
+        before = runs_finished(page)
+        page.locator(".st-key-calibrate_benchmark_upload input[type=file]").set_input_files(str(BENCHMARK_FILE))
+        settle(page, before)
+        rerun(page, page.locator(".st-key-calibrate_benchmark_fit button").click)
+        warning = page.locator("[data-testid=stAlertContentWarning]", has_text="vllm_serve.json")
+        warning.first.wait_for()
+        assert "Llama-3.1-8B" in warning.first.inner_text() or "llama-3.1-8b" in warning.first.inner_text().lower()
+        assert not page.locator("[data-testid=stException]").count()
+        assert not page.get_by_text("Apply to this session's plans").count()
+    finally:
+        context.close()
