@@ -130,15 +130,19 @@ def _curve_charts(scenario, plan, curve, cap) -> None:
     knee = curve.knee_requests_per_second
     st.markdown("**Load–latency curve: one replica, light load to past saturation**")
     st.caption(
-        f"Each point simulates {min(traffic.num_requests, CURVE_REQUESTS):,} requests of this stream's shape on one replica at "
-        "that rate. "
+        f"Each point simulates {min(traffic.request_count, CURVE_REQUESTS):,} requests of this stream's shape on one "
+        "replica at that rate"
+        + (
+            " (the trace replayed at that rate: its lengths and arrival pattern, time-scaled). "
+            if traffic.trace
+            else ". "
+        )
         + (
             f"The knee ({units.per_second(knee)} per replica) is the {curve.knee_rule}. "
             if knee is not None
             else "No knee within the simulated range. "
         )
         + "Red band: latencies that miss the SLO target."
-        + (" The curve uses the sidebar's fixed lengths (a trace's own are in the table)." if traffic.trace else "")
     )
     left, right = st.columns(2, gap="large")
     for where, metric in ((left, "ttft_seconds"), (right, "tpot_seconds")):

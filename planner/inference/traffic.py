@@ -52,6 +52,7 @@ from planner.inference.workload import (
     Traffic,
     generate_requests,
     prefix_residency,
+    replayed_trace,
 )
 from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics.cost import HOURS_PER_MONTH
@@ -306,9 +307,18 @@ class TrafficEngine:
         """A Poisson-like stream of the scenario's shape at `rate` on one replica."""
         return self.simulate(probe_traffic(self.traffic, rate, num_requests), replicas=1)
 
+    def probe_scale_requests_per_second_per_replica(self) -> float:
+        """The rate the load curve and the capacity search are scaled to: the static plan's saturated rate per
+        replica at the stream's own mean lengths — a trace's, or the scenario's lengths, which every length
+        distribution has as its mean."""
+        if self.traffic.lengths == "trace" and self.traffic.trace:
+            return self._sustained_requests_per_second_per_replica(self.requests())
+        return self.static_requests_per_second_per_replica
+
     def load_curve(self, num_requests: int = CURVE_REQUESTS) -> LoadCurve:
-        """Latency against per-replica rate, from light load to 25% past the static plan's saturation."""
-        top = self.static_requests_per_second_per_replica
+        """Latency against per-replica rate, from light load to 25% past the static plan's saturation at the
+        stream's mean lengths."""
+        top = self.probe_scale_requests_per_second_per_replica()
         points = []
         for fraction in CURVE_LOAD_FRACTIONS:
             result = self._one_replica(fraction * top, num_requests)
@@ -326,13 +336,13 @@ class TrafficEngine:
         a target rate then needs. Each probe simulates as many requests as the traffic (at most
         CAPACITY_MAX_REQUESTS): near saturation the tail grows with the length of the run, so the answer
         holds for runs of that length."""
-        num_requests = num_requests or min(self.traffic.num_requests, CAPACITY_MAX_REQUESTS)
+        num_requests = num_requests or min(self.traffic.request_count, CAPACITY_MAX_REQUESTS)
         slo = self.traffic.slo
         if slo is None or not slo.targets:
             raise PlanningError("set at least one SLO target (TTFT, TPOT or end-to-end latency) to size for it")
         # Past the saturated rate a replica cannot keep up however short the run that hides its growing
         # queue (the simulation saturates within a few % of the static plan's rate): the search stops there.
-        top = self.static_requests_per_second_per_replica
+        top = self.probe_scale_requests_per_second_per_replica()
         low, high = 0.0, top
         if not _meets(self._one_replica(0.02 * top, num_requests), slo):
             best = 0.0
@@ -359,11 +369,11 @@ class TrafficEngine:
         slo, target = self.traffic.slo, answer.target_requests_per_second
         if answer.replicas_needed is None or target is None or slo is None or not slo.targets:
             return answer
-        num_requests = num_requests or min(self.traffic.num_requests, CAPACITY_MAX_REQUESTS)
+        num_requests = num_requests or min(self.traffic.request_count, CAPACITY_MAX_REQUESTS)
         replicas = answer.replicas_needed
         for _ in range(VERIFY_STEPS):
             requests = min(num_requests * replicas, VERIFY_MAX_REQUESTS)
-            stream = probe_traffic(revised(self.traffic, num_requests=requests), target, requests)
+            stream = probe_traffic(self.traffic, target, requests, grow=True)
             if _meets(self.simulate(stream, replicas), slo):
                 return capacity_answer(self, answer.max_requests_per_second_per_replica, target, replicas, True)
             replicas += max(1, math.ceil(0.1 * replicas))
@@ -520,12 +530,15 @@ def _round_up(n: int) -> int:
     return 1 << max(int(n) - 1, 1).bit_length()
 
 
-def probe_traffic(traffic: Traffic, rate: float | None, num_requests: int) -> Traffic:
-    """The stream one replica's probe simulates (each load-curve point, each step of the capacity search): the
-    stream at `rate` with at most `num_requests` of its requests, a trace's requests replaced by the scenario's
-    fixed lengths."""
-    untraced = {"lengths": "fixed", "trace": None} if traffic.lengths == "trace" else {}
-    return revised(traffic, requests_per_second=rate, num_requests=min(num_requests, traffic.num_requests), **untraced)
+def probe_traffic(traffic: Traffic, rate: float | None, num_requests: int, *, grow: bool = False) -> Traffic:
+    """The stream a probe simulates (each load-curve point, each step of the capacity search, each verification):
+    the stream at `rate` with at most `num_requests` of its requests (exactly that many with `grow`) — its own
+    lengths, drawn from its distribution, or a trace's requests replayed at `rate` (`replayed_trace`: the trace's
+    lengths, prefixes and arrival pattern, time-scaled, repeated when a verification needs more requests)."""
+    n = num_requests if grow else min(num_requests, traffic.request_count)
+    if traffic.lengths == "trace" and traffic.trace:
+        return revised(traffic, trace=replayed_trace(traffic.trace, rate, n))
+    return revised(traffic, requests_per_second=rate, num_requests=n)
 
 
 def probe_scenario(scenario: InferenceScenario, keep_slo: bool, max_requests: int | None = None) -> InferenceScenario:
@@ -538,7 +551,7 @@ def probe_scenario(scenario: InferenceScenario, keep_slo: bool, max_requests: in
     if traffic is None:
         raise PlanningError("the scenario has no request stream to probe")
     probe = probe_traffic(
-        traffic, Traffic.model_fields["requests_per_second"].default, max_requests or traffic.num_requests
+        traffic, Traffic.model_fields["requests_per_second"].default, max_requests or traffic.request_count
     )
     return revised(scenario, traffic=probe if keep_slo else revised(probe, slo=None))
 

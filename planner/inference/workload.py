@@ -196,6 +196,11 @@ class Traffic(BaseModel):
         return self.requests_per_second
 
     @property
+    def request_count(self) -> int:
+        """Requests the stream sends: a trace's rows, else `num_requests`."""
+        return len(self.trace) if self.lengths == "trace" and self.trace else self.num_requests
+
+    @property
     def prefix_cache_bounded(self) -> bool:
         """A bounded GPU prefix cache or a prefix pool is set: each replica keeps its own residency, instead of
         the default cache in which every repeat of a prefix hits."""
@@ -303,6 +308,42 @@ def _repeats(key: np.ndarray) -> np.ndarray:
         seen[:] = key >= 0
         seen[first] = False
     return seen
+
+
+def replayed_trace(rows: tuple[TraceRow, ...], rate: float | None, num_requests: int) -> tuple[TraceRow, ...]:
+    """The trace replayed at `rate` requests per second with `num_requests` requests: its own lengths, prefixes and
+    arrival pattern (gaps and bursts), time-scaled so that its mean gap is 1 / `rate`, as a Poisson stream's at
+    `rate` (a trace replayer's speed-up). Longer than the trace, it is replayed again after
+    one mean gap, each pass's prefixes its own (the first request of a prefix misses again, as in the trace); `rate`
+    None sends every request at once. A trace sent at once (no span) gets evenly spaced arrivals at `rate`."""
+    ordered = sorted(rows, key=lambda r: r.arrival_seconds)
+    base = np.array([r.arrival_seconds for r in ordered], dtype=float)
+    base -= base[0]
+    span = float(base[-1])
+    gap = span / (len(base) - 1) if len(base) > 1 and span > 0 else 1.0
+    if span <= 0:
+        base = np.arange(len(base), dtype=float)
+        span = float(base[-1])
+    passes = -(-num_requests // len(ordered))
+    arrival = np.concatenate([base + k * (span + gap) for k in range(passes)])[:num_requests]
+    if rate is None:
+        arrival = np.zeros(num_requests)
+    elif num_requests > 1 and arrival[-1] > 0:
+        arrival = arrival * ((num_requests - 1) / arrival[-1] / rate)
+    out = []
+    for i in range(num_requests):
+        row, k = ordered[i % len(ordered)], i // len(ordered)
+        prefix = row.prefix_id if k == 0 or row.prefix_id is None else f"{row.prefix_id}#{k}"
+        # the values come from validated rows; only the arrival is new, and it stays within the trace's bounds
+        out.append(
+            TraceRow.model_construct(
+                arrival_seconds=float(arrival[i]),
+                prompt_tokens=row.prompt_tokens,
+                output_tokens=row.output_tokens,
+                prefix_id=prefix,
+            )
+        )
+    return tuple(out)
 
 
 def _trace_prefix_hits(rows: list[TraceRow], prompt: np.ndarray, fraction: float) -> np.ndarray:

@@ -223,12 +223,13 @@ def test_the_cached_curve_and_capacity_are_the_engine_s_for_the_scenario_itself(
     ignore = {"slo_attainment"}  # the one thing the SLO changes; the curve does not show it
     points = [p.model_dump(exclude=ignore) for p in TrafficEngine.of(probe).load_curve().points]
     assert points == [p.model_dump(exclude=ignore) for p in TrafficEngine.of(curve_scenario).load_curve().points]
-    # The capacity search, with a trace (its probes use fixed lengths) and gamma arrivals.
+    # The capacity search, with a trace (its probes replay it at each rate) and gamma arrivals.
     rows = tuple(TraceRow(arrival_seconds=i / 3, prompt_tokens=500 + i, output_tokens=100) for i in range(30))
     traffic = Traffic(num_requests=120, lengths="trace", trace=rows, arrival="gamma", burstiness=2, slo=slo)
     scenario = InferenceScenario(traffic=traffic)
     probe = probe_scenario(scenario, keep_slo=True, max_requests=CAPACITY_MAX_REQUESTS)
-    assert probe.traffic.trace is None and probe.traffic.slo == slo
+    assert probe.traffic.trace is not None and probe.traffic.slo == slo
+    assert [r.prompt_tokens for r in probe.traffic.trace] == [r.prompt_tokens for r in rows]
     assert TrafficEngine.of(probe).capacity(10.0) == TrafficEngine.of(scenario).capacity(10.0)
 
 
