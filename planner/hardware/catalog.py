@@ -46,6 +46,12 @@ class Accelerator(BaseModel):
     host_link: Link | None = None
     scale_out: Link | None = None  # the network between nodes, per GPU
     reference_usd_per_hour: float = Field(default=0.0, ge=0, le=10_000)
+    # Power per GPU (watts): the datasheet's board power (TDP / TBP / max power) and the draw of a loaded idle
+    # device; optional, so a custom accelerator without them validates (planner.physics.energy then states
+    # what it assumed). power_source cites both.
+    board_power_watts: float | None = Field(default=None, gt=0, le=20_000)
+    idle_power_watts: float | None = Field(default=None, ge=0, le=20_000)
+    power_source: str = ""
     source: str = ""
     notes: str = ""
 
@@ -62,6 +68,19 @@ class Accelerator(BaseModel):
     def _known_sparse_dtypes(cls, peaks: dict[str, float]) -> dict[str, float]:
         _check_peaks(peaks)
         return peaks
+
+    @model_validator(mode="after")
+    def _idle_below_board(self) -> Accelerator:
+        if (
+            self.board_power_watts is not None
+            and self.idle_power_watts is not None
+            and self.idle_power_watts >= self.board_power_watts
+        ):
+            raise ValueError(
+                f"idle_power_watts {self.idle_power_watts:g} W must be below board_power_watts "
+                f"{self.board_power_watts:g} W"
+            )
+        return self
 
     @model_validator(mode="after")
     def _dense_within_sparse(self) -> Accelerator:
