@@ -29,14 +29,14 @@ LAYERS: list[tuple[str, ...]] = [
     ("planner.inference", "planner.training"),
     ("planner.scenario",),
     ("planner.plan",),
-    ("planner.search", "planner.calibration", "planner.share", "planner.export", "planner.deploy"),
+    ("planner.search", "planner.calibration", "planner.share", "planner.export", "planner.deploy", "planner.fleet"),
     ("planner.cli",),
     ("planner",),  # the public API re-exports
     ("ui",),
     ("app_pages", "app"),
 ]
 SIBLINGS_THAT_MUST_NOT_MEET = [("planner.inference", "planner.training")]
-LAZY_ALLOWED = ("torch",)
+LAZY_ALLOWED = ("torch", "ray")  # optional extras (profile, cluster), imported where they run
 
 
 def _module_name(path: Path) -> str:

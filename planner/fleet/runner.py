@@ -1,0 +1,123 @@
+"""Running a fleet's independent simulations: here, on local cores (a process pool) or as Ray tasks.
+
+Every backend calls the same function (`capacity.run_task`) on the same picklable tasks and returns the results in
+the tasks' order, so a fleet's answer does not depend on where it ran. Ray is optional (`pip install
+"headroom[cluster]"`) and imported only when a Ray address is given: "auto" (a running cluster, or the RAY_ADDRESS
+environment variable's), "ray://host:10001", or "local" (start a Ray instance on this machine). A Ray that is already
+initialised in this process (a notebook, a test) is used as it is.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from importlib.util import find_spec
+
+from planner.errors import PlanningError
+from planner.fleet.capacity import CurveResult, Task, VerifyResult, VerifyTask, run_task
+
+RAY_INSTALL = 'pip install "headroom[cluster]"'
+
+
+@dataclass(frozen=True)
+class Backend:
+    """Where tasks run: `workers` local processes (1: this process), or Ray at `ray_address`."""
+
+    workers: int = 1
+    ray_address: str | None = None
+
+    @property
+    def label(self) -> str:
+        if self.ray_address is not None:
+            return f"Ray tasks ({self.ray_address})"
+        return "this process" if self.workers <= 1 else f"a pool of {self.workers} local processes"
+
+
+def ray_available() -> bool:
+    return find_spec("ray") is not None
+
+
+def default_workers() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+class TaskRunner:
+    """Runs batches of tasks on one backend; a local process pool is started at the first batch that needs it and
+    kept for the next ones (a fleet plan runs three batches: curves, peak checks, packing), then shut down on exit.
+
+    Local processes are forked when this process runs a single thread (the CLI: no start-up cost), else spawned
+    (fresh interpreters, safe beside the threads a server such as the dashboard's runs)."""
+
+    def __init__(self, backend: Backend) -> None:
+        self.backend = backend
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> TaskRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def run(self, tasks: Sequence[Task]) -> list[CurveResult | VerifyResult]:
+        """Each task's result, in order."""
+        if not tasks:
+            return []
+        if self.backend.ray_address is not None:
+            return _on_ray(tasks, self.backend.ray_address)
+        if self.backend.workers <= 1 or len(tasks) <= 1:
+            return [run_task(t) for t in tasks]
+        if self._pool is None:
+            method = (
+                "fork"
+                if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
+                else "spawn"
+            )
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.backend.workers, mp_context=multiprocessing.get_context(method)
+            )
+        # the longest first, so that no worker starts a long task last
+        order = sorted(range(len(tasks)), key=lambda i: -_weight(tasks[i]))
+        results = list(self._pool.map(run_task, [tasks[i] for i in order]))
+        placed: list[CurveResult | VerifyResult | None] = [None] * len(tasks)
+        for i, result in zip(order, results):
+            placed[i] = result
+        return [r for r in placed if r is not None]
+
+
+def _weight(task: Task) -> float:
+    """A task's expected cost, to order a batch: a bigger model and a longer stream simulate longer."""
+    s = task.scenario
+    traffic = s.traffic
+    requests = traffic.num_requests if traffic is not None else 1
+    replicas = task.replicas if isinstance(task, VerifyTask) else 1
+    return float(requests * replicas * (s.prompt_tokens + s.output_tokens))
+
+
+def run_all(tasks: Sequence[Task], backend: Backend) -> list[CurveResult | VerifyResult]:
+    """Each task's result, in order, on a runner of its own."""
+    with TaskRunner(backend) as runner:
+        return runner.run(tasks)
+
+
+def _on_ray(tasks: Sequence[Task], address: str) -> list[CurveResult | VerifyResult]:
+    if not ray_available():
+        raise PlanningError(f"running on Ray needs the ray package, which is not installed: {RAY_INSTALL}")
+    import ray
+
+    if not ray.is_initialized():
+        try:
+            ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False)
+        except (ConnectionError, RuntimeError, ValueError) as exc:
+            raise PlanningError(f"cannot reach the Ray cluster at {address!r}: {str(exc).splitlines()[0]}") from None
+    remote = ray.remote(run_task)
+    return list(ray.get([remote.remote(t) for t in tasks]))
