@@ -50,7 +50,16 @@ from planner.physics import collectives, gemm_efficiency, moe_efficiency, roofli
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency  # noqa: E402
 from planner.physics.runtimes import DEFAULT_RUNTIME  # noqa: E402
 from planner.scenario import parse_scenario  # noqa: E402
-from planner.uncertainty import band_summary, coverage_notes, coverage_text  # noqa: E402
+from planner.uncertainty import (  # noqa: E402
+    REGIME_MIN_CASES,
+    REGIME_MIN_SOURCES,
+    REGIME_RULE,
+    TRAFFIC_RANGE_KINDS,
+    band_summary,
+    coverage_notes,
+    coverage_text,
+)
+from planner.uncertainty import serving_regime as regime_label  # noqa: E402
 
 try:  # the versioned runtime (`vllm@0.7.3`, planner/physics/schedulers.py): V0 rows replay only where it exists
     from planner.physics.schedulers import resolve_runtime
@@ -676,22 +685,11 @@ def serving_source(row: dict) -> str:
     return host
 
 
-REGIME_RULE = (
-    "A regime is the run's model kind (dense / MoE), GPUs per replica (one GPU / several), GPU vendor (the catalog "
-    "accelerator's) and engine (the row's `engine`)."
-)
-
-
 def serving_regime(run: ServingRun) -> str:
-    """dense/MoE x one GPU/several x NVIDIA/AMD x engine: one label per run, from its own settings."""
+    """dense/MoE x one GPU/several x NVIDIA/AMD x engine: one label per run, from its own settings
+    (planner.uncertainty.serving_regime: the label a plan's traffic ranges are read by)."""
     s = run.scenario
-    kind = "MoE" if s.architecture().is_moe else "dense"
-    gpus = "1 GPU" if s.tensor_parallel == 1 else "multi-GPU"
-    vendor = get_accelerator(s.gpu).vendor
-    return f"{kind}, {gpus}, {VENDOR_NAMES.get(vendor, vendor)}, {run.engine}"
-
-
-VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}
+    return regime_label(s.architecture().is_moe, s.tensor_parallel, get_accelerator(s.gpu).vendor, run.engine)
 
 
 SERVING_GROUPS = {  # regime -> what the report says about it
@@ -1026,7 +1024,34 @@ def summarize_serving(results: list[Result]) -> dict:
         "headline": headline(serving),
         "sources": {name: _source_stats(rs) for name, rs in _by(serving, lambda r: r.case.publisher).items()},
         "regimes": {name: _source_stats(rs) for name, rs in sorted(_by(serving, lambda r: r.case.regime).items())},
+        "ranges": traffic_ranges(serving),
     }
+
+
+def _range_stats(results: list[Result]) -> dict:
+    """One traffic range: the band of these statistics' signed errors, checked by leaving each source out (every
+    statistic of that source at once: a plan's deployment is one no source measured)."""
+    return {
+        "cases": len(results),
+        "sources": len({r.case.publisher for r in results}),
+        "band": band_summary([r.error for r in results], [r.case.publisher for r in results]),
+    }
+
+
+def traffic_ranges(serving: list[Result]) -> dict:
+    """Per metric kind (planner.uncertainty.TRAFFIC_RANGE_KINDS), every regime pooled and each regime alone: the
+    likely ranges a traffic answer carries (planner.uncertainty.traffic_range picks one)."""
+    ranges = {}
+    for kind, words in TRAFFIC_RANGE_KINDS.items():
+        chosen = [r for r in serving if any(w in r.case.metric for w in words)]
+        if not chosen:
+            continue
+        by_regime = _by(chosen, lambda r: r.case.regime)
+        ranges[kind] = {
+            "all": _range_stats(chosen),
+            "regimes": {name: _range_stats(rs) for name, rs in sorted(by_regime.items())},
+        }
+    return ranges
 
 
 # The headline statistics: each is read per run from the first metric of its tuple the run publishes. A run that
@@ -1262,6 +1287,7 @@ def write_report(
                 + ". Details under the serving family below.",
             ]
     lines += _bands_section(summary, serving)
+    lines += _ranges_section(serving or {})
     lines += ["", "## Worst cases", ""]
     for r in sorted((r for r in results if r.case.family != SERVING), key=lambda r: -abs(r.error))[:5]:
         lines.append(
@@ -1375,6 +1401,45 @@ def _bands_section(summary: dict, serving: dict | None) -> list[str]:
             f"| {100 * b['promised_coverage']:.0f}% | {b['loo_held']} of {b['loo_cases']} "
             f"({100 * b['loo_coverage']:.0f}%, each {b['loo_by']} left out) | {'; '.join(notes)} |"
         )
+    return lines
+
+
+def _ranges_section(serving: dict) -> list[str]:
+    """The likely ranges traffic answers carry (planner.inference.traffic_ranges), with their out-of-source check."""
+    ranges = serving.get("ranges", {})
+    if not ranges:
+        return []
+    lines = [
+        "",
+        "## Likely ranges of traffic answers (out of source)",
+        "",
+        "Every traffic answer (latency statistics, rates, SLO verdicts, replicas for a rate) carries the likely range "
+        "of its metric kind: the 80 % band of the simulator's signed errors on these published statistics, its "
+        "regime's own where runs from at least "
+        f"{REGIME_MIN_SOURCES} sources and {REGIME_MIN_CASES} statistics measured it, else every regime's pooled. "
+        "*Held with its source left out*: for each statistic, the band built without any statistic of its source, "
+        "and whether it held the measured value (a plan's deployment is one no source measured). Where that falls "
+        "short of 80 %, the edges are widened to the level that keeps it (`planner.uncertainty.band_summary`).",
+        "",
+        "| kind | regime | statistics | sources | band (signed error) | level | held with its source left out | plans use it |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for kind, entry in ranges.items():
+        rows = [("every regime", entry["all"], True)] + [
+            (name, st, st["sources"] >= REGIME_MIN_SOURCES and st["band"]["loo_cases"] >= REGIME_MIN_CASES)
+            for name, st in entry["regimes"].items()
+        ]
+        for name, st, used in rows:
+            b = st["band"]
+            held = (
+                f"{b['loo_held']} of {b['loo_cases']} ({100 * b['loo_coverage']:.0f}%)"
+                if st["sources"] > 1
+                else "n/a: one source"
+            )
+            lines.append(
+                f"| {kind} | {name} | {st['cases']} | {st['sources']} | {100 * b['low_error']:+.0f}% … "
+                f"{100 * b['high_error']:+.0f}% | {100 * b['level']:.0f}% | {held} | {'yes' if used else 'no'} |"
+            )
     return lines
 
 

@@ -233,3 +233,93 @@ def training_bands(total_bytes: float, step_seconds: float, calibration=None) ->
             low=1 / rate.high, high=1 / rate.low, family="training_step", basis=rate.basis
         ),
     }
+
+
+# ------------------------------------------------------------------------------------ traffic ranges
+
+REGIME_RULE = (
+    "A regime is the run's model kind (dense / MoE), GPUs per replica (one GPU / several), GPU vendor (the catalog "
+    "accelerator's) and engine."
+)
+VENDOR_NAMES = {"nvidia": "NVIDIA", "amd": "AMD", "intel": "Intel", "apple": "Apple"}
+# The serving metric kinds a traffic range reads (accuracy.json "serving" -> "ranges"), and which published
+# statistics each pools: a kind's spread holds for its mean and every percentile alike (too few published
+# percentiles to give each its own).
+TRAFFIC_RANGE_KINDS = {"ttft": ("ttft",), "tpot": ("tpot", "itl"), "throughput": ("throughput",)}
+# A regime gets its own range only with runs from at least this many sources (so that leaving one out still
+# leaves a range to test) and enough cases for two one-sided edges at 80 % (band_edges); otherwise the pooled one.
+REGIME_MIN_SOURCES = 2
+REGIME_MIN_CASES = 9
+
+
+def serving_regime(is_moe: bool, gpus_per_replica: int, vendor: str, engine: str) -> str:
+    """dense/MoE x one GPU/several x vendor x engine: the label a published run and a plan share (REGIME_RULE)."""
+    kind = "MoE" if is_moe else "dense"
+    gpus = "1 GPU" if gpus_per_replica == 1 else "multi-GPU"
+    return f"{kind}, {gpus}, {VENDOR_NAMES.get(vendor, vendor)}, {engine}"
+
+
+def engine_of_runtime(runtime: str) -> str:
+    """The engine a runtime key serves with: 'vllm@0.6' -> 'vllm', 'tensorrt-llm-engine' -> 'tensorrt-llm'."""
+    return runtime.split("@", 1)[0].removesuffix("-engine")
+
+
+class TrafficRange(BaseModel):
+    """How far a traffic metric kind's simulated value is from measured ones: the signed-error edges of its band
+    (`band_edges`, the measured value within [P / (1 + high_error), P / (1 + low_error)]), where they come from,
+    and how often they held a source's runs when that source was left out."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: str
+    low_error: float
+    high_error: float
+    regime: str | None  # the regime whose runs set the edges; None: every regime pooled
+    basis: str
+    loo_coverage: float | None  # share of cases inside the band built without their source; None: not tested
+
+    def interval(self, point: float) -> tuple[float, float]:
+        """The likely measured value of a simulated `point` (an interval that contains it)."""
+        if not math.isfinite(point):
+            return (point, point)
+        low = point / (1 + self.high_error)
+        high = point / (1 + max(self.low_error, LOWEST_ERROR))
+        return (min(low, point), max(high, point))
+
+
+def _range_of(kind: str, stats: dict | None, regime: str | None, scope: str) -> TrafficRange | None:
+    if not stats or "band" not in stats:
+        return None
+    b = stats["band"]
+    coverage = b["loo_coverage"] if b.get("tested") else None
+    held = f"held {b['loo_coverage']:.0%} of {b['loo_cases']} cases with their source left out"
+    basis = (
+        f"{scope}: {b['loo_cases']} published statistics from {stats.get('sources', '?')} sources "
+        f"(benchmarks/accuracy.py); {b['promised_coverage']:.0%} band, "
+        + (held if b.get("tested") else "too few cases to test it")
+        + "".join(f"; {note}" for note in coverage_notes(b) if "too few" not in note)
+    )
+    low, high = _floored(b["low_error"], b["high_error"])
+    return TrafficRange(kind=kind, low_error=low, high_error=high, regime=regime, basis=basis, loo_coverage=coverage)
+
+
+def traffic_range(kind: str, regime: str) -> TrafficRange:
+    """The range a simulated `kind` ('ttft', 'tpot' or 'throughput') gets in `regime`: the regime's own band
+    where enough sources measured it (REGIME_MIN_SOURCES, REGIME_MIN_CASES), else every regime's pooled, else
+    the +-50 % of an unmeasured family."""
+    ranges = serving_errors().get("ranges", {}).get(kind, {})
+    own = ranges.get("regimes", {}).get(regime)
+    if own and own.get("sources", 0) >= REGIME_MIN_SOURCES and own["band"]["loo_cases"] >= REGIME_MIN_CASES:
+        found = _range_of(kind, own, regime, f"runs of this regime ({regime})")
+    else:
+        found = _range_of(kind, ranges.get("all"), None, f"runs of every regime (too few of '{regime}')")
+    if found is not None:
+        return found
+    return TrafficRange(
+        kind=kind,
+        low_error=-UNMEASURED_SPREAD,
+        high_error=UNMEASURED_SPREAD,
+        regime=None,
+        basis="no published measurement yet: +-50 %",
+        loo_coverage=None,
+    )

@@ -48,8 +48,16 @@ def test_json_holds_the_contract_keys_with_percentiles(scenario, capsys):
     traffic = result["traffic"]
     assert CONTRACT <= set(traffic)
     for key in ("ttft_seconds", "tpot_seconds", "itl_seconds", "e2e_latency_seconds", "queue_seconds"):
-        assert set(traffic[key]) == {"mean", "p50", "p90", "p95", "p99"}
+        assert set(traffic[key]) == {"mean", "p50", "p90", "p95", "p99", "likely"}
         assert traffic[key]["p50"] <= traffic[key]["p90"] <= traffic[key]["p99"]
+        # each statistic's likely measured value, an interval holding it (issue 23, item 3)
+        assert set(traffic[key]["likely"]) == {"mean", "p50", "p90", "p95", "p99"}
+        for stat, (low, high) in traffic[key]["likely"].items():
+            assert low <= traffic[key][stat] <= high
+    for key in ("request_throughput_likely", "output_tokens_likely", "goodput_likely", "slo_attainment_likely"):
+        low, high = traffic[key]
+        assert 0 <= low <= high
+    assert traffic["slo"][0]["verdict"] in ("meets", "at risk", "misses")
     assert traffic["num_requests"] == 300
     assert traffic["slo"][0]["metric"] == "ttft_seconds" and traffic["slo"][0]["percentile"] == 90
     assert any("round robin" in a for a in result["assumptions"])

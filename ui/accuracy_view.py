@@ -17,7 +17,16 @@ import pandas as pd
 import streamlit as st
 
 from planner import units
-from planner.uncertainty import SUMMARY_FILE, band, coverage_notes, coverage_text, family_errors, serving_errors
+from planner.uncertainty import (
+    REGIME_MIN_CASES,
+    REGIME_MIN_SOURCES,
+    SUMMARY_FILE,
+    band,
+    coverage_notes,
+    coverage_text,
+    family_errors,
+    serving_errors,
+)
 from ui import palette
 from ui.charts import _finish, _records, _spec
 from ui.render import chart, md_escape
@@ -320,8 +329,53 @@ def accuracy_section(calibration=None) -> None:
             icon=":material/straighten:",
         )
     _family_errors(frame, stats)
+    _traffic_ranges()
     _largest_errors(frame)
     _regenerate()
+
+
+def traffic_ranges_frame() -> pd.DataFrame:
+    """The likely ranges traffic answers carry, per metric kind and regime, with their out-of-source check."""
+    rows = []
+    for kind, entry in serving_errors().get("ranges", {}).items():
+        for regime, st_ in [("every regime", entry["all"]), *entry["regimes"].items()]:
+            b = st_["band"]
+            used = regime == "every regime" or (
+                st_["sources"] >= REGIME_MIN_SOURCES and b["loo_cases"] >= REGIME_MIN_CASES
+            )
+            rows.append(
+                {
+                    "Kind": {"ttft": "TTFT", "tpot": "TPOT / ITL", "throughput": "Throughput"}.get(kind, kind),
+                    "Regime": regime,
+                    "Statistics": st_["cases"],
+                    "Sources": st_["sources"],
+                    "Band (signed error)": f"{100 * b['low_error']:+.0f}% … {100 * b['high_error']:+.0f}%",
+                    "Held with its source left out": (
+                        f"{100 * b['loo_coverage']:.0f}% of {b['loo_cases']}"
+                        if st_["sources"] > 1
+                        else "n/a: one source"
+                    ),
+                    "Plans use it": "yes" if used else "no (too few sources)",
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def _traffic_ranges() -> None:
+    """How the likely ranges on traffic answers are made, and how often they held out of source."""
+    frame = traffic_ranges_frame()
+    if frame.empty:
+        return
+    st.subheader("Likely ranges on traffic answers", anchor=False)
+    st.markdown(
+        "Every simulated latency, rate, SLO verdict and replica count carries the range of its metric kind: "
+        "the 80% band of the traffic simulator's signed errors on published serving runs, its deployment "
+        f"regime's own where runs from at least {REGIME_MIN_SOURCES} sources measured it, else every regime's. "
+        "Each is checked **out of source**: every statistic against the band built without its whole source "
+        "(a plan's deployment is one no source measured); where that held fewer than 80 %, the edges were widened "
+        "until it did. A target inside the range reads *at risk*."
+    )
+    st.table(frame.set_index(["Kind", "Regime"]))
 
 
 def _family_errors(frame, stats) -> None:

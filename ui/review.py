@@ -99,7 +99,13 @@ def _unset(plan, targets: Targets) -> list[Check]:
     out = []
     if plan.kind == "inference":
         perf = plan.performance
-        if targets.max_ttft_seconds is None and targets.max_tpot_seconds is None:
+        stream = _traffic(plan)
+        stream_slo = getattr(plan, "traffic", None) is not None and stream is not None and stream.slo is not None
+        if (
+            targets.max_ttft_seconds is None
+            and targets.max_tpot_seconds is None
+            and not (stream_slo and stream.slo.targets)
+        ):
             out.append(
                 Check(
                     "unset",
@@ -150,8 +156,7 @@ def traffic_checks(plan) -> list[Check]:
     result, traffic = getattr(plan, "traffic", None), _traffic(plan)
     if result is None or traffic is None:
         return []
-    status = {True: "ok", False: "fail", None: "unset"}
-    return [Check(status[met], text) for met, text in traffic_text.review_lines(result, traffic) if text]
+    return [Check(status, text) for status, text in traffic_text.review_lines(result, traffic) if text]
 
 
 def resources_sentence(plan) -> str:

@@ -27,6 +27,32 @@ DISTRIBUTIONS = (
     ("queue_seconds", "Queue wait"),
 )
 TABLE_PERCENTILES = ("p50", "p90", "p99")
+# A verdict's status in the Review's checks and the colour of its box.
+VERDICT_STATUS = {"meets": "ok", "at risk": "risk", "misses": "fail"}
+LIKELY_NOTE = (
+    "Likely ranges: where a real deployment would measure it, from the simulator's signed error on published "
+    "serving runs of deployments it was never fitted on (80 % bands, checked by leaving each source out: the "
+    "Accuracy page). A target inside the range is at risk."
+)
+
+
+def seconds_range(interval: tuple[float, float] | None) -> str:
+    """'0.34–2.3 s' (each end as planner.units.seconds writes it, the unit once when both share it)."""
+    if interval is None:
+        return ""
+    low, high = units.seconds(interval[0]), units.seconds(interval[1])
+    low_number, _, low_unit = low.partition(" ")
+    high_number, _, high_unit = high.partition(" ")
+    return f"{low_number}–{high}" if low_unit == high_unit else f"{low}–{high}"
+
+
+def rate_range(interval: tuple[float, float] | None) -> str:
+    """'1.0–1.6 req/s'."""
+    if interval is None:
+        return ""
+    return f"{units.per_second(interval[0]).split(' ')[0]}–{rate(interval[1])}"
+
+
 SIMULATED = (
     "Simulated, not measured: a vLLM-like continuous-batching engine stepping through the stream with the plan's "
     "own step times, under the assumptions listed below."
@@ -88,7 +114,20 @@ def capacity_sentence(cap: CapacityAnswer, gpu_name: str, target_requests_per_se
     usd = money_per_month(cap.usd_per_month) if cap.usd_per_month is not None else "n/a"
     engine = f", max_num_seqs {cap.max_num_seqs_per_replica:,} each" if cap.max_num_seqs_per_replica else ""
     checked = " (simulated at that rate: met)" if cap.verified else ""
-    return f"{head} — {replicas} ({cap.gpus_needed:,} × {gpu_name}{engine}) for {rate(target_requests_per_second)}{checked}, {usd}."
+    return (
+        f"{head} — {replicas} ({cap.gpus_needed:,} × {gpu_name}{engine}) for {rate(target_requests_per_second)}"
+        f"{checked}, {usd}{likely_replicas_text(cap)}."
+    )
+
+
+def likely_replicas_text(cap: CapacityAnswer) -> str:
+    """'; likely 6–20 replicas ($52.6k–$175k/month)' (empty without a range)."""
+    if cap.replicas_likely is None or cap.usd_per_month_likely is None:
+        return ""
+    low, high = cap.replicas_likely
+    money = f"{money_per_month(cap.usd_per_month_likely[0]).removesuffix('/month')}–{money_per_month(cap.usd_per_month_likely[1])}"
+    count = f"{low:,}" if low == high else f"{low:,}–{high:,}"
+    return f"; likely {count} replicas ({money})"
 
 
 def sustained_sentence(cap: CapacityAnswer, saturated_per_replica: float, requests: int) -> str | None:
@@ -104,22 +143,43 @@ def sustained_sentence(cap: CapacityAnswer, saturated_per_replica: float, reques
     )
 
 
+def verdict_of(check: SloCheck) -> str:
+    """'meets', 'at risk' or 'misses': the likely range's verdict, else the simulated value's."""
+    return check.verdict or ("meets" if check.met else "misses")
+
+
 def check_text(check: SloCheck) -> str:
-    """'p99 TTFT 4.16 min (target 2.00 s): missed'."""
-    verdict = "met" if check.met else "missed"
+    """'p99 TTFT 0.41 s simulated, likely 0.34–2.3 s (target 2.00 s): at risk'."""
+    likely = f", likely {seconds_range(check.likely_seconds)}" if check.likely_seconds else ""
     return (
-        f"p{check.percentile} {SHORT[check.metric]} {units.seconds(check.simulated_seconds)} "
-        f"(target {units.seconds(check.target_seconds)}): {verdict}"
+        f"p{check.percentile} {SHORT[check.metric]} {units.seconds(check.simulated_seconds)} simulated{likely} "
+        f"(target {units.seconds(check.target_seconds)}): {verdict_of(check)}"
     )
+
+
+def results_status(result: TrafficResult) -> str:
+    """The worst verdict of the result's SLO checks as a status: 'ok', 'risk' or 'fail' ('unset' without)."""
+    statuses = {VERDICT_STATUS[verdict_of(c)] for c in result.slo}
+    for status in ("fail", "risk", "ok"):
+        if status in statuses:
+            return status
+    return "unset"
 
 
 def attainment_text(result: TrafficResult) -> str:
     """'83% of the 1,000 requests met every target (goodput 4.1 req/s).'"""
     if result.slo_attainment is None:
         return ""
+    likely = ""
+    if result.slo_attainment_likely is not None and result.goodput_likely is not None:
+        low, high = result.slo_attainment_likely
+        likely = (
+            f"; likely {units.percent(low)}–{units.percent(high)} and {rate_range(result.goodput_likely)} with every "
+            "latency at its range's slow and fast edge"
+        )
     return (
-        f"{units.percent(result.slo_attainment)} of the {result.num_requests:,} requests met every target "
-        f"(goodput {rate(result.goodput_requests_per_second)})."
+        f"{units.percent(result.slo_attainment)} of the {result.num_requests:,} simulated requests met every target "
+        f"(goodput {rate(result.goodput_requests_per_second)}{likely})."
     )
 
 
@@ -144,33 +204,39 @@ def percentile_rows(result: TrafficResult) -> list[dict[str, str]]:
         dist: Distribution = getattr(result, name)
         row = {"": label, "Mean": units.seconds(dist.mean)}
         row.update({p: units.seconds(getattr(dist, p)) for p in TABLE_PERCENTILES})
+        if dist.likely is not None:
+            row["p99 likely"] = seconds_range(dist.likely["p99"])
         rows.append(row)
     return rows
 
 
-def review_lines(result: TrafficResult, traffic: Traffic) -> list[tuple[bool | None, str]]:
-    """(met, sentence) per SLO target for the Review page, then the attainment (met: None = no verdict)."""
+def review_lines(result: TrafficResult, traffic: Traffic) -> list[tuple[str, str]]:
+    """(status, sentence) per SLO target for the Review page, then the attainment: status 'ok' / 'risk' / 'fail'
+    from the target's verdict against its likely range, 'unset' for a line without one."""
     stream = f"under a simulated stream of {stream_text(traffic)}"
     if not result.slo:
         return [
             (
-                None,
+                "unset",
                 f"No SLO set for the request stream ({stream}: p99 time to first token "
                 f"{units.seconds(result.ttft_seconds.p99)}, p99 time per output token "
                 f"{units.seconds(result.tpot_seconds.p99)}).",
             )
         ]
-    lines: list[tuple[bool | None, str]] = []
+    lines: list[tuple[str, str]] = []
     for check in result.slo:
-        verb = "meets" if check.met else "misses"
+        verdict = verdict_of(check)
+        verb = {"meets": "Meets", "at risk": "At risk on", "misses": "Misses"}[verdict]
+        likely = f", likely {seconds_range(check.likely_seconds)} measured" if check.likely_seconds else ""
         lines.append(
             (
-                check.met,
-                f"{verb.capitalize()} the p{check.percentile} {PLAIN[check.metric]} target "
-                f"({units.seconds(check.target_seconds)}) {stream}: simulated {units.seconds(check.simulated_seconds)}.",
+                VERDICT_STATUS[verdict],
+                f"{verb} the p{check.percentile} {PLAIN[check.metric]} target "
+                f"({units.seconds(check.target_seconds)}) {stream}: simulated {units.seconds(check.simulated_seconds)}"
+                f"{likely}.",
             )
         )
-    lines.append((None, attainment_text(result)))
+    lines.append(("unset", attainment_text(result)))
     return lines
 
 

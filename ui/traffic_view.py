@@ -50,14 +50,27 @@ def _verdict(scenario, plan, cap) -> None:
         st.success(f"**{render.md_escape(headline)}**", icon=":material/check_circle:")
     else:
         st.error(f"**{render.md_escape(headline)}**", icon=":material/cancel:")
-    if all(check.met for check in result.slo):
+    status = words.results_status(result)
+    if status == "ok":
         st.success(at_rate, icon=":material/check_circle:")
+    elif status == "risk":
+        st.warning(at_rate, icon=":material/error:")
     else:
         st.error(at_rate, icon=":material/cancel:")
+    st.caption(words.LIKELY_NOTE + " " + _likely_basis(result, cap))
     per_replica = plan.performance.requests_per_second / result.replicas
     sustained = words.sustained_sentence(cap, per_replica, min(traffic.num_requests, CAPACITY_MAX_REQUESTS))
     if sustained:
         st.caption(sustained)
+
+
+def _likely_basis(result, cap) -> str:
+    """Which published runs set the ranges (the regime's own, or every regime's when too few measured it)."""
+    basis = result.likely_basis or {}
+    parts = [f"{kind.upper() if kind != 'throughput' else 'Throughput'}: {text}" for kind, text in basis.items()]
+    if cap is not None and cap.likely_basis:
+        parts.append(f"Replicas: {cap.likely_basis.split(' (')[0]}")
+    return " ".join(p.rstrip(".") + "." for p in parts)
 
 
 def _metrics(result) -> None:
@@ -66,7 +79,9 @@ def _metrics(result) -> None:
     cols[0].metric(
         "Requests completed",
         units.per_second(result.request_throughput_per_second),
-        delta=f"of {units.per_second(sent)} sent" if sent else None,
+        delta=(f"of {units.per_second(sent)} sent" if sent else "")
+        + (f"; likely {words.rate_range(result.request_throughput_likely)}" if result.request_throughput_likely else "")
+        or None,
         delta_color="off",
         help=f"{result.num_requests:,} requests from the first sent to the last answered "
         f"({units.seconds(result.duration_seconds)}), whole deployment, as vllm bench serve counts its request "

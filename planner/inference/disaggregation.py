@@ -129,6 +129,7 @@ def simulate_disaggregated(
         decode_engine.limits.kv_blocks,
         f"{ROUTING}, in each pool",
         prefill_engine.prefix_stats(traffic, reqs, hits),
+        decode_engine.ranges.apply if decode_engine.ranges is not None else None,
     )
     return DisaggregatedResult(
         layout=layout,

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from functools import partial
 
 import numpy as np
 
@@ -34,6 +35,7 @@ from planner.inference.serving.step_log import ReplicaTimeline
 from planner.inference.speculative import draft_context, draft_read_bytes
 from planner.inference.step_cost import RooflineStepCost, SpeculativeStepCost
 from planner.inference.steps import StepContext
+from planner.inference.traffic_ranges import TrafficRanges
 from planner.inference.traffic_results import (
     CapacityAnswer,
     LoadCurve,
@@ -87,6 +89,7 @@ class TrafficEngine:
     static_requests_per_second_per_replica: float  # the static plan's saturated rate (the curve's scale)
     static_ttft_seconds: float
     _costs: dict
+    ranges: TrafficRanges | None = None  # the likely ranges every answer carries (None: answers without them)
 
     @classmethod
     def of(
@@ -134,6 +137,12 @@ class TrafficEngine:
             replicas=replicas,
             static_requests_per_second_per_replica=float(m.serving.requests_per_second) / replicas,
             static_ttft_seconds=float(m.ttft_seconds),
+            ranges=TrafficRanges.of(
+                i.arch.is_moe,
+                scenario.tensor_parallel * scenario.pipeline_parallel,
+                scenario.accelerator().vendor,
+                scenario.runtime,
+            ),
             # the weights a step streams: a multimodal model's resident vision tower is not among them (its
             # images' encoding is charged as FLOPs to each prompt's first chunk, as in the static plan)
             _costs={
@@ -234,7 +243,23 @@ class TrafficEngine:
                     ready_delay_seconds=delay,
                 )
             )
-        return summarize(timelines, traffic.slo, self.limits.kv_blocks, ROUTING, self.prefix_stats(traffic, reqs, hits))
+        return summarize(
+            timelines,
+            traffic.slo,
+            self.limits.kv_blocks,
+            ROUTING,
+            self.prefix_stats(traffic, reqs, hits),
+            self._with_likely(traffic, reqs, replicas),
+        )
+
+    def _with_likely(self, traffic: Traffic, reqs: Requests, replicas: int):
+        """`summarize`'s hook that adds the likely ranges (None without ranges); an open stream's completed rate
+        is read against what the replicas sustain at the stream's mean lengths."""
+        if self.ranges is None:
+            return None
+        open_stream = traffic.stream_rate is not None and traffic.max_concurrency is None and len(reqs)
+        sustained = self._sustained_requests_per_second_per_replica(reqs) * replicas if open_stream else None
+        return partial(self.ranges.apply, sustained_requests_per_second=sustained)
 
     # ------------------------------------------------------------------------------- prefix caching
 
@@ -375,7 +400,10 @@ class TrafficEngine:
             requests = min(num_requests * replicas, VERIFY_MAX_REQUESTS)
             stream = probe_traffic(self.traffic, target, requests, grow=True)
             if _meets(self.simulate(stream, replicas), slo):
-                return capacity_answer(self, answer.max_requests_per_second_per_replica, target, replicas, True)
+                found = capacity_answer(self, answer.max_requests_per_second_per_replica, target, replicas, True)
+                if self.ranges is None:
+                    return found
+                return self.ranges.capacity(found, self.scenario.tensor_parallel * self.scenario.pipeline_parallel)
             replicas += max(1, math.ceil(0.1 * replicas))
         return capacity_answer(self, answer.max_requests_per_second_per_replica, target, None, False)
 

@@ -14,6 +14,9 @@ d / g (by token, so mean ITL and TPOT agree; `vllm bench serve` instead records 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Literal
+
 import numpy as np
 from pydantic import BaseModel, ConfigDict
 
@@ -33,9 +36,15 @@ class Distribution(Frozen):
     p90: float
     p95: float
     p99: float
+    # the likely measured value of each statistic, [low, high] seconds, from the serving family's published error
+    # (`planner.inference.traffic_ranges`); None where the answer carries no range
+    likely: dict[str, tuple[float, float]] | None = None
 
     def at(self, percentile: int) -> float:
         return float(getattr(self, f"p{percentile}"))
+
+    def likely_at(self, percentile: int) -> tuple[float, float] | None:
+        return None if self.likely is None else self.likely[f"p{percentile}"]
 
     @classmethod
     def of(cls, values: np.ndarray, weights: np.ndarray | None = None) -> Distribution:
@@ -132,7 +141,11 @@ class SloCheck(Frozen):
     percentile: int
     target_seconds: float
     simulated_seconds: float
-    met: bool
+    met: bool  # the simulated percentile is within the target
+    # the percentile's likely measured value and what it says of the target: "meets" (all of it within), "misses"
+    # (all of it past), "at risk" (the target inside it); None without a range
+    likely_seconds: tuple[float, float] | None = None
+    verdict: Literal["meets", "at risk", "misses"] | None = None
 
 
 class LoadPoint(Frozen):
@@ -184,6 +197,12 @@ class CapacityAnswer(Frozen):
     # True: the stream at the target rate was simulated on `replicas_needed` replicas and met every target;
     # False: no count up to the search's end met it (replicas_needed None); None: no target to check
     verified: bool | None = None
+    # the likely replicas, GPUs and $/month: `replicas_needed` with the per-replica rate's published error
+    # (`planner.inference.traffic_ranges.capacity_with_ranges`); None without a verified count
+    replicas_likely: tuple[int, int] | None = None
+    gpus_likely: tuple[int, int] | None = None
+    usd_per_month_likely: tuple[float, float] | None = None
+    likely_basis: str | None = None
 
 
 class TrafficResult(Frozen):
@@ -218,6 +237,13 @@ class TrafficResult(Frozen):
     simulated_steps: int
     latency_quantiles: LatencyQuantiles | None = None  # the CDF (QUANTILE_GRID), for charts and the CSV
     prefix_cache: PrefixCacheStats | None = None  # absent when no request shares a prefix
+    # likely measured rates, [low, high] per second (`planner.inference.traffic_ranges`): completed requests,
+    # output tokens and goodput; the SLO attainment if every latency sat at its range's slow and fast edge
+    request_throughput_likely: tuple[float, float] | None = None
+    output_tokens_likely: tuple[float, float] | None = None
+    goodput_likely: tuple[float, float] | None = None
+    slo_attainment_likely: tuple[float, float] | None = None
+    likely_basis: dict[str, str] | None = None  # per metric kind: which published runs set its range
 
 
 def _per_request_metrics(timelines: list[ReplicaTimeline]) -> dict[str, np.ndarray]:
@@ -303,8 +329,11 @@ def summarize(
     kv_blocks: int,
     routing: str,
     prefix_cache: PrefixCacheStats | None = None,
+    with_likely: Callable[[TrafficResult, dict[str, np.ndarray], Slo | None], TrafficResult] | None = None,
 ) -> TrafficResult:
-    """Aggregate the replicas' timelines into the contract's percentiles and rates."""
+    """Aggregate the replicas' timelines into the contract's percentiles and rates; `with_likely` (the result, the
+    per-request latencies and the SLO -> the result with its likely ranges) adds the ranges
+    (`planner.inference.traffic_ranges.TrafficRanges.apply`)."""
     m = _per_request_metrics(timelines)
     n = len(m["sent"])
     start = float(np.nanmin(m["sent"])) if n else 0.0
@@ -320,7 +349,7 @@ def summarize(
     kv_time = float(np.dot(kv, step_seconds) / busy_time) if busy_time else 0.0
     in_system = float(np.nansum(m["e2e"]) / duration) if n else 0.0  # Little's law over the run
     sending = float(np.nanmax(m["sent"])) - start if n else 0.0
-    return TrafficResult(
+    result = TrafficResult(
         num_requests=n,
         replicas=len(timelines),
         routing=routing,
@@ -354,3 +383,4 @@ def summarize(
         ),
         prefix_cache=prefix_cache,
     )
+    return with_likely(result, m, slo) if with_likely is not None and n else result

@@ -47,7 +47,8 @@ def test_off_by_default_then_a_split_shows_the_engine_s_comparison():
     assert not [t for t in at.table if any(c.startswith("Disaggregated") for c in t.value.columns)]
     at.segmented_control(key=view.MODE_KEY).set_value(view.SPLIT).run()
     at.number_input(key=view.PREFILL_GPUS_KEY).set_value(2).run()
-    assert not at.exception and not at.warning
+    # no warning but an SLO verdict's 'at risk' (its likely range holds the target)
+    assert not at.exception and not [w for w in at.warning if "(target" not in w.value]
     scenario = at.session_state["current_inference"]
     layout = DisaggregatedLayout(prefill_gpus=2, prefill_tensor_parallel=1)
     result = simulate_disaggregated(scenario, layout)
