@@ -174,3 +174,50 @@ def test_sweep_prices_a_releases_fused_moe_kernels_as_the_plan_does():
             p = plan(scenario_for_row(scenario, row))
             for column, read in COLUMNS.items():
                 assert row[column] == read(p), (runtime, column, row[column], read(p))
+
+
+def test_training_sweep_with_context_and_expert_parallel_columns_equals_full_plans():
+    """The optional layout columns (CP, EP, interleaved stages) a training grid may carry plan as plan() does."""
+    import pandas as pd
+
+    from planner.scenario import parse_scenario
+    from planner.search.sweep import evaluate_training, training_grid, training_scenario_for_row
+
+    base = parse_scenario(
+        {
+            "kind": "training",
+            "model": "mixtral-8x7b",
+            "num_gpus": 64,
+            "global_batch_size": 512,
+            "sequence_length": 8192,
+            "pipeline_parallel": 2,
+            "virtual_pipeline_stages": 2,
+        }
+    )
+    grid = training_grid(base, num_gpus=[32, 64], tensor_parallel=[1, 2, 8], pipeline_parallel=[1, 2, 4])
+    grid = pd.concat(
+        [
+            grid.assign(context_parallel=cp, expert_parallel=ep, virtual_pipeline_stages=v)
+            for cp in (1, 2, 4)
+            for ep in (1, 2, 8)
+            for v in (1, 2)
+        ],
+        ignore_index=True,
+    )
+    result = evaluate_training(base, grid)
+    assert result.valid.any() and (~result.valid).any() and result.fits.any() and (~result.fits).any()
+    rng = np.random.default_rng(5)
+    for index in rng.choice(np.flatnonzero(result.valid), size=30, replace=False):
+        row = result.iloc[index]
+        scenario = training_scenario_for_row(base, row)
+        assert (scenario.context_parallel, scenario.expert_parallel) == (
+            row["context_parallel"],
+            row["expert_parallel"],
+        )
+        p = plan(scenario)
+        assert row["total_bytes"] == p.memory.total_bytes
+        assert row["step_seconds"] == p.performance.step_seconds
+        assert row["usd_total"] == p.cost.usd_total
+    for index in np.flatnonzero(~result.valid)[:10]:
+        with pytest.raises((PlanningError, ValueError)):
+            training_scenario_for_row(base, result.iloc[index])

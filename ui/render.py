@@ -6,6 +6,7 @@ Every number shown comes from the Plan object; formatting goes through planner.u
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -209,30 +210,53 @@ def if_it_fit(plan, key: str):
     return box
 
 
-def nearest_fitting(scenario, calibration=None) -> list[tuple[str, str, str]]:
-    """(label, what it changes, share link) of the engine's nearest plans that fit (planner.search.nearest:
-    answered for the static plan); each link keeps the scenario's request stream, if any."""
-    cls = state.scenario_class(scenario.kind)
-    stream = {"traffic": scenario.traffic} if getattr(scenario, "traffic", None) is not None else {}
-    return [
-        (n.label, n.summary, share_link(scenario.kind, scenario_params(cls.model_validate({**n.scenario, **stream}))))
-        for n in state.cached_nearest(scenario, calibration)
-    ]
+FIX_KIND_WORDS = {
+    "layout": "another layout",
+    "more_gpus": "more GPUs",
+    "next_gpu": "the next GPU up",
+    "precision": "number format",
+    "fewer_users": "fewer users",
+    "shorter_context": "shorter context",
+    "technique": "technique",
+    "smaller_model": "smaller model",
+}
 
 
-def nearest_fitting_links(scenario, calibration=None) -> None:
-    """One-click links to the nearest plans that fit, under a plan that does not."""
-    options = nearest_fitting(scenario, calibration)
-    if not options:
+def suggestion_link(scenario_data: dict, kind: str) -> str:
+    """This dashboard's share link for a suggested scenario (this session's calibration travels with it)."""
+    return share_link(kind, scenario_params(state.scenario_class(kind).model_validate(scenario_data)))
+
+
+def fixes_section(scenario, calibration, key: str) -> None:
+    """The engine's suggestions that fix a plan that does not fit (planner.search.fixes), ranked by cost: one row
+    each (label, what changes, headline) with an 'Open' link button; `key`: the page prefix of the widget keys."""
+    found = state.cached_suggestions(scenario, calibration)
+    if not found.items:
         st.markdown(
-            "**Nearest plans that fit:** no single change fits; the Trade-offs page combines techniques "
-            "and searches layouts."
+            "**Suggestions that fix the plan:** no single change the searches try fits; the Trade-offs page "
+            "combines techniques and searches layouts."
         )
         return
-    st.markdown(
-        "**Nearest plans that fit** (each opens as its own plan): "
-        + " · ".join(f'[{md_escape(label)}]({url} "{md_escape(what)}")' for label, what, url in options)
-    )
+    st.markdown("**Suggestions that fix the plan** (each opens as its own plan)")
+    st.caption(md_escape(found.ranked_by))
+    for s in found.items:
+        url = suggestion_link(s.scenario, scenario.kind)
+        digest = hashlib.sha1(url.encode()).hexdigest()[:10]  # keys from the answer, never from its place
+        text, button = st.columns([6, 1.2], vertical_alignment="center")
+        text.markdown(
+            f"**{md_escape(s.label)}** · {FIX_KIND_WORDS[s.kind]}  \n{md_escape(s.summary)}  \n"
+            f":gray[{md_escape(s.headline)}]"
+        )
+        button.link_button(
+            "Open",
+            url,
+            key=f"{key}_fix_{s.kind}_{digest}",
+            icon=":material/open_in_new:",
+            width="stretch",
+            help=f"Open '{s.label}' as its own plan (new tab).",
+        )
+    if found.not_found:
+        st.caption(md_escape(" ".join(found.not_found) + f" The next GPU up: {found.next_gpu_rule}."))
 
 
 def binding(plan) -> None:
@@ -415,7 +439,7 @@ def inference_summary(scenario, plan, calibration=None) -> None:
     calibration_caption(calibration, scenario)
     verdict(plan)
     if not plan.memory.fits:
-        nearest_fitting_links(scenario, calibration)
+        fixes_section(scenario, calibration, "inference")
     share_bar("inference", scenario_params(scenario), [plan], "headroom-inference-plan", scenario=scenario)
     inference_metrics(plan)
     speculative_view.speculative_summary(plan)

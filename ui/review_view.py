@@ -158,7 +158,7 @@ def plan_section(number: int, key: str, plan, targets: Targets, calibration=None
         box("\n".join(f"- {c.icon} {render.md_escape(c.text)}" for c in checks))
         if not plan.memory.fits:
             with st.container(key=f"review_noprint_nearest_{key}"):
-                render.nearest_fitting_links(render.scenario_of(plan), calibration)
+                render.fixes_section(render.scenario_of(plan), calibration, f"review_{key}")
         left, right = st.columns([1, 1], gap="large")
         with left:
             st.markdown(f"**Resources.** {render.md_escape(review.resources_sentence(plan))}")

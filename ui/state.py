@@ -50,7 +50,7 @@ from planner.inference.traffic_results import CapacityAnswer, LoadCurve
 from planner.inference.workload import Slo
 from planner.plan import calibration_for_scenario, without_traffic
 from planner.results import warning_of
-from planner.search import alternatives, diagnosis, explore, grid_search, nearest, slo_search
+from planner.search import alternatives, diagnosis, explore, fixes, grid_search, slo_search
 from planner.training.scenario import TrainingScenario
 from ui import sweeps
 
@@ -204,13 +204,15 @@ def cached_simpler(scenario, calibration=None) -> list:
     return alternatives.alternatives(scenario, calibration, base=cached_plan(scenario, calibration))
 
 
-@st.cache_data(max_entries=64, show_spinner=False, hash_funcs=HASH_FUNCS)
-def cached_nearest(scenario, calibration=None) -> list:
-    """planner.search.nearest.nearest_fitting of the static plan, from the cached techniques and alternatives."""
+@st.cache_data(max_entries=64, show_spinner="Searching layouts, GPUs and formats that fit…", hash_funcs=HASH_FUNCS)
+def cached_suggestions(scenario, calibration=None):
+    """planner.search.fixes.suggest_fixes for the static plan (each answer keeps the scenario's request stream),
+    from the cached techniques and alternatives."""
+    stream = scenario
     scenario = static(scenario)
     calibration = applicable(scenario, calibration)
-    return nearest.nearest_fitting(
-        scenario,
+    return fixes.suggest_fixes(
+        stream,
         calibration,
         base=cached_plan(scenario, calibration),
         effects=cached_techniques(scenario, calibration),

@@ -330,6 +330,7 @@ def tradeoffs_page(kind: str, scenario, plan, calibration) -> None:
     kv_warning(plan)
     if not plan.memory.fits:
         render.verdict(plan) if kind == "inference" else training_view.training_verdict(plan)
+        render.fixes_section(scenario, calibration, "tradeoffs")
     diagnosis_section(plan, diagnosis, effects, kind)
     alternatives = state.cached_simpler(scenario, calibration)
     answers = checklist(

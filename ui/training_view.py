@@ -15,11 +15,11 @@ from ui.render import (
     calibration_caption,
     chart,
     equations,
+    fixes_section,
     if_it_fit,
     memory_chart,
     memory_detail,
     metric_with_band,
-    nearest_fitting_links,
     plan_warnings,
     scenario_params,
     share_bar,
@@ -171,7 +171,7 @@ def training_page(scenario, plan, calibration=None) -> None:
     calibration_caption(calibration, scenario)
     training_verdict(plan)
     if not plan.memory.fits:
-        nearest_fitting_links(scenario, calibration)
+        fixes_section(scenario, calibration, "training")
     share_bar("training", scenario_params(scenario), [plan], "headroom-training-plan", scenario=scenario)
     training_metrics(plan)
     binding(plan)

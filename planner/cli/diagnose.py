@@ -2,11 +2,12 @@
 simpler alternatives and the nearest plans that fit, and for inference the roofline and the concurrency and
 concurrency x context sweeps, headless.
 
-    python -m planner diagnose SCENARIO.json [--format json|text] [--calibration FILE]
+    python -m planner diagnose SCENARIO.json [--format json|text] [--calibration FILE] [--app-url URL]
 
 SCENARIO.json is one scenario (or a JSON list: each is diagnosed in turn), as for `plan`. JSON output is
 planner.search.report.TradeoffReport (a list of them for a list of scenarios); `--format text` prints the
-same content as readable tables.
+same content as readable tables. A plan that does not fit gets the suggestions that fix it, ranked by cost, each
+with the dashboard link that opens it (`--app-url`: the dashboard's address, http://localhost:8501 by default).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 from planner.cli.main import CliError, _load_calibration, _read_json, _scenarios
 from planner.errors import PlanningError, explain
 from planner.search.explore import Sweep
+from planner.search.fixes import DEFAULT_APP_URL, Suggestions
 from planner.search.report import TradeoffReport, tradeoff_report
 from planner.search.roofline_points import PlanRoofline
 from planner.search.words import capitalized, resource_words, signed
@@ -32,6 +34,7 @@ def register(subparsers) -> None:
     p.add_argument("scenario", help="scenario JSON file ('-' for stdin)")
     p.add_argument("--format", choices=("json", "text"), default="json")
     p.add_argument("--calibration", help="calibration record JSON to apply")
+    p.add_argument("--app-url", default=DEFAULT_APP_URL, help="the dashboard the suggestions' links open")
     p.set_defaults(func=run)
 
 
@@ -41,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     reports = []
     for index, scenario in enumerate(scenarios):
         try:
-            reports.append(tradeoff_report(scenario, calibration))
+            reports.append(tradeoff_report(scenario, calibration, args.app_url))
         except PlanningError as exc:
             raise CliError(("" if not many else f"scenario {index}: ") + explain(exc)) from None
     if args.format == "text":
@@ -73,8 +76,8 @@ def report_text(report: TradeoffReport) -> str:
             out.append(
                 f"  {a.model_name}, {a.context_tokens:,} tokens ({fits}, {percent(a.headroom_fraction)} headroom)"
             )
-    if report.nearest:
-        out += ["", "Nearest plans that fit:", *(f"  {n.label}: {n.summary}" for n in report.nearest)]
+    if report.suggestions is not None:
+        out += suggestion_lines(report.suggestions)
     out += ["", "Checklist:"]
     for item in report.checklist.items:
         out += [f"  {item.question}", f"    {capitalized(item.headline)} {item.detail}".rstrip()]
@@ -85,6 +88,23 @@ def report_text(report: TradeoffReport) -> str:
     if report.context_grid is not None:
         out += _grid_lines(report.context_grid)
     return "\n".join(out)
+
+
+def suggestion_lines(found: Suggestions) -> list[str]:
+    """The ranked suggestions: kind and label, what changes, the headline, the link; then what found nothing."""
+    out = ["", "Suggestions that fix the plan:", f"  {found.ranked_by}"]
+    for rank, s in enumerate(found.items, start=1):
+        out += [
+            f"  {rank}. [{s.kind}] {s.label}",
+            f"     changes: {s.summary}",
+            f"     {s.headline}",
+            f"     {s.link}",
+        ]
+    if not found.items:
+        out.append("  No single change the searches try makes it fit.")
+    out += [f"  Not found: {line}" for line in found.not_found]
+    next_gpu = f" (here: {found.next_gpu})" if found.next_gpu else ""
+    return [*out, f"  Next GPU up{next_gpu}: {found.next_gpu_rule}."]
 
 
 def _time_words(report: TradeoffReport) -> tuple[str, str]:

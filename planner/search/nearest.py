@@ -53,7 +53,8 @@ def micro_batch_what_if(scenario, base) -> NearestPlan | None:
     )
 
 
-def _alternative_label(scenario, a: Alternative) -> str:
+def alternative_label(scenario, a: Alternative) -> str:
+    """'Mistral 7B v0.1 instead' / '912-token context' / 'sequence length 2,048'."""
     if a.kind == "smaller_model":
         return f"{a.model_name} instead"
     if scenario.kind == "inference":
@@ -84,7 +85,7 @@ def nearest_fitting(
     if micro is not None:
         found.insert(0, micro)
     others = [
-        NearestPlan(kind=a.kind, label=_alternative_label(scenario, a), summary=a.summary, scenario=a.scenario)
+        NearestPlan(kind=a.kind, label=alternative_label(scenario, a), summary=a.summary, scenario=a.scenario)
         for a in simpler
         if a.fits
     ]

@@ -221,6 +221,8 @@ TRAINING_GRID_COLUMNS = (
     "activation_checkpointing",
     "micro_batch_size",
 )
+# Layout columns a training grid may carry beyond TRAINING_GRID_COLUMNS (absent: the base scenario's value).
+OPTIONAL_TRAINING_COLUMNS = ("context_parallel", "expert_parallel", "virtual_pipeline_stages")
 TRAINING_OUTPUT_COLUMNS = (
     "total_bytes",
     "capacity_bytes",
@@ -259,12 +261,15 @@ def training_grid(
 
 
 def training_scenario_for_row(base, row: pd.Series | dict):
-    """The full, validated training scenario behind one grid row (data parallelism follows the GPU count)."""
-    return _row_scenario(base, row, TRAINING_GRID_COLUMNS, data_parallel=None)
+    """The full, validated training scenario behind one grid row (data parallelism follows the GPU count; the
+    OPTIONAL_TRAINING_COLUMNS the row carries replace the base's)."""
+    columns = TRAINING_GRID_COLUMNS + tuple(c for c in OPTIONAL_TRAINING_COLUMNS if c in row)
+    return _row_scenario(base, row, columns, data_parallel=None)
 
 
 def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFrame:
-    """Plan every row of a training grid in one pass of `training_metrics` (the function plan() uses).
+    """Plan every row of a training grid in one pass of `training_metrics` (the function plan() uses). The grid
+    may also carry OPTIONAL_TRAINING_COLUMNS (context and expert parallelism, interleaved stages).
 
     Validity comes from the scenario's own validation, run once per distinct layout (recompute level
     never changes validity), so the sweep cannot disagree with plan() about what is possible.
@@ -275,9 +280,10 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
         if column not in frame:
             frame[column] = getattr(base, column) if column != "gpu" else base.gpu_id()
     layout_columns = [c for c in TRAINING_GRID_COLUMNS if c != "activation_checkpointing"]
+    layout_columns += [c for c in OPTIONAL_TRAINING_COLUMNS if c in frame]
     reasons: dict[tuple, str] = {}
     dp_of: dict[tuple, int] = {}
-    for key, _rows in frame.groupby(layout_columns, sort=False):
+    for key in frame[layout_columns].drop_duplicates().itertuples(index=False, name=None):
         row = dict(zip(layout_columns, key), activation_checkpointing=base.activation_checkpointing)
         try:
             scenario = training_scenario_for_row(base, row)
@@ -297,6 +303,10 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
     tp = np.where(valid, frame["tensor_parallel"].to_numpy(np.int64), 1)
     pp = np.where(valid, frame["pipeline_parallel"].to_numpy(np.int64), 1)
     zero = np.where(valid, frame["zero_stage"].to_numpy(np.int64), 0)
+    optional = {
+        c: np.where(valid, frame[c].to_numpy(np.int64), 1) if c in frame else getattr(base, c)
+        for c in OPTIONAL_TRAINING_COLUMNS
+    }
     inputs = replace(
         inputs,
         layout=replace(
@@ -304,6 +314,9 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
             tensor_parallel=tp,
             pipeline_parallel=pp,
             data_parallel=frame["data_parallel"].to_numpy(np.int64),
+            context_parallel=optional["context_parallel"],
+            expert_parallel=optional["expert_parallel"],
+            virtual_stages=optional["virtual_pipeline_stages"],
             sequence_parallel=base.sequence_parallel & (tp > 1),
             num_gpus=np.where(valid, frame["num_gpus"].to_numpy(np.int64), tp * pp),
         ),

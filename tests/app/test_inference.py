@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import re
 from urllib.parse import parse_qs, urlsplit
 
 from conftest import assert_clean, metric, open_page, warnings_text
 
 from planner import InferenceScenario, plan, units
 from planner.model.catalog import load_catalog_config
+from planner.search.fixes import suggest_fixes
 from planner.share import query_params_to_scenario, scenario_to_query_params
 from planner.verdict import memory_verdict
 
@@ -260,9 +260,16 @@ def test_a_plan_that_does_not_fit_caveats_speed_and_cost_and_links_plans_that_fi
     markdown = "\n".join(m.value for m in at.markdown)
     assert "If it fit" in markdown and f"each GPU is {short} short" in markdown
     assert_metrics_match(at, scenario)  # the numbers are still there, under the caveat
-    nearest = next(m.value for m in at.markdown if m.value.startswith("**Nearest plans that fit**"))
-    urls = re.findall(r"\]\((http[^ )]+)", nearest)
-    assert urls
+    assert any(m.value.startswith("**Suggestions that fix the plan**") for m in at.markdown)
+    buttons = [b.proto for b in at.get("link_button") if b.proto.label == "Open"]
+    urls = [b.url for b in buttons]
+    # One button per engine suggestion, in the engine's order, each keyed by the page.
+    expected_fixes = suggest_fixes(scenario).items
+    assert len(urls) == len(expected_fixes) >= 3
+    assert {"more_gpus", "fewer_users", "next_gpu"} <= {s.kind for s in expected_fixes}
+    for url, fix in zip(urls, expected_fixes):
+        alternative, _ = query_params_to_scenario(parse_qs(urlsplit(url).query), "inference", "inference_")
+        assert alternative == InferenceScenario.model_validate(fix.scenario)
     for url in urls:
         params = parse_qs(urlsplit(url).query)
         assert urlsplit(url).path.endswith("/inference")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from conftest import assert_clean, open_page, warnings_text
 
 from planner import InferenceScenario, plan, units
+from planner.search.fixes import suggest_fixes
 from planner.share import scenario_to_query_params
 from ui.links import encode_pin
 
@@ -129,7 +130,9 @@ def test_a_plan_that_does_not_fit_is_reviewed_with_its_speed_caveated():
         " (if it fit)"
     )
     assert numbers.loc["Max concurrency", "Value"] == f"{expected.memory.max_concurrency:,}"  # a fact: no caveat
-    assert "**Nearest plans that fit**" in body
+    assert "**Suggestions that fix the plan**" in body
+    urls = [b.proto.url for b in at.get("link_button") if b.proto.label == "Open"]
+    assert len(urls) == len(suggest_fixes(short).items) >= 3 and all("/inference?" in u for u in urls)
 
 
 def test_training_budget_and_deadline_verdicts():

@@ -14,6 +14,7 @@ from planner import InferenceScenario, plan, units
 from planner.search.alternatives import alternatives
 from planner.search.checklist import QUESTIONS, checklist
 from planner.search.diagnosis import diagnose, techniques
+from planner.search.fixes import suggest_fixes
 from planner.search.grid_search import InferenceSearchSpec, run_inference_search
 from planner.share import query_params_to_scenario, scenario_to_query_params
 from planner.training.scenario import TrainingScenario
@@ -284,3 +285,15 @@ def test_relief_for_a_plan_that_does_not_fit_starts_with_a_move_that_fits():
     assert "1. **KV cache vs recompute**" not in text
     line = next(x for x in text.splitlines() if x.startswith("1. **"))
     assert "fits after" in line
+    # Under the verdict, the engine's suggestions that fix it, each an 'Open' button onto the Inference page.
+    assert "**Suggestions that fix the plan**" in text
+    ranked_by = suggest_fixes(scenario).ranked_by
+    assert render.md_escape(ranked_by) in [c.value for c in at.caption]  # its $ signs are not read as LaTeX
+    fixes = suggest_fixes(scenario).items
+    urls = [b.proto.url for b in at.get("link_button") if b.proto.label == "Open"]
+    assert len(urls) == len(fixes) >= 3
+    for url, fix in zip(urls, fixes):
+        assert urlsplit(url).path.endswith("/inference")
+        opened, warnings = query_params_to_scenario(parse_qs(urlsplit(url).query), "inference", "inference_")
+        assert warnings == [] and opened == InferenceScenario.model_validate(fix.scenario)
+        assert plan(opened).memory.fits, url

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from urllib.parse import parse_qs, urlsplit
 
 from conftest import assert_clean, metric, open_page, warnings_text
 
 from planner import plan, units
+from planner.search.fixes import suggest_fixes
 from planner.share import query_params_to_scenario, scenario_to_query_params
 from planner.training.scenario import RECOMPUTE_MODULES, LoraConfig, TrainingScenario
 from planner.verdict import memory_verdict
@@ -136,11 +136,12 @@ def test_a_job_that_does_not_fit_keeps_its_cost_out_of_plain_sight():
     assert verdict_text(at, expected).startswith("**Does not fit in GPU memory:**")
     markdown = "\n".join(m.value for m in at.markdown)
     assert "If it fit" in markdown
-    nearest = next(m.value for m in at.markdown if m.value.startswith("**Nearest plans that fit"))
+    rows = "\n".join(m.value for m in at.markdown)
+    assert "**Suggestions that fix the plan**" in rows
     largest = expected.memory.max_micro_batch_size
-    assert largest and f"[micro-batch {largest}]" in nearest  # the plan's own largest micro-batch that fits
-    urls = re.findall(r"\]\((http[^ )]+)", nearest)
-    assert urls
+    assert largest and f"**micro-batch {largest}** · technique" in rows  # the plan's own largest that fits
+    urls = [b.proto.url for b in at.get("link_button") if b.proto.label == "Open"]
+    assert len(urls) == len(suggest_fixes(scenario).items) >= 2
     for url in urls:
         alternative, warnings = query_params_to_scenario(parse_qs(urlsplit(url).query), "training", "training_")
         assert warnings == [] and alternative != scenario
