@@ -248,7 +248,7 @@ def _run_lines(t: dict) -> list[str]:
 
 
 def _latency_lines(t: dict) -> list[str]:
-    lines = [f"{'':<14}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}"]
+    lines = [f"{'':<14}{'mean':>10}{'p50':>10}{'p90':>10}{'p99':>10}   p99 likely measured"]
     for key, name in (
         ("ttft_seconds", "TTFT"),
         ("tpot_seconds", "TPOT"),
@@ -257,7 +257,9 @@ def _latency_lines(t: dict) -> list[str]:
         ("queue_seconds", "queue"),
     ):
         d = t[key]
-        lines.append(f"{name:<14}" + "".join(f"{seconds(d[q]):>10}" for q in ("mean", "p50", "p90", "p99")))
+        likely = d.get("likely")
+        span = f"   {seconds(likely['p99'][0])} – {seconds(likely['p99'][1])}" if likely else ""
+        lines.append(f"{name:<14}" + "".join(f"{seconds(d[q]):>10}" for q in ("mean", "p50", "p90", "p99")) + span)
     q = t.get("latency_quantiles")
     if q:
         lines.append(
@@ -292,15 +294,25 @@ def _cache_and_slo_lines(t: dict) -> list[str]:
         f"preemptions: {t['preemptions']}"
     )
     for check in t["slo"]:
-        verdict = "met" if check["met"] else "MISSED"
+        verdict = check.get("verdict") or ("meets" if check["met"] else "misses")
+        likely = check.get("likely_seconds")
+        span = f", likely {seconds(likely[0])} – {seconds(likely[1])} measured" if likely else ""
         lines.append(
             f"SLO p{check['percentile']} {check['metric'].removesuffix('_seconds')} <= "
-            f"{seconds(check['target_seconds'])}: {seconds(check['simulated_seconds'])} ({verdict})"
+            f"{seconds(check['target_seconds'])}: {seconds(check['simulated_seconds'])} simulated{span} "
+            f"({verdict.upper() if verdict != 'meets' else verdict})"
         )
     if t["slo_attainment"] is not None:
+        attain = t.get("slo_attainment_likely")
+        good = t.get("goodput_likely")
         lines.append(
             f"{100 * t['slo_attainment']:.1f}% of requests meet every target; goodput "
             f"{t['goodput_requests_per_second']:.3g} requests/s"
+            + (
+                f" (likely {100 * attain[0]:.0f}–{100 * attain[1]:.0f}%, {good[0]:.3g}–{good[1]:.3g} requests/s)"
+                if attain and good
+                else ""
+            )
         )
     return lines
 
@@ -335,7 +347,15 @@ def _capacity_line(c: dict) -> str:
         f"capacity: {rate:.3g} requests/s per replica within the SLO; {c['target_requests_per_second']:g} "
         f"requests/s need {c['replicas_needed']} replicas ({c['gpus_needed']} GPUs, max_num_seqs "
         f"{c['max_num_seqs_per_replica']} each: set traffic.max_num_seqs to apply it), "
-        f"{usd(c['usd_per_month'])}/month" + (" — simulated at that rate: met" if c.get("verified") else "")
+        f"{usd(c['usd_per_month'])}/month"
+        + (" — simulated at that rate: met" if c.get("verified") else "")
+        + (
+            f"; likely {c['replicas_likely'][0]}–{c['replicas_likely'][1]} replicas "
+            f"({usd(c['usd_per_month_likely'][0])}–{usd(c['usd_per_month_likely'][1])}/month) given the simulator's "
+            "published error"
+            if c.get("replicas_likely")
+            else ""
+        )
     )
 
 
