@@ -15,6 +15,7 @@ from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator, resolve_accelerator
 from planner.model.architecture import ModelArchitecture
 from planner.model.catalog import resolve_model
+from planner.physics.energy import DEFAULT_CARBON_KG_PER_KWH, DEFAULT_ELECTRICITY_USD_PER_KWH, DEFAULT_PUE
 
 # A model is a catalog id, a size id ("dense-70b", "moe-400b") or an inline config.json object.
 ModelRef = Annotated[str, Field(min_length=1, max_length=200)] | dict[str, Any]
@@ -67,6 +68,25 @@ class ScenarioBase(BaseModel):
     )
     usd_per_gpu_hour: float | None = Field(
         default=None, ge=0, le=10_000, description="overrides the catalog's reference $/GPU-hour"
+    )
+    pue: float = Field(
+        default=DEFAULT_PUE,
+        ge=1.0,
+        le=3.0,
+        description="power usage effectiveness of the site: its total power over the IT power (1.0 counts the "
+        "GPUs alone; industry average ~1.56, hyperscale ~1.1)",
+    )
+    electricity_usd_per_kwh: float = Field(
+        default=DEFAULT_ELECTRICITY_USD_PER_KWH,
+        ge=0,
+        le=10,
+        description="price of a kWh; default the 2023 US commercial average (EIA), 0.127",
+    )
+    carbon_kg_per_kwh: float = Field(
+        default=DEFAULT_CARBON_KG_PER_KWH,
+        ge=0,
+        le=2,
+        description="grid carbon intensity, kg CO2e per kWh; default the 2022 US average (EIA), 0.39",
     )
     label: str = Field(default="", max_length=200, description="a short name for this plan in Compare and Review")
     decision: str = Field(default="", max_length=2000, description="which trade-off was chosen and why")

@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from planner import plan
 from planner.hardware.catalog import Accelerator
+from planner.inference.scenario import InferenceScenario
 from planner.physics.energy import (
     IDLE_SHARE_OF_BOARD,
     PowerSpec,
@@ -13,6 +15,8 @@ from planner.physics.energy import (
     energy_kwh,
     gpu_power_watts,
 )
+from planner.scenario import parse_scenario
+from planner.search.sweep import evaluate_inference, inference_grid
 
 
 def test_power_is_idle_plus_the_busy_share_of_the_span():
@@ -91,3 +95,87 @@ def test_idle_at_or_above_board_is_refused():
                 "idle_power_watts": 100,
             }
         )
+
+
+# ------------------------------------------------------------------------------ plans
+
+
+def _plan(**scenario):
+    return plan(parse_scenario(scenario))
+
+
+def test_an_inference_plan_states_power_and_energy_per_million_tokens():
+    p = _plan(kind="inference")  # Llama-3.1-70B on 4 x H100 SXM, TP 4
+    e, tps = p.energy, p.performance.output_tokens_per_second
+    assert (e.board_watts, e.idle_watts, e.power_assumed) == (700.0, 70.0, False)
+    assert 0 < e.busy_share <= 1
+    assert e.watts_per_gpu == pytest.approx(70 + e.busy_share * (700 - 70))
+    assert e.deployment_watts == pytest.approx(4 * e.watts_per_gpu * 1.0)
+    # kWh per 1M tokens: deployment W / 1000 x (1e6 / tokens/s) / 3600 s per hour
+    assert e.kwh_per_million_output_tokens == pytest.approx(e.deployment_watts / 1000 * 1e6 / tps / 3600)
+    assert e.electricity_usd_per_million_output_tokens == pytest.approx(e.kwh_per_million_output_tokens * 0.127)
+    assert e.co2e_kg_per_million_output_tokens == pytest.approx(e.kwh_per_million_output_tokens * 0.39)
+    assert any(a.startswith("Energy: power per GPU = idle + busy share") for a in p.assumptions)
+    assert {"Power per GPU", "kWh per 1M output tokens"} <= {q.name for q in p.equations}
+
+
+def test_energy_lies_between_idle_and_board_power_and_scales_with_pue():
+    base = _plan(kind="inference", gpu="h200", num_gpus=8, tensor_parallel=8, concurrency=1)
+    site = _plan(kind="inference", gpu="h200", num_gpus=8, tensor_parallel=8, concurrency=1, pue=1.5)
+    gpu_hours = 8 * 1e6 / base.performance.output_tokens_per_second / 3600
+    kwh = base.energy.kwh_per_million_output_tokens
+    assert 80 * gpu_hours / 1000 <= kwh <= 700 * gpu_hours / 1000
+    assert site.energy.watts_per_gpu == pytest.approx(base.energy.watts_per_gpu)
+    assert site.energy.kwh_per_million_output_tokens == pytest.approx(1.5 * kwh)
+    # the plan's numbers are unchanged by the site's energy figures
+    assert site.cost.usd_per_million_output_tokens == base.cost.usd_per_million_output_tokens
+
+
+def test_a_pipeline_stage_waits_for_the_others():
+    one = _plan(kind="inference", num_gpus=4, tensor_parallel=4, pipeline_parallel=1, concurrency=1)
+    two = _plan(kind="inference", num_gpus=4, tensor_parallel=2, pipeline_parallel=2, concurrency=1)
+    assert two.energy.busy_share < 0.6 * one.energy.busy_share
+
+
+def test_a_custom_gpu_without_power_figures_plans_with_an_assumption():
+    gpu = {
+        "memory_bytes": 80 * 2**30,
+        "memory_bandwidth_bytes_per_second": 3e12,
+        "peak_flops_per_second": {"bf16": 1e15},
+    }
+    p = _plan(kind="inference", gpu=gpu)
+    assert p.energy.power_assumed and "ASSUMED" in p.energy.power_source
+    assert p.energy.idle_watts < p.energy.watts_per_gpu <= p.energy.board_watts
+
+
+def test_the_sweep_reports_the_plans_power_and_energy():
+    base = parse_scenario({"kind": "inference"})
+    grid = inference_grid(base, gpus=["h100-sxm", "h200", "mi300x"], concurrency=[1, 64])
+    frame = evaluate_inference(base, grid)
+    for row in frame.itertuples():
+        p = plan(
+            InferenceScenario.model_validate({**base.model_dump(), "gpu": row.gpu, "concurrency": row.concurrency})
+        )
+        assert row.watts_per_gpu == pytest.approx(p.energy.watts_per_gpu, rel=1e-9)
+        assert row.kwh_per_million_output_tokens == pytest.approx(p.energy.kwh_per_million_output_tokens, rel=1e-9)
+
+
+def test_a_training_plan_states_the_runs_energy():
+    p = _plan(kind="training")  # Llama-3.1-8B on 8 x H100 SXM
+    e = p.energy
+    assert e.idle_watts <= e.watts_per_gpu <= e.board_watts
+    hours = p.performance.time_to_train_seconds / 3600
+    # 8 GPUs x W x hours x PUE / 1000
+    assert e.kwh == pytest.approx(8 * e.watts_per_gpu * hours * 1.0 / 1000)
+    assert e.electricity_usd == pytest.approx(e.kwh * 0.127)
+    assert e.co2e_kg == pytest.approx(e.kwh * 0.39)
+    assert e.kwh_per_million_tokens == pytest.approx(e.kwh / (p.performance.training_tokens / 1e6))
+    assert any(a.startswith("Energy:") for a in p.assumptions)
+    assert "Energy to train" in {q.name for q in p.equations}
+
+
+def test_a_training_pipeline_bubble_is_idle_time():
+    p = _plan(kind="training", num_gpus=8, tensor_parallel=1, pipeline_parallel=8, global_batch_size=16)
+    bubble = p.performance.step_breakdown_seconds["pipeline_bubble_seconds"] / p.performance.step_seconds
+    assert bubble > 0.1
+    assert p.energy.busy_share == pytest.approx(1 - bubble, abs=1e-9)

@@ -20,6 +20,7 @@ from planner.hardware.catalog import (
     list_accelerators,
 )
 from planner.inference.scenario import InferenceScenario
+from planner.physics.energy import accelerator_power
 from planner.search.sweep import tensor_parallel_limit
 from planner.training.scenario import TrainingScenario
 
@@ -130,3 +131,22 @@ def test_cli_lists_the_new_gpus(capsys):
     listed = capsys.readouterr().out
     for gpu_id in NEW_IN_ISSUE_12:
         assert re.search(rf"^{re.escape(gpu_id)}\s", listed, re.MULTILINE), gpu_id
+
+
+@pytest.mark.parametrize("accel", CATALOG, ids=lambda a: a.id)
+def test_every_entry_states_its_power(accel):
+    # board power from a cited source; idle below it, measured or left to the energy model's stated rule
+    assert accel.board_power_watts is not None and accel.board_power_watts > 0
+    assert accel.power_source and re.search(r"https?://|datasheet|nvidia-smi|GENERIC|product brief", accel.power_source)
+    power = accelerator_power(accel)
+    assert 0 <= power.idle_watts < power.board_watts
+    if accel.idle_power_watts is None:
+        assert power.assumed and "ASSUMED" in power.source
+
+
+def test_rack_scale_and_whole_machine_entries_say_what_their_power_covers():
+    for gpu in ("gb200-nvl72", "gb300-nvl72"):
+        assert "PER GPU" in get_accelerator(gpu).power_source
+    for mac in ("apple-m4-max", "apple-m3-ultra"):
+        assert "WHOLE-MACHINE" in get_accelerator(mac).power_source
+    assert "GENERIC" in get_accelerator("cpu").power_source

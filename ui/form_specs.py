@@ -11,7 +11,7 @@ from functools import cache
 from typing import Any
 
 from ui import speculative_controls, state, traffic_controls, training_controls
-from ui.specs import COMMON_LAYOUT, ENGINE, NOTES, FieldFacts, Spec, field_facts
+from ui.specs import COMMON_LAYOUT, ENERGY, ENGINE, NOTES, FieldFacts, Spec, field_facts
 
 MANUAL_FIELDS = ("model", "gpu")
 # The concurrency slider's stops: powers of two and the halfway 1.5x steps, 1 to 8,192. The number box beside
@@ -48,6 +48,7 @@ INFERENCE_SPECS: tuple[Spec, ...] = (
         Spec("target_requests_per_second", "Target requests/s", "number", section="more", step=1.0, fmt="%.3g"),
     )
     + ENGINE
+    + ENERGY
     + NOTES
 )
 

@@ -161,6 +161,13 @@ COMMON_LAYOUT = (
     Spec("pipeline_parallel", "PP (pipeline)", "number", section="layout", column=1),
 )
 
+# The site's energy figures (planner.physics.energy), both kinds: the plan's power, kWh, $ and CO2e read them.
+ENERGY = (
+    Spec("pue", "PUE (site power / IT power)", "number", section="more", step=0.05, fmt="%.2f"),
+    Spec("electricity_usd_per_kwh", "Electricity ($ per kWh)", "number", section="more", step=0.01, fmt="%.3f"),
+    Spec("carbon_kg_per_kwh", "Grid carbon (kg CO2e per kWh)", "number", section="more", step=0.01, fmt="%.3f"),
+)
+
 NOTES = (
     Spec("label", "Plan label", "text", section="notes"),
     Spec("decision", "Decision", "textarea", section="notes"),

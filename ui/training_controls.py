@@ -7,7 +7,7 @@ from typing import Any
 import streamlit as st
 
 from planner.training.scenario import ALL_LINEAR, LoraConfig
-from ui.specs import COMMON_LAYOUT, NOTES, Spec, field_facts
+from ui.specs import COMMON_LAYOUT, ENERGY, NOTES, Spec, field_facts
 
 TRAINING_SPECS: tuple[Spec, ...] = (
     COMMON_LAYOUT
@@ -51,6 +51,7 @@ TRAINING_SPECS: tuple[Spec, ...] = (
         Spec("dropout", "Dropout (GPT-3 style)", "toggle", section="more"),
         Spec("usd_per_gpu_hour", "Price ($ per GPU-hour)", "number", section="more", step=0.1, fmt="%.2f"),
     )
+    + ENERGY
     + NOTES
 )
 

@@ -46,8 +46,8 @@ class Accelerator(BaseModel):
     host_link: Link | None = None
     scale_out: Link | None = None  # the network between nodes, per GPU
     reference_usd_per_hour: float = Field(default=0.0, ge=0, le=10_000)
-    # Power per GPU (watts): the datasheet's board power (TDP / TBP / max power) and the draw of a loaded idle
-    # device; optional, so a custom accelerator without them validates (planner.physics.energy then states
+    # Power per GPU (watts): the datasheet's board power (TDP / TBP / max power) and the draw of an idle device
+    # (nvidia-smi in P0, nothing running); optional, so a custom accelerator without them validates (planner.physics.energy then states
     # what it assumed). power_source cites both.
     board_power_watts: float | None = Field(default=None, gt=0, le=20_000)
     idle_power_watts: float | None = Field(default=None, ge=0, le=20_000)

@@ -504,6 +504,31 @@ def _serving_equations(s: InferenceScenario, hw: HardwareInputs, m: InferenceMet
             value=float(m.spend.usd_per_million_output_tokens),
             unit="USD",
         ),
+        *_energy_equations(s, hw, m),
+    ]
+
+
+def _energy_equations(s: InferenceScenario, hw: HardwareInputs, m: InferenceMetrics) -> list[Equation]:
+    e = m.energy
+    return [
+        Equation(
+            name="Power per GPU",
+            formula="idle + busy share x (board - idle); busy share = roofline time / serving-cycle time",
+            substituted=f"{float(hw.idle_watts):.0f} W + {float(e.busy_share):.2f} x "
+            f"({float(hw.board_watts):.0f} W - {float(hw.idle_watts):.0f} W)",
+            value=float(e.watts_per_gpu),
+            unit="W",
+            source="planner.physics.energy (linear idle-to-board power model); board and idle power per GPU from "
+            "the catalog's power_source",
+        ),
+        Equation(
+            name="kWh per 1M output tokens",
+            formula="GPUs x W per GPU x PUE / 1000 x 1e6 / (tokens/s x 3600)",
+            substituted=f"{s.num_gpus} x {float(e.watts_per_gpu):.0f} W x {s.pue:g} / 1000 x 1e6 / "
+            f"({float(m.serving.output_tokens_per_second):,.0f} x 3600)",
+            value=float(e.kwh_per_million_output_tokens),
+            unit="kWh",
+        ),
     ]
 
 

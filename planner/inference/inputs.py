@@ -19,6 +19,7 @@ from planner.model.architecture import ModelArchitecture
 from planner.physics import collectives, gemm_efficiency, moe_efficiency
 from planner.physics import memory as mem
 from planner.physics.communication import Link
+from planner.physics.energy import accelerator_power
 from planner.physics.flops import vision_encoder_flops
 from planner.physics.runtimes import DEFAULT_RUNTIME, runtime_profile
 
@@ -56,6 +57,9 @@ class HardwareInputs:
     # The routed experts' FLOP rate in their own format as a share of the documented mean
     # (planner.physics.moe_efficiency.expert_compute_format_ratio).
     expert_compute_ratio: Number = 1.0
+    # Power per GPU (planner.physics.energy.accelerator_power): the board's and an idle device's, in watts.
+    board_watts: Number = 0.0
+    idle_watts: Number = 0.0
 
     @classmethod
     def from_accelerator(
@@ -74,6 +78,7 @@ class HardwareInputs:
         gemm_dtype = accel.gemm_dtype(weight_dtype)
         attention_dtype = attention_compute_dtype(accel, kv_cache_dtype)
         latency, fitted = device_terms_for(calibration, accel.id, gemm_dtype)
+        power = accelerator_power(accel)
         _, attention_fitted = device_terms_for(calibration, accel.id, attention_dtype)
         gemm_ratio = gemm_efficiency.ceiling_ratio(accel.id, gemm_dtype, fitted.ceiling if fitted is not None else None)
         dense_ratio = gemm_ratio
@@ -109,6 +114,8 @@ class HardwareInputs:
             gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
                 accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None
             ),
+            board_watts=power.board_watts,
+            idle_watts=power.idle_watts,
         )
 
 
@@ -149,6 +156,10 @@ class InferenceInputs:
     image_encoder_flops: Number = 0.0  # the vision tower's FLOPs for one request's images (whole replica)
     images_per_request: Number = 0
     tokens_per_image: Number = 0  # language-model tokens one image becomes
+    # Energy accounting (planner.physics.energy): the facility's PUE, the price and carbon of a kWh.
+    pue: Number = 1.0
+    electricity_usd_per_kwh: Number = 0.0
+    carbon_kg_per_kwh: Number = 0.0
 
     @classmethod
     def from_scenario(cls, s: InferenceScenario, runtime_overhead_correction_bytes: Number = 0.0) -> InferenceInputs:
@@ -181,6 +192,9 @@ class InferenceInputs:
             attention_linear_bytes_per_element=None
             if s.attention_weight_dtype is None
             else weight_bytes_per_element(s.attention_weight_dtype, s.weight_group_size),
+            pue=s.pue,
+            electricity_usd_per_kwh=s.electricity_usd_per_kwh,
+            carbon_kg_per_kwh=s.carbon_kg_per_kwh,
         )
 
 

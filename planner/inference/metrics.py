@@ -28,6 +28,7 @@ from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as mem
 from planner.physics.cost import HOURS_PER_MONTH, usd_per_hour, usd_per_million_tokens
 from planner.physics.efficiency import EfficiencyValues
+from planner.physics.energy import busy_share, deployment_watts, gpu_power_watts, kwh_per_million_tokens
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,6 +56,18 @@ class InferenceSpend:
 
 
 @dataclass(frozen=True, slots=True)
+class ServingEnergy:
+    """What the serving cycle draws (`planner.physics.energy`): per GPU, the deployment, and per 1M output tokens."""
+
+    busy_share: Number  # per GPU: roofline time over the serving cycle's wall time
+    watts_per_gpu: Number  # idle + busy share x (board - idle)
+    deployment_watts: Number  # every GPU, times the PUE
+    kwh_per_million_output_tokens: Number
+    electricity_usd_per_million_output_tokens: Number
+    co2e_kg_per_million_output_tokens: Number
+
+
+@dataclass(frozen=True, slots=True)
 class InferenceMetrics:
     """The plan as numbers, per GPU unless named otherwise (arrays of them in a sweep)."""
 
@@ -66,6 +79,7 @@ class InferenceMetrics:
     decode: PhaseStep  # plain decoding (the verify step is `speculation.verify`)
     serving: ServingCycle
     spend: InferenceSpend
+    energy: ServingEnergy
     speculation: SpeculativeRound | None = None  # with speculative decoding: the draft-and-verify round
 
     @property
@@ -108,12 +122,18 @@ def inference_metrics(
             draft, ctx, decode_read_weight_bytes(counts, inputs, weights), decode, new_tokens
         )
     draft_prefill = speculation.draft_prefill_seconds if speculation is not None else 0.0
-    prefill_per_request = batched_prefill_seconds_per_request(ctx, weights, new_tokens) + draft_prefill
+    batched, prompts = batched_prefill(ctx, weights, new_tokens)
+    prefill_per_request = batched.seconds / prompts + draft_prefill
     per_token = speculation.seconds_per_token if speculation is not None else decode.seconds
     serving = serving_cycle(
         inputs, shape, request_overhead + prefill.seconds + draft_prefill, prefill_per_request, per_token
     )
     cluster_usd_per_hour = usd_per_hour(inputs.num_gpus, hw.usd_per_gpu_hour)
+    # The cycle's busy time, as `serving_cycle` adds its wall time up: each prompt's share of a batched prefill
+    # (a draft's pass over the prompt at that prefill's busy share) and the decode time of every output token.
+    prefill_busy = busy_share(batched.busy_seconds, batched.seconds) * prefill_per_request
+    decode_busy = decode.busy_seconds if speculation is None else speculative_busy_seconds_per_token(speculation)
+    cycle_busy = shape.sequences * prefill_busy + inputs.output_tokens * decode_busy
     return InferenceMetrics(
         shape=shape,
         memory=memory,
@@ -129,6 +149,31 @@ def inference_metrics(
                 cluster_usd_per_hour, serving.output_tokens_per_second
             ),
         ),
+        energy=inference_energy(hw, inputs, busy_share(cycle_busy, serving.cycle_seconds), serving),
+    )
+
+
+def speculative_busy_seconds_per_token(round_: SpeculativeRound) -> Number:
+    """Busy time per sequence and generated token of a draft-and-verify round: the verify step's and the k
+    draft steps' roofline time, over the tokens the round yields (as `SpeculativeRound.seconds_per_token`)."""
+    busy = round_.verify.busy_seconds + round_.drafted_tokens * round_.draft_step.busy_seconds
+    return busy / round_.tokens_per_sequence
+
+
+def inference_energy(
+    hw: HardwareInputs, inputs: InferenceInputs, share: Number, serving: ServingCycle
+) -> ServingEnergy:
+    """Power and energy of the steady serving cycle (`planner.physics.energy`): each GPU at idle + busy share x
+    (board - idle), every GPU of the deployment and the PUE; per 1M output tokens at the cycle's rate."""
+    watts = gpu_power_watts(hw.board_watts, hw.idle_watts, share)
+    kwh = kwh_per_million_tokens(inputs.num_gpus, watts, inputs.pue, serving.output_tokens_per_second)
+    return ServingEnergy(
+        busy_share=share,
+        watts_per_gpu=watts,
+        deployment_watts=deployment_watts(inputs.num_gpus, watts, inputs.pue),
+        kwh_per_million_output_tokens=kwh,
+        electricity_usd_per_million_output_tokens=kwh * inputs.electricity_usd_per_kwh,
+        co2e_kg_per_million_output_tokens=kwh * inputs.carbon_kg_per_kwh,
     )
 
 
@@ -141,14 +186,13 @@ def decode_read_weight_bytes(counts: ParameterCounts, inputs: InferenceInputs, s
     return where(inputs.pipeline_parallel == 1, stage_weight_bytes - vision, stage_weight_bytes)
 
 
-def batched_prefill_seconds_per_request(ctx: StepContext, stage_weight_bytes: Number, new_tokens: Number) -> Number:
-    """Prefill time one request costs under load: prompts are prefilled in full chunks (as many whole
-    prompts as a chunk holds, at most the replica's sequences), and a chunk reads the weights once for
-    all of them, so each pays the chunk's time divided by the prompts in it."""
+def batched_prefill(ctx: StepContext, stage_weight_bytes: Number, new_tokens: Number) -> tuple[PhaseStep, Number]:
+    """The prefill step under load and the prompts in it: prompts are prefilled in full chunks (as many whole
+    prompts as a chunk holds, at most the replica's sequences), and a chunk reads the weights once for all of
+    them, so each pays the chunk's time divided by the prompts in it."""
     prompts_per_chunk = maximum(floor(ctx.inputs.prefill_chunk_tokens / new_tokens), 1)
     prompts = minimum(prompts_per_chunk, ctx.shape.sequences)
-    batched = prefill_step(ctx, stage_weight_bytes, new_tokens, prompts)
-    return batched.seconds / prompts
+    return prefill_step(ctx, stage_weight_bytes, new_tokens, prompts), prompts
 
 
 def serving_cycle(
@@ -265,6 +309,27 @@ INFERENCE_COLUMNS: tuple[Column, ...] = (
         "usd_per_million_output_tokens",
         "cost.usd_per_million_output_tokens",
         lambda m: m.spend.usd_per_million_output_tokens,
+    ),
+    # energy (planner.physics.energy: idle + busy share x (board - idle) per GPU, x PUE)
+    Column("busy_share", "energy.busy_share", lambda m: m.energy.busy_share, sweep=False),
+    Column("watts_per_gpu", "energy.watts_per_gpu", lambda m: m.energy.watts_per_gpu),
+    Column("deployment_watts", "energy.deployment_watts", lambda m: m.energy.deployment_watts),
+    Column(
+        "kwh_per_million_output_tokens",
+        "energy.kwh_per_million_output_tokens",
+        lambda m: m.energy.kwh_per_million_output_tokens,
+    ),
+    Column(
+        "electricity_usd_per_million_output_tokens",
+        "energy.electricity_usd_per_million_output_tokens",
+        lambda m: m.energy.electricity_usd_per_million_output_tokens,
+        sweep=False,
+    ),
+    Column(
+        "co2e_kg_per_million_output_tokens",
+        "energy.co2e_kg_per_million_output_tokens",
+        lambda m: m.energy.co2e_kg_per_million_output_tokens,
+        sweep=False,
     ),
 )
 

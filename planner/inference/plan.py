@@ -18,7 +18,13 @@ from planner.inference.inputs import HardwareInputs, InferenceInputs
 from planner.inference.memory import runtime_assumption
 from planner.inference.metrics import InferenceMetrics, inference_metrics, phase_fields, record_fields
 from planner.inference.plan_warnings import warnings_for
-from planner.inference.results import InferenceCost, InferencePerformance, InferencePlan, SpeculativeSummary
+from planner.inference.results import (
+    InferenceCost,
+    InferenceEnergy,
+    InferencePerformance,
+    InferencePlan,
+    SpeculativeSummary,
+)
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
 from planner.inference.steps import PhaseStep
@@ -27,6 +33,7 @@ from planner.model.architecture import ModelArchitecture, ParameterCounts, kv_ca
 from planner.physics import roofline
 from planner.physics.cost import replicas_for_request_rate
 from planner.physics.efficiency import EfficiencyValues
+from planner.physics.energy import accelerator_power, energy_assumption
 from planner.results import (
     Equation,
     HardwareSummary,
@@ -69,11 +76,17 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         memory=memory,
         performance=performance,
         cost=cost,
+        energy=_energy(scenario, accel, m),
         bottleneck=bottleneck,
         bottleneck_reason=reason,
         **warning_fields(warnings_for(scenario, arch, accel, memory) + speculative_warnings + traffic_warnings),
         assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
         + [runtime_assumption(inputs, m.memory)]
+        + [
+            energy_assumption(
+                accelerator_power(accel), scenario.pue, scenario.electricity_usd_per_kwh, scenario.carbon_kg_per_kwh
+            )
+        ]
         + speculative_assumptions
         + (traffic.assumptions() if traffic is not None else []),
         uncertainty=inference_bands(
@@ -183,6 +196,20 @@ def _cost(s: InferenceScenario, m: InferenceMetrics, performance: InferencePerfo
         **record_fields(m, "cost"),
         replicas_needed=replicas_needed,
         gpus_needed=gpus_needed,
+    )
+
+
+def _energy(s: InferenceScenario, accel: Accelerator, m: InferenceMetrics) -> InferenceEnergy:
+    power = accelerator_power(accel)
+    return InferenceEnergy(
+        board_watts=power.board_watts,
+        idle_watts=power.idle_watts,
+        power_assumed=power.assumed,
+        power_source=power.source,
+        pue=s.pue,
+        electricity_usd_per_kwh=s.electricity_usd_per_kwh,
+        carbon_kg_per_kwh=s.carbon_kg_per_kwh,
+        **record_fields(m, "energy"),
     )
 
 

@@ -69,6 +69,25 @@ class InferenceCost(Frozen):
     gpus_needed: int | None = None
 
 
+class InferenceEnergy(Frozen):
+    """Power and energy of the serving cycle (planner.physics.energy): per GPU, idle + busy share x (board - idle);
+    the deployment, every GPU x PUE; per 1M output tokens at the plan's throughput. GPUs only, not their hosts."""
+
+    board_watts: float  # per GPU, the datasheet's board power (or a stated assumption)
+    idle_watts: float  # per GPU, a published idle reading (or a stated assumption)
+    power_assumed: bool  # True: a figure above is a guess (power_source says which)
+    power_source: str
+    busy_share: float  # per GPU: roofline time (kernels, collectives, hand-offs) over the serving cycle
+    watts_per_gpu: float
+    pue: float
+    deployment_watts: float  # all GPUs x watts_per_gpu x PUE
+    kwh_per_million_output_tokens: float
+    electricity_usd_per_kwh: float
+    electricity_usd_per_million_output_tokens: float
+    carbon_kg_per_kwh: float
+    co2e_kg_per_million_output_tokens: float
+
+
 class InferencePlan(Frozen):
     kind: Literal["inference"] = "inference"
     scenario: InferenceScenario
@@ -77,6 +96,7 @@ class InferencePlan(Frozen):
     memory: MemoryBreakdown
     performance: InferencePerformance
     cost: InferenceCost
+    energy: InferenceEnergy
     bottleneck: Bottleneck
     bottleneck_reason: str
     warnings: list[str]

@@ -309,6 +309,13 @@ class PhaseStep:
         """Non-overlapped communication per stage, the hand-offs spread over the stages."""
         return self.collective_seconds + self.handoff_seconds / self.pipeline_parallel
 
+    @property
+    def busy_seconds(self) -> Number:
+        """Per GPU: the time it computes or moves data in this step, its roofline terms (kernel groups at the
+        slower of compute and memory, collectives, its share of the hand-offs); the rest of `seconds` (other
+        stages' turns, layer launches, scheduler, sampler) it waits. Read by `planner.physics.energy`."""
+        return self.kernels.seconds + self.communication_seconds
+
     def terms(self) -> dict[str, Number]:
         """The addends of `seconds`, named as the equation shows them."""
         pp = self.pipeline_parallel

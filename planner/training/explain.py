@@ -17,7 +17,7 @@ from planner.training import memory as tmem
 from planner.training import precision as tprec
 from planner.training import step_time
 from planner.training.recompute import RECOMPUTE_LEVEL, Recompute, full_recompute_fraction
-from planner.training.results import TrainingCost, TrainingLayout, TrainingPerformance
+from planner.training.results import TrainingCost, TrainingEnergy, TrainingLayout, TrainingPerformance
 from planner.training.scenario import TrainingScenario
 from planner.training.step import microbatch_gemm_kernels
 from planner.units import count, gib, percent, rate, seconds, usd
@@ -227,6 +227,7 @@ class PlanFigures:
     performance: TrainingPerformance
     cost: TrainingCost
     hardware: HardwareSummary
+    energy: TrainingEnergy | None = None
 
 
 def equations_for(
@@ -239,6 +240,29 @@ def equations_for(
         *_time_equations(s, counts, eff, f.layout, f.performance, f.hardware),
         *_feature_equations(s, arch, counts),
         *_cost_equations(s, f.performance, f.cost),
+        *(_energy_equations(s, f.performance, f.energy) if f.energy is not None else []),
+    ]
+
+
+def _energy_equations(s: TrainingScenario, perf: TrainingPerformance, e: TrainingEnergy) -> list[Equation]:
+    return [
+        Equation(
+            name="Power per GPU",
+            formula="idle + busy share x (board - idle); busy share = (step - bubble - offload) / step",
+            substituted=f"{e.idle_watts:.0f} W + {e.busy_share:.2f} x ({e.board_watts:.0f} W - {e.idle_watts:.0f} W)",
+            value=e.watts_per_gpu,
+            unit="W",
+            source="planner.physics.energy (linear idle-to-board power model); board and idle power per GPU from "
+            "the catalog's power_source",
+        ),
+        Equation(
+            name="Energy to train",
+            formula="GPUs x W per GPU x hours x PUE / 1000",
+            substituted=f"{s.num_gpus} x {e.watts_per_gpu:.0f} W x {perf.time_to_train_seconds / 3600:,.1f} h x "
+            f"{e.pue:g} / 1000",
+            value=e.kwh,
+            unit="kWh",
+        ),
     ]
 
 

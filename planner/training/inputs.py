@@ -14,6 +14,7 @@ from planner.arrays import Flag, Number
 from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.hardware.catalog import Accelerator
 from planner.physics import gemm_efficiency
+from planner.physics.energy import accelerator_power
 from planner.training.precision import PRECISIONS, PrecisionBytes
 from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
 from planner.training.scenario import TrainingScenario
@@ -39,6 +40,9 @@ class TrainingHardware:
     # fixed time per GEMM kernel (planner.physics.gemm_efficiency).
     gemm_ceiling_ratio: Number = 1.0
     gemm_tail_seconds: Number = 0.0
+    # Power per GPU (planner.physics.energy.accelerator_power): the board's and an idle device's, in watts.
+    board_watts: Number = 0.0
+    idle_watts: Number = 0.0
 
     @classmethod
     def from_accelerator(
@@ -55,6 +59,7 @@ class TrainingHardware:
         replaces the intra-node link's per-step latency and the GEMM ceiling and kernel time with its fitted ones."""
         ceiling_dtype = accel.gemm_dtype(compute_dtype)
         latency, fitted = device_terms_for(calibration, accel.id, ceiling_dtype)
+        power = accelerator_power(accel)
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
             bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
@@ -73,7 +78,18 @@ class TrainingHardware:
             gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
                 accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None
             ),
+            board_watts=power.board_watts,
+            idle_watts=power.idle_watts,
         )
+
+
+@dataclass(frozen=True, slots=True)
+class SiteInputs:
+    """The site's energy figures (planner.physics.energy): PUE, and the price and carbon of a kWh."""
+
+    pue: Number = 1.0
+    electricity_usd_per_kwh: Number = 0.0
+    carbon_kg_per_kwh: Number = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +164,7 @@ class TrainingInputs:
     precision: PrecisionBytes
     lora: LoraInputs | None
     runtime_overhead_correction_bytes: Number = 0.0
+    site: SiteInputs = SiteInputs()
     # Derived in __post_init__ (see LayoutInputs):
     microbatches: Number = field(init=False)  # per data-parallel replica per step (gradient accumulation steps)
     tokens_per_microbatch: Number = field(init=False)  # on one GPU: context parallelism splits every sequence
@@ -214,6 +231,7 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
         precision=PRECISIONS[scenario.precision],
         lora=lora,
         runtime_overhead_correction_bytes=runtime_overhead_correction_bytes,
+        site=SiteInputs(scenario.pue, scenario.electricity_usd_per_kwh, scenario.carbon_kg_per_kwh),
     )
 
 

@@ -15,6 +15,7 @@ from planner.arrays import Number
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics.cost import gpu_hours, usd_for, usd_per_hour, usd_per_million_tokens
 from planner.physics.efficiency import EfficiencyFigures
+from planner.physics.energy import busy_share, deployment_watts, energy_kwh, gpu_power_watts, kwh_per_million_tokens
 from planner.training import step_time
 from planner.training.footprint import TrainingMemory, training_memory
 from planner.training.inputs import TrainingHardware, TrainingInputs
@@ -48,11 +49,25 @@ class TrainingSpend:
 
 
 @dataclass(frozen=True, slots=True)
+class TrainingEnergy:
+    """What the run draws (`planner.physics.energy`): per GPU over a step, the cluster, and the whole run."""
+
+    busy_share: Number  # per GPU: the step less its pipeline bubble and offload transfers, over the step
+    watts_per_gpu: Number  # idle + busy share x (board - idle)
+    cluster_watts: Number  # every GPU, times the PUE
+    kwh: Number  # the whole run
+    kwh_per_million_tokens: Number
+    electricity_usd: Number
+    co2e_kg: Number
+
+
+@dataclass(frozen=True, slots=True)
 class TrainingMetrics:
     memory: TrainingMemory
     time: StepTime
     throughput: TrainingThroughput
     spend: TrainingSpend
+    energy: TrainingEnergy
 
     @property
     def step_seconds(self) -> Number:
@@ -96,6 +111,27 @@ def training_spend(hw: TrainingHardware, inputs: TrainingInputs, throughput: Tra
     )
 
 
+def training_energy(
+    hw: TrainingHardware, inputs: TrainingInputs, time: StepTime, throughput: TrainingThroughput
+) -> TrainingEnergy:
+    """Power and energy of the run: each GPU busy for the step less its pipeline bubble and its offload transfers
+    (it waits through both), at idle + busy share x (board - idle); every GPU for the time to train, x PUE."""
+    step, site, gpus = time.step, inputs.site, inputs.layout.num_gpus
+    busy = step.step_seconds - step.pipeline_bubble_seconds - step.offload_transfer_seconds
+    share = busy_share(busy, step.step_seconds)
+    watts = gpu_power_watts(hw.board_watts, hw.idle_watts, share)
+    kwh = energy_kwh(watts, gpu_hours(gpus, throughput.time_to_train_seconds), site.pue)
+    return TrainingEnergy(
+        busy_share=share,
+        watts_per_gpu=watts,
+        cluster_watts=deployment_watts(gpus, watts, site.pue),
+        kwh=kwh,
+        kwh_per_million_tokens=kwh_per_million_tokens(gpus, watts, site.pue, throughput.tokens_per_second),
+        electricity_usd=kwh * site.electricity_usd_per_kwh,
+        co2e_kg=kwh * site.carbon_kg_per_kwh,
+    )
+
+
 def training_metrics(
     arch: ModelArchitecture,
     counts: ParameterCounts,
@@ -108,5 +144,9 @@ def training_metrics(
     time = training_step(arch, counts, hw, efficiency, inputs, memory)
     throughput = training_throughput(hw, inputs, time, time.step.step_seconds)
     return TrainingMetrics(
-        memory=memory, time=time, throughput=throughput, spend=training_spend(hw, inputs, throughput)
+        memory=memory,
+        time=time,
+        throughput=throughput,
+        spend=training_spend(hw, inputs, throughput),
+        energy=training_energy(hw, inputs, time, throughput),
     )

@@ -16,6 +16,7 @@ from planner.model.architecture import (
     parameter_counts,
 )
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
+from planner.physics.energy import accelerator_power, energy_assumption
 from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline, warning_fields
 from planner.training import memory as tmem
 from planner.training import precision as tprec
@@ -27,6 +28,7 @@ from planner.training.plan_warnings import warnings_for
 from planner.training.results import (
     MicroBatchOption,
     TrainingCost,
+    TrainingEnergy,
     TrainingLayout,
     TrainingPerformance,
     TrainingPlan,
@@ -56,6 +58,7 @@ def plan_training(scenario: TrainingScenario, calibration: CalibrationRecord | N
     hardware = _hardware_summary(scenario, accel, hw)
     options = _micro_batch_options(scenario, arch, counts, hw, efficiency, inputs)
     binding, reason = bottleneck(memory, performance)
+    energy = _energy(scenario, accel, metrics)
     return TrainingPlan(
         scenario=scenario,
         model=_model_summary(scenario, arch, counts),
@@ -64,13 +67,19 @@ def plan_training(scenario: TrainingScenario, calibration: CalibrationRecord | N
         memory=memory,
         performance=performance,
         cost=cost,
+        energy=energy,
         micro_batch_options=options,
         bottleneck=binding,
         bottleneck_reason=reason,
         **warning_fields(warnings_for(scenario, arch, accel, memory, performance, options)),
-        assumptions=assumptions_for(scenario, arch, efficiency, calibration),
+        assumptions=assumptions_for(scenario, arch, efficiency, calibration)
+        + [
+            energy_assumption(
+                accelerator_power(accel), scenario.pue, scenario.electricity_usd_per_kwh, scenario.carbon_kg_per_kwh
+            )
+        ],
         equations=equations_for(
-            scenario, arch, counts, efficiency, PlanFigures(layout, memory, performance, cost, hardware)
+            scenario, arch, counts, efficiency, PlanFigures(layout, memory, performance, cost, hardware, energy)
         ),
         uncertainty=training_bands(memory.total_bytes, performance.step_seconds, calibration),
         calibration=calibration.label if calibration is not None else None,
@@ -223,6 +232,26 @@ def _cost(scenario: TrainingScenario, hw: TrainingHardware, m: TrainingMetrics) 
         gpu_hours=float(m.spend.gpu_hours),
         usd_total=float(m.spend.usd_total),
         usd_per_million_tokens=float(m.spend.usd_per_million_tokens),
+    )
+
+
+def _energy(scenario: TrainingScenario, accel: Accelerator, m: TrainingMetrics) -> TrainingEnergy:
+    power, e = accelerator_power(accel), m.energy
+    return TrainingEnergy(
+        board_watts=power.board_watts,
+        idle_watts=power.idle_watts,
+        power_assumed=power.assumed,
+        power_source=power.source,
+        busy_share=float(e.busy_share),
+        watts_per_gpu=float(e.watts_per_gpu),
+        pue=scenario.pue,
+        cluster_watts=float(e.cluster_watts),
+        kwh=float(e.kwh),
+        kwh_per_million_tokens=float(e.kwh_per_million_tokens),
+        electricity_usd_per_kwh=scenario.electricity_usd_per_kwh,
+        electricity_usd=float(e.electricity_usd),
+        carbon_kg_per_kwh=scenario.carbon_kg_per_kwh,
+        co2e_kg=float(e.co2e_kg),
     )
 
 

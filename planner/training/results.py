@@ -80,6 +80,26 @@ class TrainingCost(_Frozen):
     usd_per_million_tokens: float
 
 
+class TrainingEnergy(_Frozen):
+    """Power and energy of the run (planner.physics.energy): per GPU, idle + busy share x (board - idle) over a
+    step; the cluster, every GPU x PUE; the whole run at the time to train. GPUs only, not their hosts."""
+
+    board_watts: float  # per GPU, the datasheet's board power (or a stated assumption)
+    idle_watts: float  # per GPU, a published idle reading (or a stated assumption)
+    power_assumed: bool  # True: a figure above is a guess (power_source says which)
+    power_source: str
+    busy_share: float  # per GPU: the step less pipeline bubble and offload transfers, over the step
+    watts_per_gpu: float
+    pue: float
+    cluster_watts: float  # all GPUs x watts_per_gpu x PUE
+    kwh: float  # the whole run
+    kwh_per_million_tokens: float
+    electricity_usd_per_kwh: float
+    electricity_usd: float  # the whole run's electricity
+    carbon_kg_per_kwh: float
+    co2e_kg: float  # the whole run
+
+
 class MicroBatchOption(_Frozen):
     """Gradient accumulation vs a larger micro-batch: the same global batch, memory and time side by side."""
 
@@ -102,6 +122,7 @@ class TrainingPlan(_Frozen):
     memory: MemoryBreakdown
     performance: TrainingPerformance
     cost: TrainingCost
+    energy: TrainingEnergy
     micro_batch_options: list[MicroBatchOption]
     bottleneck: Bottleneck
     bottleneck_reason: str
