@@ -292,12 +292,10 @@ def _range_of(kind: str, stats: dict | None, regime: str | None, scope: str) -> 
         return None
     b = stats["band"]
     coverage = b["loo_coverage"] if b.get("tested") else None
-    held = f"held {b['loo_coverage']:.0%} of {b['loo_cases']} cases with their source left out"
-    basis = (
-        f"{scope}: {b['loo_cases']} published statistics from {stats.get('sources', '?')} sources "
-        f"(benchmarks/accuracy.py); {b['promised_coverage']:.0%} band, "
-        + (held if b.get("tested") else "too few cases to test it")
-        + "".join(f"; {note}" for note in coverage_notes(b) if "too few" not in note)
+    held = f"{b['loo_coverage']:.0%} held with their source left out" if b.get("tested") else "too few to test"
+    widened = [note for note in coverage_notes(b) if "widened" in note]
+    basis = f"{scope}, {b['loo_cases']} statistics from {stats.get('sources', '?')} sources, {held}" + "".join(
+        f" ({note})" for note in widened
     )
     low, high = _floored(b["low_error"], b["high_error"])
     return TrafficRange(kind=kind, low_error=low, high_error=high, regime=regime, basis=basis, loo_coverage=coverage)
@@ -310,9 +308,9 @@ def traffic_range(kind: str, regime: str) -> TrafficRange:
     ranges = serving_errors().get("ranges", {}).get(kind, {})
     own = ranges.get("regimes", {}).get(regime)
     if own and own.get("sources", 0) >= REGIME_MIN_SOURCES and own["band"]["loo_cases"] >= REGIME_MIN_CASES:
-        found = _range_of(kind, own, regime, f"runs of this regime ({regime})")
+        found = _range_of(kind, own, regime, "this regime's runs")
     else:
-        found = _range_of(kind, ranges.get("all"), None, f"runs of every regime (too few of '{regime}')")
+        found = _range_of(kind, ranges.get("all"), None, "every regime's runs")
     if found is not None:
         return found
     return TrafficRange(

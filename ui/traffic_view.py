@@ -14,6 +14,7 @@ import streamlit as st
 from planner import units
 from planner.inference.traffic import CAPACITY_MAX_REQUESTS, CURVE_REQUESTS, TrafficEngine
 from planner.results import STREAM_WARNING_CODES, coded_warnings
+from planner.scenario_base import revised
 from ui import render, state, traffic_charts, traffic_disaggregation
 from ui import traffic_text as words
 from ui.text import gpu_short_name
@@ -33,6 +34,18 @@ def sizing_target(scenario) -> float | None:
     return scenario.target_requests_per_second or scenario.traffic.stream_rate
 
 
+def applied_sizing(scenario, cap):
+    """The scenario with the capacity answer applied (the replicas' GPUs, each replica's batch cap, the stream at
+    the rate it was sized for), or None when the answer has no verified count."""
+    if cap is None or not cap.verified or cap.gpus_needed is None or cap.max_num_seqs_per_replica is None:
+        return None
+    traffic = scenario.traffic
+    changes = {"max_num_seqs": cap.max_num_seqs_per_replica}
+    if traffic.lengths != "trace" and cap.target_requests_per_second is not None:
+        changes["requests_per_second"] = cap.target_requests_per_second
+    return revised(scenario, num_gpus=cap.gpus_needed, traffic=revised(traffic, **changes))
+
+
 def _verdict(scenario, plan, cap) -> None:
     """Two boxes: the capacity answer for the SLO (one sentence), then what this stream got on this deployment,
     each coloured by its own verdict."""
@@ -50,6 +63,15 @@ def _verdict(scenario, plan, cap) -> None:
         st.success(f"**{render.md_escape(headline)}**", icon=":material/check_circle:")
     else:
         st.error(f"**{render.md_escape(headline)}**", icon=":material/cancel:")
+    applied = applied_sizing(scenario, cap)
+    if applied is not None and cap.gpus_needed != scenario.num_gpus:
+        st.link_button(
+            f"Apply: {cap.gpus_needed:,} GPUs, max_num_seqs {cap.max_num_seqs_per_replica:,} per replica",
+            render.share_link("inference", render.scenario_params(applied)),
+            icon=":material/open_in_new:",
+            help="Open this deployment sized as the answer says (new tab): the GPUs it needs, each replica's "
+            "engine batch cap, and the stream at the rate it was sized for.",
+        )
     status = words.results_status(result)
     if status == "ok":
         st.success(at_rate, icon=":material/check_circle:")
@@ -65,12 +87,23 @@ def _verdict(scenario, plan, cap) -> None:
 
 
 def _likely_basis(result, cap) -> str:
-    """Which published runs set the ranges (the regime's own, or every regime's when too few measured it)."""
+    """Which published runs set the ranges: the regime's own, or every regime's when too few sources measured it."""
     basis = result.likely_basis or {}
-    parts = [f"{kind.upper() if kind != 'throughput' else 'Throughput'}: {text}" for kind, text in basis.items()]
-    if cap is not None and cap.likely_basis:
-        parts.append(f"Replicas: {cap.likely_basis.split(' (')[0]}")
-    return " ".join(p.rstrip(".") + "." for p in parts)
+    if not basis:
+        return ""
+    own = any(text.startswith("this regime") for text in basis.values())
+    regime = result.likely_regime or "this deployment's"
+    head = (
+        f"Regime {regime}: its own published runs where several sources measured it, else every regime's."
+        if own
+        else f"Regime {regime}: too few published runs of its own, so every regime's runs set the ranges."
+    )
+    names = {"ttft": "TTFT", "tpot": "TPOT/ITL", "throughput": "throughput"}
+    kinds = "; ".join(f"{names.get(k, k)}: {text.split(', ', 1)[1]}" for k, text in basis.items())
+    replicas = (
+        " Replicas: the throughput range on the per-replica rate." if cap is not None and cap.likely_basis else ""
+    )
+    return f"{head} {kinds}.{replicas}"
 
 
 def _metrics(result) -> None:
@@ -79,15 +112,18 @@ def _metrics(result) -> None:
     cols[0].metric(
         "Requests completed",
         units.per_second(result.request_throughput_per_second),
-        delta=(f"of {units.per_second(sent)} sent" if sent else "")
-        + (f"; likely {words.rate_range(result.request_throughput_likely)}" if result.request_throughput_likely else "")
-        or None,
+        delta=f"of {units.per_second(sent)} sent" if sent else None,
         delta_color="off",
         help=f"{result.num_requests:,} requests from the first sent to the last answered "
         f"({units.seconds(result.duration_seconds)}), whole deployment, as vllm bench serve counts its request "
         "throughput: below the rate they were sent at (over the first to the last send) by the time the last "
         "requests take to finish, and, past saturation, by the queue. Goodput counts those within every SLO "
-        "target over the same run, so goodput ≤ completed ≤ sent.",
+        "target over the same run, so goodput ≤ completed ≤ sent."
+        + (
+            f" Likely measured: {words.rate_range(result.request_throughput_likely)} completed."
+            if result.request_throughput_likely
+            else ""
+        ),
     )
     cols[1].metric("Output tokens/s", units.count(result.output_tokens_per_second), help="Whole deployment.")
     cols[2].metric(

@@ -150,6 +150,7 @@ class TrafficRanges:
             "request_throughput_likely": completed,
             "output_tokens_likely": tokens,
             "likely_basis": self.basis,
+            "likely_regime": self.regime,
         }
         if (
             slo is not None

@@ -244,6 +244,7 @@ class TrafficResult(Frozen):
     goodput_likely: tuple[float, float] | None = None
     slo_attainment_likely: tuple[float, float] | None = None
     likely_basis: dict[str, str] | None = None  # per metric kind: which published runs set its range
+    likely_regime: str | None = None  # the deployment's regime (planner.uncertainty.serving_regime)
 
 
 def _per_request_metrics(timelines: list[ReplicaTimeline]) -> dict[str, np.ndarray]:
