@@ -2,13 +2,14 @@
 
   plan SCENARIO.json [--format json|jsonl|csv|summary] [--calibration FILE [--calibration-any-gpu]]
                                                      plan one scenario or a JSON list of them
-  schema [--kind inference|training]                 print the scenario JSON schema
+  schema [--kind inference|training|fleet]           print the scenario JSON schema
   share SCENARIO.json [--base-url URL]               print the dashboard link for a scenario
   search SCENARIO.json --constraint ...              best configurations under constraints (cli/search.py)
   diagnose SCENARIO.json [--format json|text]       what binds, what each technique buys, checklist (cli/diagnose.py)
   traffic SCENARIO.json [--rate R] [--slo ...]       a request stream simulated: percentiles, SLO, GPUs (cli/traffic.py)
   calibrate [...]                                    profile this machine (cli/calibrate.py)
   deploy SCENARIO.json [--engine E] [--format text|json|k8s]  serve + benchmark commands, k8s (cli/deploy.py)
+  fleet FLEET.json [--format json|text|csv] [--workers N] [--ray ADDRESS]  deployments over a day (cli/fleet.py)
   models | gpus                                      list the catalogs
   hub MODEL_ID[@REVISION]                            import a Hugging Face Hub model (cli/hub.py); scenario
                                                      JSON may also say "model": "hf:org/name[@revision]"
@@ -41,6 +42,7 @@ from planner.calibration.store import load_calibration_file
 from planner.cli.hub import with_hub_model
 from planner.errors import PlanningError, explain
 from planner.export import plans_to_csv, plans_to_summary_csv
+from planner.fleet.scenario import FleetScenario
 from planner.hardware.catalog import list_accelerators
 from planner.inference.results import InferencePlan
 from planner.model.architecture import parameter_counts
@@ -244,7 +246,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def cmd_schema(args: argparse.Namespace) -> int:
 
-    if args.kind:
+    if args.kind == "fleet":
+        schema = FleetScenario.model_json_schema()
+    elif args.kind:
         schema = scenario_classes()[args.kind].model_json_schema()
     else:
         schema = scenario_adapter().json_schema()
@@ -333,7 +337,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_plan)
 
     p = sub.add_parser("schema", help="print the scenario JSON schema")
-    p.add_argument("--kind", choices=("inference", "training"))
+    p.add_argument("--kind", choices=("inference", "training", "fleet"))
     p.set_defaults(func=cmd_schema)
 
     p = sub.add_parser("share", help="print the dashboard link for scenario(s)")
@@ -366,6 +370,7 @@ def _extra_commands():
         "planner.cli.calibrate",
         "planner.cli.hub",
         "planner.cli.deploy",
+        "planner.cli.fleet",
     ):
         if importlib.util.find_spec(module_name) is not None:
             registrars.append(importlib.import_module(module_name).register)

@@ -1,0 +1,49 @@
+"""Where the simulations run does not change the answer: this process, a process pool, Ray tasks."""
+
+from __future__ import annotations
+
+import pytest
+
+from planner.errors import PlanningError
+from planner.fleet import plan_fleet
+from planner.fleet.capacity import CurveTask, candidate_key, candidate_scenario, run_task
+from planner.fleet.runner import Backend, TaskRunner
+from planner.fleet.scenario import FleetScenario
+from tests.fleet.fleets import fleet, planned, small
+
+
+def test_a_process_pool_gives_the_same_answer_byte_for_byte():
+    pooled = plan_fleet(fleet(), workers=2)
+    assert pooled.model_dump_json() == planned().model_dump_json()
+
+
+def test_the_runner_keeps_the_tasks_order():
+    scenario = FleetScenario.model_validate(fleet())
+    tasks = []
+    for d in scenario.deployments:
+        for pool in scenario.pools:
+            layout = d.candidate_layouts[0]
+            tasks.append(CurveTask(candidate_key(d.name, layout, pool.name), candidate_scenario(d, layout, pool)))
+    with TaskRunner(Backend(workers=2)) as runner:
+        results = runner.run(tasks)
+    assert [r.key for r in results] == [t.key for t in tasks]
+    assert results == [run_task(t) for t in tasks]
+
+
+def test_ray_tasks_give_the_same_answer_on_a_local_instance():
+    ray = pytest.importorskip("ray")
+    here = plan_fleet(small())
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        on_ray = plan_fleet(small(), ray_address="auto")
+    finally:
+        ray.shutdown()
+    assert on_ray.model_dump_json() == here.model_dump_json()
+
+
+def test_without_ray_the_ray_path_says_how_to_install_it(monkeypatch):
+    monkeypatch.setattr("planner.fleet.runner.ray_available", lambda: False)
+    with pytest.raises(
+        PlanningError, match=r'needs the ray package, which is not installed: pip install "headroom\[cluster\]"'
+    ):
+        plan_fleet(fleet(), ray_address="auto")
