@@ -359,3 +359,17 @@ def test_a_target_at_its_own_percentile_comes_from_the_link_and_reaches_the_chec
     checks = plan(scenario_of(at)).traffic.slo
     assert [c.percentile for c in checks] == [99, 95]
     assert any("p95 TPOT" in b for b in boxes(at, "TPOT"))
+
+
+def test_the_link_the_app_writes_with_lognormal_lengths_and_empty_p90s_reopens_cleanly():
+    """Issue 23, item 6: lognormal picked, p90s not yet typed. The section says the requests have fixed lengths
+    until they are set, and the address bar's link is that stream: it reopens without 'This link had problems'."""
+    at = open_page(params={"inference_traffic": "true", "inference_traffic_num_requests": "100"})
+    at.selectbox(key="inference_traffic_lengths").set_value("lognormal").run()
+    assert not at.exception
+    assert any("Lognormal lengths need both p90s" in c.value for c in [*at.caption, *at.info, *at.warning])
+    written = {k: (v[0] if isinstance(v, list) else v) for k, v in at.query_params.items()}
+    reopened = open_page(params=written)
+    assert_clean(reopened)
+    assert "This link had problems" not in warnings_text(reopened)
+    assert scenario_of(reopened).traffic == scenario_of(at).traffic
