@@ -91,3 +91,60 @@ def per_second(value: float | None, unit: str = "req/s", digits: int = 2) -> str
     if abs(value) >= 10**digits:
         value = round(value, digits - 1 - math.floor(math.log10(abs(value))))
     return f"{_sig(value, digits)} {unit}"
+
+
+# ------------------------------------------------------------------------------ energy (two significant figures:
+# a linear power model between datasheet figures is not better than that)
+
+
+def _two_figures(value: float) -> str:
+    """Rounded to two significant figures, whatever the magnitude: 666 -> '670', 0.0613 -> '0.061'."""
+    if value == 0 or not math.isfinite(value):
+        return f"{value:g}"
+    rounded = round(value, 1 - math.floor(math.log10(abs(value))))
+    magnitude = math.floor(math.log10(abs(rounded)))  # 9.96 rounds up to 10: two figures are then '10'
+    return f"{rounded:,.{max(0, 1 - magnitude)}f}"
+
+
+def _prefixed(value: float | None, unit: str, prefixes: tuple[tuple[float, str], ...]) -> str:
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    for factor, prefix in prefixes:
+        if abs(value) >= factor:
+            return f"{_two_figures(value / factor)} {prefix}{unit}"
+    return f"{_two_figures(value)} {unit}"
+
+
+def watts(value: float | None) -> str:
+    """'670 W', '2.7 kW', '1.2 MW' (two significant figures)."""
+    return _prefixed(value, "W", ((1e9, "G"), (1e6, "M"), (1e3, "k")))
+
+
+def kwh(value: float | None) -> str:
+    """Energy given in kWh: '0.48 kWh', '19 kWh', '1.9 MWh', '3.4 GWh' (two significant figures)."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    for factor, unit in ((1e6, "GWh"), (1e3, "MWh")):
+        if abs(value) >= factor:
+            return f"{_two_figures(value / factor)} {unit}"
+    return f"{_two_figures(value)} kWh"
+
+
+def kg(value: float | None) -> str:
+    """Mass given in kg: '0.19 kg', '7.4 kg', '1.2 t', '3.4 kt' (two significant figures; t = 1,000 kg)."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    for factor, unit in ((1e6, "kt"), (1e3, "t")):
+        if abs(value) >= factor:
+            return f"{_two_figures(value / factor)} {unit}"
+    return f"{_two_figures(value)} kg"
+
+
+def usd_approx(value: float | None) -> str:
+    """Dollars to two significant figures: '$0.061', '$2.4', '$1,200', '$1.2M'."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    for factor, suffix in ((1e12, "T"), (1e9, "B"), (1e6, "M")):
+        if abs(value) >= factor:
+            return f"${_two_figures(value / factor)}{suffix}"
+    return f"${_two_figures(value)}"

@@ -20,7 +20,7 @@ from planner.results import STREAM_WARNING_CODES, coded_warnings
 from planner.search.roofline_points import plan_roofline
 from planner.share import scenario_to_query_params
 from planner.verdict import Verdict, memory_verdict
-from ui import bands, calibration_view, charts, deploy_view, speculative_view, state
+from ui import bands, calibration_view, charts, deploy_view, energy_view, speculative_view, state
 from ui.text import component_label, equation_help, fmt, gpu_short_name, md_escape, resource_label
 
 # --------------------------------------------------------------------------------------- helpers
@@ -361,6 +361,7 @@ def inference_metrics(plan) -> None:
             f"To serve {s.target_requests_per_second:g} requests/s: **{plan.cost.gpus_needed} GPUs** "
             f"({plan.cost.replicas_needed} replicas of {s.tensor_parallel * s.pipeline_parallel})."
         )
+    energy_view.inference_energy(group, plan)
 
 
 def memory_chart(plan, budget_label: str = "engine budget") -> None:

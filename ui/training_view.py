@@ -8,7 +8,7 @@ import streamlit as st
 
 from planner import units
 from planner.verdict import memory_verdict
-from ui import bands, charts
+from ui import bands, charts, energy_view
 from ui.render import (
     assumptions,
     binding,
@@ -131,6 +131,7 @@ def training_metrics(plan) -> None:
     )
     if mem.fits:
         row2[2].metric("Largest micro-batch that fits", f"{mem.max_micro_batch_size or 0}", help=micro_batch_help)
+    energy_view.training_energy(group, plan)
 
 
 def step_chart(plan) -> None:

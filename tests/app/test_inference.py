@@ -23,6 +23,13 @@ def assert_metrics_match(at, scenario: InferenceScenario) -> None:
     assert metric(at, "$ per 1M output tokens") == units.usd(cost.usd_per_million_output_tokens)
     assert metric(at, "Max concurrency") == f"{mem.max_concurrency:,}"
     assert metric(at, "Max context") == units.count(mem.max_context_tokens) + " tokens"
+    energy = expected.energy  # two significant figures, beside the cost lines
+    assert metric(at, "Power per GPU") == units.watts(energy.watts_per_gpu)
+    assert metric(at, "kWh per 1M output tokens") == units.kwh(energy.kwh_per_million_output_tokens)
+    assert metric(at, "Electricity per 1M output tokens") == units.usd_approx(
+        energy.electricity_usd_per_million_output_tokens
+    )
+    assert any("idle + busy share × (board − idle)" in c.value for c in at.caption)
     # The verdict box follows the engine's memory verdict over the whole likely range, not the point alone.
     status = memory_verdict(expected).status
     box = {"met": at.success, "at_risk": at.warning, "missed": at.error}[status]
@@ -276,3 +283,14 @@ def test_a_plan_that_does_not_fit_caveats_speed_and_cost_and_links_plans_that_fi
         alternative, warnings = query_params_to_scenario(params, "inference", "inference_")
         assert warnings == [] and alternative != scenario
         assert plan(alternative).memory.fits, url
+
+
+def test_the_sites_energy_figures_replan_and_travel_in_the_link():
+    at = open_page()
+    at.number_input(key="inference_pue").set_value(1.5)
+    at.number_input(key="inference_electricity_usd_per_kwh").set_value(0.08).run()
+    assert_clean(at)
+    expected = InferenceScenario(pue=1.5, electricity_usd_per_kwh=0.08)
+    assert at.session_state["current_inference"] == expected
+    assert_metrics_match(at, expected)
+    assert scenario_to_query_params(expected) == {"pue": "1.5", "electricity_usd_per_kwh": "0.08"}

@@ -30,6 +30,11 @@ def assert_metrics_match(at, scenario: TrainingScenario) -> None:
     assert metric(at, "Cost to train") == units.usd(cost.usd_total)
     assert metric(at, "Largest micro-batch that fits") == str(mem.max_micro_batch_size or 0)
     assert units.gib(mem.total_bytes) in verdict_text(at, expected)
+    energy = expected.energy  # two significant figures, beside the cost lines
+    assert metric(at, "Power per GPU") == units.watts(energy.watts_per_gpu)
+    assert metric(at, "Energy to train") == units.kwh(energy.kwh)
+    assert metric(at, "Electricity to train") == units.usd_approx(energy.electricity_usd)
+    assert any(units.kg(energy.co2e_kg) + " CO2e for the run" in c.value for c in at.caption)
 
 
 def test_default_training_page_is_the_engine_default():
