@@ -106,9 +106,8 @@ def accelerator_power(acc: Accelerator) -> PowerSpec:
 def gpu_power_watts(board_watts, idle_watts, busy_share):
     """Average power per GPU over a step: idle + busy share x (board - idle), busy share clipped to [0, 1].
     Scalars or numpy arrays alike (the sweep passes arrays). Linear idle-to-board model; module docstring."""
-    share = np.clip(busy_share, 0.0, 1.0)
-    watts = idle_watts + share * (board_watts - idle_watts)
-    return float(watts) if np.ndim(watts) == 0 else watts
+    share = minimum(maximum(busy_share, 0.0), 1.0)
+    return idle_watts + share * (board_watts - idle_watts)
 
 
 def energy_kwh(watts_per_gpu, gpu_hours, pue):
