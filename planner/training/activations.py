@@ -300,10 +300,18 @@ def in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages: Numb
     return where(pipeline_parallel > 1, minimum(warmup, maximum(microbatches, 1)), 1)
 
 
-def second_stage_in_flight_microbatches(pipeline_parallel, microbatches):
-    """Micro-batches the second stage of a 1F1B pipeline holds at its peak: p - 1 warm-up slots (stage i holds
-    p - i; Narayanan et al. 2021), capped by the micro-batches there are."""
-    return minimum(maximum(pipeline_parallel - 1, 1), maximum(microbatches, 1))
+def second_stage_in_flight_microbatches(pipeline_parallel, microbatches, virtual_stages: Number = 1):
+    """Micro-batches the second stage holds at its peak, in units of its own layers, capped by the micro-batches
+    there are. 1F1B: p - 1 warm-up slots (stage i holds p - i; Narayanan et al. 2021). Interleaved with v chunks:
+    Megatron-core's warm-up for rank r is 2 (p - r - 1) + (v - 1) p chunk-micro-batches, one more at the peak, each
+    1/v of the stage's layers (`forward_backward_pipelining_with_interleaving`): p + (p - 3)/v for rank 1 (and
+    p + (p - 1)/v for rank 0, `in_flight_microbatches`)."""
+    warmup = where(
+        virtual_stages > 1,
+        pipeline_parallel + (pipeline_parallel - 3) / virtual_stages,
+        maximum(pipeline_parallel - 1, 1),
+    )
+    return minimum(warmup, maximum(microbatches, 1))
 
 
 def edge_activation_bytes_per_token(

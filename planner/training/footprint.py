@@ -293,13 +293,16 @@ def stage_memory(
     middle: bool = False,
 ) -> StageMemory:
     """Every memory component on one GPU of the first or the last stage (with one stage: both are it), or of
-    the second stage (`middle`: no embedding or head, p - 1 micro-batches in flight) when stages are uneven.
+    the second stage (`middle`: no embedding or head, one warm-up slot fewer in flight than the first,
+    `second_stage_in_flight_microbatches`) when stages are uneven.
     `layers`: the stage's layers when stages are uneven."""
     lay, recipe, p = inputs.layout, inputs.recipe, inputs.precision
     tp, pp, zero = lay.tensor_parallel, lay.pipeline_parallel, recipe.zero_stage
     dense_group, expert_group = lay.dense_group, lay.expert_group
     s = model_state_shard(arch, counts, inputs, first_stage, layers, edges=not middle)
-    in_flight = tact.second_stage_in_flight_microbatches(pp, inputs.microbatches) if middle else None
+    in_flight = (
+        tact.second_stage_in_flight_microbatches(pp, inputs.microbatches, lay.virtual_stages) if middle else None
+    )
     is_last = False if middle else where(pp == 1, True, not first_stage)
     components = MemoryComponents(
         weights_bytes=tmem.weights_bytes(

@@ -272,10 +272,13 @@ class TrainingScenario(ScenarioBase):
         if v > 1:
             if pp == 1:
                 raise PlanningError("virtual_pipeline_stages > 1 (interleaved schedule) needs pipeline_parallel > 1")
-            if arch.num_layers % (pp * v):
+            uneven = self.first_pipeline_stage_layers is not None or self.last_pipeline_stage_layers is not None
+            if arch.num_layers % (pp * v) and not uneven:
                 raise PlanningError(
                     f"the interleaved schedule needs the {arch.num_layers} layers to split evenly into "
-                    f"pipeline_parallel x virtual_pipeline_stages = {pp} x {v} = {pp * v} chunks"
+                    f"pipeline_parallel x virtual_pipeline_stages = {pp} x {v} = {pp * v} chunks, or uneven first/"
+                    "last stages (first_pipeline_stage_layers / last_pipeline_stage_layers: e.g. Llama 3's "
+                    "embedding-only first and loss-only last chunks)"
                 )
             if self.gradient_accumulation_steps % pp:
                 raise PlanningError(
@@ -361,10 +364,6 @@ class TrainingScenario(ScenarioBase):
         pp, layers = self.pipeline_parallel, arch.num_layers
         if pp == 1:
             raise PlanningError("first_pipeline_stage_layers / last_pipeline_stage_layers need pipeline_parallel > 1")
-        if self.virtual_pipeline_stages > 1:
-            raise PlanningError(
-                "uneven first/last pipeline stages are planned for the 1F1B schedule; use virtual_pipeline_stages 1"
-            )
         given = (first is not None) + (last is not None)
         rest = layers - (first or 0) - (last or 0)
         others = pp - given

@@ -312,3 +312,38 @@ def test_defaults_keep_today_numbers():
     per_layer = tact.layer_activation_terms(arch, False, tact.ActivationInputs(1, False, True, False, 4096))
     expected = 4096 * (32 * 8192 + (8192 + 4 + 8192) + (per_layer.none - 8192))
     assert m.components.activations_bytes == expected
+
+
+# ---------------------------------------------------------------------------------------------
+# interleaved 1F1B with uneven first/last stages (issue 24, item 2): Llama 3 405B as trained, 126 layers on 16
+# stages with 8 virtual stages each, one layer fewer on the first and the last stage (Llama 3 paper, Sec. 3.3.2
+# and Table 4: 8,192 H100, TP 8, PP 16, DP 64, 32 micro-batches of one 8k sequence per replica)
+
+LLAMA_405B_AS_TRAINED = dict(
+    LLAMA_405B, num_gpus=8192, global_batch_size=2048, micro_batch_size=1, virtual_pipeline_stages=8
+)
+
+
+def test_interleaved_stages_with_uneven_first_and_last_stages_plan():
+    s = TrainingScenario(**LLAMA_405B_AS_TRAINED)
+    assert s.stage_layer_counts() == (7, 8, 7) and s.gradient_accumulation_steps == 32
+    p = plan(s)
+    # the bubble of the interleaved schedule, (p - 1) / (v m) = 15 / (8 x 32) of the ideal time
+    one_f_one_b = plan(TrainingScenario(**{**LLAMA_405B_AS_TRAINED, "virtual_pipeline_stages": 1}))
+    assert p.performance.step_seconds < one_f_one_b.performance.step_seconds
+    assert step_time.pipeline_bubble_fraction(16, 32, 8) == pytest.approx(15 / 256)
+    # in flight, in units of a stage's layers: rank 0 holds p + (p - 1)/v = 17.875, rank 1 p + (p - 3)/v = 17.625
+    # (Megatron-core's interleaved warm-up, 2 (p - r - 1) + (v - 1) p chunk-micro-batches, one more at the peak)
+    assert tact.in_flight_microbatches(16, 32, 8) == pytest.approx(16 + 15 / 8)
+    assert tact.second_stage_in_flight_microbatches(16, 32, 8) == pytest.approx(16 + 13 / 8)
+    assert tact.second_stage_in_flight_microbatches(16, 32, 1) == 15  # 1F1B: p - 1
+    # the second stage (8 layers x 17.625) holds more than the first (7 layers x 17.875)
+    assert p.layout.heaviest_stage == "middle"
+    per_layer_micro = 8192 * (16_385 + 8_768 + 53_248)  # tokens x TP-sharded bytes per token per layer
+    assert p.memory.components["activations_bytes"] == pytest.approx(per_layer_micro * 8 * (16 + 13 / 8), rel=1e-9)
+
+
+def test_interleaving_an_uneven_layer_count_without_uneven_stages_says_how():
+    with pytest.raises((ValidationError, ValueError), match="uneven first/last stages"):
+        TrainingScenario(**{**LLAMA_405B_AS_TRAINED, "first_pipeline_stage_layers": None,
+                            "last_pipeline_stage_layers": None})  # fmt: skip
