@@ -43,7 +43,7 @@ def check_calibration(gpu_id: str, calibration: CalibrationRecord | None, scenar
 
     Given the `scenario`, a benchmark calibration (`CalibrationRecord.benchmark`) is also held to the serving stack it
     measured: another runtime or model family is refused the same way unless mapped explicitly."""
-    stack = _stack_mismatch(scenario, calibration)
+    stack = stack_mismatch(scenario, calibration)
     if stack is not None:
         assert calibration is not None
         if not calibration.mapped_to_any_gpu:
@@ -71,7 +71,7 @@ def check_calibration(gpu_id: str, calibration: CalibrationRecord | None, scenar
     )
 
 
-def _stack_mismatch(scenario: Any, calibration: CalibrationRecord | None) -> str | None:
+def stack_mismatch(scenario: Any, calibration: CalibrationRecord | None) -> str | None:
     """How a plan's serving stack differs from the one a benchmark calibration measured (None: no difference, no
     benchmark calibration, or no scenario to compare)."""
     if calibration is None or calibration.benchmark is None or scenario is None:
@@ -85,7 +85,7 @@ def calibration_for_scenario(scenario: Any, calibration: CalibrationRecord | Non
     """`calibration_for_gpu` for a whole scenario: also None for a benchmark calibration of another serving stack
     (runtime or model family) that was not mapped explicitly."""
     usable = calibration_for_gpu(scenario.gpu_id(), calibration)
-    if usable is not None and not usable.mapped_to_any_gpu and _stack_mismatch(scenario, usable) is not None:
+    if usable is not None and not usable.mapped_to_any_gpu and stack_mismatch(scenario, usable) is not None:
         return None
     return usable
 

@@ -42,7 +42,7 @@ from planner.calibration_record import CalibrationRecord, ProfileSettings
 from planner.hardware.catalog import list_accelerators
 from planner.inference.results import InferencePlan
 from planner.model.catalog import catalog_model_ids, resolve_model
-from planner.plan import calibration_for_gpu
+from planner.plan import calibration_for_gpu, stack_mismatch
 from planner.share import CALIBRATION_PARAM, calibration_fingerprint, decode_calibration, encode_calibration
 from ui.calibration_benchmark import render_benchmark_section
 from ui.calibration_charts import comparison_frame, efficiency_frame, error_chart, scatter_chart
@@ -146,8 +146,9 @@ def link_params() -> dict[str, str]:
     return {CALIBRATION_PARAM: value} if value and session_calibration() is not None else {}
 
 
-def banner_lines(calibration: CalibrationRecord, gpus: Iterable[str], escape: Callable[[str], str]) -> list[str]:
-    """The banner's Markdown: what the calibration is, and for each plan's GPU whether it is applied."""
+def banner_lines(calibration: CalibrationRecord, plans: Iterable, escape: Callable[[str], str]) -> list[str]:
+    """The banner's Markdown: what the calibration is, and for each plan (its scenario, or a bare GPU id) whether it
+    is applied: to its GPU, and for a benchmark calibration to its serving stack (runtime and model family)."""
     label, device, ref = escape(calibration.label), escape(calibration.measured_on), escape(calibration.reference_gpu)
     source = " (from the link you opened)" if st.session_state.get(SOURCE_KEY) == "link" else ""
     lines = [
@@ -155,9 +156,28 @@ def banner_lines(calibration: CalibrationRecord, gpus: Iterable[str], escape: Ca
         f"'{ref}' and replace the documented defaults in plans for '{ref}'"
         + (", and, mapped by you, in plans for every other GPU." if calibration.mapped_to_any_gpu else " only.")
     ]
-    for gpu in dict.fromkeys(gpus):
+    seen: set[str] = set()
+    for item in plans:
+        scenario = None if isinstance(item, str) else item
+        gpu = item if scenario is None else scenario.gpu_id()
+        stack = stack_mismatch(scenario, calibration)
+        key = f"{gpu}|{stack}"
+        if key in seen:
+            continue
+        seen.add(key)
         shown = escape(gpu)
-        if calibration.applies_to(gpu):
+        if stack is not None and not calibration.mapped_to_any_gpu:
+            lines.append(
+                f"- This plan ('{shown}'): **not applied**: the calibration was fitted to benchmarks of another "
+                f"serving stack (this plan has {escape(stack)}); documented default efficiencies. Map it on the "
+                "Calibrate page to apply it anyway."
+            )
+        elif stack is not None:
+            lines.append(
+                f"- This plan ('{shown}'): **mapped** across serving stacks (this plan has {escape(stack)}): applied "
+                "because this session switched 'apply to other GPUs' on; its factors describe the stack it measured."
+            )
+        elif calibration.applies_to(gpu):
             lines.append(f"- This plan's GPU '{shown}': calibrated.")
         elif calibration_for_gpu(gpu, calibration) is not None:
             lines.append(
@@ -172,9 +192,7 @@ def banner_lines(calibration: CalibrationRecord, gpus: Iterable[str], escape: Ca
     return lines
 
 
-def calibration_banner(
-    calibration: CalibrationRecord | None, gpus: Iterable[str], escape: Callable[[str], str]
-) -> None:
+def calibration_banner(calibration: CalibrationRecord | None, gpus: Iterable, escape: Callable[[str], str]) -> None:
     """A warning (not small print) on every page while this session has a calibration; a caption without one.
     `gpus`: the GPU ids of the plans on the page; `escape`: Markdown escaping for names from records."""
     notice = st.session_state.get(NOTICE_KEY)

@@ -47,10 +47,11 @@ def link_warnings(warnings: Sequence[str]) -> None:
         )
 
 
-def calibration_caption(calibration, scenario=None, gpus: Sequence[str] = ()) -> None:
-    """This session's calibration as a loud banner (label, device, and per plan GPU whether it applies);
-    `gpus` are the plans' GPU ids when there is no single scenario (Review)."""
-    calibration_view.calibration_banner(calibration, [scenario.gpu_id()] if scenario is not None else gpus, md_escape)
+def calibration_caption(calibration, scenario=None, scenarios: Sequence = ()) -> None:
+    """This session's calibration as a loud banner (label, device, and per plan whether it applies: its GPU, and a
+    benchmark calibration's serving stack); `scenarios` are the plans' scenarios when there is no single one
+    (Review)."""
+    calibration_view.calibration_banner(calibration, [scenario] if scenario is not None else scenarios, md_escape)
 
 
 def metric_with_band(

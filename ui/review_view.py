@@ -202,7 +202,7 @@ def review_page() -> None:
             "Print this page (Ctrl/⌘+P) for the review: one plan per page, controls hidden."
             + ("" if state.pins() else " Showing the current plan; pin plans on Compare to review several.")
         )
-    render.calibration_caption(calibration, gpus=[p.hardware.id for _, p in plans])
+    render.calibration_caption(calibration, scenarios=[render.scenario_of(p) for _, p in plans])
     overview = []
     for number, (_, plan) in enumerate(plans, start=1):
         status = review.overall(review.checks(plan, targets))

@@ -29,7 +29,7 @@ from planner.inference.scenario_inputs import frame_hardware, frame_inputs
 from planner.inference.speculative import draft_for
 from planner.model.architecture import parameter_counts
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, DEFAULT_EFFICIENCY_VALUES, EfficiencyValues
-from planner.plan import calibration_for_gpu
+from planner.plan import calibration_for_gpu, stack_mismatch
 from planner.training.inputs import RECOMPUTE_LEVEL, TrainingHardware, training_hardware, training_inputs
 from planner.training.metrics import training_metrics
 
@@ -112,7 +112,7 @@ def evaluate_inference(
     for column in GRID_COLUMNS:
         if column not in frame:
             frame[column] = getattr(base, column) if column != "gpu" else base.gpu_id()
-    efficiency, correction = calibration_per_row(frame["gpu"], calibration)
+    efficiency, correction = calibration_per_row(frame["gpu"], calibration, base)
     layout = {c: frame[c].to_numpy(np.int64) for c in LAYOUT_COLUMNS[1:] + ("concurrency",)}
     if any((values < 1).any() for values in layout.values()):
         raise ValueError("grid values must be positive integers")
@@ -157,10 +157,17 @@ def evaluate_inference(
     return _fill_outputs(frame, sweep_values(metrics), OUTPUT_COLUMNS, valid)
 
 
-def calibration_per_row(gpu_ids: pd.Series, calibration: CalibrationRecord | None) -> tuple[EfficiencyValues, Number]:
+def calibration_per_row(
+    gpu_ids: pd.Series, calibration: CalibrationRecord | None, base=None
+) -> tuple[EfficiencyValues, Number]:
     """Efficiencies and runtime-memory correction per row: the calibration's on rows of the GPUs `planner.plan`
     lets it price (`calibration_for_gpu`: the GPU it measured, every GPU once mapped), the documented defaults
-    elsewhere, so a search over several GPU types never prices one GPU with another's profile."""
+    elsewhere, so a search over several GPU types never prices one GPU with another's profile. A benchmark
+    calibration of another serving stack than `base`'s (runtime, model family: every row shares them) prices no
+    row unless mapped (`planner.plan.stack_mismatch`, as `plan` refuses it)."""
+    if calibration is not None and base is not None and not calibration.mapped_to_any_gpu:
+        if stack_mismatch(base, calibration) is not None:
+            calibration = None
     if calibration is None:
         return DEFAULT_EFFICIENCY_VALUES, 0.0
     distinct, rows = _distinct(gpu_ids)
@@ -298,7 +305,7 @@ def evaluate_training(base, grid: pd.DataFrame, calibration=None) -> pd.DataFram
 
     arch = base.architecture()
     counts = parameter_counts(arch)
-    efficiency, correction = calibration_per_row(frame["gpu"], calibration)
+    efficiency, correction = calibration_per_row(frame["gpu"], calibration, base)
     inputs = training_inputs(base, correction)
     tp = np.where(valid, frame["tensor_parallel"].to_numpy(np.int64), 1)
     pp = np.where(valid, frame["pipeline_parallel"].to_numpy(np.int64), 1)

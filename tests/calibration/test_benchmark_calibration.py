@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import pandas as pd
 import pytest
 
 from planner import plan
@@ -21,7 +22,9 @@ from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import TrafficEngine
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.scenario_base import revised
+from planner.search.sweep import calibration_per_row
 from planner.share import decode_calibration, encode_calibration
+from ui.calibration_view import banner_lines
 
 DEPLOYMENT = InferenceScenario(
     model="llama-3.1-8b", gpu="h100-sxm", num_gpus=1, tensor_parallel=1, concurrency=256, prompt_tokens=1024
@@ -211,3 +214,24 @@ def test_cli_bad_input_is_one_sentence_and_writes_nothing(tmp_path, capsys):
     assert not out.exists()
     assert main(["calibrate", "--from-benchmark", str(bad)]) == 2
     assert "go together" in capsys.readouterr().err
+
+
+def test_sweeps_price_another_serving_stack_with_the_defaults_as_plan_does(record):
+    """A sweep (Trade-offs, search, SLO search) holds a benchmark calibration to its serving stack too: the rows of a
+    base on another runtime or model family get the documented defaults, as plan() refuses the record there."""
+    gpus = pd.Series(["h100-sxm", "h100-sxm"])
+    own, _ = calibration_per_row(gpus, record, DEPLOYMENT)
+    other, correction = calibration_per_row(gpus, record, revised(DEPLOYMENT, runtime="sglang"))
+    default, _ = calibration_per_row(gpus, None, DEPLOYMENT)
+    assert own != default and other == default and correction == 0.0
+    mapped, _ = calibration_per_row(gpus, record.for_any_gpu(), revised(DEPLOYMENT, runtime="sglang"))
+    assert mapped == own
+
+
+def test_the_banner_names_a_stack_the_calibration_does_not_apply_to(record):
+    lines = banner_lines(record, [DEPLOYMENT, revised(DEPLOYMENT, runtime="sglang"), "h200"], lambda s: s)
+    assert "calibrated" in lines[1]
+    assert "not applied" in lines[2] and "runtime 'sglang', not 'vllm'" in lines[2]
+    assert "not applied" in lines[3] and "not 'h200'" in lines[3]
+    mapped = banner_lines(record.for_any_gpu(), [revised(DEPLOYMENT, model="qwen3-8b")], lambda s: s)
+    assert "mapped" in mapped[1] and "model family 'qwen3'" in mapped[1]
