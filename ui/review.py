@@ -247,6 +247,37 @@ def risks(plan) -> list[str]:
     return out + [w.message for w in coded_warnings(plan) if w.code not in REWORDED]
 
 
+def traffic_rows(plan) -> list[tuple[str, str, str]]:
+    """The simulated stream's numbers for the review's table, each with its likely measured range: the p99 of every
+    SLO target (or p99 TTFT and TPOT without one), then the completed rate — the numbers the traffic lines judge."""
+    result = getattr(plan, "traffic", None)
+    if result is None:
+        return []
+    rows = []
+    checks = {c.metric: c for c in result.slo}
+    for metric, label in (("ttft_seconds", "TTFT"), ("tpot_seconds", "TPOT"), ("e2e_latency_seconds", "End-to-end")):
+        check = checks.get(metric)
+        if check is None and (metric == "e2e_latency_seconds" or checks):
+            continue
+        percentile = check.percentile if check is not None else 99
+        dist = getattr(result, metric)
+        rows.append(
+            (
+                f"Stream p{percentile} {label}",
+                units.seconds(dist.at(percentile)),
+                traffic_text.seconds_range(dist.likely_at(percentile)),
+            )
+        )
+    rows.append(
+        (
+            "Stream requests completed",
+            units.per_second(result.request_throughput_per_second),
+            traffic_text.rate_range(result.request_throughput_likely),
+        )
+    )
+    return rows
+
+
 def key_numbers(plan) -> list[tuple[str, str, str]]:
     """(label, value, likely range or '') for the review's table; ranges from plan.uncertainty (ui.bands).
 
@@ -282,6 +313,7 @@ def key_numbers(plan) -> list[tuple[str, str, str]]:
             ),
             ("$ per month", units.usd(cost.usd_per_month), ""),
         ]
+        rows += traffic_rows(plan)
     else:
         perf, cost = plan.performance, plan.cost
         rows += [

@@ -73,6 +73,9 @@ PRINT_CSS = """
   [class*="st-key-review_plan_next_"] { break-before: page; }
   [class*="st-key-review_plan_"] [data-testid="stAlert"],
   [class*="st-key-review_plan_"] [data-testid="stTable"] { break-inside: avoid; }
+  /* a heading stays with what follows it; a column (its bold heading and its table) is not split across pages */
+  h1, h2, h3, h4, [data-testid="stHeading"] { break-after: avoid; page-break-after: avoid; }
+  [class*="st-key-review_plan_"] [data-testid="stColumn"] { break-inside: avoid; }
 }
 </style>
 """

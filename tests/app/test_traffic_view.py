@@ -261,6 +261,12 @@ def test_review_shows_the_slo_verdict_of_a_pinned_plan_in_plain_words():
     assert "Misses the p99 time to first token target (2.00 s) under a simulated stream of 6.0 req/s" in body
     assert "of the 200 simulated requests met every target" in body
     assert "No latency target set" not in body  # the stream's SLO is the latency target: one story
+    # the table beside the lines shows the numbers they judge, with the same likely ranges
+    tables = [t.value for t in at.table]
+    stream_rows = [frame.loc["Stream p99 TTFT"] for frame in tables if "Stream p99 TTFT" in frame.index]
+    assert len(stream_rows) == 2
+    calm_ttft = plan(met).traffic.ttft_seconds
+    assert stream_rows[0]["Likely range"] == traffic_text.seconds_range(calm_ttft.likely_at(99))
 
 
 def test_the_traffic_charts_have_tooltips_valid_data_and_few_log_ticks():
