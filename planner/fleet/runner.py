@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
@@ -21,6 +20,10 @@ from planner.errors import PlanningError
 from planner.fleet.capacity import CurveResult, Task, VerifyResult, VerifyTask, run_task
 
 RAY_INSTALL = 'pip install "headroom[cluster]"'
+# numpy's OpenBLAS starts a thread per core in every process and its idle threads spin, so N workers would run N x
+# cores BLAS threads on N cores; the simulation's arrays are short, so each worker keeps one (on this machine one plan
+# of the example spends ~40 % more CPU time with the default threads than with one).
+WORKER_ENVIRONMENT = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
 
 @dataclass(frozen=True)
@@ -53,12 +56,14 @@ class TaskRunner:
     """Runs batches of tasks on one backend; a local process pool is started at the first batch that needs it and
     kept for the next ones (a fleet plan runs three batches: curves, peak checks, packing), then shut down on exit.
 
-    Local processes are forked when this process runs a single thread (the CLI: no start-up cost), else spawned
-    (fresh interpreters, safe beside the threads a server such as the dashboard's runs)."""
+    Local processes fork from a fork server (one clean process that imports the engine once; safe beside the
+    threads a server such as the dashboard's runs), or are spawned where there is none. Each gets one BLAS thread
+    (`WORKER_ENVIRONMENT`)."""
 
     def __init__(self, backend: Backend) -> None:
         self.backend = backend
         self._pool: ProcessPoolExecutor | None = None
+        self._saved: dict[str, str | None] = {}
 
     def __enter__(self) -> TaskRunner:
         return self
@@ -67,6 +72,23 @@ class TaskRunner:
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=True)
             self._pool = None
+        for key, value in self._saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+        self._saved = {}
+
+    def _start_pool(self) -> ProcessPoolExecutor:
+        """The worker processes, started with `WORKER_ENVIRONMENT` (where the caller has not set those variables)."""
+        self._saved = {k: os.environ.get(k) for k in WORKER_ENVIRONMENT if k not in os.environ}
+        os.environ.update({k: WORKER_ENVIRONMENT[k] for k in self._saved})
+        if "forkserver" in multiprocessing.get_all_start_methods():
+            context = multiprocessing.get_context("forkserver")
+            context.set_forkserver_preload(["planner.fleet.capacity"])
+        else:
+            context = multiprocessing.get_context("spawn")
+        return ProcessPoolExecutor(max_workers=self.backend.workers, mp_context=context)
 
     def run(self, tasks: Sequence[Task]) -> list[CurveResult | VerifyResult]:
         """Each task's result, in order."""
@@ -77,14 +99,7 @@ class TaskRunner:
         if self.backend.workers <= 1 or len(tasks) <= 1:
             return [run_task(t) for t in tasks]
         if self._pool is None:
-            method = (
-                "fork"
-                if threading.active_count() == 1 and "fork" in multiprocessing.get_all_start_methods()
-                else "spawn"
-            )
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.backend.workers, mp_context=multiprocessing.get_context(method)
-            )
+            self._pool = self._start_pool()
         # the longest first, so that no worker starts a long task last
         order = sorted(range(len(tasks)), key=lambda i: -_weight(tasks[i]))
         results = list(self._pool.map(run_task, [tasks[i] for i in order]))

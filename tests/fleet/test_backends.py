@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from planner.errors import PlanningError
@@ -13,8 +15,10 @@ from tests.fleet.fleets import fleet, planned, small
 
 
 def test_a_process_pool_gives_the_same_answer_byte_for_byte():
+    before = dict(os.environ)
     pooled = plan_fleet(fleet(), workers=2)
     assert pooled.model_dump_json() == planned().model_dump_json()
+    assert dict(os.environ) == before  # the workers' one-BLAS-thread setting is not left behind
 
 
 def test_the_runner_keeps_the_tasks_order():
