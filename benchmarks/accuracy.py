@@ -39,6 +39,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import accuracy_decisions  # noqa: E402
 from planner import plan  # noqa: E402
 from planner.dtypes import DTYPES  # noqa: E402
 from planner.errors import PlanningError  # noqa: E402
@@ -1288,6 +1289,7 @@ def write_report(
             ]
     lines += _bands_section(summary, serving)
     lines += _ranges_section(serving or {})
+    lines += accuracy_decisions.report_lines((serving or {}).get("decisions"))
     lines += ["", "## Worst cases", ""]
     for r in sorted((r for r in results if r.case.family != SERVING), key=lambda r: -abs(r.error))[:5]:
         lines.append(
@@ -1884,6 +1886,11 @@ def main(argv: list[str] | None = None) -> int:
     results = evaluate(cases)
     summary = summarize(results)
     serving = summarize_serving(results)
+    if serving:  # the decisions the serving sweeps measured, made from the same replays (accuracy_decisions.py)
+        runs = [r for r in results if r.case.family == SERVING and math.isfinite(r.error)]
+        serving["decisions"] = accuracy_decisions.summary(
+            runs, traffic_ranges, _read(SERVING_FILE), unmapped, serving_source
+        )
     sensitivity = sensitivity_study(cases) if args.sensitivity else None
     mechanisms = mechanism_study(cases) if args.sensitivity else None
     write_report(results, unmapped, summary, args.out, sensitivity, serving, mechanisms)

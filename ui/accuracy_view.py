@@ -330,6 +330,7 @@ def accuracy_section(calibration=None) -> None:
         )
     _family_errors(frame, stats)
     _traffic_ranges()
+    _decisions()
     _largest_errors(frame)
     _regenerate()
 
@@ -376,6 +377,137 @@ def _traffic_ranges() -> None:
         "until it did. A target inside the range reads *at risk*."
     )
     st.table(frame.set_index(["Kind", "Regime"]))
+
+
+DECISION_METRICS = {
+    "p99_ttft_ms": "p99 TTFT",
+    "mean_ttft_ms": "mean TTFT",
+    "median_ttft_ms": "median TTFT",
+    "p99_tpot_ms": "p99 TPOT",
+    "mean_tpot_ms": "mean TPOT",
+    "median_itl_ms": "median ITL",
+}
+
+
+def _decision_ms(value: float) -> str:
+    return f"{value / 1e3:.3g} s" if value >= 1e3 else f"{value:.3g} ms"
+
+
+def _decision_share(value) -> str:
+    return "n/a" if value is None else f"{100 * value:.0f}%"
+
+
+def _decision_signed(value) -> str:
+    return "n/a" if value is None else f"{100 * value:+.0f}%"
+
+
+def decisions() -> dict:
+    """The decisions the published sweeps measured, as Headroom makes them (accuracy.json serving -> decisions)."""
+    return serving_errors().get("decisions") or {}
+
+
+def decisions_frame(source: str) -> pd.DataFrame:
+    """One source's decisions: per sweep and SLO rule, the largest load meeting the SLO measured and by Headroom,
+    how far apart, the likely decisions and the replicas for the target rate."""
+    rows = []
+    for sweep in decisions().get("sweeps", []):
+        if sweep["source"] != source:
+            continue
+        ttft, tpot = DECISION_METRICS[sweep["ttft_statistic"]], DECISION_METRICS[sweep["tpot_statistic"]]
+        for d in sweep["decisions"]:
+            likely = d["replicas_likely"]
+            rows.append(
+                {
+                    "Sweep": f"{sweep['deployment']}, {sweep['kind']} ({', '.join(sweep['loads'])})",
+                    "SLO": f"{ttft} ≤ {_decision_ms(d['targets_ms']['ttft'])}, {tpot} ≤ "
+                    f"{_decision_ms(d['targets_ms']['tpot'])} ({d['rule']})",
+                    "Measured decision": d["measured_load"],
+                    "Headroom decision": d["headroom_load"],
+                    "Match": d["category"] + (f" ({d['steps']:+d})" if d["steps"] else ""),
+                    "Likely decisions": f"{d['likely_loads'][0]} … {d['likely_loads'][1]}"
+                    + ("" if d["measured_within_likely"] else " (misses the measured)"),
+                    "Replicas: measured / Headroom (likely)": (
+                        f"{d['replicas_measured'] or 'none'} / {d['replicas_headroom'] or 'none'}"
+                        + (f" ({likely[0]}–{likely[1]})" if likely else "")
+                        + f" for {d['target_requests_per_second']:.3g} req/s"
+                    ),
+                    "Replica error": _decision_signed(d["replica_error"]),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def decisions_summary_frame() -> pd.DataFrame:
+    """Per source, per rule and pooled: exact / one step off / further, the replica error, and the likely ones."""
+    found = decisions()
+    rows = [
+        *[(source, p) for source, p in found.get("sources", {}).items()],
+        *[(f"Rule '{rule}', every source", p) for rule, p in found.get("rules_pooled", {}).items()],
+        *([("Pooled", found["pooled"])] if found.get("pooled") else []),
+    ]
+    return pd.DataFrame(
+        [
+            {
+                "Source": name,
+                "Decisions": p["decisions"],
+                "Exact": p["exact"],
+                "One step off": p["one_step_off"],
+                "Further": p["further"],
+                "Chance: exact / within one": f"{_decision_share(p['chance_exact'])} / "
+                f"{_decision_share(p['chance_within_one_step'])}",
+                "Median |replica error|": _decision_share(p["median_abs_replica_error"]),
+                "Median signed replica error": _decision_signed(p["median_signed_replica_error"]),
+                "Measured decision in the likely": f"{p['measured_within_likely']} of {p['decisions']}",
+                "Measured replicas in the likely": f"{p['measured_replicas_within_likely']} of {p['replicas_checked']}",
+            }
+            for name, p in rows
+        ]
+    )
+
+
+def decisions_headline() -> str:
+    """The pooled decision score in one sentence, with its range over sources left out."""
+    found = decisions()
+    p, loso = found["pooled"], found["pooled_source_left_out"]
+
+    def spread(figure: str, fmt=_decision_share) -> str:
+        return f"{fmt(loso[figure]['min'])}–{fmt(loso[figure]['max'])}"
+
+    return (
+        f"Over **{p['decisions']} decisions** from {len(found['sweeps'])} sweeps of {len(found['sources'])} sources, "
+        f"Headroom's is the measured one in **{p['exact']}**, one sweep point off in **{p['one_step_off']}** and "
+        f"further in **{p['further']}** (a uniform guess: {_decision_share(p['chance_exact'])} exact, "
+        f"{_decision_share(p['chance_within_one_step'])} within one). Replicas for the target rate: median "
+        f"|error| **{_decision_share(p['median_abs_replica_error'])}**, median signed "
+        f"**{_decision_signed(p['median_signed_replica_error'])}** (negative: fewer replicas than the measurements "
+        f"need). With each source left out: exact {spread('share_exact')}, within one step "
+        f"{spread('share_within_one_step')}, median |replica error| {spread('median_abs_replica_error')}."
+    )
+
+
+def _decisions() -> None:
+    """Decisions checked against measurements: per source, the load meeting an SLO and the replicas it implies."""
+    found = decisions()
+    if not found.get("sweeps"):
+        return
+    st.subheader("Decisions checked against measurements", anchor=False)
+    rules = "; ".join(f"*{name}*: {text}" for name, text in found["rules"].items())
+    st.markdown(
+        "Where a source ran one deployment at several request rates or client concurrencies, the sweep measured a "
+        "decision: the largest of its loads that meets an SLO, and the replicas a target rate then needs. Headroom "
+        "makes the same decision from its simulated statistics at the same loads. SLO rules, fixed beforehand and "
+        f"the same for every sweep: {rules}; on {found['statistic_rule']}. Replicas: {found['target_rule']}. "
+        f"*Likely decisions*: from the largest load whose likely range 'meets' to the largest not said to 'miss', "
+        "with the ranges rebuilt without the sweep's own source."
+    )
+    st.markdown(decisions_headline())
+    for source in found["sources"]:
+        st.markdown(f"**{md_escape(source)}**")
+        st.table(decisions_frame(source).set_index("Sweep"))
+    st.table(decisions_summary_frame().set_index("Source"))
+    if found.get("not_checked"):
+        with st.expander(f"Sweeps not checked ({len(found['not_checked'])})"):
+            st.markdown("\n".join(f"- {md_escape(i['group'])}: {md_escape(i['reason'])}" for i in found["not_checked"]))
 
 
 def _family_errors(frame, stats) -> None:

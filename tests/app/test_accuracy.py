@@ -59,3 +59,30 @@ def test_worst_cases_have_causes_and_the_page_says_how_to_regenerate():
     assert "Likely: see report.md" not in text
     assert any(e.label.startswith("What each accuracy mechanism buys") for e in at.expander)
     assert "without kernel groups one after another" in text
+
+
+def test_accuracy_page_checks_decisions_against_measurements():
+    at = open_page("accuracy")
+    assert_clean(at)
+    decisions = serving_errors()["decisions"]
+    tables = [t.value for t in at.table if "Headroom decision" in t.value.columns]
+    assert len(tables) == len(decisions["sources"])  # one table per source with a sweep
+    shown = pd.concat(tables)
+    committed = [d for sweep in decisions["sweeps"] for d in sweep["decisions"]]
+    assert len(shown) == len(committed) == decisions["pooled"]["decisions"]
+    for (_, row), d in zip(shown.iterrows(), committed):
+        assert row["Measured decision"] == d["measured_load"]
+        assert row["Headroom decision"] == d["headroom_load"]
+        assert row["Match"].split(" (")[0] == d["category"]
+        assert row["Replica error"] == ("n/a" if d["replica_error"] is None else f"{100 * d['replica_error']:+.0f}%")
+    summary = next(t.value for t in at.table if "One step off" in t.value.columns)
+    pooled = summary.loc["Pooled"]
+    assert (int(pooled["Exact"]), int(pooled["One step off"]), int(pooled["Further"])) == (
+        decisions["pooled"]["exact"],
+        decisions["pooled"]["one_step_off"],
+        decisions["pooled"]["further"],
+    )
+    text = "\n".join(m.value for m in at.markdown)
+    assert f"Over **{decisions['pooled']['decisions']} decisions**" in text
+    assert "With each source left out" in text
+    assert accuracy_view.decisions_headline() in text
