@@ -62,6 +62,11 @@ class MemoryBreakdown(Frozen):
     max_context_tokens: int | None = None
     kv_blocks: int | None = None
     max_micro_batch_size: int | None = None
+    # training: what PyTorch's caching allocator likely reserves at the peak for `total_bytes` of tensors (the
+    # allocated peak), at the typical and at the high fragmentation share (planner.physics.memory); None for serving,
+    # whose engines size their pools from the profiled peak
+    reserved_bytes: float | None = None
+    reserved_bytes_high: float | None = None
 
     @computed_field
     @property
@@ -139,6 +144,7 @@ WarningCode = Literal[
     "generic_architecture",  # no dedicated config parser: planned as a Llama-style decoder
     "does_not_fit",
     "low_headroom",
+    "fragmentation_risk",  # training: the tensors fit, what the caching allocator likely reserves does not
     "calibration_other_gpu",  # a calibration mapped explicitly from another device
     "tensor_parallel_over_pcie",
     # inference

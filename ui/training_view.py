@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from planner import units
+from planner.physics.memory import ALLOCATOR_FRAGMENTATION_SHARE, ALLOCATOR_FRAGMENTATION_SHARE_HIGH
 from planner.verdict import memory_verdict
 from ui import bands, charts, energy_view
 from ui.render import (
@@ -66,6 +67,20 @@ def training_verdict(plan) -> None:
     else:
         extra = " Not even a micro-batch of 1 fits: shard more (ZeRO, TP/PP), recompute activations or offload."
     verdict_box(v, verdict_markdown(v) + memory_detail(plan) + extra)
+    if mem.reserved_bytes is not None:
+        st.caption(reserved_caption(mem))
+
+
+def reserved_caption(mem) -> str:
+    """Which memory the plan's number is, and what a training log's reserved peak will likely read."""
+    return (
+        f"Memory per GPU is the tensors allocated at the peak (`torch.cuda.max_memory_allocated`). PyTorch's caching "
+        f"allocator likely reserves about {units.gib(mem.reserved_bytes)} for them (up to "
+        f"{units.gib(mem.reserved_bytes_high)}): what `torch.cuda.max_memory_reserved` and torchtitan's "
+        f"'max_reserved' read. Fragmentation {units.percent(ALLOCATOR_FRAGMENTATION_SHARE)} of reserved memory "
+        f"typical, up to {units.percent(ALLOCATOR_FRAGMENTATION_SHARE_HIGH)} (GMLake, ASPLOS 2024: eight LLM "
+        "training workloads on A100-80GB)."
+    )
 
 
 def training_metrics(plan) -> None:

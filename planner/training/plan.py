@@ -15,6 +15,7 @@ from planner.model.architecture import (
     kv_cache_bytes_per_token,
     parameter_counts,
 )
+from planner.physics import memory as base_memory
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.physics.energy import accelerator_power, energy_assumption
 from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline, warning_fields
@@ -172,6 +173,10 @@ def _memory_breakdown(memory: TrainingMemory, max_micro_batch_size: int) -> Memo
         budget_bytes=float(memory.capacity_bytes),  # training may use the whole device
         host_bytes=float(memory.host_bytes),
         max_micro_batch_size=max_micro_batch_size,
+        reserved_bytes=float(base_memory.reserved_bytes(memory.components.total_bytes)),
+        reserved_bytes_high=float(
+            base_memory.reserved_bytes(memory.components.total_bytes, base_memory.ALLOCATOR_FRAGMENTATION_SHARE_HIGH)
+        ),
     )
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from planner.hardware.catalog import Accelerator
 from planner.model.architecture import ModelArchitecture
 from planner.model.notes import architecture_warnings
-from planner.physics.memory import stage_layers
+from planner.physics.memory import ALLOCATOR_FRAGMENTATION_SHARE, ALLOCATOR_FRAGMENTATION_SHARE_HIGH, stage_layers
 from planner.results import LOW_HEADROOM_FRACTION, MemoryBreakdown, PlanWarning
 from planner.training.results import MicroBatchOption, TrainingPerformance
 from planner.training.scenario import TrainingScenario
@@ -50,12 +50,28 @@ def _memory_warnings(s: TrainingScenario, arch: ModelArchitecture, memory: Memor
                 f"device; {hint}.",
             )
         )
+    elif memory.reserved_bytes is not None and memory.reserved_bytes > memory.capacity_bytes:
+        out.append(
+            PlanWarning(
+                "fragmentation_risk",
+                f"The tensors fit ({gib(memory.total_bytes)} allocated at the peak, {gib(memory.capacity_bytes)} on the "
+                f"device), but PyTorch's caching allocator typically reserves "
+                f"{percent(1 / (1 - ALLOCATOR_FRAGMENTATION_SHARE) - 1)} more than it holds (fragmentation "
+                f"{percent(ALLOCATOR_FRAGMENTATION_SHARE)} of reserved memory on average, up to "
+                f"{percent(ALLOCATOR_FRAGMENTATION_SHARE_HIGH)}; GMLake, ASPLOS 2024): about "
+                f"{gib(memory.reserved_bytes)} reserved, past the device: the allocator then frees and re-splits its cache and may still run "
+                "out of memory. PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True reduces fragmentation; a smaller "
+                "micro-batch, more sharding or recomputation leaves room.",
+            )
+        )
     elif memory.headroom_fraction < LOW_HEADROOM_FRACTION:
         out.append(
             PlanWarning(
                 "low_headroom",
-                f"Headroom is only {percent(memory.headroom_fraction)} of device memory: allocator fragmentation "
-                "(typically 5-10 %) may still cause an out-of-memory error.",
+                f"Headroom is only {percent(memory.headroom_fraction)} of device memory: with the caching "
+                f"allocator's fragmentation ({percent(ALLOCATOR_FRAGMENTATION_SHARE)} of reserved memory typical, up to "
+                f"{percent(ALLOCATOR_FRAGMENTATION_SHARE_HIGH)}; GMLake, ASPLOS 2024) an out-of-memory error is "
+                "possible.",
             )
         )
     if s.sequence_length > arch.max_context_tokens:

@@ -211,3 +211,11 @@ def test_efficiency_controls_replan_like_the_engine():
     )
     assert at.session_state["current_training"] == moved
     assert_metrics_match(at, moved)
+
+
+def test_the_training_page_says_which_memory_it_shows():
+    """Issue 24 item 5: the plan's memory is the allocated peak; the caption gives the likely reserved peak too."""
+    at = open_page("training")
+    assert not at.exception
+    caption = "\n".join(c.value for c in at.caption)
+    assert "max_memory_allocated" in caption and "max_reserved" in caption and "GMLake" in caption
