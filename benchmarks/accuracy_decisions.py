@@ -24,13 +24,7 @@ from dataclasses import dataclass
 
 from planner.inference.traffic_ranges import TrafficRanges
 from planner.inference.traffic_results import CapacityAnswer
-from planner.uncertainty import (
-    REGIME_MIN_CASES,
-    REGIME_MIN_SOURCES,
-    UNMEASURED_SPREAD,
-    TrafficRange,
-    _range_of,
-)
+from planner.uncertainty import TrafficRange, traffic_range
 
 # The statistic a sweep's targets read: the first of these the source published at every load of the sweep.
 STATISTICS = ("p99", "mean", "median")
@@ -242,18 +236,7 @@ def category(steps: int) -> str:
 def pick_range(ranges: dict, kind: str, regime: str) -> TrafficRange:
     """The range a plan in `regime` gets from these ranges (accuracy.traffic_ranges' output): the choice
     planner.uncertainty.traffic_range makes from the committed summary, made on any ranges."""
-    entry = ranges.get(kind, {})
-    own = entry.get("regimes", {}).get(regime)
-    if own and own.get("sources", 0) >= REGIME_MIN_SOURCES and own["band"]["loo_cases"] >= REGIME_MIN_CASES:
-        found = _range_of(kind, own, regime, "this regime's runs")
-    else:
-        found = _range_of(kind, entry.get("all"), None, "every regime's runs")
-    if found is not None:
-        return found
-    spread = UNMEASURED_SPREAD
-    return TrafficRange(
-        kind=kind, low_error=-spread, high_error=spread, regime=None, basis="unmeasured", loo_coverage=None
-    )
+    return traffic_range(kind, regime, ranges)
 
 
 def _load_text(sweep: Sweep, index: int) -> str:

@@ -301,11 +301,12 @@ def _range_of(kind: str, stats: dict | None, regime: str | None, scope: str) -> 
     return TrafficRange(kind=kind, low_error=low, high_error=high, regime=regime, basis=basis, loo_coverage=coverage)
 
 
-def traffic_range(kind: str, regime: str) -> TrafficRange:
+def traffic_range(kind: str, regime: str, ranges: dict | None = None) -> TrafficRange:
     """The range a simulated `kind` ('ttft', 'tpot' or 'throughput') gets in `regime`: the regime's own band
     where enough sources measured it (REGIME_MIN_SOURCES, REGIME_MIN_CASES), else every regime's pooled, else
-    the +-50 % of an unmeasured family."""
-    ranges = serving_errors().get("ranges", {}).get(kind, {})
+    the +-50 % of an unmeasured family. `ranges`: the summary's "ranges" to read (default: the committed
+    accuracy.json's; the decisions check passes ranges rebuilt without a source)."""
+    ranges = (serving_errors().get("ranges", {}) if ranges is None else ranges).get(kind, {})
     own = ranges.get("regimes", {}).get(regime)
     if own and own.get("sources", 0) >= REGIME_MIN_SOURCES and own["band"]["loo_cases"] >= REGIME_MIN_CASES:
         found = _range_of(kind, own, regime, "this regime's runs")

@@ -164,7 +164,7 @@ def test_the_verdict_is_the_planners():
         check = SloCheck(
             metric="ttft_seconds", percentile=99, target_seconds=1.0, simulated_seconds=simulated, met=True
         )
-        planner = ranges._check(check, {}).verdict
+        planner = ranges.check_slo(check, {}).verdict
         ours = D.verdict(ranges.ttft.interval(simulated), ranges.tpot.interval(0.0), (1.0, 1.0))
         assert ours == planner, simulated
 

@@ -85,7 +85,7 @@ class TrafficRanges:
             ok &= values <= target
         return float(ok.mean())
 
-    def _check(self, check: SloCheck, m: dict[str, np.ndarray]) -> SloCheck:
+    def check_slo(self, check: SloCheck, m: dict[str, np.ndarray]) -> SloCheck:
         kind = SLO_METRIC_KINDS[check.metric]
         if kind == "e2e":
             slow = Distribution.of(self._e2e(m, 0)).at(check.percentile)
@@ -165,7 +165,7 @@ class TrafficRanges:
                 min(attainment[0] * completed[0], result.goodput_requests_per_second),
                 max(min(attainment[1] * completed[1], completed[1]), result.goodput_requests_per_second),
             )
-            update["slo"] = [self._check(c, m) for c in result.slo]
+            update["slo"] = [self.check_slo(c, m) for c in result.slo]
         return revised(result, **update)
 
     def capacity(self, answer: CapacityAnswer, gpus_per_replica: int) -> CapacityAnswer:
