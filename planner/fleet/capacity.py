@@ -16,6 +16,7 @@ Nothing here is a second simulator: the numbers are the traffic simulation's.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -169,9 +170,18 @@ class VerifyTask:
         )
 
 
-Task = CurveTask | VerifyTask
+class Task(Protocol):
+    """A fleet's unit of work: a picklable record whose `run()` simulates and returns a pydantic result."""
+
+    @property
+    def key(self) -> str: ...
+
+    @property
+    def scenario(self) -> InferenceScenario: ...
+
+    def run(self) -> BaseModel: ...
 
 
-def run_task(task: Task) -> CurveResult | VerifyResult:
+def run_task(task: Task) -> BaseModel:
     """Run one task: the function every backend (this process, a process pool, Ray) calls."""
     return task.run()

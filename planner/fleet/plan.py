@@ -22,6 +22,7 @@ from planner.fleet.allocation import Allocation, Placement, allocate
 from planner.fleet.answer import Comparison, FleetAnswer, Rejected
 from planner.fleet.capacity import CurveResult, CurveTask, VerifyResult, VerifyTask, candidate_key, candidate_scenario
 from planner.fleet.comparisons import one_kind, packed, packing_sets
+from planner.fleet.disaggregated import SplitResult, SplitTask, disaggregated, not_compared, split_task
 from planner.fleet.intake import parse_fleet
 from planner.fleet.power import pool_power
 from planner.fleet.pricing import CostSplit
@@ -45,7 +46,8 @@ def plan_fleet(
 ) -> FleetAnswer:
     """The fleet's day (module docstring). A dict is read leniently (`intake.parse_fleet`): a bad deployment or pool
     is left out and named in `rejected`. `workers` > 1 runs the simulations on that many local processes,
-    `ray_address` as Ray tasks ("auto", "ray://...", "local"); the answer is the same."""
+    `ray_address` as Ray tasks ("auto", "ray://...", "local"); the answer is the same. Local processes start from a
+    fork server, so a script calling this with `workers` > 1 needs the usual `if __name__ == "__main__":` guard."""
     rejected: list[Rejected] = []
     if not isinstance(fleet, FleetScenario):
         fleet, rejected = parse_fleet(fleet)
@@ -63,6 +65,8 @@ def plan_fleet(
             allocation = allocate(fleet, rates, candidates)
         comparisons = one_kind(fleet, rates, candidates, allocation, DAYS_PER_MONTH)
         comparisons += packed_comparisons(fleet, rates, allocation, runner, calibration)
+        if fleet.compare_disaggregation:
+            comparisons += disaggregated_comparisons(fleet, rates, allocation, runner, calibration)
     return answer(fleet, allocation, candidates, rates, comparisons, rejected)
 
 
@@ -156,6 +160,29 @@ def packed_comparisons(
     return [packed(fleet, rates, allocation, s, results, DAYS_PER_MONTH) for s in sets]
 
 
+def disaggregated_comparisons(
+    fleet: FleetScenario,
+    rates: dict[str, tuple[float, ...]],
+    allocation: Allocation,
+    runner: TaskRunner,
+    calibration: CalibrationRecord | None,
+) -> list[Comparison]:
+    placements = list(allocation.placements.values())
+    headroom = fleet.autoscaling.headroom_share
+    tasks = [split_task(p, rates[p.candidate.deployment.name], headroom, calibration) for p in placements]
+    done = iter(runner.run([t for t in tasks if isinstance(t, SplitTask)]))
+    found = []
+    for p, task in zip(placements, tasks):
+        name = p.candidate.deployment.name
+        if isinstance(task, str):
+            found.append(not_compared(name, allocation, DAYS_PER_MONTH, f"not compared: {task}"))
+            continue
+        result = next(done)
+        assert isinstance(result, SplitResult)
+        found.append(disaggregated(fleet, allocation, p, result, DAYS_PER_MONTH))
+    return found
+
+
 def answer(
     fleet: FleetScenario,
     allocation: Allocation,
@@ -233,8 +260,8 @@ def assumptions(fleet: FleetScenario) -> list[str]:
         "Electricity is not added to the GPU bill (cloud GPU-hour prices include power); it is electricity_usd_per_day.",
         "A deployment runs on one pool and one layout all day; deployments are placed largest first on their cheapest "
         "candidate with room.",
-        "Not modelled: LoRA adapters on a shared base, disaggregated prefill/decode in a fleet (python -m planner "
-        "traffic --disaggregate best compares it for one deployment), requests lost when a spot group is reclaimed.",
+        "Not modelled: LoRA adapters on a shared base, requests lost when a spot group is reclaimed; disaggregated "
+        "prefill/decode pools only as a comparison at each deployment's peak (compare_disaggregation).",
     ]
     if a.scale_up_delay_seconds is None:
         storage = "its own storage_bytes_per_second" if a.storage_bytes_per_second else defaults.STORAGE_SOURCE

@@ -17,8 +17,9 @@ Each deployment is charged the pool's blended price for its GPU-hours plus its o
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, computed_field
+from pydantic import BaseModel, ConfigDict, computed_field, model_validator
 
 from planner.fleet import defaults
 from planner.fleet.scenario import Pool
@@ -36,6 +37,14 @@ class CostSplit(BaseModel):
     spot_usd_per_day: float = 0.0
     spot_reserve_usd_per_day: float = 0.0  # on demand, re-serving interrupted spot groups
     scale_up_usd_per_day: float = 0.0  # on demand, replicas starting before their hour
+
+    @model_validator(mode="before")
+    @classmethod
+    def _derived(cls, data: Any) -> Any:
+        """The total is derived: a written answer read back drops it (and derives it again)."""
+        if isinstance(data, dict) and "usd_per_day" in data:
+            return {k: v for k, v in data.items() if k != "usd_per_day"}
+        return data
 
     @computed_field
     @property

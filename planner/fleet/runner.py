@@ -16,8 +16,10 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from importlib.util import find_spec
 
+from pydantic import BaseModel
+
 from planner.errors import PlanningError
-from planner.fleet.capacity import CurveResult, Task, VerifyResult, VerifyTask, run_task
+from planner.fleet.capacity import Task, VerifyTask, run_task
 
 RAY_INSTALL = 'pip install "headroom[cluster]"'
 # numpy's OpenBLAS starts a thread per core in every process and its idle threads spin, so N workers would run N x
@@ -90,7 +92,7 @@ class TaskRunner:
             context = multiprocessing.get_context("spawn")
         return ProcessPoolExecutor(max_workers=self.backend.workers, mp_context=context)
 
-    def run(self, tasks: Sequence[Task]) -> list[CurveResult | VerifyResult]:
+    def run(self, tasks: Sequence[Task]) -> list[BaseModel]:
         """Each task's result, in order."""
         if not tasks:
             return []
@@ -103,7 +105,7 @@ class TaskRunner:
         # the longest first, so that no worker starts a long task last
         order = sorted(range(len(tasks)), key=lambda i: -_weight(tasks[i]))
         results = list(self._pool.map(run_task, [tasks[i] for i in order]))
-        placed: list[CurveResult | VerifyResult | None] = [None] * len(tasks)
+        placed: list[BaseModel | None] = [None] * len(tasks)
         for i, result in zip(order, results):
             placed[i] = result
         return [r for r in placed if r is not None]
@@ -118,13 +120,13 @@ def _weight(task: Task) -> float:
     return float(requests * replicas * (s.prompt_tokens + s.output_tokens))
 
 
-def run_all(tasks: Sequence[Task], backend: Backend) -> list[CurveResult | VerifyResult]:
+def run_all(tasks: Sequence[Task], backend: Backend) -> list[BaseModel]:
     """Each task's result, in order, on a runner of its own."""
     with TaskRunner(backend) as runner:
         return runner.run(tasks)
 
 
-def _on_ray(tasks: Sequence[Task], address: str) -> list[CurveResult | VerifyResult]:
+def _on_ray(tasks: Sequence[Task], address: str) -> list[BaseModel]:
     if not ray_available():
         raise PlanningError(f"running on Ray needs the ray package, which is not installed: {RAY_INSTALL}")
     import ray

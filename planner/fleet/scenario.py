@@ -292,6 +292,11 @@ class FleetScenario(Frozen):
     rate_scale: float = Field(
         default=1.0, gt=0, le=1000, allow_inf_nan=False, description="multiplies every deployment's load (growth)"
     )
+    compare_disaggregation: bool = Field(
+        default=False,
+        description="also compare each deployment with prefill/decode pools at its peak (the fewest GPUs a split "
+        "meets the SLO on; about replicas x log2(replicas) more simulations per deployment)",
+    )
 
     @model_validator(mode="after")
     def _names(self) -> FleetScenario:
