@@ -3,12 +3,13 @@
 Every backend calls the same function (`capacity.run_task`) on the same picklable tasks and returns the results in
 the tasks' order, so a fleet's answer does not depend on where it ran. Ray is optional (`pip install
 "headroom[cluster]"`) and imported only when a Ray address is given: "auto" (a running cluster, or the RAY_ADDRESS
-environment variable's), "ray://host:10001", or "local" (start a Ray instance on this machine). A Ray that is already
-initialised in this process (a notebook, a test) is used as it is.
+environment variable's), "ray://host:10001" (Ray Client: `pip install "ray[client]"`), or "local" (start a Ray instance
+on this machine). A Ray that is already initialised in this process (a notebook, a test) is used as it is.
 """
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 from collections.abc import Sequence
@@ -133,7 +134,12 @@ def _on_ray(tasks: Sequence[Task], address: str) -> list[BaseModel]:
 
     if not ray.is_initialized():
         try:
-            ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False)
+            ray.init(
+                address=None if address == "local" else address,
+                include_dashboard=False,
+                log_to_driver=False,
+                logging_level=logging.ERROR,  # the answer on stdout, not Ray's start-up notes on stderr
+            )
         except (ConnectionError, RuntimeError, ValueError) as exc:
             raise PlanningError(f"cannot reach the Ray cluster at {address!r}: {str(exc).splitlines()[0]}") from None
     remote = ray.remote(run_task)

@@ -51,3 +51,20 @@ def test_without_ray_the_ray_path_says_how_to_install_it(monkeypatch):
         PlanningError, match=r'needs the ray package, which is not installed: pip install "headroom\[cluster\]"'
     ):
         plan_fleet(fleet(), ray_address="auto")
+
+
+def test_each_candidate_is_simulated_once_not_once_an_hour(monkeypatch):
+    import planner.fleet.runner as runner
+
+    ran: list[str] = []
+
+    def counting(task):
+        ran.append(type(task).__name__)
+        return run_task(task)
+
+    monkeypatch.setattr(runner, "run_task", counting)
+    answer = plan_fleet(fleet())
+    # 2 deployments x 1 layout x 2 pools curves, one peak check per chosen candidate, 2 packed engines: 24 hours each
+    assert ran.count("CurveTask") == 4 + 2
+    assert ran.count("VerifyTask") == 2
+    assert len(answer.hours) == 24

@@ -121,3 +121,27 @@ def test_two_deployments_share_a_pools_bill_at_its_blended_price():
     # both hold 48 GPU-hours, each at the pool's blended price: (3 x 24 x 2 + 2 x 12 x 3) / 96 = 2.25 $/GPU-hour
     assert bill.usd_by_deployment["a"] == pytest.approx(108.0) == bill.usd_by_deployment["b"]
     assert scale_up_gpu_hours((1, 3, 2, 2), 0.5) == pytest.approx(1.0)  # +2 at hour 1, and the wrap 2 -> 1 adds none
+
+
+def test_a_peak_that_needs_more_replicas_lowers_the_capacity_for_every_hour():
+    from planner.fleet.capacity import CurveResult, VerifyResult
+    from planner.fleet.plan import apply_verification
+    from planner.fleet.scenario import Deployment
+    from planner.fleet.sizing import Candidate
+    from tests.fleet.fleets import deployment
+
+    d = Deployment.model_validate(deployment("chat"))
+    curve = CurveResult(key="k", feasible=True, capacity_requests_per_second_per_replica=6.0)
+    c = Candidate(d, d.own_layout, _pool(on_demand_usd_per_hour=3.0), curve, 6.0)
+    met = VerifyResult(key="k", requests_per_second=30.0, planned_replicas=6, verified=True, replicas=6)
+    grew = VerifyResult(key="k", requests_per_second=30.0, planned_replicas=6, verified=True, replicas=8)
+    missed = VerifyResult(key="k", requests_per_second=30.0, planned_replicas=6, verified=False, replicas=None)
+    (same,) = apply_verification({"chat": [c]}, [met], 0.1)["chat"]
+    assert same.verified and same.capacity == 6.0 and "met every SLO target" in same.verification
+    (lowered,) = apply_verification({"chat": [c]}, [grew], 0.1)["chat"]
+    # 30 requests/s needed 8 replicas: 30 / (8 x 0.9) = 4.1667 per replica, so the peak is sized at 8 again
+    assert lowered.capacity == pytest.approx(30 / (8 * 0.9))
+    assert replicas_for(30.0, lowered.capacity, 0.1, 1, 1) == 8
+    assert "needed 8 replicas, not 6" in lowered.verification
+    (failed,) = apply_verification({"chat": [c]}, [missed], 0.1)["chat"]
+    assert failed.verified is False and failed.capacity == 6.0 and "missed the SLO" in failed.verification
