@@ -306,12 +306,12 @@ def traffic_range(kind: str, regime: str, ranges: dict | None = None) -> Traffic
     where enough sources measured it (REGIME_MIN_SOURCES, REGIME_MIN_CASES), else every regime's pooled, else
     the +-50 % of an unmeasured family. `ranges`: the summary's "ranges" to read (default: the committed
     accuracy.json's; the decisions check passes ranges rebuilt without a source)."""
-    ranges = (serving_errors().get("ranges", {}) if ranges is None else ranges).get(kind, {})
-    own = ranges.get("regimes", {}).get(regime)
+    entry: dict = (serving_errors().get("ranges", {}) if ranges is None else ranges).get(kind, {})
+    own = entry.get("regimes", {}).get(regime)
     if own and own.get("sources", 0) >= REGIME_MIN_SOURCES and own["band"]["loo_cases"] >= REGIME_MIN_CASES:
         found = _range_of(kind, own, regime, "this regime's runs")
     else:
-        found = _range_of(kind, ranges.get("all"), None, "every regime's runs")
+        found = _range_of(kind, entry.get("all"), None, "every regime's runs")
     if found is not None:
         return found
     return TrafficRange(
