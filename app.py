@@ -30,5 +30,6 @@ pages = [
     st.Page("app_pages/accuracy.py", title="Accuracy", icon=":material/target:", url_path="accuracy"),
     st.Page("app_pages/compare.py", title="Compare", icon=":material/compare_arrows:", url_path="compare"),
     st.Page("app_pages/review.py", title="Review", icon=":material/fact_check:", url_path="review"),
+    st.Page("app_pages/fleet.py", title="Fleet", icon=":material/dns:", url_path="fleet"),
 ]
 st.navigation(pages, position="top").run()
