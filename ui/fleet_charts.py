@@ -10,9 +10,11 @@ import pandas as pd
 
 from planner.fleet import FleetAnswer
 from ui import palette
+from ui.charts import _finish
 
 SPARES = "spares"
 PRICING = {"reserved": "reserved", "on_demand": "on demand", "spot": "spot"}
+HEIGHT = 300
 PRICING_COLOURS = [palette.BLUE, palette.ORANGE, palette.GREEN]
 
 
@@ -45,9 +47,9 @@ def by_pricing_frame(answer: FleetAnswer) -> pd.DataFrame:
     return _stepped(rows)
 
 
-def _area(frame: pd.DataFrame, title: str, colour: alt.Color) -> alt.Chart:
-    return (
-        alt.Chart(frame, title=title)
+def _area(frame: pd.DataFrame, colour: alt.Color) -> alt.Chart:
+    area = (
+        alt.Chart(frame)
         .mark_area(interpolate="step-after", opacity=0.85)
         .encode(
             x=alt.X(
@@ -65,8 +67,8 @@ def _area(frame: pd.DataFrame, title: str, colour: alt.Color) -> alt.Chart:
                 alt.Tooltip("gpus:Q", title="GPUs", format=",.3~g"),
             ],
         )
-        .properties(height=260)
     )
+    return _finish(area, height=HEIGHT)
 
 
 def gpus_by_deployment(answer: FleetAnswer) -> alt.Chart:
@@ -80,7 +82,7 @@ def gpus_by_deployment(answer: FleetAnswer) -> alt.Chart:
         scale=alt.Scale(domain=domain, range=colours),
         legend=alt.Legend(orient="top", direction="horizontal"),
     )
-    return _area(frame, "GPUs by deployment", colour)
+    return _area(frame, colour)
 
 
 def gpus_by_pricing(answer: FleetAnswer) -> alt.Chart:
@@ -90,4 +92,4 @@ def gpus_by_pricing(answer: FleetAnswer) -> alt.Chart:
         scale=alt.Scale(domain=list(PRICING.values()), range=PRICING_COLOURS),
         legend=alt.Legend(orient="top", direction="horizontal"),
     )
-    return _area(by_pricing_frame(answer), "GPUs by pricing", colour)
+    return _area(by_pricing_frame(answer), colour)

@@ -99,8 +99,8 @@ def _settings(doc: dict[str, Any], version: int) -> dict[str, Any]:
     return {"rate_scale": rate_scale, "headroom_share": headroom, "compare_disaggregation": disaggregation}
 
 
-def editor(doc: dict[str, Any]) -> dict[str, Any] | None:
-    """The tables and settings; the edited fleet, or None when a cell cannot be read (said in one sentence)."""
+def editor(doc: dict[str, Any]) -> tuple[dict[str, Any] | None, str | None]:
+    """The tables and settings; the edited fleet, or the sentence saying which cell cannot be read."""
     version = st.session_state.get(VERSION, 0)
     st.caption(
         f"From {st.session_state.get(SOURCE, EXAMPLE_SOURCE)}. Edit a cell, add a row at the bottom or delete rows; "
@@ -164,10 +164,9 @@ def editor(doc: dict[str, Any]) -> dict[str, Any] | None:
     )
     settings = _settings(doc, version)
     try:
-        return fleet_edit.edited_fleet(doc, deployments, pools, settings)
+        return fleet_edit.edited_fleet(doc, deployments, pools, settings), None
     except fleet_edit.FleetInputError as exc:
-        st.error(f"{exc}.", icon=":material/error:")
-        return None
+        return None, f"{exc}."
 
 
 def notice() -> None:

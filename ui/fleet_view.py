@@ -100,6 +100,7 @@ def bill(answer: FleetAnswer) -> None:
         kusd(c.reserved_usd_per_day * month),
         f"{_share(c.reserved_usd_per_day, c.usd_per_day)} of the bill",
         delta_color="off",
+        delta_arrow="off",
         help="Each pool's daily trough (spares included) reserved for 24 h.",
     )
     cols[2].metric(
@@ -108,6 +109,7 @@ def bill(answer: FleetAnswer) -> None:
         f"{_share(c.on_demand_usd_per_day + c.scale_up_usd_per_day + c.spot_reserve_usd_per_day, c.usd_per_day)}"
         " of the bill",
         delta_color="off",
+        delta_arrow="off",
         help=f"Peaks above the reserved base {kusd(c.on_demand_usd_per_day * month)}, replicas starting before their "
         f"hour {kusd(c.scale_up_usd_per_day * month)}, reclaimed spot groups re-served "
         f"{kusd(c.spot_reserve_usd_per_day * month)} (per month).",
@@ -117,21 +119,25 @@ def bill(answer: FleetAnswer) -> None:
         kusd(c.spot_usd_per_day * month),
         f"{_share(c.spot_usd_per_day, c.usd_per_day)} of the bill",
         delta_color="off",
+        delta_arrow="off",
     )
     cols[4].metric(
         "GPUs",
         f"{answer.peak_gpus} at {answer.peak_hour:02d}:00",
         f"trough {answer.trough_gpus}; {_sig(answer.gpu_hours_per_day, 2)} GPU-h/day",
         delta_color="off",
+        delta_arrow="off",
     )
 
 
 def charts(answer: FleetAnswer) -> None:
     left, right = st.columns(2)
     with left:
-        st.altair_chart(fleet_charts.gpus_by_deployment(answer), key="fleet_chart_deployments")
+        st.markdown("**GPUs by deployment** (serving, and the spares)")
+        st.altair_chart(fleet_charts.gpus_by_deployment(answer), key="fleet_chart_deployments", width="stretch")
     with right:
-        st.altair_chart(fleet_charts.gpus_by_pricing(answer), key="fleet_chart_pricing")
+        st.markdown("**GPUs by pricing**")
+        st.altair_chart(fleet_charts.gpus_by_pricing(answer), key="fleet_chart_pricing", width="stretch")
 
 
 def energy_and_spares(answer: FleetAnswer) -> None:
@@ -144,12 +150,14 @@ def energy_and_spares(answer: FleetAnswer) -> None:
         units.kg(answer.co2e_kg_per_day * month),
         f"at {answer.carbon_kg_per_kwh:.2g} kg/kWh",
         delta_color="off",
+        delta_arrow="off",
     )
     cols[3].metric(
         "Electricity per month",
         kusd(answer.electricity_usd_per_day * month),
         "not in the bill",
         delta_color="off",
+        delta_arrow="off",
         help=f"At ${answer.electricity_usd_per_kwh:.2g}/kWh; cloud GPU-hour prices include power.",
     )
     st.markdown(f"**Spares: {answer.spare_gpus} GPU{'s' if answer.spare_gpus != 1 else ''}**")
@@ -198,7 +206,6 @@ def comparisons_table(answer: FleetAnswer) -> pd.DataFrame:
             "Against this plan": "–",
             "Peak GPUs": answer.peak_gpus,
             "Every deployment planned": "yes" if all(d.feasible for d in answer.deployments) else "no",
-            "Caveat": "",
         }
     ]
     for c in answer.comparisons:
@@ -210,7 +217,6 @@ def comparisons_table(answer: FleetAnswer) -> pd.DataFrame:
                 "Against this plan": ("+" if delta > 0 else "−" if delta < 0 else "±") + kusd(abs(delta)),
                 "Peak GPUs": c.peak_gpus,
                 "Every deployment planned": "yes" if c.feasible else f"no: {', '.join(c.infeasible) or c.note}",
-                "Caveat": c.note,
             }
         )
     return pd.DataFrame(rows)
@@ -221,6 +227,8 @@ def comparisons(answer: FleetAnswer) -> None:
         st.caption("No comparison applies to this fleet (one pool, nothing to pack).")
         return
     st.dataframe(comparisons_table(answer), hide_index=True, key="fleet_table_comparisons")
+    for c in answer.comparisons:
+        st.caption(f"**{c.label}**: {c.note}")
 
 
 def pools(answer: FleetAnswer) -> None:
@@ -266,11 +274,16 @@ def export(answer: FleetAnswer, link: str) -> None:
     )
 
 
-def answer_view(answer: FleetAnswer, link: str) -> None:
+def headline(answer: FleetAnswer, link: str) -> None:
+    """The top of the page: the sentence, the link and the CSV, the bill, the day's charts."""
     summary(answer)
     export(answer, link)
     bill(answer)
     charts(answer)
+
+
+def details(answer: FleetAnswer) -> None:
+    """Below the fleet's tables: energy and spares, deployments, pools, comparisons, assumptions."""
     st.subheader("Energy and spares", anchor=False)
     energy_and_spares(answer)
     st.subheader("Deployments", anchor=False)
