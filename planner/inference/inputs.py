@@ -227,9 +227,16 @@ def activation_bytes_per_element(weight_dtype):
     return 4.0 if weight_dtype == "fp32" else 2.0
 
 
-def hardware_link(group_span_gpus, hw: HardwareInputs, custom_allreduce: bool = False) -> Link:
-    """The link a group of `group_span_gpus` consecutive GPUs of this hardware talks over
-    (`communication.Link.spanning`); peer-memory all-reduces only where the runtime has them."""
+def hardware_link(
+    group_span_gpus,
+    hw: HardwareInputs,
+    custom_allreduce: bool = False,
+    participants: Number = 1,
+    all_to_all: Flag = False,
+) -> Link:
+    """The link a group of `participants` GPUs over `group_span_gpus` consecutive GPUs of this hardware talks over
+    (`communication.Link.spanning`: across nodes, as many NICs as the group has members per node; `participants`
+    1, one GPU's NIC, for point-to-point sends); peer-memory all-reduces only where the runtime has them."""
     return Link.spanning(
         group_span_gpus,
         hw.gpus_per_node,
@@ -237,6 +244,8 @@ def hardware_link(group_span_gpus, hw: HardwareInputs, custom_allreduce: bool = 
         hw.inter_node_bytes_per_second,
         hw.link_latency_seconds,
         hw.peer_link if custom_allreduce else False,
+        participants,
+        all_to_all,
     )
 
 
@@ -285,7 +294,7 @@ class ReplicaShape:
             sequences=sequences,
             micro_batch=micro_batch(sequences, pp),
             stage_layers=mem.stage_layers(arch, pp),
-            tensor_link=hardware_link(tp, hw, runtime_profile(inputs.runtime).custom_allreduce),
+            tensor_link=hardware_link(tp, hw, runtime_profile(inputs.runtime).custom_allreduce, tp),
             pipeline_link=hardware_link(tp * pp, hw),
-            expert_link=hardware_link(inputs.expert_parallel, hw),
+            expert_link=hardware_link(inputs.expert_parallel, hw, participants=inputs.expert_parallel, all_to_all=True),
         )

@@ -195,15 +195,45 @@ def p2p_seconds(message_bytes, link_bytes_per_second, link_latency_seconds, effi
     return message_bytes / (link_bytes_per_second * efficiency) + link_latency_seconds
 
 
-def link_bandwidth(group_span_gpus, gpus_per_node, intra_node_bytes_per_second, inter_node_bytes_per_second):
-    """Bandwidth a collective runs at: the fast interconnect while its group stays inside a node, the
-    per-GPU network once it spans nodes (ranks are laid out innermost-first, so a group of stride k and
-    size n spans k x n consecutive ranks)."""
-    return where(
-        group_span_gpus > gpus_per_node,
-        minimum(intra_node_bytes_per_second, inter_node_bytes_per_second),
-        intra_node_bytes_per_second,
+def link_bandwidth(
+    group_span_gpus,
+    gpus_per_node,
+    intra_node_bytes_per_second,
+    inter_node_bytes_per_second,
+    participants: Number = 1,
+    all_to_all: Flag = False,
+):
+    """Bandwidth per member a collective runs at, in the convention of the functions above (the bytes crossing
+    each GPU's link over it): the fast interconnect while its group stays inside a node; across nodes it
+    depends on how many of the group's `participants` share each node, g = participants / nodes (ranks are
+    laid out innermost-first, so a group of stride k and size n spans k x n consecutive ranks), each GPU with
+    its own NIC of `inter_node_bytes_per_second` (8 x 400 Gb/s on DGX/HGX H100 and B200).
+
+    - Ring (all-reduce, all-gather, reduce-scatter) and tree: NCCL builds one ring / tree per channel and puts
+      the channels on different NICs, so each node's g members move the data across nodes over g NICs in
+      parallel. A ring of n ranks on N nodes crosses each node boundary once: each rank sends its 2(n-1)/n x
+      message, of which a node's NICs together carry that one share; split over g rings of message/g, each NIC
+      carries 1/g of it and NVLink the rest. Bandwidth = min(g x NIC, NVLink) (the tree's intra-node chain
+      moves its whole message over NVLink, the ring only (g-1)/g of it: the lower bound for both). g = 1
+      (one member per node, e.g. data parallelism with TP 8) is one NIC. Check, bus bandwidth as nccl-tests
+      PERFORMANCE.md defines it (2(n-1)/n x message / time, the link bandwidth of this convention): NVIDIA
+      measures 192 GB/s multi-node all-reduce busBW on DGX A100 with 8 x 200 Gb/s (8 x 25 = 200 GB/s;
+      NVIDIA/nccl#812, AddyLaddy 2023-03-31), and quotes 46-48 GB/s per 400 Gb/s NDR NIC for H100 nodes
+      (NVIDIA/nccl-tests#290, 2025-03-03), i.e. ~370-385 GB/s busBW with 8 NICs, against one NIC's 50 GB/s.
+    - All-to-all (`all_to_all`, expert dispatch and combine): every GPU sends a share 1/n of its message to
+      each other member at once, so no NIC can take another's load: (n - g)/n of it leaves over its own NIC,
+      (g - 1)/n goes over NVLink; the convention's (n-1)/n over the bandwidth then gives
+      (n - 1) / max((n - g) / NIC, (g - 1) / NVLink).
+    """
+    nodes = group_nodes(group_span_gpus, gpus_per_node)
+    members = maximum(participants / nodes, 1.0)
+    ring = minimum(intra_node_bytes_per_second, members * inter_node_bytes_per_second)
+    n = maximum(participants, 2)
+    spread = maximum(n - 1, 1) / maximum(
+        maximum(n - members, 1.0) / inter_node_bytes_per_second, (members - 1) / intra_node_bytes_per_second
     )
+    across = minimum(intra_node_bytes_per_second, where(all_to_all, spread, ring))
+    return where(group_span_gpus > gpus_per_node, across, intra_node_bytes_per_second)
 
 
 INTER_NODE_LATENCY_SECONDS = 10e-6  # InfiniBand/RoCE message latency, planning constant

@@ -47,13 +47,24 @@ class Link:
         inter_node_bytes_per_second,
         intra_node_latency_seconds,
         peer_link: Flag = False,
+        participants: Number = 1,
+        all_to_all: Flag = False,
     ) -> Link:
-        """A group of `group_span_gpus` consecutive ranks: the interconnect while it stays inside a node, the
-        network once it spans nodes; peer access where `peer_link` (an NVLink-class interconnect whose runtime
-        has the custom kernels) and the group stays inside its domain."""
+        """A group of `participants` GPUs over `group_span_gpus` consecutive ranks: the interconnect while it
+        stays inside a node, the network once it spans nodes, over as many NICs in parallel as the group has
+        members in each node (`collectives.link_bandwidth`; `all_to_all` for expert dispatch and combine, whose
+        cross-node share cannot borrow another GPU's NIC). `participants` 1 (the default): one GPU's NIC, the
+        link of a point-to-point send or of a single ring of sends (pipeline hand-offs, ring attention). Peer
+        access where `peer_link` (an NVLink-class interconnect whose runtime has the custom kernels) and the
+        group stays inside its domain."""
         return cls(
             collectives.link_bandwidth(
-                group_span_gpus, gpus_per_node, intra_node_bytes_per_second, inter_node_bytes_per_second
+                group_span_gpus,
+                gpus_per_node,
+                intra_node_bytes_per_second,
+                inter_node_bytes_per_second,
+                participants,
+                all_to_all,
             ),
             collectives.link_latency(group_span_gpus, gpus_per_node, intra_node_latency_seconds),
             collectives.link_peer_access(group_span_gpus, gpus_per_node, peer_link),

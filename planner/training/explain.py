@@ -147,7 +147,9 @@ def _general_assumptions(s: TrainingScenario, efficiency: Efficiency) -> list[st
         "pipeline adds (p - 1)/(v m) of bubble.",
         f"Communication at {percent(efficiency.communication)} of link bandwidth, NVLink inside a node of "
         f"{s.gpus_per_node_on(s.accelerator())} GPUs, {rate(s.inter_node_bandwidth_bytes_per_second, 'B/s')} per GPU "
-        "between nodes. "
+        "between nodes, each GPU with its own NIC: a tensor-parallel group spanning nodes moves its data over its "
+        "members' NICs together, an expert all-to-all sends its off-node share over each GPU's own, data-parallel "
+        "collectives run at one NIC. "
         "Overlap: tensor-parallel, expert all-to-all and pipeline sends are exposed; data-parallel gradient "
         "reduction hides behind the last micro-batch's backward; ZeRO-2/3 per-micro-batch collectives, ring-attention "
         "K/V exchange and parameter-offload fetches hide behind each micro-batch's compute; the parameter all-gather "

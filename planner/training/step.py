@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 
-from planner.arrays import Number, maximum, minimum, where
+from planner.arrays import Flag, Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import communication, gemm_efficiency, roofline
 from planner.physics.communication import Link
@@ -234,29 +234,41 @@ def training_flops(arch: ModelArchitecture, counts: ParameterCounts, inputs: Tra
     )
 
 
-def group_link(hw: TrainingHardware, group_span_gpus) -> Link:
-    """The link a group of consecutive ranks talks over: the interconnect inside a node, the network across nodes
-    (`communication.Link.spanning`; NCCL alone, no peer-access kernels)."""
+def group_link(hw: TrainingHardware, group_span_gpus, participants: Number = 1, all_to_all: Flag = False) -> Link:
+    """The link a group of `participants` GPUs over `group_span_gpus` consecutive ranks talks over: the
+    interconnect inside a node, the network across nodes over as many NICs as the group has members per node
+    (`communication.Link.spanning`; NCCL alone, no peer-access kernels). `participants` 1: one GPU's NIC (a
+    point-to-point send, a ring of sends)."""
     return Link.spanning(
         group_span_gpus,
         hw.gpus_per_node,
         hw.intra_node_bytes_per_second,
         hw.inter_node_bytes_per_second,
         hw.intra_node_latency_seconds,
+        participants=participants,
+        all_to_all=all_to_all,
     )
 
 
-def _over_both_groups(collective: Callable, dense_bytes, expert_bytes, inputs: TrainingInputs, link: Link, eff):
-    """A data-parallel collective of the dense shard over DP x CP plus one of the expert shard over DP x CP / EP."""
+def _over_both_groups(
+    collective: Callable, dense_bytes, expert_bytes, inputs: TrainingInputs, hw: TrainingHardware, eff
+):
+    """A data-parallel collective of the dense shard over DP x CP plus one of the expert shard over DP x CP / EP,
+    over the TP x CP x DP block's link. Still one GPU's NIC across nodes, not the group's members' NICs together
+    (`collectives.link_bandwidth` with participants = the group): with them, Narayanan et al. 2021 Table 2's
+    DeepSpeed ZeRO-3 runs on Selene (GPT 175B / 530B, 768-2240 GPUs, benchmarks/accuracy.py T146-T150) read
+    +75% to +290% instead of +6% to +20%; those runs kept a constant step time as GPUs doubled, i.e. their
+    parameter gathers moved ~16 GB/s per GPU, below one 25 GB/s NIC, so a framework-level collective
+    efficiency (cited) has to come with the change. Open in issue 24."""
     lay = inputs.layout
+    link = group_link(hw, lay.tensor_parallel * lay.context_parallel * lay.data_parallel)
     return collective(dense_bytes, lay.dense_group, link, eff) + collective(expert_bytes, lay.expert_group, link, eff)
 
 
 def data_parallel_collectives(
     hw: TrainingHardware, efficiency: EfficiencyFigures, inputs: TrainingInputs, states: ModelStateShard
 ) -> DataParallelCollectives:
-    lay, p = inputs.layout, inputs.precision
-    link = group_link(hw, lay.tensor_parallel * lay.context_parallel * lay.data_parallel)
+    p = inputs.precision
     eff = efficiency.communication
     # An fp32 accumulation buffer is what gets reduced.
     reduce_b = where(inputs.recipe.grad_accumulation_fp32, maximum(p.grad, 4.0), p.grad)
@@ -264,17 +276,17 @@ def data_parallel_collectives(
     grads_expert = states.trainable_expert_elements * reduce_b
     return DataParallelCollectives(
         gradient_allreduce_seconds=_over_both_groups(
-            step_time.gradient_allreduce_seconds, grads_dense, grads_expert, inputs, link, eff
+            step_time.gradient_allreduce_seconds, grads_dense, grads_expert, inputs, hw, eff
         ),
         gradient_reduce_scatter_seconds=_over_both_groups(
-            step_time.gradient_reduce_scatter_seconds, grads_dense, grads_expert, inputs, link, eff
+            step_time.gradient_reduce_scatter_seconds, grads_dense, grads_expert, inputs, hw, eff
         ),
         trainable_allgather_seconds=_over_both_groups(
             step_time.parameter_allgather_seconds,
             states.trainable_dense_elements * p.param,
             states.trainable_expert_elements * p.param,
             inputs,
-            link,
+            hw,
             eff,
         ),
         parameter_allgather_seconds=_over_both_groups(
@@ -282,7 +294,7 @@ def data_parallel_collectives(
             states.param_dense_bytes,
             states.param_expert_bytes,
             inputs,
-            link,
+            hw,
             eff,
         ),
     )
@@ -312,7 +324,7 @@ def _layer_collectives_seconds(
     layers, moe_layers = _stage_layers_communicating(arch, inputs, flops)
     hidden_states = communication.hidden_state_message_bytes(tokens, arch.hidden_size, bytes_per_element)
     # Training prices the TP all-reduce's tree as one node's, even where TP spans nodes.
-    tp_link = replace(group_link(hw, tp), nodes=1)
+    tp_link = replace(group_link(hw, tp, tp), nodes=1)
     tensor_parallel = step_time.tensor_parallel_comm_seconds(layers, hidden_states, tp, tp_link, eff, tp_again)
     expert_parallel = 0.0
     if arch.is_moe:
@@ -320,11 +332,12 @@ def _layer_collectives_seconds(
             tokens * arch.experts_per_token, arch.hidden_size, bytes_per_element
         )
         expert_parallel = step_time.expert_all_to_all_seconds(
-            moe_layers, dispatched, ep, group_link(hw, tp * cp * ep), eff, ep_again
+            moe_layers, dispatched, ep, group_link(hw, tp * cp * ep, ep, all_to_all=True), eff, ep_again
         )
     kv = step_time.ring_attention_message_bytes(
         tokens, cp, step_time.kv_elements_per_token_for_cp(arch, tp), bytes_per_element
     )
+    # Ring attention passes K/V around one ring of sends: its boundary rank's one NIC (participants 1).
     context_parallel = step_time.context_parallel_comm_seconds(layers, kv, cp, group_link(hw, tp * cp), eff, cp_again)
     return tensor_parallel, expert_parallel, context_parallel
 

@@ -137,3 +137,46 @@ def test_calibration_fits_alpha_and_beta_from_the_all_reduce_sizes():
     assert fit.efficiency == pytest.approx(0.6, rel=1e-9)
     assert fit.latency_seconds == pytest.approx(2e-6, rel=1e-6)
     assert "alpha 2.00 us" in fit.note
+
+
+NIC = 50e9  # one 400 Gb/s NIC per GPU (DGX/HGX H100 and B200)
+
+
+def test_a_group_spanning_nodes_moves_its_data_over_every_members_nic():
+    # FSDP over 16 GPUs on 2 nodes of 8: g = 16 / 2 = 8 members per node, 8 rings on 8 NICs, so
+    # min(8 x 50 GB/s, 450 GB/s NVLink) = 400 GB/s per member (collectives.link_bandwidth)
+    assert c.link_bandwidth(16, 8, NVLINK, NIC, participants=16) == pytest.approx(400e9)
+    # all-gather of a 1 GB bf16 parameter buffer at efficiency 1, no latency: (16 - 1)/16 x 1e9 B / 400e9
+    # = 2.34375 ms (+ NCCL's 3.6 us); priced at one NIC (the old rule) it read 8 times that, 18.75 ms
+    t = c.allgather_seconds(1e9, 16, c.link_bandwidth(16, 8, NVLINK, NIC, participants=16), 0.0, 1.0)
+    assert t == pytest.approx(3.6e-6 + 15 / 16 * 1e9 / 400e9)
+    # data parallelism with TP 8 (stride 8): one member per node, one NIC
+    assert c.link_bandwidth(32, 8, NVLINK, NIC, participants=4) == pytest.approx(NIC)
+    # TP 2, DP 16 over 32 GPUs on 4 nodes: 16 / 4 = 4 members per node, 4 NICs = 200 GB/s
+    assert c.link_bandwidth(32, 8, NVLINK, NIC, participants=16) == pytest.approx(200e9)
+    # NVLink binds where the NICs together outrun it: 8 x 100 GB/s against 450 GB/s
+    assert c.link_bandwidth(16, 8, NVLINK, 100e9, participants=16) == pytest.approx(NVLINK)
+    # inside a node nothing changes; the default (one participant) is one GPU's NIC, as before
+    assert c.link_bandwidth(8, 8, NVLINK, NIC, participants=8) == NVLINK
+    assert c.link_bandwidth(16, 8, NVLINK, NIC) == NIC
+    spans = c.link_bandwidth(np.array([8, 16, 32]), 8, NVLINK, NIC, participants=np.array([8, 16, 4]))
+    assert list(spans) == pytest.approx([NVLINK, 400e9, NIC])
+
+
+def test_published_multi_node_bus_bandwidth_is_the_nodes_nics_together():
+    # NVIDIA measures 192 GB/s all-reduce busBW across DGX A100 nodes with 8 x 200 Gb/s IB (NVIDIA/nccl#812):
+    # the model's bandwidth for 16 GPUs on 2 nodes is 8 x 25 GB/s = 200 GB/s (NVLink 3: 300 GB/s), 192 / 200 = 0.96
+    # of it, not 192 / 25 = 7.7 times one NIC
+    assert c.link_bandwidth(16, 8, 300e9, 25e9, participants=16) == pytest.approx(200e9)
+
+
+def test_an_all_to_all_across_nodes_cannot_borrow_another_gpus_nic():
+    # EP 16 on 2 nodes of 8: each GPU sends 1/16 of its message to each of the 15 others at once; 8/16 leaves over
+    # its own NIC, 7/16 over NVLink: time = max(8/16 / 50e9, 7/16 / 450e9) x M = M / 100e9, which the ring
+    # convention's 15/16 x M / bandwidth reads as 15 / (8 / 50e9) = 93.75 GB/s (one NIC, the old rule: 50 GB/s)
+    bw = c.link_bandwidth(16, 8, NVLINK, NIC, participants=16, all_to_all=True)
+    assert bw == pytest.approx(93.75e9)
+    assert c.allgather_seconds(1e9, 16, bw, 0.0, 1.0) == pytest.approx(3.6e-6 + 1e9 * 8 / 16 / 50e9)
+    # one member per node: every peer is off the node, one NIC; inside a node, NVLink
+    assert c.link_bandwidth(64, 8, NVLINK, NIC, participants=8, all_to_all=True) == pytest.approx(NIC)
+    assert c.link_bandwidth(8, 8, NVLINK, NIC, participants=8, all_to_all=True) == NVLINK
