@@ -25,21 +25,21 @@ LINK_PARAM = "fleet"
 MAX_UPLOAD_BYTES = 1 << 20
 NEW_ROW_REQUESTS = 300  # simulated requests per load curve for a deployment added in the table
 
-DEPLOYMENT_COLUMNS = {
+DEPLOYMENT_COLUMNS = {  # the load first: what a capacity review changes most
     "name": "Name",
     "model": "Model",
+    "peak": "Peak (req/s)",
+    "trough": "Trough (req/s)",
+    "peak_hour": "Peak hour",
+    "ttft": "TTFT SLO (s)",
+    "tpot": "TPOT SLO (s)",
+    "e2e": "E2E SLO (s)",
+    "percentile": "Percentile",
     "pools": "Pools",
     "tp": "TP",
     "pp": "PP",
     "ep": "EP",
     "layouts": "Candidate layouts",
-    "ttft": "TTFT SLO (s)",
-    "tpot": "TPOT SLO (s)",
-    "e2e": "E2E SLO (s)",
-    "percentile": "Percentile",
-    "peak": "Peak (req/s)",
-    "trough": "Trough (req/s)",
-    "peak_hour": "Peak hour",
     "rate_by_hour": "Rate by hour (24 req/s)",
     "requests": "Simulated requests",
 }

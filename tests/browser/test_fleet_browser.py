@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from test_browser import (  # noqa: F401  (fixtures)
@@ -88,6 +89,28 @@ def test_a_share_link_opens_its_fleet_and_downloads_its_hours(browser, server): 
         path = download.value.path()
         rows = list(csv.DictReader(io.StringIO(open(path).read())))
         assert len(rows) == 24 and {r["deployment"] for r in rows} == {"chat-8b"}
+
+        # Twice the load: the address bar carries the changed fleet, and a fresh context opens the same answer.
+        before = sentence(page)
+        box = page.locator("[data-testid=stNumberInput]").filter(has_text="Rate scale").locator("input")
+        box.fill("2")
+        box.press("Enter")
+        page.wait_for_function(
+            "([selector, before]) => document.querySelector(selector)?.innerText.trim() !== before",
+            arg=[SUMMARY, before],
+        )
+        settle(page)
+        doubled = sentence(page)
+        bigger = {**SMALL, "rate_scale": 2.0, "autoscaling": {"headroom_share": 0.1}}
+        assert doubled == manager_summary(plan_fleet(bigger))
+        shared = fleet_edit.fleet_from_link(parse_qs(urlsplit(page.url).query)["fleet"][0])
+        assert shared["rate_scale"] == 2 and shared["deployments"][0]["diurnal"] == SMALL["deployments"][0]["diurnal"]
+        other_context, other = new_page(browser)
+        try:
+            other.goto(page.url)
+            assert sentence(other) == doubled
+        finally:
+            other_context.close()
     finally:
         context.close()
     assert (SHOTS / "fleet-link-narrow.png").exists()
