@@ -180,3 +180,28 @@ def test_an_all_to_all_across_nodes_cannot_borrow_another_gpus_nic():
     # one member per node: every peer is off the node, one NIC; inside a node, NVLink
     assert c.link_bandwidth(64, 8, NVLINK, NIC, participants=8, all_to_all=True) == pytest.approx(NIC)
     assert c.link_bandwidth(8, 8, NVLINK, NIC, participants=8, all_to_all=True) == NVLINK
+
+
+def test_every_caller_passes_its_group_members():
+    # The links inference and training build (inference.inputs.hardware_link, training.step.group_link) on nodes
+    # of 8 GPUs with 450 GB/s NVLink and a 50 GB/s NIC per GPU.
+    from types import SimpleNamespace
+
+    from planner.inference.inputs import hardware_link
+    from planner.training.step import group_link
+
+    serving = SimpleNamespace(
+        gpus_per_node=8, link_bytes_per_second=NVLINK, inter_node_bytes_per_second=NIC, link_latency_seconds=3e-6
+    )
+    serving = hardware_link(16, serving, participants=16, all_to_all=True)  # EP 16 on 2 nodes: 93.75 GB/s
+    assert serving.bytes_per_second == pytest.approx(93.75e9)
+    training = SimpleNamespace(
+        gpus_per_node=8,
+        intra_node_bytes_per_second=NVLINK,
+        inter_node_bytes_per_second=NIC,
+        intra_node_latency_seconds=3e-6,
+    )
+    assert group_link(training, 16, 16, all_to_all=True).bytes_per_second == pytest.approx(93.75e9)
+    assert group_link(training, 16, 16).bytes_per_second == pytest.approx(400e9)  # TP 16: 8 rings on 8 NICs
+    assert group_link(training, 32).bytes_per_second == NIC  # a pipeline send, ring attention: one NIC
+    assert group_link(training, 16, 16).nodes == 2
