@@ -174,9 +174,21 @@ class FleetAnswer(Frozen):
 
 
 def _money(usd: float) -> str:
+    """Two to three significant figures: the bill rests on simulated capacities and list prices."""
     if usd >= 1e6:
         return f"${usd / 1e6:,.2f}M"
-    return f"${usd / 1e3:,.0f}k" if usd >= 1e4 else f"${usd:,.0f}"
+    if usd >= 1e4:
+        return f"${usd / 1e3:,.0f}k"
+    if usd >= 1e3:
+        return f"${usd / 1e3:,.1f}k"
+    return f"${usd:,.0f}"
+
+
+def _share(fraction: float) -> str:
+    """'100%', '99.2%', '87%': a tenth of a percent only near all (where it tells 99.9 % from 99 %)."""
+    if fraction >= 1 - 1e-12:
+        return "100%"
+    return f"{fraction:.1%}" if fraction >= 0.99 else f"{fraction:.0%}"
 
 
 def _energy(kwh: float) -> str:
@@ -196,7 +208,7 @@ def manager_summary(answer: FleetAnswer) -> str:
     kinds = " + ".join(f"{n} {kind}" for kind, n in sorted(by_kind.items(), key=lambda kv: -kv[1])) or "0 GPUs"
     reserved = answer.cost.reserved_usd_per_day / answer.usd_per_day if answer.usd_per_day else 0.0
     attainment = (
-        f"{answer.slo_attainment:.1%} of requests meet their SLO, every SLO met in {answer.hours_every_slo_met} of 24 "
+        f"{_share(answer.slo_attainment)} of requests meet their SLO, every SLO met in {answer.hours_every_slo_met} of 24 "
         "hours"
         if answer.slo_attainment is not None
         else "no traffic to meet an SLO for"
