@@ -204,7 +204,10 @@ def answer(
     energy = sum(d.energy_kwh_per_day for d in deployments)
     offered = sum(sum(r) for r in rates.values())
     met = sum(sum(r * h.slo_attainment for r, h in zip(rates[n], p.hours)) for n, p in allocation.placements.items())
-    peak = max(range(24), key=lambda h: hours[h].gpus)
+    # the busiest hour: the most GPUs, ties broken by the most requests sent (replicas round up, so several hours
+    # can hold the peak's GPUs; the one the load peaks in is the one a reader expects)
+    sent = [sum(r[h] for r in rates.values()) for h in range(24)]
+    peak = max(range(24), key=lambda h: (hours[h].gpus, sent[h]))
     return FleetAnswer(
         scenario=fleet,
         hours=hours,
