@@ -203,6 +203,9 @@ def scenario_fields(row: dict) -> dict:
         "dropout": "dropout",
         "grad_accumulation_fp32": "grad_accumulation_fp32",
         "overlap_grad_reduce": "overlap_grad_reduce",
+        # Megatron-core runs (Megatron-Bridge, DGX Cloud and Together's DGXC recipes, Korthikanti et al. 2022):
+        # the backward's TP collectives run under the weight-gradient GEMMs, Megatron-core's default
+        "overlap_tp_backward": "overlap_tp_backward",
     }
     for column, name in optional_bools.items():
         value = _bool(row[column])

@@ -48,6 +48,7 @@ TRAINING_SPECS: tuple[Spec, ...] = (
         Spec("offload_parameters", "Offload parameters to CPU", "toggle", section="memory"),
         Spec("flash_attention", "FlashAttention", "toggle", section="memory"),
         Spec("overlap_grad_reduce", "Overlap gradient reduction with backward", "toggle", section="more"),
+        Spec("overlap_tp_backward", "Overlap TP backward collectives (Megatron-core)", "toggle", section="more"),
         Spec("dropout", "Dropout (GPT-3 style)", "toggle", section="more"),
         Spec("usd_per_gpu_hour", "Price ($ per GPU-hour)", "number", section="more", step=0.1, fmt="%.2f"),
     )

@@ -147,6 +147,7 @@ class RecipeInputs:
     dropout: Flag
     grad_accumulation_fp32: Flag
     overlap_grad_reduce: Flag
+    overlap_tp_backward: Flag = False  # the backward's TP collectives under the weight-gradient GEMMs (Megatron-core)
     # Which modules selective recomputation recomputes (Megatron-core names); Megatron's default is core_attn.
     recompute_modules: tuple[str, ...] = ("core_attn",)
     recompute_method: str = "uniform"  # full recomputation: uniform groups or a block of layers per stage
@@ -224,6 +225,7 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             dropout=scenario.dropout,
             grad_accumulation_fp32=scenario.grad_accumulation_fp32,
             overlap_grad_reduce=scenario.overlap_grad_reduce,
+            overlap_tp_backward=scenario.overlap_tp_backward,
             recompute_modules=tuple(m for m in scenario.recompute_modules.split(",") if m),
             recompute_method=scenario.recompute_method,
             recompute_num_layers=scenario.recompute_num_layers,

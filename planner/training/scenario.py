@@ -181,6 +181,12 @@ class TrainingScenario(ScenarioBase):
     overlap_grad_reduce: bool = Field(
         default=True, description="reduce gradients during the last backward (DDP buckets, --overlap-grad-reduce)"
     )
+    overlap_tp_backward: bool = Field(
+        default=False,
+        description="the backward's tensor-parallel collectives run under the weight-gradient GEMMs (Megatron-core's "
+        "asynchronous input-gradient all-reduce / reduce-scatter, on by default there; torchtitan and plain PyTorch "
+        "TP do not)",
+    )
     gpus_per_node: int | None = Field(
         default=None,
         ge=1,

@@ -4,7 +4,8 @@ synchronisation and optimizer update.
 
 The step is a sum of named parts (`TrainingStep`): micro-batch compute (or memory) time, exposed
 communication of each kind, the pipeline bubble, the optimizer step and host transfers. Overlap rules:
-tensor-parallel, expert all-to-all and pipeline sends are exposed; ring-attention K/V exchange, ZeRO-2/3
+tensor-parallel (less the backward's share hidden under the weight-gradient GEMMs with `overlap_tp_backward`),
+expert all-to-all and pipeline sends are exposed; ring-attention K/V exchange, ZeRO-2/3
 per-micro-batch collectives and parameter-offload fetches hide behind the micro-batch's compute; gradient
 synchronisation (ZeRO 0/1) hides behind the last micro-batch's backward when `overlap_grad_reduce`; the
 parameter all-gather after a sharded update and optimizer-offload transfers are exposed.
@@ -71,12 +72,18 @@ class MicrobatchTime:
     memory_seconds: Number
     communication: MicrobatchCommunication
     overlapped_exposed_seconds: Number  # what the overlapped collectives add beyond the compute
+    # the backward's tensor-parallel collectives hidden under the weight-gradient GEMMs (`overlap_tp_backward`)
+    tensor_parallel_hidden_seconds: Number = 0.0
+
+    @property
+    def tensor_parallel_exposed_seconds(self) -> Number:
+        return self.communication.tensor_parallel_seconds - self.tensor_parallel_hidden_seconds
 
     @property
     def exposed_communication_seconds(self) -> Number:
         c = self.communication
         return (
-            c.tensor_parallel_seconds
+            self.tensor_parallel_exposed_seconds
             + c.expert_parallel_seconds
             + c.pipeline_p2p_seconds
             + (self.overlapped_exposed_seconds)
@@ -88,7 +95,7 @@ class MicrobatchTime:
         c = self.communication
         return (
             maximum(self.compute_seconds, self.memory_seconds)
-            + c.tensor_parallel_seconds
+            + self.tensor_parallel_exposed_seconds
             + c.expert_parallel_seconds
             + c.pipeline_p2p_seconds
             + self.overlapped_exposed_seconds
@@ -421,7 +428,26 @@ def microbatch_time(
         memory_seconds=roofline.memory_seconds(stage_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
         communication=communication,
         overlapped_exposed_seconds=maximum(communication.overlapped_seconds - compute, 0.0),
+        tensor_parallel_hidden_seconds=tensor_parallel_hidden_seconds(inputs, flops, communication, compute),
     )
+
+
+def tensor_parallel_hidden_seconds(inputs: TrainingInputs, flops: TrainingFlops, communication, compute_seconds):
+    """The backward's tensor-parallel collectives that run under the weight-gradient GEMMs (Megatron-core's
+    `LinearWithGradAccumulationAndAsyncCommunication`: the input gradient's all-reduce, or its reduce-scatter under
+    sequence parallelism, is launched asynchronously and the weight-gradient GEMM runs meanwhile; Korthikanti et
+    al. 2022 Sec. 6.2; torchtitan does not). At most the backward's 2 of the layer's collectives, and at most the
+    weight-gradient GEMMs' time: one of the GEMM passes (forward, input gradient, weight gradient, and the forward
+    again for the share full recomputation repeats) of the stage's GEMM share of the compute."""
+    recipe = inputs.recipe
+    again_tp, _, _ = step_time.recomputed_collectives(
+        recipe.recompute, recipe.recompute_modules, flops.recompute_fraction
+    )
+    backward = communication.tensor_parallel_seconds * 2 / (step_time.TENSOR_PARALLEL_COLLECTIVES_PER_LAYER + again_tp)
+    gemm_share = flops.stage_gemm_flops_per_token / flops.stage_hardware_flops_per_token
+    passes = 3 + where(recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
+    weight_gradient = compute_seconds * gemm_share / passes
+    return where(recipe.overlap_tp_backward, minimum(backward, weight_gradient), 0.0)
 
 
 def microbatch_gemm_kernels(layers, recompute, recompute_fraction):
@@ -493,7 +519,7 @@ def training_step(
         pipeline_bubble_seconds=step_time.pipeline_bubble_seconds(
             microbatch.slot_seconds, lay.pipeline_parallel, lay.virtual_stages
         ),
-        tensor_parallel_seconds=m * per_microbatch.tensor_parallel_seconds,
+        tensor_parallel_seconds=m * microbatch.tensor_parallel_exposed_seconds,
         expert_parallel_seconds=m * per_microbatch.expert_parallel_seconds,
         pipeline_p2p_seconds=m * per_microbatch.pipeline_p2p_seconds,
         overlapped_communication_exposed_seconds=m * microbatch.overlapped_exposed_seconds,

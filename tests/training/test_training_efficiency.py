@@ -9,12 +9,14 @@ from pydantic import ValidationError
 
 from planner import plan
 from planner.model.architecture import ModelArchitecture, parameter_counts
+from planner.physics.efficiency import DEFAULT_EFFICIENCY
 from planner.share import query_params_to_scenario, scenario_to_query_params
 from planner.training import activations as tact
 from planner.training import memory as tmem
 from planner.training import step_time
 from planner.training.footprint import training_memory
 from planner.training.inputs import training_hardware, training_inputs
+from planner.training.metrics import training_metrics
 from planner.training.recompute import Recompute
 from planner.training.scenario import TrainingScenario
 from planner.training.step import training_flops
@@ -347,3 +349,37 @@ def test_interleaving_an_uneven_layer_count_without_uneven_stages_says_how():
     with pytest.raises((ValidationError, ValueError), match="uneven first/last stages"):
         TrainingScenario(**{**LLAMA_405B_AS_TRAINED, "first_pipeline_stage_layers": None,
                             "last_pipeline_stage_layers": None})  # fmt: skip
+
+
+# ---------------------------------------------------------------------------------------------
+# the backward's TP collectives under the weight-gradient GEMMs (issue 24, item 3; Megatron-core's asynchronous
+# input-gradient all-reduce / reduce-scatter, Korthikanti et al. 2022 Sec. 6.2)
+
+TP8 = dict(model="llama-3.1-70b", num_gpus=64, tensor_parallel=8, pipeline_parallel=4, global_batch_size=256)
+
+
+def _microbatch(**overrides):
+    s = TrainingScenario(**{**TP8, **overrides})
+    arch, counts = s.architecture(), parameter_counts(s.architecture())
+    inputs, hw = training_inputs(s), training_hardware(s, s.accelerator())
+    return training_metrics(arch, counts, hw, DEFAULT_EFFICIENCY, inputs).time.microbatch, plan(s)
+
+
+def test_overlapping_tp_backward_hides_at_most_the_backward_s_collectives_under_the_weight_gradients():
+    off, off_plan = _microbatch()
+    on, on_plan = _microbatch(overlap_tp_backward=True)
+    assert off.tensor_parallel_hidden_seconds == 0
+    tp = on.communication.tensor_parallel_seconds
+    assert tp == off.communication.tensor_parallel_seconds  # the collectives themselves are the same
+    # no recomputation: the backward runs 2 of the layer's 4; the weight gradient is 1 of the 3 GEMM passes
+    assert 0 < on.tensor_parallel_hidden_seconds <= tp / 2
+    assert on.tensor_parallel_hidden_seconds <= on.compute_seconds / 3  # the GEMMs are at most all of the compute
+    assert on.slot_seconds == pytest.approx(off.slot_seconds - on.tensor_parallel_hidden_seconds)
+    assert on_plan.performance.step_seconds < off_plan.performance.step_seconds
+    assert on_plan.performance.communication_totals == off_plan.performance.communication_totals  # before overlap
+
+
+def test_full_recomputation_repeats_forward_collectives_that_stay_exposed():
+    on, _ = _microbatch(overlap_tp_backward=True, activation_checkpointing="full")
+    # 4 + 2 recomputed collectives per layer: only the backward's 2 of 6 can hide
+    assert on.tensor_parallel_hidden_seconds <= on.communication.tensor_parallel_seconds * 2 / 6 + 1e-12
