@@ -43,6 +43,8 @@ class NumberFormat:
     kv_blocks: Blocks | None = None
     tensor_scale_bits: int = 0  # one scale per tensor (nvfp4's fp32 global scale)
     kv_engines: str | None = None  # serving engines that cache K/V in this format; None: not a KV format
+    # the planner's runtimes (engine names of planner.physics.runtimes) that cache K/V in it; ("*",): every one
+    kv_runtimes: tuple[str, ...] = ()
     layout: str = ""  # the storage in words, for the plan's assumptions
 
     @property
@@ -54,15 +56,17 @@ class NumberFormat:
 FORMATS: dict[str, NumberFormat] = {
     f.name: f
     for f in (
-        NumberFormat("fp32", 32, "fp32", kv_engines="every engine (unusual)"),
-        NumberFormat("bf16", 16, "bf16", kv_engines="every engine"),
-        NumberFormat("fp16", 16, "fp16", kv_engines="every engine"),
+        NumberFormat("fp32", 32, "fp32", kv_engines="every engine (unusual)", kv_runtimes=("*",)),
+        NumberFormat("bf16", 16, "bf16", kv_engines="every engine", kv_runtimes=("*",)),
+        NumberFormat("fp16", 16, "fp16", kv_engines="every engine", kv_runtimes=("*",)),
         NumberFormat(
             "fp8",
             8,
             "fp8",
             # https://docs.vllm.ai/en/latest/features/quantization/quantized_kvcache/
             kv_engines="vLLM, SGLang, TensorRT-LLM (fp8 e4m3/e5m2, per-tensor scales)",
+            # SGLang: --kv-cache-dtype fp8_e5m2 / fp8_e4m3 (server_args.py)
+            kv_runtimes=("vllm", "sglang", "tensorrt-llm"),
             layout="fp8 e4m3 with per-tensor, per-channel or 128x128 block scales (below 0.01 % of the tensor)",
         ),
         NumberFormat(
@@ -71,6 +75,8 @@ FORMATS: dict[str, NumberFormat] = {
             "int8",
             # https://nvidia.github.io/TensorRT-LLM/features/quantization.html (INT8 KV cache)
             kv_engines="TensorRT-LLM, LMDeploy (int8 KV cache)",
+            # llama.cpp: --cache-type-k/-v q8_0 (tools/server README; block-32 scales, planned with this layout)
+            kv_runtimes=("tensorrt-llm", "llama.cpp"),
             layout="int8 with per-channel scales (below 0.01 % of the tensor)",
         ),
         NumberFormat(
@@ -84,6 +90,7 @@ FORMATS: dict[str, NumberFormat] = {
             # https://developer.nvidia.com/blog/optimizing-inference-for-long-context-and-large-batch-sizes-with-nvfp4-kv-cache
             kv_engines="TensorRT-LLM's NVFP4 KV cache, on Blackwell only (checkpoint calibrated with ModelOpt); "
             "vLLM's --kv-cache-dtype nvfp4 is reported from v0.21 and not checked here",
+            kv_runtimes=("tensorrt-llm",),
             layout="E2M1 values with one FP8 E4M3 scale per 16 values and one FP32 scale per tensor "
             "= 4 + 8/16 = 4.5 bits per value",
         ),
@@ -101,6 +108,8 @@ FORMATS: dict[str, NumberFormat] = {
             weight_blocks=Blocks(None, 20),
             kv_blocks=Blocks(64, 32),
             kv_engines="LMDeploy, KIVI-style research kernels (int4 KV with fp16 scale and zero per 64 values)",
+            # llama.cpp --cache-type-k/-v q4_0; transformers' QuantizedCache (quanto, nbits=4)
+            kv_runtimes=("llama.cpp", "hf-transformers"),
             layout="group-wise int4 with an fp16 scale and a packed 4-bit zero per group (GPTQ/AWQ)",
         ),
     )
@@ -164,3 +173,11 @@ def high_precision_dtype(weight_dtype: str) -> str:
     """Format kept for tensors that are not quantized (norms, biases, routers, kept embeddings), and the
     16-bit format quantized weights are dequantized to where the GPU cannot compute in them."""
     return "fp32" if weight_dtype == "fp32" else "fp16" if weight_dtype == "fp16" else "bf16"
+
+
+def kv_format_served(kv_dtype: str, runtime: str) -> bool:
+    """Whether `runtime` (a runtime key: 'vllm', 'vllm@0.6', 'tensorrt-llm-engine', ...) caches K/V in `kv_dtype`
+    (`NumberFormat.kv_runtimes`): what a suggestion to change the KV format may offer."""
+    engine = runtime.split("@", 1)[0].removesuffix("-engine")
+    served = FORMATS[kv_dtype].kv_runtimes
+    return "*" in served or engine in served

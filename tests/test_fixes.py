@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from planner import InferenceScenario, PlanningError
 from planner.cli.main import main
-from planner.dtypes import BYTES_PER_ELEMENT
+from planner.dtypes import BYTES_PER_ELEMENT, kv_format_served
 from planner.hardware.catalog import get_accelerator, list_accelerators
 from planner.inference.workload import Traffic
 from planner.plan import static_plan
@@ -256,3 +256,13 @@ def test_diagnose_prints_the_ranked_suggestions_with_their_links(tmp_path, capsy
     assert "  1. [precision] weights bf16 → fp8\n     changes: weights bf16 → fp8\n     fits: " in text
     assert "     http://localhost:8501/inference?" in text
     assert "Next GPU up (here: h200): the catalog accelerator of the same vendor" in text
+
+
+def test_kv_formats_are_offered_only_where_the_engine_caches_k_v_in_them():
+    """int4 and int8 KV are LMDeploy's / TensorRT-LLM's / llama.cpp's, not vLLM's (planner.dtypes.kv_runtimes)."""
+    assert kv_format_served("fp8", "vllm@0.6") and kv_format_served("bf16", "llama.cpp")
+    assert not kv_format_served("int4", "vllm") and not kv_format_served("int8", "sglang")
+    assert kv_format_served("int8", "tensorrt-llm-engine") and kv_format_served("int4", "llama.cpp")
+    crowded = InferenceScenario(model="llama-3.1-70b", weight_dtype="fp8", prompt_tokens=32000, concurrency=64)
+    for s in suggest_fixes(crowded).items:
+        assert s.scenario.get("kv_cache_dtype", "bf16") in ("bf16", "fp16", "fp8"), s.label

@@ -172,7 +172,9 @@ def test_diagnose_prints_the_sweeps_roofline_and_nearest_plans(tmp_path, capsys)
     assert main(["diagnose", str(path), "--format", "text"]) == 0
     text = capsys.readouterr().out
     assert "Suggestions that fix the plan:\n  Ranked by $ per 1M output tokens" in text
-    assert "  1. [precision] KV bf16 → int4\n" in text and "[fewer_users] 183 users instead of 512" in text
+    # vLLM caches K/V in fp8, not int4 (planner.dtypes.kv_format_served): the mildest fitting pair that it runs
+    assert "  1. [precision] weights bf16 → fp8 + KV bf16 → fp8\n" in text
+    assert "[precision] KV bf16 → int4" not in text and "[fewer_users] 183 users instead of 512" in text
     assert "Roofline (one step per GPU; peak 989 TFLOP/s, HBM 3.35 TB/s, ridge 295 FLOP/B):" in text
     assert "\n183          yes   2.12k" in text  # the most that fits, in the concurrency sweep
     assert "Output tokens/s by context (prompt + output) and concurrency" in text

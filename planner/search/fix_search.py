@@ -14,7 +14,7 @@ from typing import Any, Literal
 import pandas as pd
 from pydantic import ValidationError
 
-from planner.dtypes import BYTES_PER_ELEMENT, FORMATS, KV_DTYPES
+from planner.dtypes import BYTES_PER_ELEMENT, FORMATS, KV_DTYPES, kv_format_served
 from planner.errors import PlanningError
 from planner.hardware.catalog import DEFAULT_GPUS_PER_NODE, Accelerator, list_accelerators
 from planner.plan import static_plan
@@ -253,10 +253,11 @@ def precision_variants(scenario, calibration=None) -> list[Planned]:
     accel = scenario.accelerator()
     weights = narrower_formats(scenario.weight_dtype, FORMATS)
     # A KV format read by FP4 tensor cores (nvfp4: TensorRT-LLM on Blackwell only) is offered only on a GPU with them.
+    # Only KV formats the scenario's engine caches K/V in (int4 KV is LMDeploy's and llama.cpp's, not vLLM's).
     caches = [
         k
         for k in narrower_formats(scenario.kv_cache_dtype, KV_DTYPES)
-        if FORMATS[k].tensor_core != "fp4" or accel.supports("fp4")
+        if (FORMATS[k].tensor_core != "fp4" or accel.supports("fp4")) and kv_format_served(k, str(scenario.runtime))
     ]
     pairs = [(w, k) for w in [scenario.weight_dtype, *weights] for k in [scenario.kv_cache_dtype, *caches]][1:]
     if not pairs:
