@@ -8,8 +8,10 @@ import pytest
 from planner import plan
 from planner.hardware.catalog import Accelerator
 from planner.inference.scenario import InferenceScenario
+from planner.inference.steps import KernelGroups
 from planner.physics.energy import (
     IDLE_SHARE_OF_BOARD,
+    MEMORY_BOUND_ACTIVITY,
     PowerSpec,
     accelerator_power,
     energy_kwh,
@@ -179,3 +181,20 @@ def test_a_training_pipeline_bubble_is_idle_time():
     bubble = p.performance.step_breakdown_seconds["pipeline_bubble_seconds"] / p.performance.step_seconds
     assert bubble > 0.1
     assert p.energy.busy_share == pytest.approx(1 - bubble, abs=1e-9)
+
+
+def test_serving_weighs_memory_bound_time_by_measured_decode_power():
+    """A memory-bound stretch counts at MEMORY_BOUND_ACTIVITY (Ma et al. 2026: decode draws 137-300 W on a 700 W
+    H200); compute-bound time fully. Hand-worked on one kernel group, then a batch-1 decode plan on H200."""
+    groups = KernelGroups(
+        gemm_compute=1.0, gemm_memory=3.0, expert_compute=0.0, expert_memory=0.0, mixing_compute=2.0, mixing_memory=1.0
+    )
+    # GEMMs: 1 s of FLOPs inside 3 s (2 s memory-bound); mixing: compute-bound 2 s
+    assert groups.active_seconds(MEMORY_BOUND_ACTIVITY) == pytest.approx(1.0 + 2 * MEMORY_BOUND_ACTIVITY + 2.0)
+    decode_bound = plan(
+        InferenceScenario(model="llama-3.1-8b", gpu="h200", num_gpus=1, tensor_parallel=1, concurrency=1)
+    )
+    watts = decode_bound.energy.watts_per_gpu
+    assert 137 <= watts <= 300
+    busier = plan(InferenceScenario(model="llama-3.1-8b", gpu="h200", num_gpus=1, tensor_parallel=1, concurrency=256))
+    assert busier.energy.watts_per_gpu > watts

@@ -28,7 +28,8 @@ def _site(e) -> str:
 def power_model_caption(group, e) -> None:
     group.caption(
         "Energy: power per GPU = idle + busy share × (board − idle), two significant figures; GPUs only (no hosts), "
-        "× PUE for the site. A memory-bound step draws less than this at the same busy share."
+        "× PUE for the site. Serving counts memory-bound time at 22 % (decode draws 137–300 W on a 700 W H200, "
+        "Ma et al. 2026), training its busy time fully."
         + (" **Power figures assumed** for this GPU." if e.power_assumed else "")
     )
 
@@ -42,7 +43,7 @@ def inference_energy(group, plan) -> None:
         units.watts(e.watts_per_gpu),
         help=_power_help(
             e,
-            "the serving cycle's roofline time (kernels, collectives, hand-offs) over its wall time; launches, "
+            "the serving cycle's roofline time (kernels, collectives, hand-offs; memory-bound time at 22 %) over its wall time; launches, "
             "scheduler, sampler and other pipeline stages' turns count idle",
         )
         + f" The deployment: {plan.scenario.num_gpus} GPUs × PUE {e.pue:g} = {units.watts(e.deployment_watts)}.",

@@ -67,13 +67,14 @@ def candidate_scenario(
         raise PlanningError(explain(exc)) from None
 
 
-def _engine(scenario: InferenceScenario, calibration: CalibrationRecord | None) -> tuple[TrafficEngine, float]:
-    """The deployment's traffic engine, built as `plan()` builds it, and the weights one replica loads (bytes)."""
+def _engine(scenario: InferenceScenario, calibration: CalibrationRecord | None) -> tuple[TrafficEngine, float, float]:
+    """The deployment's traffic engine, built as `plan()` builds it, the weights one replica loads (bytes) and the
+    static plan's busy share at its full batch (`planner.physics.energy`: memory-bound time weighted)."""
     i = scenario_inputs(scenario, calibration)
     m = inference_metrics(i.arch, i.counts, i.hw, i.efficiency, i.inputs, i.draft)
     engine = TrafficEngine.from_metrics(scenario, i, m)
     gpus = scenario.tensor_parallel * scenario.pipeline_parallel
-    return engine, float(m.memory.weights_bytes + m.memory.draft_weights_bytes) * gpus
+    return engine, float(m.memory.weights_bytes + m.memory.draft_weights_bytes) * gpus, float(m.energy.busy_share)
 
 
 class CurveResult(Frozen):
@@ -84,6 +85,7 @@ class CurveResult(Frozen):
     why: str | None = None  # why not, one sentence
     capacity_requests_per_second_per_replica: float = 0.0  # largest rate meeting every SLO target
     saturated_requests_per_second_per_replica: float = 0.0  # the static plan's rate at full batch
+    saturated_busy_share: float = 1.0  # the static plan's busy share at that batch (the power model's)
     curve: tuple[tuple[float, float], ...] = ()  # (requests/s per replica, share of requests meeting the SLO)
     weights_bytes_per_replica: float = 0.0
     output_tokens_per_request: float = 0.0  # the stream's mean
@@ -112,7 +114,7 @@ class CurveTask:
 
     def run(self) -> CurveResult:
         try:
-            engine, weights = _engine(self.scenario, self.calibration)
+            engine, weights, busy = _engine(self.scenario, self.calibration)
             capacity = engine.capacity().max_requests_per_second_per_replica
             curve = engine.load_curve(min(CURVE_REQUESTS, engine.traffic.num_requests))
             requests = engine.requests()
@@ -126,6 +128,7 @@ class CurveTask:
             why=None if capacity > 0 else "even a light load misses the SLO on this layout and GPU",
             capacity_requests_per_second_per_replica=capacity,
             saturated_requests_per_second_per_replica=engine.static_requests_per_second_per_replica,
+            saturated_busy_share=busy,
             curve=points,
             weights_bytes_per_replica=weights,
             output_tokens_per_request=float(requests.output_tokens.mean()) if len(requests) else 0.0,
@@ -147,7 +150,7 @@ class VerifyTask:
 
     def run(self) -> VerifyResult:
         try:
-            engine, _ = _engine(self.scenario, self.calibration)
+            engine, _, _ = _engine(self.scenario, self.calibration)
             planned = capacity_answer(
                 engine, self.capacity_requests_per_second_per_replica, self.requests_per_second, self.replicas
             )

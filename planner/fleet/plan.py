@@ -256,7 +256,8 @@ def assumptions(fleet: FleetScenario) -> list[str]:
         "peak hour on the planned replicas.",
         "SLO attainment per hour: the load curve's share of requests meeting every target at that rate per replica.",
         f"Power: {POWER_MODEL}; busy share here = rate per replica / the static plan's saturated rate (the traffic "
-        "result gives no busy time); spares and starting replicas at idle power.",
+        "result gives no busy time) x the static plan's busy share at full batch; spares and starting replicas at "
+        "idle power.",
         "Pricing: reserved GPUs = each pool's daily trough (spares included) for 24 h; above it, spot_share on spot "
         "and the rest on demand; a reclaimed spot GPU takes its group down and the group is re-served on demand "
         f"for {defaults.SPOT_RESERVE_HOURS:g} h plus its scale-up delay; a month is {DAYS_PER_MONTH:.2f} days.",

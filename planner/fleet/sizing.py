@@ -5,7 +5,8 @@ replicas(h) = max(min_replicas, ceil(rate(h) / (capacity x (1 - headroom_share))
 SLO target (`TrafficEngine.capacity`, simulated once); the hour's SLO attainment is read off the candidate's load curve
 at its rate per replica (linear between the curve's points, its last point's beyond them: a lower bound would need a
 longer run). Busy share, for the power model, is the rate per replica over the static plan's saturated rate (the
-traffic result gives no busy time of its own), at most 1.
+traffic result gives no busy time of its own), at most 1, times the static plan's own busy share at full batch
+(memory-bound time weighted, `planner.physics.energy`).
 """
 
 from __future__ import annotations
@@ -92,7 +93,10 @@ def size_hour(candidate: Candidate, hour: int, rate: float, replicas: int) -> Ho
         requests_per_second_per_replica=per_replica if replicas else 0.0,
         slo_met=met,
         slo_attainment=attainment_at(candidate.curve.curve, per_replica) if rate > 0 and replicas else float(rate <= 0),
-        busy_share=min(1.0, per_replica / saturated) if replicas and saturated > 0 else 0.0,
+        # the load's share of the saturated rate, times the static plan's busy share at full batch
+        busy_share=min(1.0, per_replica / saturated) * candidate.curve.saturated_busy_share
+        if replicas and saturated > 0
+        else 0.0,
     )
 
 

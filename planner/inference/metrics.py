@@ -59,7 +59,7 @@ class InferenceSpend:
 class ServingEnergy:
     """What the serving cycle draws (`planner.physics.energy`): per GPU, the deployment, and per 1M output tokens."""
 
-    busy_share: Number  # per GPU: roofline time over the serving cycle's wall time
+    busy_share: Number  # per GPU: roofline time, memory-bound time weighted (energy), over the cycle's wall time
     watts_per_gpu: Number  # idle + busy share x (board - idle)
     deployment_watts: Number  # every GPU, times the PUE
     kwh_per_million_output_tokens: Number
@@ -130,9 +130,10 @@ def inference_metrics(
     )
     cluster_usd_per_hour = usd_per_hour(inputs.num_gpus, hw.usd_per_gpu_hour)
     # The cycle's busy time, as `serving_cycle` adds its wall time up: each prompt's share of a batched prefill
-    # (a draft's pass over the prompt at that prefill's busy share) and the decode time of every output token.
-    prefill_busy = busy_share(batched.busy_seconds, batched.seconds) * prefill_per_request
-    decode_busy = decode.busy_seconds if speculation is None else speculative_busy_seconds_per_token(speculation)
+    # (a draft's pass over the prompt at that prefill's busy share) and the decode time of every output token,
+    # each weighted by what is busy (`PhaseStep.active_seconds`: memory-bound time at energy.MEMORY_BOUND_ACTIVITY).
+    prefill_busy = busy_share(batched.active_seconds, batched.seconds) * prefill_per_request
+    decode_busy = decode.active_seconds if speculation is None else speculative_busy_seconds_per_token(speculation)
     cycle_busy = shape.sequences * prefill_busy + inputs.output_tokens * decode_busy
     return InferenceMetrics(
         shape=shape,
@@ -155,8 +156,9 @@ def inference_metrics(
 
 def speculative_busy_seconds_per_token(round_: SpeculativeRound) -> Number:
     """Busy time per sequence and generated token of a draft-and-verify round: the verify step's and the k
-    draft steps' roofline time, over the tokens the round yields (as `SpeculativeRound.seconds_per_token`)."""
-    busy = round_.verify.busy_seconds + round_.drafted_tokens * round_.draft_step.busy_seconds
+    draft steps' roofline time (weighted by what is busy, `PhaseStep.active_seconds`), over the tokens the round
+    yields (as `SpeculativeRound.seconds_per_token`)."""
+    busy = round_.verify.active_seconds + round_.drafted_tokens * round_.draft_step.active_seconds
     return busy / round_.tokens_per_sequence
 
 

@@ -77,7 +77,7 @@ class InferenceEnergy(Frozen):
     idle_watts: float  # per GPU, a published idle reading (or a stated assumption)
     power_assumed: bool  # True: a figure above is a guess (power_source says which)
     power_source: str
-    busy_share: float  # per GPU: roofline time (kernels, collectives, hand-offs) over the serving cycle
+    busy_share: float  # per GPU: roofline time (kernels, collectives, hand-offs; memory-bound time weighted) over the serving cycle
     watts_per_gpu: float
     pue: float
     deployment_watts: float  # all GPUs x watts_per_gpu x PUE

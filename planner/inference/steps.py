@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from planner.arrays import Number, maximum, where
+from planner.arrays import Number, maximum, minimum, where
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
 from planner.inference.step_overheads import (
     EP_ALL_TO_ALLS_PER_MOE_LAYER,
@@ -47,6 +47,7 @@ from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as mem
 from planner.physics import roofline
 from planner.physics.efficiency import EfficiencyFigures
+from planner.physics.energy import MEMORY_BOUND_ACTIVITY
 from planner.physics.gemm_efficiency import GEMMS_PER_LAYER, phase_compute_efficiency
 from planner.physics.moe_efficiency import early_block_fp8_expert_bandwidth_ratio, routed_expert_read_bytes
 from planner.physics.runtimes import runtime_profile
@@ -255,6 +256,11 @@ class KernelGroups:
         """Time in the groups whose bytes take at least as long as their FLOPs."""
         return sum(where(f > m, 0.0, t) for f, m, t in self._groups())
 
+    def active_seconds(self, memory_bound_activity) -> Number:
+        """The groups' time weighted by what is busy (`planner.physics.energy`): each group's FLOP time at full
+        activity, the rest of its time (bytes beyond FLOPs, a GEMM kernel's fixed time) at `memory_bound_activity`."""
+        return sum(minimum(f, t) + memory_bound_activity * maximum(t - f, 0.0) for f, _, t in self._groups())
+
     def _groups(self):
         """(FLOP time, byte time, the group's time) per group."""
         return (
@@ -315,6 +321,13 @@ class PhaseStep:
         slower of compute and memory, collectives, its share of the hand-offs); the rest of `seconds` (other
         stages' turns, layer launches, scheduler, sampler) it waits. Read by `planner.physics.energy`."""
         return self.kernels.seconds + self.communication_seconds
+
+    @property
+    def active_seconds(self) -> Number:
+        """`busy_seconds` weighted by what is busy, for power: compute-bound time fully, memory-bound time and
+        communication at `energy.MEMORY_BOUND_ACTIVITY` (`KernelGroups.active_seconds`), never above busy."""
+        active = self.kernels.active_seconds(MEMORY_BOUND_ACTIVITY) + MEMORY_BOUND_ACTIVITY * self.communication_seconds
+        return minimum(active, self.busy_seconds)
 
     def terms(self) -> dict[str, Number]:
         """The addends of `seconds`, named as the equation shows them."""

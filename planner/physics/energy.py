@@ -11,9 +11,9 @@ memory (roofline terms), as opposed to waiting on the host, the scheduler or not
 interpolation between idle and full power is the usual first-order model of a GPU's power against
 utilisation (e.g. the ML.ENERGY / Zeus line of work measures power per phase; Patel et al.,
 "Characterizing Power Management Opportunities for LLMs in the Cloud", ASPLOS 2024, report inference
-drawing well below TDP and training near it). It ignores the dependence of power on *what* is busy
-(a memory-bound decode step draws less than a compute-bound GEMM at the same busy share), so it is an
-upper estimate for memory-bound serving; the plans say so.
+drawing well below TDP and training near it). Serving weighs *what* is busy: a memory-bound stretch of a step
+(bytes' time beyond FLOPs' time, and collectives) counts at MEMORY_BOUND_ACTIVITY of the idle-to-board range,
+from measured decode power (below); training counts its busy time fully.
 
 Facility overhead is a PUE factor (the datacenter's total power over its IT power; 1.0 = none counted).
 Per-GPU figures only: host CPUs, NICs and switches are not counted except where an entry says its board
@@ -55,13 +55,24 @@ DEFAULT_CARBON_KG_PER_KWH = 0.39
 # average PUE of 1.56; hyperscale sites report ~1.1 (Google 2024 fleet average 1.09). The user states it.
 DEFAULT_PUE = 1.0
 
+# Serving: a memory-bound kernel keeps HBM streaming but the tensor cores mostly idle, and draws far less than a
+# compute-bound one. Ma et al., "The Illusion of Power Capping in LLM Decode" (arXiv:2605.11999, 2026): decode on
+# H200 (700 W board) draws 137-300 W across GQA, MLA, Gated DeltaNet and Mamba2 models; over the H200's 80 W idle
+# that is 9-35 % of the idle-to-board range. A memory-bound stretch of a step counts at the midpoint, 22 % (the
+# range is the figure's uncertainty); compute-bound time counts fully.
+MEMORY_BOUND_ACTIVITY = 0.22
+MEMORY_BOUND_ACTIVITY_RANGE = (0.09, 0.35)
+
 POWER_MODEL = (
     "power per GPU = idle + busy share x (board - idle): board power is the datasheet's (TDP/TBP), idle a "
     f"published reading of an idle GPU (nvidia-smi, nothing running) or, where none is cited, {IDLE_SHARE_OF_BOARD:.0%} "
     "of board power (assumed); busy share = the step's roofline time (compute, memory, communication) over its wall "
-    "time, with layer launches, scheduler and sampler time (and other pipeline stages' turns) counted idle; a memory-bound step draws less than this at the same busy share "
-    "(serving energy overstated there), and a loaded model's CUDA context adds 26-66 W to a bare idle reading "
-    "(understated at low load); GPUs only, PUE for the facility"
+    "time, with layer launches, scheduler and sampler time (and other pipeline stages' turns) counted idle; serving "
+    f"counts a memory-bound stretch of a kernel group (its bytes' time beyond its FLOPs', and collectives) at "
+    f"{MEMORY_BOUND_ACTIVITY:.0%} (decode draws 137-300 W on a 700 W H200: Ma et al., arXiv:2605.11999; "
+    f"{MEMORY_BOUND_ACTIVITY_RANGE[0]:.0%}-{MEMORY_BOUND_ACTIVITY_RANGE[1]:.0%} is its range), training its whole "
+    "busy time fully (its GEMMs are compute-bound); a loaded model's CUDA context adds 26-66 W to a bare idle "
+    "reading (understated at low load); GPUs only, PUE for the facility"
 )
 
 
