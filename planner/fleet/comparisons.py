@@ -146,28 +146,41 @@ def packed(
         group_gpus=unit,
         scale_up_hours=max(p.scale_up_seconds for p in group.members) / 3600,
     )
-    others = [
-        p.usage() for p in plan.placements.values() if p.candidate.pool.name == group.pool and p not in group.members
-    ]
     pool = group.members[0].candidate.pool
-    bill = bill_pool(pool, [*others, shared])
-    usd = plan.usd_per_day - plan.bills[group.pool].cost.usd_per_day + bill.cost.usd_per_day
-    gpu_hours = plan.gpu_hours_per_day - plan.bills[group.pool].gpu_hours + bill.gpu_hours
+    return rebilled(
+        plan,
+        pool,
+        list(group.members),
+        shared,
+        name=f"packed:{group.pool}",
+        label=label,
+        days_per_month=days_per_month,
+        note=f"each engine at {group.share:.0%} of its memory, simulated alone; the groups' time shared in "
+        "proportion to each engine's load; interference between the engines is not modelled (optimistic latencies)",
+    )
+
+
+def rebilled(plan: Allocation, pool, replaced: list[Placement], usage: Usage, **comparison) -> Comparison:
+    """The fleet with `replaced` (placements on `pool`) served by `usage` instead: the pool billed again with its
+    other placements, the day's $, GPU-hours and busiest hour recomputed (every other pool as planned).
+    `comparison`: name, label, days_per_month and note of the answer."""
+    days_per_month = comparison.pop("days_per_month")
+    others = [p.usage() for p in plan.placements.values() if p.candidate.pool.name == pool.name and p not in replaced]
+    bill = bill_pool(pool, [*others, usage])
+    usd = plan.usd_per_day - plan.bills[pool.name].cost.usd_per_day + bill.cost.usd_per_day
+    gpu_hours = plan.gpu_hours_per_day - plan.bills[pool.name].gpu_hours + bill.gpu_hours
     peak = max(
-        sum(b.gpus_by_hour[h] for n, b in plan.bills.items() if n != group.pool) + bill.gpus_by_hour[h]
+        sum(b.gpus_by_hour[h] for n, b in plan.bills.items() if n != pool.name) + bill.gpus_by_hour[h]
         for h in range(HOURS)
     )
     return Comparison(
-        name=f"packed:{group.pool}",
-        label=label,
         usd_per_day=usd,
         usd_per_month=usd * days_per_month,
         gpu_hours_per_day=gpu_hours,
         peak_gpus=peak,
         feasible=True,
         delta_usd_per_month=(usd - plan.usd_per_day) * days_per_month,
-        note=f"each engine at {group.share:.0%} of its memory, simulated alone; the groups' time shared in "
-        "proportion to each engine's load; interference between the engines is not modelled (optimistic latencies)",
+        **comparison,
     )
 
 

@@ -22,7 +22,8 @@ from planner.errors import PlanningError, explain
 from planner.fleet.allocation import Allocation, Placement, minimum_replicas
 from planner.fleet.answer import Comparison
 from planner.fleet.capacity import candidate_scenario
-from planner.fleet.pricing import Usage, bill_pool
+from planner.fleet.comparisons import rebilled
+from planner.fleet.pricing import Usage
 from planner.fleet.scenario import FleetScenario
 from planner.inference.disaggregation import best_split
 from planner.inference.scenario import InferenceScenario
@@ -128,25 +129,15 @@ def disaggregated(
     scaled = tuple(max(math.ceil(h.gpus * ratio / unit - 1e-9) * unit, floor) if h.gpus else 0 for h in p.hours)
     usage = p.usage()
     mine = Usage(usage.name, scaled, usage.spare_gpus, usage.group_gpus, usage.scale_up_hours)
-    pool = p.candidate.pool
-    others = [q.usage() for q in plan.placements.values() if q.candidate.pool.name == pool.name and q is not p]
-    bill = bill_pool(pool, [*others, mine])
-    usd = plan.usd_per_day - plan.bills[pool.name].cost.usd_per_day + bill.cost.usd_per_day
-    gpu_hours = plan.gpu_hours_per_day - plan.bills[pool.name].gpu_hours + bill.gpu_hours
-    peak = max(
-        sum(b.gpus_by_hour[h] for n, b in plan.bills.items() if n != pool.name) + bill.gpus_by_hour[h]
-        for h in range(HOURS)
-    )
-    return Comparison(
+    return rebilled(
+        plan,
+        p.candidate.pool,
+        [p],
+        mine,
         name=f"disaggregated:{name}",
         label=f"'{name}' disaggregated: {result.disaggregated_gpus} GPUs at the peak ({result.prefill_gpus} prefill) "
         f"instead of {result.colocated_gpus}",
-        usd_per_day=usd,
-        usd_per_month=usd * days_per_month,
-        gpu_hours_per_day=gpu_hours,
-        peak_gpus=peak,
-        feasible=True,
-        delta_usd_per_month=(usd - plan.usd_per_day) * days_per_month,
+        days_per_month=days_per_month,
         note="the fewest GPUs on which a prefill/decode split meets every SLO target at the peak's rate "
         "(planner.inference.disaggregation); other hours scaled by the peak's ratio, an extrapolation",
     )
