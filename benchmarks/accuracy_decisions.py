@@ -274,7 +274,11 @@ def decide(sweep: Sweep, rule: Rule, ttft_metric: str, tpot_metric: str, ranges:
             usd_per_replica_month=0.0,
             verified=True,
         )
-        replicas_likely = list(ranges.capacity(answer, 1).replicas_likely)
+        # the latency ranges' edges as the planner reads them (TrafficEngine._edge_replicas): the heaviest load no
+        # target 'misses' (fast) and the heaviest every target 'meets' (slow), at their simulated rates
+        fast = replicas_for(target, per_replica[likely[1]][1]) if likely[1] != NONE else None
+        slow = replicas_for(target, per_replica[likely[0]][1]) if likely[0] != NONE else None
+        replicas_likely = list(ranges.capacity(answer, 1, fast, slow).replicas_likely)
 
     def error(replicas: int | None) -> float | None:
         return (
@@ -553,7 +557,7 @@ def report_lines(decisions: dict | None) -> list[str]:
         "means Headroom sizes fewer replicas than the measurements need.",
         f"- **Likely decisions**: each load's verdict from its statistics' likely ranges (meets / at risk / misses), "
         f"with {decisions['ranges_rule']}; the likely decisions run from the largest load that 'meets' to the largest "
-        "not said to 'miss'. The likely replicas are the planner's `replicas_likely` (the throughput range on "
+        "not said to 'miss'. The likely replicas are the planner's `replicas_likely` (the latency ranges' edge decisions and the throughput range on "
         "Headroom's count).",
         "- **Chance**: the share a decision picked uniformly among the sweep's options (none, or one of its loads) "
         "would score, for scale: a two-load sweep is always within one step.",

@@ -154,7 +154,7 @@ class VerifyTask:
             planned = capacity_answer(
                 engine, self.capacity_requests_per_second_per_replica, self.requests_per_second, self.replicas
             )
-            answer = engine.verified(planned)
+            answer = engine.verified(planned, likely=False)  # the fleet reads the count, not its range
         except (PlanningError, ValidationError) as exc:
             return VerifyResult(
                 key=self.key,

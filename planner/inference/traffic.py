@@ -19,6 +19,7 @@ replicas: `inputs.engine_concurrency`) and `prefill_chunk_tokens` is `max_num_ba
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -365,32 +366,52 @@ class TrafficEngine:
         slo = self.traffic.slo
         if slo is None or not slo.targets:
             raise PlanningError("set at least one SLO target (TTFT, TPOT or end-to-end latency) to size for it")
+        best = self._largest_rate(lambda result: _meets(result, slo), num_requests)
+        return self.verified(capacity_answer(self, best, target_requests_per_second), num_requests)
+
+    def _largest_rate(self, meets: Callable[[TrafficResult], bool], num_requests: int) -> float:
+        """The largest per-replica rate whose simulated run `meets` (bisection over one replica's probes)."""
         # Past the saturated rate a replica cannot keep up however short the run that hides its growing
         # queue (the simulation saturates within a few % of the static plan's rate): the search stops there.
         top = self.probe_scale_requests_per_second_per_replica()
         low, high = 0.0, top
-        if not _meets(self._one_replica(0.02 * top, num_requests), slo):
-            best = 0.0
-        else:
-            low = 0.02 * top
-            if _meets(self._one_replica(high, num_requests), slo):
-                low = high
-            for _ in range(CAPACITY_PROBES):
-                if high - low <= 0.01 * top:
-                    break
-                mid = (low + high) / 2
-                if _meets(self._one_replica(mid, num_requests), slo):
-                    low = mid
-                else:
-                    high = mid
-            best = low
-        return self.verified(capacity_answer(self, best, target_requests_per_second), num_requests)
+        if not meets(self._one_replica(0.02 * top, num_requests)):
+            return 0.0
+        low = 0.02 * top
+        if meets(self._one_replica(high, num_requests)):
+            low = high
+        for _ in range(CAPACITY_PROBES):
+            if high - low <= 0.01 * top:
+                break
+            mid = (low + high) / 2
+            if meets(self._one_replica(mid, num_requests)):
+                low = mid
+            else:
+                high = mid
+        return low
 
-    def verified(self, answer: CapacityAnswer, num_requests: int | None = None) -> CapacityAnswer:
+    def _edge_replicas(self, target: float, num_requests: int) -> tuple[int | None, int | None]:
+        """The replicas `target` needs at the latency ranges' fast and slow edge: the largest rate no target's
+        likely range 'misses', and the largest every target's likely range 'meets' (`SloCheck.verdict`), each
+        searched as the capacity is. None: no rate does (at the slow edge even light load may miss)."""
+        slo_count = len(self.traffic.slo.targets) if self.traffic.slo is not None else 0
+        fast = self._largest_rate(lambda r: not any(c.verdict == "misses" for c in r.slo), num_requests)
+        slow = self._largest_rate(
+            lambda r: len(r.slo) == slo_count and all(c.verdict == "meets" for c in r.slo), num_requests
+        )
+
+        def needed(rate: float) -> int | None:
+            return math.ceil(target / rate - 1e-9) if rate > 0 else None
+
+        return needed(fast), needed(slow)
+
+    def verified(self, answer: CapacityAnswer, num_requests: int | None = None, likely: bool = True) -> CapacityAnswer:
         """The replicas a target rate needs, checked before they are shown: the stream at `target` on that many
         replicas, each with this engine (its per-replica batch cap, KV pool and step times), routed as the
         simulation routes; one more replica (10 % more) at a time until every SLO target holds, at most
-        VERIFY_STEPS times. Each replica sees about as many requests as a capacity probe."""
+        VERIFY_STEPS times. Each replica sees about as many requests as a capacity probe. With `likely`, the
+        answer's likely replicas also take the capacity at the latency ranges' edges (`_edge_replicas`: two more
+        searches)."""
         slo, target = self.traffic.slo, answer.target_requests_per_second
         if answer.replicas_needed is None or target is None or slo is None or not slo.targets:
             return answer
@@ -403,7 +424,9 @@ class TrafficEngine:
                 found = capacity_answer(self, answer.max_requests_per_second_per_replica, target, replicas, True)
                 if self.ranges is None:
                     return found
-                return self.ranges.capacity(found, self.scenario.tensor_parallel * self.scenario.pipeline_parallel)
+                edges = self._edge_replicas(target, num_requests) if likely else (None, None)
+                gpus = self.scenario.tensor_parallel * self.scenario.pipeline_parallel
+                return self.ranges.capacity(found, gpus, *edges)
             replicas += max(1, math.ceil(0.1 * replicas))
         return capacity_answer(self, answer.max_requests_per_second_per_replica, target, None, False)
 

@@ -168,8 +168,16 @@ class TrafficRanges:
             update["slo"] = [self.check_slo(c, m) for c in result.slo]
         return revised(result, **update)
 
-    def capacity(self, answer: CapacityAnswer, gpus_per_replica: int) -> CapacityAnswer:
-        """`answer` with its likely replicas, GPUs and $/month (the throughput range on the per-replica rate)."""
+    def capacity(
+        self,
+        answer: CapacityAnswer,
+        gpus_per_replica: int,
+        fast_edge_replicas: int | None = None,
+        slow_edge_replicas: int | None = None,
+    ) -> CapacityAnswer:
+        """`answer` with its likely replicas, GPUs and $/month: the verified count with the throughput range on
+        the per-replica rate, widened to the counts the capacity at the latency ranges' fast and slow edges needs
+        (`TrafficEngine._edge_replicas`) when given."""
         if answer.replicas_needed is None or not answer.verified:
             return answer
         n = answer.replicas_needed
@@ -177,10 +185,17 @@ class TrafficRanges:
         low = max(1, math.ceil(n * (1 + max(r.low_error, -0.95)) - 1e-9))
         high = max(n, math.ceil(n * (1 + r.high_error) - 1e-9))
         low = min(low, n)
+        basis = f"the throughput range on the per-replica rate ({r.basis})"
+        if fast_edge_replicas is not None:
+            low = max(1, min(low, fast_edge_replicas))
+        if slow_edge_replicas is not None:
+            high = max(high, slow_edge_replicas)
+        if fast_edge_replicas is not None or slow_edge_replicas is not None:
+            basis += ", widened to the SLO capacity at the latency ranges' fast and slow edges"
         return revised(
             answer,
             replicas_likely=(low, high),
             gpus_likely=(low * gpus_per_replica, high * gpus_per_replica),
             usd_per_month_likely=(low * answer.usd_per_replica_month, high * answer.usd_per_replica_month),
-            likely_basis=f"the throughput range on the per-replica rate ({r.basis})",
+            likely_basis=basis,
         )

@@ -131,3 +131,22 @@ def test_each_kind_s_pooled_range_holds_its_promise_with_each_source_left_out():
         assert band["loo_by"] == "run" and band["tested"], kind  # grouped: a source's statistics leave together
         assert band["loo_coverage"] >= PROMISED, (kind, band)
         assert entry["all"]["sources"] >= 4
+
+
+def test_the_likely_replicas_widen_to_the_capacity_at_the_latency_ranges_edges():
+    """A wide TTFT range (measured up to 1 / 0.2 = 5x the simulated) makes the slow edge's SLO capacity, and so its
+    replicas, the range's top; the throughput range alone would stop at n x 1.5 (issue 23, item 9's finding: the
+    throughput range held 6 of 10 measured counts)."""
+    narrow = _engine(2.0, _ranges(throughput=(-0.25, 0.5))).capacity(20.0)
+    wide = _engine(2.0, _ranges(ttft=(-0.8, 0.25), throughput=(-0.25, 0.5))).capacity(20.0)
+    n = wide.replicas_needed
+    assert n == narrow.replicas_needed and wide.replicas_likely[1] > -(-n * 3 // 2)
+    assert "latency ranges' fast and slow edges" in wide.likely_basis
+    # by hand: the edges' counts widen the throughput range, never narrow it
+    r = _ranges(throughput=(-0.25, 0.5))
+    answer = revised(narrow, replicas_likely=None)
+    assert r.capacity(answer, 4, fast_edge_replicas=2, slow_edge_replicas=30).replicas_likely == (2, 30)
+    assert r.capacity(answer, 4, fast_edge_replicas=99, slow_edge_replicas=1).replicas_likely == (
+        max(1, -(-n * 3 // 4)),
+        -(-n * 3 // 2),
+    )
