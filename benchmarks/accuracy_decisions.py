@@ -22,7 +22,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from planner.inference.traffic_ranges import TrafficRanges
+from planner.inference.traffic_ranges import TrafficRanges, overall_verdict, target_verdict
 from planner.inference.traffic_results import CapacityAnswer
 from planner.uncertainty import TrafficRange, traffic_range
 
@@ -215,11 +215,9 @@ def verdict(ttft_likely: tuple[float, float], tpot_likely: tuple[float, float], 
     """A load's verdict from its statistics' likely ranges (planner.inference.traffic_ranges: a target 'meets' when
     its whole range is within it, 'misses' when all of it is past): 'meets' when every target meets, 'misses' when
     any misses, else 'at risk'."""
-    each = [
-        "meets" if likely[1] <= target else "misses" if likely[0] > target else "at risk"
-        for likely, target in zip((ttft_likely, tpot_likely), targets)
-    ]
-    return "misses" if "misses" in each else "meets" if all(v == "meets" for v in each) else "at risk"
+    return str(
+        overall_verdict(target_verdict(likely, target) for likely, target in zip((ttft_likely, tpot_likely), targets))
+    )
 
 
 def replicas_for(target: float, rate_per_replica: float | None) -> int | None:

@@ -8,6 +8,7 @@ over a few hundred simulated requests is not better than that.
 from __future__ import annotations
 
 from planner import units
+from planner.inference.traffic_ranges import overall_verdict
 from planner.inference.traffic_results import CapacityAnswer, Distribution, PrefixCacheStats, SloCheck, TrafficResult
 from planner.inference.workload import Slo, Traffic
 
@@ -159,11 +160,8 @@ def check_text(check: SloCheck) -> str:
 
 def results_status(result: TrafficResult) -> str:
     """The worst verdict of the result's SLO checks as a status: 'ok', 'risk' or 'fail' ('unset' without)."""
-    statuses = {VERDICT_STATUS[verdict_of(c)] for c in result.slo}
-    for status in ("fail", "risk", "ok"):
-        if status in statuses:
-            return status
-    return "unset"
+    verdict = overall_verdict(verdict_of(c) for c in result.slo)
+    return "unset" if verdict is None else VERDICT_STATUS[verdict]
 
 
 def attainment_text(result: TrafficResult) -> str:

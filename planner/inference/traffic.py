@@ -489,9 +489,13 @@ class TrafficEngine:
         output = max(int(round(float(reqs.output_tokens.mean()))), 1)
         if (prompt, output) == (int(i.inputs.prompt_tokens), int(i.inputs.output_tokens)):
             return self.static_requests_per_second_per_replica
-        stream = replace(i.inputs, prompt_tokens=prompt, output_tokens=output)
-        m = inference_metrics(i.arch, i.counts, i.hw, i.efficiency, stream, i.draft)
-        return float(m.serving.requests_per_second) / self.replicas
+        # every probe of a trace's capacity searches asks for the same lengths: priced once per engine
+        key = ("sustained", prompt, output)
+        if key not in self._costs:
+            stream = replace(i.inputs, prompt_tokens=prompt, output_tokens=output)
+            m = inference_metrics(i.arch, i.counts, i.hw, i.efficiency, stream, i.draft)
+            self._costs[key] = float(m.serving.requests_per_second) / self.replicas
+        return self._costs[key]
 
     def assumptions(self) -> list[str]:
         s = self.scenario

@@ -40,6 +40,19 @@ STATISTICS = ("mean", "p50", "p90", "p95", "p99")
 SLO_METRIC_KINDS = {"ttft_seconds": "ttft", "tpot_seconds": "tpot", "e2e_latency_seconds": "e2e"}
 
 
+def target_verdict(likely: tuple[float, float], target: float) -> str:
+    """One target against a likely range: 'meets' (all of it within), 'misses' (all of it past), else 'at risk'."""
+    return "meets" if likely[1] <= target else "misses" if likely[0] > target else "at risk"
+
+
+def overall_verdict(verdicts) -> str | None:
+    """Several targets' verdicts as one: 'misses' if any misses, 'meets' if all meet, else 'at risk' (None: none)."""
+    verdicts = list(verdicts)
+    if not verdicts:
+        return None
+    return "misses" if "misses" in verdicts else "meets" if all(v == "meets" for v in verdicts) else "at risk"
+
+
 def _likely(d: Distribution, r: TrafficRange) -> Distribution:
     return revised(d, likely={k: r.interval(getattr(d, k)) for k in STATISTICS})
 
@@ -93,14 +106,7 @@ class TrafficRanges:
             likely = (min(fast, check.simulated_seconds), max(slow, check.simulated_seconds))
         else:
             likely = (self.ttft if kind == "ttft" else self.tpot).interval(check.simulated_seconds)
-        verdict = (
-            "meets"
-            if likely[1] <= check.target_seconds
-            else "misses"
-            if likely[0] > check.target_seconds
-            else "at risk"
-        )
-        return revised(check, likely_seconds=likely, verdict=verdict)
+        return revised(check, likely_seconds=likely, verdict=target_verdict(likely, check.target_seconds))
 
     def _completed(self, result: TrafficResult, sustained: float | None) -> tuple[float, float]:
         """Completed requests per second, likely. An open stream at a finite rate completes what it is sent up to
