@@ -59,6 +59,7 @@ from planner.uncertainty import (  # noqa: E402
     band_summary,
     coverage_notes,
     coverage_text,
+    regime_range_usable,
 )
 from planner.uncertainty import serving_regime as regime_label  # noqa: E402
 
@@ -1428,8 +1429,7 @@ def _ranges_section(serving: dict) -> list[str]:
     ]
     for kind, entry in ranges.items():
         rows = [("every regime", entry["all"], True)] + [
-            (name, st, st["sources"] >= REGIME_MIN_SOURCES and st["band"]["loo_cases"] >= REGIME_MIN_CASES)
-            for name, st in entry["regimes"].items()
+            (name, st, regime_range_usable(st)) for name, st in entry["regimes"].items()
         ]
         for name, st, used in rows:
             b = st["band"]

@@ -301,6 +301,12 @@ def _range_of(kind: str, stats: dict | None, regime: str | None, scope: str) -> 
     return TrafficRange(kind=kind, low_error=low, high_error=high, regime=regime, basis=basis, loo_coverage=coverage)
 
 
+def regime_range_usable(stats: dict) -> bool:
+    """Whether a regime's own range (accuracy.json serving.ranges.<kind>.regimes.<regime>) is the one its plans read:
+    runs from at least REGIME_MIN_SOURCES sources and REGIME_MIN_CASES statistics."""
+    return stats.get("sources", 0) >= REGIME_MIN_SOURCES and stats["band"]["loo_cases"] >= REGIME_MIN_CASES
+
+
 def traffic_range(kind: str, regime: str, ranges: dict | None = None) -> TrafficRange:
     """The range a simulated `kind` ('ttft', 'tpot' or 'throughput') gets in `regime`: the regime's own band
     where enough sources measured it (REGIME_MIN_SOURCES, REGIME_MIN_CASES), else every regime's pooled, else
@@ -308,7 +314,7 @@ def traffic_range(kind: str, regime: str, ranges: dict | None = None) -> Traffic
     accuracy.json's; the decisions check passes ranges rebuilt without a source)."""
     entry: dict = (serving_errors().get("ranges", {}) if ranges is None else ranges).get(kind, {})
     own = entry.get("regimes", {}).get(regime)
-    if own and own.get("sources", 0) >= REGIME_MIN_SOURCES and own["band"]["loo_cases"] >= REGIME_MIN_CASES:
+    if own and regime_range_usable(own):
         found = _range_of(kind, own, regime, "this regime's runs")
     else:
         found = _range_of(kind, entry.get("all"), None, "every regime's runs")

@@ -18,13 +18,13 @@ import streamlit as st
 
 from planner import units
 from planner.uncertainty import (
-    REGIME_MIN_CASES,
     REGIME_MIN_SOURCES,
     SUMMARY_FILE,
     band,
     coverage_notes,
     coverage_text,
     family_errors,
+    regime_range_usable,
     serving_errors,
 )
 from ui import palette
@@ -341,9 +341,7 @@ def traffic_ranges_frame() -> pd.DataFrame:
     for kind, entry in serving_errors().get("ranges", {}).items():
         for regime, st_ in [("every regime", entry["all"]), *entry["regimes"].items()]:
             b = st_["band"]
-            used = regime == "every regime" or (
-                st_["sources"] >= REGIME_MIN_SOURCES and b["loo_cases"] >= REGIME_MIN_CASES
-            )
+            used = regime == "every regime" or regime_range_usable(st_)
             rows.append(
                 {
                     "Kind": {"ttft": "TTFT", "tpot": "TPOT / ITL", "throughput": "Throughput"}.get(kind, kind),
