@@ -140,6 +140,15 @@ def kg(value: float | None) -> str:
     return f"{_two_figures(value)} kg"
 
 
+def usd_compact(value: float | None) -> str:
+    """A bill to two or three significant figures: '$970', '$3.7k', '$29k', '$212k', '$1.2M'."""
+    if value is None or not math.isfinite(value):
+        return "n/a"
+    if abs(value) >= 1e6 or abs(value) < 1e3:
+        return usd_approx(value)
+    return f"${value / 1e3:,.0f}k" if abs(value) >= 1e4 else f"${value / 1e3:,.1f}k"
+
+
 def usd_approx(value: float | None) -> str:
     """Dollars to two significant figures: '$0.061', '$2.4', '$1,200', '$1.2M'."""
     if value is None or not math.isfinite(value):

@@ -45,19 +45,6 @@ def check_fleet(doc: dict) -> tuple[str | None, list[Rejected]]:
 # ------------------------------------------------------------------------------------------------ formats
 
 
-def kusd(value: float | None) -> str:
-    """'$29k', '$212k', '$1.2M', '$970' (two or three significant figures)."""
-    if value is None or not math.isfinite(value):
-        return "n/a"
-    if abs(value) >= 1e6:
-        return units.usd_approx(value)
-    if abs(value) >= 1e4:
-        return f"${value / 1e3:,.0f}k"
-    if abs(value) >= 1e3:
-        return f"${value / 1e3:,.1f}k"
-    return units.usd_approx(value)
-
-
 def _sig(value: float | None, digits: int = 3) -> str:
     if value is None or not math.isfinite(value):
         return "–"
@@ -94,10 +81,12 @@ def summary(answer: FleetAnswer) -> None:
 def bill(answer: FleetAnswer) -> None:
     c, month = answer.cost, answer.days_per_month
     cols = st.columns(5)
-    cols[0].metric("Monthly bill", f"{kusd(answer.usd_per_month)}/month", help=f"{answer.days_per_month:.2f} days")
+    cols[0].metric(
+        "Monthly bill", f"{units.usd_compact(answer.usd_per_month)}/month", help=f"{answer.days_per_month:.2f} days"
+    )
     cols[1].metric(
         "Reserved",
-        kusd(c.reserved_usd_per_day * month),
+        units.usd_compact(c.reserved_usd_per_day * month),
         f"{_share(c.reserved_usd_per_day, c.usd_per_day)} of the bill",
         delta_color="off",
         delta_arrow="off",
@@ -105,18 +94,18 @@ def bill(answer: FleetAnswer) -> None:
     )
     cols[2].metric(
         "On demand",
-        kusd((c.on_demand_usd_per_day + c.scale_up_usd_per_day + c.spot_reserve_usd_per_day) * month),
+        units.usd_compact((c.on_demand_usd_per_day + c.scale_up_usd_per_day + c.spot_reserve_usd_per_day) * month),
         f"{_share(c.on_demand_usd_per_day + c.scale_up_usd_per_day + c.spot_reserve_usd_per_day, c.usd_per_day)}"
         " of the bill",
         delta_color="off",
         delta_arrow="off",
-        help=f"Peaks above the reserved base {kusd(c.on_demand_usd_per_day * month)}, replicas starting before their "
-        f"hour {kusd(c.scale_up_usd_per_day * month)}, reclaimed spot groups re-served "
-        f"{kusd(c.spot_reserve_usd_per_day * month)} (per month).",
+        help=f"Peaks above the reserved base {units.usd_compact(c.on_demand_usd_per_day * month)}, replicas starting before their "
+        f"hour {units.usd_compact(c.scale_up_usd_per_day * month)}, reclaimed spot groups re-served "
+        f"{units.usd_compact(c.spot_reserve_usd_per_day * month)} (per month).",
     )
     cols[3].metric(
         "Spot",
-        kusd(c.spot_usd_per_day * month),
+        units.usd_compact(c.spot_usd_per_day * month),
         f"{_share(c.spot_usd_per_day, c.usd_per_day)} of the bill",
         delta_color="off",
         delta_arrow="off",
@@ -154,7 +143,7 @@ def energy_and_spares(answer: FleetAnswer) -> None:
     )
     cols[3].metric(
         "Electricity per month",
-        kusd(answer.electricity_usd_per_day * month),
+        units.usd_compact(answer.electricity_usd_per_day * month),
         "not in the bill",
         delta_color="off",
         delta_arrow="off",
@@ -180,7 +169,7 @@ def deployments_table(answer: FleetAnswer) -> pd.DataFrame:
                 "Replicas": f"{d.trough_replicas}–{d.peak_replicas}",
                 "Peak (req/s)": f"{_sig(d.peak_requests_per_second, 2)} at {d.peak_hour:02d}:00",
                 "Capacity per replica (req/s)": _sig(d.capacity_requests_per_second_per_replica, 2),
-                "$/month": kusd(d.usd_per_day * answer.days_per_month),
+                "$/month": units.usd_compact(d.usd_per_day * answer.days_per_month),
                 "$ per 1M output tokens": units.usd_approx(d.usd_per_million_output_tokens),
                 "kWh per 1M output tokens": units.kwh(d.kwh_per_million_output_tokens),
                 "SLO attainment": units.percent(d.slo_attainment, 1) if d.slo_attainment is not None else "–",
@@ -202,7 +191,7 @@ def comparisons_table(answer: FleetAnswer) -> pd.DataFrame:
     rows = [
         {
             "Plan": "this plan",
-            "$/month": kusd(answer.usd_per_month),
+            "$/month": units.usd_compact(answer.usd_per_month),
             "Against this plan": "–",
             "Peak GPUs": answer.peak_gpus,
             "Every deployment planned": "yes" if all(d.feasible for d in answer.deployments) else "no",
@@ -213,8 +202,8 @@ def comparisons_table(answer: FleetAnswer) -> pd.DataFrame:
         rows.append(
             {
                 "Plan": c.label,
-                "$/month": kusd(c.usd_per_month),
-                "Against this plan": ("+" if delta > 0 else "−" if delta < 0 else "±") + kusd(abs(delta)),
+                "$/month": units.usd_compact(c.usd_per_month),
+                "Against this plan": ("+" if delta > 0 else "−" if delta < 0 else "±") + units.usd_compact(abs(delta)),
                 "Peak GPUs": c.peak_gpus,
                 "Every deployment planned": "yes" if c.feasible else f"no: {', '.join(c.infeasible) or c.note}",
             }
@@ -241,7 +230,7 @@ def pools(answer: FleetAnswer) -> None:
             "Trough GPUs": p.trough_gpus,
             "Reserved GPUs": p.reserved_gpus,
             "Spare GPUs": p.spare_gpus,
-            "$/month": kusd(p.cost.usd_per_day * answer.days_per_month),
+            "$/month": units.usd_compact(p.cost.usd_per_day * answer.days_per_month),
             "Energy per day": units.kwh(p.energy_kwh_per_day),
             "Power": f"{units.watts(p.board_watts)} board / {units.watts(p.idle_watts)} idle, PUE {p.pue:g}",
         }

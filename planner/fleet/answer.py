@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict
 
+from planner import units
 from planner.fleet.pricing import CostSplit
 from planner.fleet.scenario import FleetScenario
 from planner.fleet.spares import SpareAnswer
@@ -173,17 +174,6 @@ class FleetAnswer(Frozen):
     assumptions: list[str]
 
 
-def _money(usd: float) -> str:
-    """Two to three significant figures: the bill rests on simulated capacities and list prices."""
-    if usd >= 1e6:
-        return f"${usd / 1e6:,.2f}M"
-    if usd >= 1e4:
-        return f"${usd / 1e3:,.0f}k"
-    if usd >= 1e3:
-        return f"${usd / 1e3:,.1f}k"
-    return f"${usd:,.0f}"
-
-
 def _share(fraction: float) -> str:
     """'100%', '99.2%', '87%': a tenth of a percent only near all (where it tells 99.9 % from 99 %)."""
     if fraction >= 1 - 1e-12:
@@ -218,6 +208,6 @@ def manager_summary(answer: FleetAnswer) -> str:
     return (
         f"{models} model{'s' if models != 1 else ''} in {len(planned)} deployment{'s' if len(planned) != 1 else ''}, "
         f"peak {kinds} at {answer.peak_hour:02d}:00, trough {answer.trough_gpus}; "
-        f"{_money(answer.usd_per_month)}/month of which {reserved:.0%} reserved; "
+        f"{units.usd_compact(answer.usd_per_month)}/month of which {reserved:.0%} reserved; "
         f"{_energy(answer.energy_kwh_per_day * answer.days_per_month)}/month; {attainment}{left_out}"
     )

@@ -11,6 +11,7 @@ from planner.fleet.pricing import Usage, bill_pool, scale_up_gpu_hours
 from planner.fleet.scenario import Layout, Pool, Spares
 from planner.fleet.sizing import attainment_at, replicas_for
 from planner.fleet.spares import binomial_cdf, spare_groups
+from planner.units import usd_compact
 
 
 def test_a_diurnal_wave_peaks_at_its_hour_and_bottoms_out_twelve_hours_later():
@@ -145,3 +146,14 @@ def test_a_peak_that_needs_more_replicas_lowers_the_capacity_for_every_hour():
     assert "needed 8 replicas, not 6" in lowered.verification
     (failed,) = apply_verification({"chat": [c]}, [missed], 0.1)["chat"]
     assert failed.verified is False and failed.capacity == 6.0 and "missed the SLO" in failed.verification
+
+
+def test_a_bill_reads_to_two_or_three_significant_figures():
+    assert [usd_compact(v) for v in (970.4, 3653.0, 29480.2, 212_000.0, 1_234_000.0, None)] == [
+        "$970",
+        "$3.7k",
+        "$29k",
+        "$212k",
+        "$1.2M",
+        "n/a",
+    ]
