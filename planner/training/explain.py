@@ -148,12 +148,13 @@ def _general_assumptions(s: TrainingScenario, efficiency: Efficiency) -> list[st
         f"Communication at {percent(efficiency.communication)} of link bandwidth, NVLink inside a node of "
         f"{s.gpus_per_node_on(s.accelerator())} GPUs, {rate(s.inter_node_bandwidth_bytes_per_second, 'B/s')} per GPU "
         "between nodes, each GPU with its own NIC: a tensor-parallel group spanning nodes moves its data over its "
-        "members' NICs together, an expert all-to-all sends its off-node share over each GPU's own, data-parallel "
-        "collectives run at one NIC. "
+        "members' NICs together and so do data-parallel and ZeRO/FSDP collectives (NCCL rings, one per NIC), an "
+        "expert all-to-all sends its off-node share over each GPU's own. "
         "Overlap: tensor-parallel, expert all-to-all and pipeline sends are exposed; data-parallel gradient "
         "reduction hides behind the last micro-batch's backward; ZeRO-2/3 per-micro-batch collectives, ring-attention "
         "K/V exchange and parameter-offload fetches hide behind each micro-batch's compute; the parameter all-gather "
-        "after a sharded optimizer step and optimizer-offload transfers are exposed.",
+        "after a sharded optimizer step and optimizer-offload transfers are exposed. Compute that runs beside a "
+        "collective is 18.9 % slower (the mean measured in arXiv:2507.03114), so overlap is never free.",
         "MFU counts model FLOPs with causal attention (s(s+1)/2 pairs) and no recomputation; HFU counts what the "
         "kernels execute. PaLM/Megatron count all s^2 pairs and report higher MFU at long sequences.",
         "Runtime overhead: CUDA context and workspaces 0.5 GiB, CUDA graph pools 0.25 GiB, NCCL buffers 0.25 GiB.",

@@ -261,15 +261,20 @@ def _over_both_groups(
     collective: Callable, dense_bytes, expert_bytes, inputs: TrainingInputs, hw: TrainingHardware, eff
 ):
     """A data-parallel collective of the dense shard over DP x CP plus one of the expert shard over DP x CP / EP,
-    over the TP x CP x DP block's link. Still one GPU's NIC across nodes, not the group's members' NICs together
-    (`collectives.link_bandwidth` with participants = the group): with them, Narayanan et al. 2021 Table 2's
-    DeepSpeed ZeRO-3 runs on Selene (GPT 175B / 530B, 768-2240 GPUs, benchmarks/accuracy.py T146-T150) read
-    +75% to +290% instead of +6% to +20%; those runs kept a constant step time as GPUs doubled, i.e. their
-    parameter gathers moved ~16 GB/s per GPU, below one 25 GB/s NIC, so a framework-level collective
-    efficiency (cited) has to come with the change. Open in issue 24."""
+    each across nodes over as many NICs as its group has members per node (`group_link` with the group as
+    participants: NCCL puts one ring per channel on each NIC; 192 GB/s multi-node busBW on DGX A100 with 8 x 25
+    GB/s, `collectives.link_bandwidth`). It was one GPU's NIC for every group until 2026-12-02, which matched
+    DeepSpeed ZeRO-3's 2021 runs on Selene (Narayanan et al. 2021 Table 2: ~16 GB/s per GPU of parameter
+    gathers) but not NCCL's own figures nor Composer FSDP on H100 (llm-foundry's MPT-70B on 32 GPUs at 882
+    tokens/s per GPU needs >= 85 GB/s per GPU of gathers). DeepSpeed's 2021 implementation is not modelled:
+    those rows now read 70-260 % fast (benchmarks/accuracy/ceilings.json)."""
     lay = inputs.layout
-    link = group_link(hw, lay.tensor_parallel * lay.context_parallel * lay.data_parallel)
-    return collective(dense_bytes, lay.dense_group, link, eff) + collective(expert_bytes, lay.expert_group, link, eff)
+    span = lay.tensor_parallel * lay.context_parallel * lay.data_parallel
+    dense_link = group_link(hw, span, lay.dense_group)
+    expert_link = group_link(hw, span, lay.expert_group)
+    return collective(dense_bytes, lay.dense_group, dense_link, eff) + collective(
+        expert_bytes, lay.expert_group, expert_link, eff
+    )
 
 
 def data_parallel_collectives(
@@ -427,9 +432,15 @@ def microbatch_time(
         compute_seconds=compute,
         memory_seconds=roofline.memory_seconds(stage_bytes, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth),
         communication=communication,
-        overlapped_exposed_seconds=maximum(communication.overlapped_seconds - compute, 0.0),
+        overlapped_exposed_seconds=overlapped_exposed(compute, communication.overlapped_seconds),
         tensor_parallel_hidden_seconds=tensor_parallel_hidden_seconds(inputs, flops, communication, compute),
     )
+
+
+def overlapped_exposed(compute_seconds, communication_seconds):
+    """What collectives launched beside the compute add to it (`communication.overlapped_exposed_seconds`: the
+    compute they overlap slows down, and what outlasts it waits)."""
+    return communication.overlapped_exposed_seconds(compute_seconds, communication_seconds)
 
 
 def tensor_parallel_hidden_seconds(inputs: TrainingInputs, flops: TrainingFlops, communication, compute_seconds):
@@ -438,7 +449,8 @@ def tensor_parallel_hidden_seconds(inputs: TrainingInputs, flops: TrainingFlops,
     sequence parallelism, is launched asynchronously and the weight-gradient GEMM runs meanwhile; Korthikanti et
     al. 2022 Sec. 6.2; torchtitan does not). At most the backward's 2 of the layer's collectives, and at most the
     weight-gradient GEMMs' time: one of the GEMM passes (forward, input gradient, weight gradient, and the forward
-    again for the share full recomputation repeats) of the stage's GEMM share of the compute."""
+    again for the share full recomputation repeats) of the stage's GEMM share of the compute; net of the slowdown
+    the GEMMs suffer while the collectives run beside them (`overlapped_exposed`)."""
     recipe = inputs.recipe
     again_tp, _, _ = step_time.recomputed_collectives(
         recipe.recompute, recipe.recompute_modules, flops.recompute_fraction
@@ -447,7 +459,7 @@ def tensor_parallel_hidden_seconds(inputs: TrainingInputs, flops: TrainingFlops,
     gemm_share = flops.stage_gemm_flops_per_token / flops.stage_hardware_flops_per_token
     passes = 3 + where(recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
     weight_gradient = compute_seconds * gemm_share / passes
-    return where(recipe.overlap_tp_backward, minimum(backward, weight_gradient), 0.0)
+    return where(recipe.overlap_tp_backward, backward - overlapped_exposed(weight_gradient, backward), 0.0)
 
 
 def microbatch_gemm_kernels(layers, recompute, recompute_fraction):
@@ -513,6 +525,7 @@ def training_step(
         zero == 0, dp.gradient_allreduce_seconds, where(zero == 1, dp.gradient_reduce_scatter_seconds, 0.0)
     )
     hidden_behind = where(recipe.overlap_grad_reduce, flops.stage_backward_share * microbatch.compute_seconds, 0.0)
+    grad_sync_exposed = overlapped_exposed(hidden_behind, grad_sync)
     param_gather = where((zero == 1) | (zero == 2), dp.trainable_allgather_seconds, 0.0)
     step = TrainingStep(
         forward_backward_seconds=m * maximum(microbatch.compute_seconds, microbatch.memory_seconds),
@@ -523,7 +536,7 @@ def training_step(
         expert_parallel_seconds=m * per_microbatch.expert_parallel_seconds,
         pipeline_p2p_seconds=m * per_microbatch.pipeline_p2p_seconds,
         overlapped_communication_exposed_seconds=m * microbatch.overlapped_exposed_seconds,
-        data_parallel_seconds=maximum(grad_sync - hidden_behind, 0.0) + param_gather,
+        data_parallel_seconds=grad_sync_exposed + param_gather,
         optimizer_step_seconds=optimizer.seconds,
         offload_transfer_seconds=optimizer.offload_transfer_seconds,
     )

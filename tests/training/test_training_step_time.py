@@ -128,3 +128,54 @@ def test_gradient_accumulation_vs_larger_micro_batch_table():
     assert options[8].activations_bytes == pytest.approx(8 * options[1].activations_bytes)
     assert options[1].total_bytes < options[2].total_bytes < options[8].total_bytes
     assert p.memory.max_micro_batch_size >= max(b for b, o in options.items() if o.fits)
+
+
+def test_overlapped_collectives_slow_the_compute_they_run_beside():
+    """Hand-worked: 10 s of compute beside 4 s of collectives take 10 + 0.189 x 4 = 10.756 s (the compute slows
+    while both run, arXiv:2507.03114); beside 30 s they take 30 s (the collectives outlast even the slowed
+    compute, 10 x 1.189 = 11.89 s); nothing to overlap adds nothing; a sequential pair would cost the sum."""
+    from planner.physics.communication import OVERLAP_COMPUTE_SLOWDOWN, overlapped_exposed_seconds
+
+    assert OVERLAP_COMPUTE_SLOWDOWN == pytest.approx(0.189)
+    assert overlapped_exposed_seconds(10.0, 4.0) == pytest.approx(0.756)
+    assert overlapped_exposed_seconds(10.0, 30.0) == pytest.approx(20.0)
+    assert overlapped_exposed_seconds(10.0, 0.0) == 0.0
+    assert overlapped_exposed_seconds(0.0, 3.0) == pytest.approx(3.0)
+    # the sequential cost bounds it from above, the longer of the two from below
+    for c in (0.5, 5.0, 9.0, 11.0, 50.0):
+        assert max(10.0, c) <= 10.0 + overlapped_exposed_seconds(10.0, c) <= 10.0 + c
+    arrays = overlapped_exposed_seconds(np.array([10.0, 10.0]), np.array([4.0, 30.0]))
+    assert arrays == pytest.approx([0.756, 20.0])
+
+
+def test_data_parallel_collectives_cross_nodes_over_every_member_s_nic():
+    """A ZeRO-3 group of 32 GPUs on 4 nodes of 8 (TP 1) moves its all-gathers over the 8 NICs of each node
+    (NCCL puts one ring per channel on each NIC: 192 GB/s busBW measured on DGX A100 with 8 x 25 GB/s,
+    NVIDIA/nccl#812), not one NIC; with TP 8 the same group has one member per node and one NIC."""
+    from planner.physics.efficiency import DEFAULT_EFFICIENCY
+    from planner.training.footprint import training_memory
+    from planner.training.inputs import training_hardware, training_inputs
+    from planner.training.step import data_parallel_collectives
+
+    def gathers(tp: int):
+        s = TrainingScenario(
+            model="llama-3.1-70b",
+            num_gpus=32 * tp,
+            tensor_parallel=tp,
+            data_parallel=32,
+            zero_stage=3,
+            gpu="h100-sxm",
+            global_batch_size=64,
+            micro_batch_size=1,
+            inter_node_bandwidth_bytes_per_second=50e9,
+        )
+        arch, counts = s.architecture(), parameter_counts(s.architecture())
+        inputs, hw = training_inputs(s), training_hardware(s, s.accelerator())
+        states = training_memory(arch, counts, hw, inputs).last_stage.states
+        seconds = data_parallel_collectives(hw, DEFAULT_EFFICIENCY, inputs, states).parameter_allgather_seconds
+        return states.param_dense_bytes / seconds  # bytes gathered per second
+
+    wide_rate, narrow_rate = gathers(1), gathers(8)
+    # 8 NICs per node against one; one NIC at 0.75 x 50 GB/s gathers 32/31 of that (each rank sends (n-1)/n)
+    assert wide_rate / narrow_rate == pytest.approx(8.0, rel=0.01)
+    assert narrow_rate == pytest.approx(0.75 * 50e9 * 32 / 31, rel=0.02)
