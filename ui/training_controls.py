@@ -49,6 +49,14 @@ TRAINING_SPECS: tuple[Spec, ...] = (
         Spec("flash_attention", "FlashAttention", "toggle", section="memory"),
         Spec("overlap_grad_reduce", "Overlap gradient reduction with backward", "toggle", section="more"),
         Spec("overlap_tp_backward", "Overlap TP backward collectives (Megatron-core)", "toggle", section="more"),
+        Spec(
+            "expert_load_imbalance",
+            "MoE load imbalance (busiest rank / mean)",
+            "number",
+            section="more",
+            step=0.05,
+            fmt="%.2f",
+        ),
         Spec("dropout", "Dropout (GPT-3 style)", "toggle", section="more"),
         Spec("usd_per_gpu_hour", "Price ($ per GPU-hour)", "number", section="more", step=0.1, fmt="%.2f"),
     )

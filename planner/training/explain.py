@@ -185,8 +185,16 @@ def _recipe_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> list[st
     out: list[str] = []
     if arch.is_moe:
         out.append(
-            "MoE: uniform top-k routing with no dropped tokens; experts split over TP x EP; the dispatch "
-            "all-to-all crosses (EP - 1)/EP of the routed tokens."
+            "MoE: top-k routing with no dropped tokens; experts split over TP x EP; the dispatch all-to-all crosses "
+            "(EP - 1)/EP of the routed tokens. "
+            + (
+                "Routing assumed balanced (expert_load_imbalance 1): every expert-parallel rank gets the mean share "
+                "of tokens, as in force-balanced benchmarks; real routers run above it."
+                if s.expert_load_imbalance == 1.0
+                else f"The busiest expert-parallel rank gets {s.expert_load_imbalance:g} x the mean share of routed "
+                "tokens (stated, not measured; EP > 1 only): its expert GEMMs and all-to-all set the step; MFU "
+                "counts the useful work only; its larger expert activations are not added to the memory."
+            )
         )
     if s.optimizer == "adam8bit":
         out.append("8-bit Adam (bitsandbytes): two uint8 states per parameter with an fp32 absmax per 256 values.")

@@ -152,6 +152,8 @@ class RecipeInputs:
     recompute_modules: tuple[str, ...] = ("core_attn",)
     recompute_method: str = "uniform"  # full recomputation: uniform groups or a block of layers per stage
     recompute_num_layers: int = 1
+    # MoE: routed tokens of the busiest expert-parallel rank over the mean (1: balanced)
+    expert_load_imbalance: Number = 1.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -229,6 +231,7 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             recompute_modules=tuple(m for m in scenario.recompute_modules.split(",") if m),
             recompute_method=scenario.recompute_method,
             recompute_num_layers=scenario.recompute_num_layers,
+            expert_load_imbalance=scenario.expert_load_imbalance,
         ),
         precision=PRECISIONS[scenario.precision],
         lora=lora,

@@ -187,6 +187,14 @@ class TrainingScenario(ScenarioBase):
         "asynchronous input-gradient all-reduce / reduce-scatter, on by default there; torchtitan and plain PyTorch "
         "TP do not)",
     )
+    expert_load_imbalance: float = Field(
+        default=1.0,
+        ge=1.0,
+        le=16.0,
+        description="MoE: routed tokens of the busiest expert-parallel rank over the mean (1: balanced routing, as in "
+        "benchmarks that force-balance the router; aux-loss or capacity-free routing early in training runs above "
+        "it). An assumption the plan states: the step waits for the busiest rank's experts and all-to-all",
+    )
     gpus_per_node: int | None = Field(
         default=None,
         ge=1,

@@ -200,6 +200,8 @@ def flops_inputs(inputs: TrainingInputs, recompute_fraction: Number = 1.0) -> st
         lora_targets=inputs.lora_targets,
         recompute_modules=recipe.recompute_modules,
         recompute_fraction=recompute_fraction,
+        # one rank holding every expert (EP 1) runs all routed tokens whatever their split
+        expert_load_imbalance=where(inputs.layout.expert_parallel > 1, recipe.expert_load_imbalance, 1.0),
     )
 
 
@@ -340,8 +342,9 @@ def _layer_collectives_seconds(
     tensor_parallel = step_time.tensor_parallel_comm_seconds(layers, hidden_states, tp, tp_link, eff, tp_again)
     expert_parallel = 0.0
     if arch.is_moe:
+        # the busiest rank receives (and returns) its imbalance x the mean share of the routed tokens
         dispatched = communication.hidden_state_message_bytes(
-            tokens * arch.experts_per_token, arch.hidden_size, bytes_per_element
+            tokens * arch.experts_per_token * recipe.expert_load_imbalance, arch.hidden_size, bytes_per_element
         )
         expert_parallel = step_time.expert_all_to_all_seconds(
             moe_layers, dispatched, ep, group_link(hw, tp * cp * ep, ep, all_to_all=True), eff, ep_again

@@ -103,6 +103,24 @@ class FlopsInputs:
     lora_targets: tuple[str, ...] = ()
     recompute_modules: tuple[str, ...] = ("core_attn",)
     recompute_fraction: Number = 1.0  # share of layers full recomputation repeats (block method: fewer)
+    expert_load_imbalance: Number = 1.0  # MoE: busiest expert-parallel rank's routed tokens over the mean
+
+
+def routed_expert_forward_flops_per_token(counts: ParameterCounts, moe_layer: bool):
+    """Forward FLOPs per token of the k routed experts of one MoE layer (uniform top-k: 2 x the routed expert
+    parameters x k / E); 0 for a dense layer."""
+    if not moe_layer or counts.moe_layer is None:
+        return 0.0
+    return 2 * counts.moe_layer.experts_routed * counts.experts_per_token / max(counts.num_experts, 1)
+
+
+def busiest_rank_extra_expert_flops_per_token(counts: ParameterCounts, moe_layer: bool, work: FlopsInputs, passes):
+    """What the busiest expert-parallel rank executes beyond the mean in one MoE layer, per token: (imbalance - 1)
+    x the routed experts' forward FLOPs x `passes` (forward, backward GEMMs, and the forward again where full
+    recomputation repeats it). The step waits for that rank; model FLOPs (the useful work) do not change."""
+    full_again = where(work.recompute == Recompute.FULL, work.recompute_fraction, 0.0)
+    extra = work.expert_load_imbalance - 1.0
+    return extra * routed_expert_forward_flops_per_token(counts, moe_layer) * (passes + full_again)
 
 
 def layer_recompute_flops_per_token(
@@ -160,7 +178,11 @@ def layer_training_flops_per_token(
     model = matmul_passes * matmul + 3 * useful_attention + 3 * adapters
     recomputed_matmul, recomputed_attention = _recompute_flops_per_token(counts, arch, moe_layer, work, adapters)
     hardware = (
-        matmul_passes * matmul + 3 * executed_attention + 3 * adapters + (recomputed_matmul + recomputed_attention)
+        matmul_passes * matmul
+        + 3 * executed_attention
+        + 3 * adapters
+        + (recomputed_matmul + recomputed_attention)
+        + busiest_rank_extra_expert_flops_per_token(counts, moe_layer, work, matmul_passes)
     )
     return model, hardware
 
@@ -170,7 +192,7 @@ def layer_gemm_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture,
     part an FP8 recipe runs at the FP8 peak. Attention scores and the adapters stay in 16 bits."""
     matmul = 2 * layer_matmul_parameters(counts, moe_layer)
     recomputed, _ = _recompute_flops_per_token(counts, arch, moe_layer, work, 0.0)
-    return 3 * matmul + recomputed
+    return 3 * matmul + recomputed + busiest_rank_extra_expert_flops_per_token(counts, moe_layer, work, 3)
 
 
 def head_training_flops_per_token(counts: ParameterCounts, frozen_base: Flag = False):

@@ -179,3 +179,50 @@ def test_data_parallel_collectives_cross_nodes_over_every_member_s_nic():
     # 8 NICs per node against one; one NIC at 0.75 x 50 GB/s gathers 32/31 of that (each rank sends (n-1)/n)
     assert wide_rate / narrow_rate == pytest.approx(8.0, rel=0.01)
     assert narrow_rate == pytest.approx(0.75 * 50e9 * 32 / 31, rel=0.02)
+
+
+MOE_EP4 = dict(model="mixtral-8x7b", num_gpus=16, tensor_parallel=2, expert_parallel=4, global_batch_size=32)
+
+
+def test_expert_load_imbalance_charges_the_busiest_rank_s_routed_experts_and_all_to_all():
+    """Mixtral 8x7B (8 experts, top-2, 32 MoE layers): the busiest EP rank at 1.25 x the mean runs 0.25 x the
+    routed experts' forward FLOPs per token three more times (forward and both backward GEMMs) in every MoE layer
+    of its stage, and sends 1.25 x the dispatch bytes; the model FLOPs (MFU's numerator) stay."""
+    from planner.training.inputs import training_inputs
+    from planner.training.step import training_flops
+
+    balanced = TrainingScenario(**MOE_EP4)
+    skewed = TrainingScenario(**MOE_EP4, expert_load_imbalance=1.25)
+    arch, counts = balanced.architecture(), parameter_counts(balanced.architecture())
+    f0, f1 = (
+        training_flops(arch, counts, training_inputs(balanced)),
+        training_flops(arch, counts, training_inputs(skewed)),
+    )
+    routed = step_time.routed_expert_forward_flops_per_token(counts, True)
+    # per MoE layer: 2 FLOPs x 3 matrices of 4096 x 14336 x the 2 active experts
+    assert routed == pytest.approx(2 * 3 * 4096 * 14336 * 2)
+    assert f1.stage_hardware_flops_per_token - f0.stage_hardware_flops_per_token == pytest.approx(
+        0.25 * routed * 3 * 32
+    )
+    assert f1.stage_gemm_flops_per_token - f0.stage_gemm_flops_per_token == pytest.approx(0.25 * routed * 3 * 32)
+    assert f1.model_flops_per_token == f0.model_flops_per_token
+    p0, p1 = plan(balanced).performance, plan(skewed).performance
+    assert p1.communication_totals["expert_parallel_seconds"] == pytest.approx(
+        1.25 * p0.communication_totals["expert_parallel_seconds"], rel=0.02
+    )
+    assert p1.step_seconds > p0.step_seconds and p1.mfu < p0.mfu
+    assert any("1.25 x the mean share" in a for a in plan(skewed).assumptions)
+    assert any("Routing assumed balanced" in a for a in plan(balanced).assumptions)
+
+
+def test_expert_load_imbalance_needs_expert_parallelism_and_at_least_one():
+    """With every expert on every GPU (EP 1) the split of tokens over experts does not move the step; below 1 is
+    not an imbalance and is refused with the field named."""
+    one = dict(MOE_EP4, expert_parallel=1)
+    assert plan(TrainingScenario(**one, expert_load_imbalance=2.0)).performance.step_seconds == pytest.approx(
+        plan(TrainingScenario(**one)).performance.step_seconds
+    )
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="expert_load_imbalance"):
+        TrainingScenario(**MOE_EP4, expert_load_imbalance=0.8)
