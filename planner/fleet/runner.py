@@ -12,7 +12,10 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
-from collections.abc import Sequence
+import sys
+import types
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from importlib.util import find_spec
@@ -105,11 +108,28 @@ class TaskRunner:
             self._pool = self._start_pool()
         # the longest first, so that no worker starts a long task last
         order = sorted(range(len(tasks)), key=lambda i: -_weight(tasks[i]))
-        results = list(self._pool.map(run_task, [tasks[i] for i in order]))
+        with _no_main_script():
+            results = list(self._pool.map(run_task, [tasks[i] for i in order]))
         placed: list[BaseModel | None] = [None] * len(tasks)
         for i, result in zip(order, results):
             placed[i] = result
         return [r for r in placed if r is not None]
+
+
+@contextmanager
+def _no_main_script() -> Iterator[None]:
+    """While worker processes start: a bare `__main__`, so that they do not re-run the caller's script. A spawned or
+    forkserver child executes the parent's `__main__` file before its first task (multiprocessing's
+    `_fixup_main_from_path`); the tasks need nothing from it, a user's script without an `if __name__ ==
+    "__main__"` guard would run again in every worker, and a main that is not a runnable file (Streamlit's AppTest
+    script, a notebook cell) breaks the pool."""
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    try:
+        yield
+    finally:
+        if saved is not None:
+            sys.modules["__main__"] = saved
 
 
 def _weight(task: Task) -> float:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import sys
+import types
 
 import pytest
 
@@ -32,6 +34,18 @@ def test_the_runner_keeps_the_tasks_order():
         results = runner.run(tasks)
     assert [r.key for r in results] == [t.key for t in tasks]
     assert results == [run_task(t) for t in tasks]
+
+
+def test_the_pool_does_not_rerun_the_caller_s_main_script(tmp_path, monkeypatch):
+    """Workers start without re-running `__main__`: one that is not a runnable file (Streamlit's AppTest script in
+    the same test process broke the pool on CI, 2026-12-02) or a script without a main guard must not matter."""
+    script = tmp_path / "page.py"
+    script.write_text("raise SystemExit('the caller script ran in a worker')\n")
+    main = types.ModuleType("__main__")
+    main.__file__ = str(script)
+    monkeypatch.setitem(sys.modules, "__main__", main)
+    assert plan_fleet(fleet(), workers=2).model_dump_json() == planned().model_dump_json()
+    assert sys.modules["__main__"] is main
 
 
 def test_ray_tasks_give_the_same_answer_on_a_local_instance():
