@@ -211,7 +211,11 @@ def scenario_fields(row: dict) -> dict:
         value = _bool(row[column])
         if value is not None:
             fields[name] = value
-    for column, name in (("fp8_recipe", "fp8_recipe"), ("recompute_modules", "recompute_modules")):
+    for column, name in (
+        ("fp8_recipe", "fp8_recipe"),
+        ("recompute_modules", "recompute_modules"),
+        ("attention_kernel", "attention_kernel"),
+    ):
         if row[column].strip():
             fields[name] = row[column].strip()
     if row["recompute_method"].strip():

@@ -47,6 +47,7 @@ TRAINING_SPECS: tuple[Spec, ...] = (
         Spec("offload_optimizer", "Offload optimizer to CPU", "toggle", section="memory"),
         Spec("offload_parameters", "Offload parameters to CPU", "toggle", section="memory"),
         Spec("flash_attention", "FlashAttention", "toggle", section="memory"),
+        Spec("attention_kernel", "Attention kernel", "select", section="more"),
         Spec("overlap_grad_reduce", "Overlap gradient reduction with backward", "toggle", section="more"),
         Spec("overlap_tp_backward", "Overlap TP backward collectives (Megatron-core)", "toggle", section="more"),
         Spec(

@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from planner.calibration_record import CalibrationRecord
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.notes import architecture_assumptions
-from planner.physics import gemm_efficiency
+from planner.physics import attention_efficiency, gemm_efficiency
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
@@ -195,6 +195,15 @@ def _recipe_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> list[st
                 "tokens (stated, not measured; EP > 1 only): its expert GEMMs and all-to-all set the step; MFU "
                 "counts the useful work only; its larger expert activations are not added to the memory."
             )
+        )
+    if s.attention_kernel != "unstated":
+        rate = attention_efficiency.attention_kernel_fraction(s.accelerator().id, s.attention_kernel)
+        out.append(
+            f"Attention ({s.attention_kernel}) at {percent(rate)} of the 16-bit peak over forward and backward, the "
+            "kernel's published rate on this GPU (planner.physics.attention_efficiency)."
+            if rate
+            else f"Attention kernel {s.attention_kernel}: no published training rate for this GPU; attention is priced "
+            "like the GEMMs at the flat training efficiency."
         )
     if s.optimizer == "adam8bit":
         out.append("8-bit Adam (bitsandbytes): two uint8 states per parameter with an fp32 absmax per 256 values.")

@@ -8,12 +8,12 @@ Categorical choices that pick a formula (optimizer, LoRA targets) stay scalars.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from planner.arrays import Flag, Number
 from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.hardware.catalog import Accelerator
-from planner.physics import gemm_efficiency
+from planner.physics import attention_efficiency, gemm_efficiency
 from planner.physics.energy import accelerator_power
 from planner.training.precision import PRECISIONS, PrecisionBytes
 from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
@@ -43,6 +43,9 @@ class TrainingHardware:
     # Power per GPU (planner.physics.energy.accelerator_power): the board's and an idle device's, in watts.
     board_watts: Number = 0.0
     idle_watts: Number = 0.0
+    # The named fused-attention kernel's rate on this GPU, share of the 16-bit peak in the planner's FLOP count
+    # (planner.physics.attention_efficiency); 0: none stated or published, attention runs like the GEMMs.
+    attention_efficiency: Number = 0.0
 
     @classmethod
     def from_accelerator(
@@ -247,7 +250,7 @@ def training_hardware(
     the cluster's node size and network; `calibration`'s fitted device terms where it measured this GPU."""
     price = scenario.usd_per_gpu_hour if scenario.usd_per_gpu_hour is not None else accel.reference_usd_per_hour
     precision = PRECISIONS[scenario.precision]
-    return TrainingHardware.from_accelerator(
+    hardware = TrainingHardware.from_accelerator(
         accel,
         precision.compute_dtype,
         price,
@@ -255,4 +258,8 @@ def training_hardware(
         scenario.inter_node_bandwidth_bytes_per_second,
         precision.gemm_dtype,
         calibration,
+    )
+    return replace(
+        hardware,
+        attention_efficiency=attention_efficiency.planner_attention_efficiency(accel.id, scenario.attention_kernel),
     )

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
+from planner.physics.attention_efficiency import AttentionKernel
 from planner.scenario_base import MAX_TOKENS, ModelRef, ScenarioBase
 from planner.training.memory import uneven_stage_layers
 
@@ -174,6 +175,12 @@ class TrainingScenario(ScenarioBase):
         "an amax history, or current (per-tensor, just-in-time) scaling",
     )
     flash_attention: bool = Field(default=True, description="fused attention that never stores the score matrix")
+    attention_kernel: AttentionKernel = Field(
+        default="unstated",
+        description="the fused attention kernel: fa2 (FlashAttention-2; PyTorch SDPA's default on Hopper before "
+        "torch 2.11), fa3 (FlashAttention-3), cudnn (cuDNN fused attention); unstated: priced like the GEMMs at the "
+        "flat training efficiency. Published rates on Hopper only (planner.physics.attention_efficiency)",
+    )
     dropout: bool = Field(default=False, description="hidden/attention dropout (GPT-3/Megatron); modern LLMs use none")
     training_tokens: float = Field(
         default=1e9, gt=0, le=1e16, description="total tokens to train on: sets the time and cost to train"
@@ -263,6 +270,11 @@ class TrainingScenario(ScenarioBase):
                 f"global_batch_size={self.global_batch_size} is not a multiple of micro_batch_size x data_parallel = "
                 f"{self.micro_batch_size} x {dp} = {per_step}: gradient accumulation needs whole micro-batches "
                 f"(use {lower} or {lower + per_step})"
+            )
+        if self.attention_kernel != "unstated" and not self.flash_attention:
+            raise PlanningError(
+                f"attention_kernel={self.attention_kernel} names a fused attention kernel, but flash_attention is off "
+                "(set attention_kernel to unstated, or turn flash_attention on)"
             )
         if cp > 1:
             if not self.flash_attention:

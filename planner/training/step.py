@@ -41,6 +41,7 @@ class TrainingFlops:
     stage_gemm_flops_per_token: Number = 0.0  # the slowest stage's layer GEMMs (what FP8 speeds up)
     recompute_fraction: Number = 1.0  # share of layers full recomputation repeats (block method: fewer)
     stage_layers: Number = 0.0  # layers of the stage the step time runs on (the slowest)
+    stage_attention_flops_per_token: Number = 0.0  # its softmax attention (what a named fused kernel runs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -219,6 +220,7 @@ def training_flops(arch: ModelArchitecture, counts: ParameterCounts, inputs: Tra
         stage_hardware = step_time.stage_hardware_flops_per_token(counts, arch, pp, work)
         stage_forward = step_time.stage_forward_flops_per_token(counts, arch, pp, seq, flash)
         stage_gemm = step_time.stage_gemm_flops_per_token(counts, arch, pp, work)
+        stage_attention = step_time.stage_attention_flops_per_token(counts, arch, pp, work)
         layers = stage_layers(arch, pp)
     else:
         first, middle, last = uneven
@@ -232,6 +234,7 @@ def training_flops(arch: ModelArchitecture, counts: ParameterCounts, inputs: Tra
             stage_hardware, layers = where(slower, work_flops, stage_hardware), where(slower, n, layers)
         stage_forward = step_time.stage_forward_flops_per_token(counts, arch, pp, seq, flash, layers=layers)
         stage_gemm = step_time.stage_gemm_flops_per_token(counts, arch, pp, work, layers=layers)
+        stage_attention = step_time.stage_attention_flops_per_token(counts, arch, pp, work, layers=layers)
     return TrainingFlops(
         model_flops_per_token=model,
         hardware_flops_per_token=hardware,
@@ -240,6 +243,7 @@ def training_flops(arch: ModelArchitecture, counts: ParameterCounts, inputs: Tra
         stage_gemm_flops_per_token=stage_gemm,
         recompute_fraction=fraction,
         stage_layers=layers,
+        stage_attention_flops_per_token=stage_attention,
     )
 
 
@@ -410,16 +414,19 @@ def microbatch_time(
     """The last stage's micro-batch: its layers and the head, its stored activations and weights."""
     tokens = inputs.tokens_per_microbatch
     states = memory.last_stage.states
-    stage_flops = tokens * flops.stage_hardware_flops_per_token / inputs.layout.tensor_parallel
-    compute = roofline.shaped_compute_seconds(
-        fp8_equivalent_flops(
-            stage_flops, tokens * flops.stage_gemm_flops_per_token / inputs.layout.tensor_parallel, hw
-        ),
-        hw.peak_flops_per_second,
-        efficiency.training_compute,
-        hw.gemm_ceiling_ratio,
-        microbatch_gemm_kernels(flops.stage_layers, inputs.recipe.recompute, flops.recompute_fraction),
-        hw.gemm_tail_seconds,
+    tp = inputs.layout.tensor_parallel
+    stage_flops = tokens * flops.stage_hardware_flops_per_token / tp
+    attention_flops, attention_seconds = named_kernel_attention(hw, tokens * flops.stage_attention_flops_per_token / tp)
+    compute = (
+        roofline.shaped_compute_seconds(
+            fp8_equivalent_flops(stage_flops - attention_flops, tokens * flops.stage_gemm_flops_per_token / tp, hw),
+            hw.peak_flops_per_second,
+            efficiency.training_compute,
+            hw.gemm_ceiling_ratio,
+            microbatch_gemm_kernels(flops.stage_layers, inputs.recipe.recompute, flops.recompute_fraction),
+            hw.gemm_tail_seconds,
+        )
+        + attention_seconds
     )
     stage_bytes = step_time.microbatch_memory_bytes(
         states.param_bytes,
@@ -438,6 +445,15 @@ def microbatch_time(
         overlapped_exposed_seconds=overlapped_exposed(compute, communication.overlapped_seconds),
         tensor_parallel_hidden_seconds=tensor_parallel_hidden_seconds(inputs, flops, communication, compute),
     )
+
+
+def named_kernel_attention(hw: TrainingHardware, attention_flops):
+    """(FLOPs taken out of the flat-efficiency compute, their seconds) for a micro-batch's softmax attention: at the
+    named fused kernel's published rate on this GPU (`hw.attention_efficiency`, `physics.attention_efficiency`)
+    where there is one; (0, 0) otherwise, the attention then staying in the flat-efficiency compute as before."""
+    named = hw.attention_efficiency > 0
+    seconds = attention_flops / (hw.peak_flops_per_second * maximum(hw.attention_efficiency, 1e-9))
+    return where(named, attention_flops, 0.0), where(named, seconds, 0.0)
 
 
 def overlapped_exposed(compute_seconds, communication_seconds):

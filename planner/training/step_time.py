@@ -187,6 +187,20 @@ def layer_training_flops_per_token(
     return model, hardware
 
 
+def layer_attention_flops_per_token(
+    counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool, work: FlopsInputs
+):
+    """Hardware FLOPs per token of one layer's softmax attention (QK^T and attention x V): its forward, the
+    backward's 2 x, and the share recomputation repeats; what a named fused-attention kernel runs
+    (`planner.physics.attention_efficiency`). Linear-attention and Mamba state updates are not in it."""
+    executed = attention_forward_flops_per_token(arch, work.sequence_length, work.flash_attention)
+    recurrent = recurrent_mixer_flops_per_token(arch) / arch.num_layers
+    softmax = executed - recurrent
+    _, recomputed = _recompute_flops_per_token(counts, arch, moe_layer, work, 0.0)
+    share = where(executed > 0, softmax / maximum(executed, 1e-30), 0.0)
+    return 3 * softmax + recomputed * share
+
+
 def layer_gemm_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool, work: FlopsInputs):
     """Hardware FLOPs per token of one layer's weight GEMMs (forward, both backward GEMMs, recomputed ones): the
     part an FP8 recipe runs at the FP8 peak. Attention scores and the adapters stay in 16 bits."""
@@ -244,6 +258,19 @@ def stage_gemm_flops_per_token(
     non-TE output layer), before the tensor-parallel split: what FP8 runs at the FP8 peak."""
     return stage_layers_total(
         arch, pipeline_parallel, layers, lambda moe_layer: layer_gemm_flops_per_token(counts, arch, moe_layer, work)
+    )
+
+
+def stage_attention_flops_per_token(
+    counts: ParameterCounts, arch: ModelArchitecture, pipeline_parallel, work: FlopsInputs, layers=None
+):
+    """Softmax-attention hardware FLOPs per token of one stage (`layer_attention_flops_per_token` over its
+    layers), before the tensor-parallel split."""
+    return stage_layers_total(
+        arch,
+        pipeline_parallel,
+        layers,
+        lambda moe_layer: layer_attention_flops_per_token(counts, arch, moe_layer, work),
     )
 
 
