@@ -15,8 +15,8 @@ import os
 import sys
 import types
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib.util import find_spec
 
