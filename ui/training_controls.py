@@ -27,6 +27,7 @@ TRAINING_SPECS: tuple[Spec, ...] = (
         Spec("context_parallel", "CP (context)", "number", section="layout", column=1),
         Spec("expert_parallel", "EP (experts)", "number", section="layout", column=0),
         Spec("virtual_pipeline_stages", "Virtual stages", "number", section="layout", column=1),
+        Spec("pipeline_schedule", "Pipeline schedule", "select", section="layout"),
         Spec("sequence_parallel", "Sequence parallelism (with TP > 1)", "toggle", section="layout"),
         Spec("first_pipeline_stage_layers", "First-stage layers", "number", section="layout", column=0),
         Spec("last_pipeline_stage_layers", "Last-stage layers", "number", section="layout", column=1),

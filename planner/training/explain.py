@@ -143,8 +143,12 @@ def _general_assumptions(s: TrainingScenario, efficiency: Efficiency) -> list[st
         f"Step time: hardware FLOPs at {percent(efficiency.training_compute)} of the dense "
         f"{p.compute_dtype} peak ({efficiency.source}), stated for A100 GEMMs: x this GPU's GEMM ceiling relative to "
         "A100's (published MAMF, planner.physics.gemm_efficiency), plus a fixed 6.6 us per GEMM kernel; "
-        "backward = 2 x forward; recomputation adds a forward; the "
-        "pipeline adds (p - 1)/(v m) of bubble.",
+        "backward = 2 x forward; recomputation adds a forward; the pipeline adds "
+        + (
+            "the ZB-H1 bubble (p - 1)(F + B - 2W), W the weight-gradient GEMMs deferred into it (Qi et al. 2024)."
+            if s.pipeline_schedule == "zb-h1"
+            else "(p - 1)/(v m) of bubble."
+        ),
         f"Communication at {percent(efficiency.communication)} of link bandwidth, NVLink inside a node of "
         f"{s.gpus_per_node_on(s.accelerator())} GPUs, {rate(s.inter_node_bandwidth_bytes_per_second, 'B/s')} per GPU "
         "between nodes, each GPU with its own NIC: a tensor-parallel group spanning nodes moves its data over its "

@@ -157,6 +157,7 @@ class RecipeInputs:
     recompute_num_layers: int = 1
     # MoE: routed tokens of the busiest expert-parallel rank over the mean (1: balanced)
     expert_load_imbalance: Number = 1.0
+    zero_bubble: Flag = False  # ZB-H1: weight gradients deferred into the pipeline bubble
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,6 +236,7 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             recompute_method=scenario.recompute_method,
             recompute_num_layers=scenario.recompute_num_layers,
             expert_load_imbalance=scenario.expert_load_imbalance,
+            zero_bubble=scenario.pipeline_schedule == "zb-h1",
         ),
         precision=PRECISIONS[scenario.precision],
         lora=lora,

@@ -93,6 +93,12 @@ class TrainingScenario(ScenarioBase):
     )
     sequence_parallel: bool = Field(default=True, description="Megatron sequence parallelism (with TP > 1)")
     virtual_pipeline_stages: int = Field(default=1, ge=1, le=128, description="> 1: interleaved 1F1B schedule")
+    pipeline_schedule: Literal["1f1b", "zb-h1"] = Field(
+        default="1f1b",
+        description="1f1b (interleaved with virtual_pipeline_stages > 1), or zb-h1: zero-bubble ZB-H1 (Qi et al., "
+        "ICLR 2024; ZB1P in DeepSeek-V3's Table 2), weight gradients deferred into the bubble: (p - 1)(F + B - 2W) "
+        "idle per step at 1F1B's peak activation memory",
+    )
     # An int with bounds rather than Literal[0..3]: links and CSV cells carry it as text ("2"), which
     # pydantic converts to an int but never matches against int literals.
     zero_stage: int = Field(
@@ -295,6 +301,12 @@ class TrainingScenario(ScenarioBase):
                     "the data-parallel ranks"
                 )
         v = self.virtual_pipeline_stages
+        if self.pipeline_schedule == "zb-h1" and (pp == 1 or v > 1):
+            raise PlanningError(
+                "pipeline_schedule=zb-h1 needs pipeline_parallel > 1 and virtual_pipeline_stages = 1 (the published "
+                f"ZB-H1 bubble is for the plain schedule; this plan has pipeline_parallel={pp}, "
+                f"virtual_pipeline_stages={v})"
+            )
         if v > 1:
             if pp == 1:
                 raise PlanningError("virtual_pipeline_stages > 1 (interleaved schedule) needs pipeline_parallel > 1")

@@ -475,10 +475,17 @@ def tensor_parallel_hidden_seconds(inputs: TrainingInputs, flops: TrainingFlops,
         recipe.recompute, recipe.recompute_modules, flops.recompute_fraction
     )
     backward = communication.tensor_parallel_seconds * 2 / (step_time.TENSOR_PARALLEL_COLLECTIVES_PER_LAYER + again_tp)
-    gemm_share = flops.stage_gemm_flops_per_token / flops.stage_hardware_flops_per_token
-    passes = 3 + where(recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
-    weight_gradient = compute_seconds * gemm_share / passes
+    weight_gradient = weight_gradient_seconds(inputs, flops, compute_seconds)
     return where(recipe.overlap_tp_backward, backward - overlapped_exposed(weight_gradient, backward), 0.0)
+
+
+def weight_gradient_seconds(inputs: TrainingInputs, flops: TrainingFlops, compute_seconds):
+    """The weight-gradient GEMMs' share of a micro-batch's compute: one of its GEMM passes (forward, input
+    gradient, weight gradient, and the forward again for the share full recomputation repeats) of the stage's GEMM
+    share. What async TP hides collectives under, and what ZB-H1 defers into the bubble."""
+    gemm_share = flops.stage_gemm_flops_per_token / flops.stage_hardware_flops_per_token
+    passes = 3 + where(inputs.recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
+    return compute_seconds * gemm_share / passes
 
 
 def microbatch_gemm_kernels(layers, recompute, recompute_fraction):
@@ -549,7 +556,11 @@ def training_step(
     step = TrainingStep(
         forward_backward_seconds=m * maximum(microbatch.compute_seconds, microbatch.memory_seconds),
         pipeline_bubble_seconds=step_time.pipeline_bubble_seconds(
-            microbatch.slot_seconds, lay.pipeline_parallel, lay.virtual_stages
+            microbatch.slot_seconds,
+            lay.pipeline_parallel,
+            lay.virtual_stages,
+            weight_gradient_seconds(inputs, flops, microbatch.compute_seconds),
+            recipe.zero_bubble,
         ),
         tensor_parallel_seconds=m * microbatch.tensor_parallel_exposed_seconds,
         expert_parallel_seconds=m * per_microbatch.expert_parallel_seconds,

@@ -296,10 +296,15 @@ def pipeline_bubble_fraction(pipeline_parallel, microbatches, virtual_stages: Nu
     return (pipeline_parallel - 1) / (virtual_stages * microbatches)
 
 
-def pipeline_bubble_seconds(slot_seconds, pipeline_parallel, virtual_stages: Number = 1):
+def pipeline_bubble_seconds(
+    slot_seconds, pipeline_parallel, virtual_stages: Number = 1, weight_gradient_seconds=0.0, zero_bubble: Flag = False
+):
     """Idle time of one step: (p - 1)/v micro-batch slots while the pipeline fills and drains, i.e.
-    `pipeline_bubble_fraction` of the m slots of work (Narayanan et al. 2021, Sec. 2.2)."""
-    return slot_seconds * (pipeline_parallel - 1) / virtual_stages
+    `pipeline_bubble_fraction` of the m slots of work (Narayanan et al. 2021, Sec. 2.2). Zero-bubble ZB-H1 (Qi et
+    al., "Zero Bubble Pipeline Parallelism", ICLR 2024; DeepSeek-V3 technical report, Table 2, "ZB1P"): the weight
+    gradients W of a slot F + B are deferred into the drain, leaving (p - 1)(F + B - 2W)."""
+    zb = (pipeline_parallel - 1) * maximum(slot_seconds - 2 * weight_gradient_seconds, 0.0)
+    return where(zero_bubble, zb, slot_seconds * (pipeline_parallel - 1) / virtual_stages)
 
 
 # ---------------------------------------------------------------------------------------------

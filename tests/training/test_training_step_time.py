@@ -226,3 +226,47 @@ def test_expert_load_imbalance_needs_expert_parallelism_and_at_least_one():
 
     with pytest.raises(ValidationError, match="expert_load_imbalance"):
         TrainingScenario(**MOE_EP4, expert_load_imbalance=0.8)
+
+
+def test_zero_bubble_h1_leaves_p_minus_1_times_f_plus_b_minus_2w():
+    """ZB-H1 (Qi et al., ICLR 2024; DeepSeek-V3 report Table 2 'ZB1P'): the bubble is (p - 1)(F + B - 2W), W the
+    weight-gradient GEMMs of one micro-batch, against 1F1B's (p - 1)(F + B); the rest of the step and the memory
+    (1F1B's peak activations) are unchanged."""
+    from planner.physics.efficiency import DEFAULT_EFFICIENCY
+    from planner.training.inputs import training_hardware, training_inputs
+    from planner.training.metrics import training_metrics
+    from planner.training.step import weight_gradient_seconds
+
+    fields = dict(model="llama-3.1-70b", num_gpus=32, tensor_parallel=4, pipeline_parallel=8, global_batch_size=32)
+    one, zb = TrainingScenario(**fields), TrainingScenario(**fields, pipeline_schedule="zb-h1")
+    arch, counts = zb.architecture(), parameter_counts(zb.architecture())
+    inputs, hw = training_inputs(zb), training_hardware(zb, zb.accelerator())
+    time = training_metrics(arch, counts, hw, DEFAULT_EFFICIENCY, inputs).time
+    w = weight_gradient_seconds(inputs, time.flops, time.microbatch.compute_seconds)
+    assert 0 < w < time.microbatch.compute_seconds / 2
+    assert time.step.pipeline_bubble_seconds == pytest.approx(7 * (time.microbatch.slot_seconds - 2 * w))
+    p1, pz = plan(one), plan(zb)
+    assert p1.performance.step_breakdown_seconds["pipeline_bubble_seconds"] == pytest.approx(
+        7 * time.microbatch.slot_seconds
+    )
+    others = [k for k in p1.performance.step_breakdown_seconds if k != "pipeline_bubble_seconds"]
+    for k in others:
+        assert pz.performance.step_breakdown_seconds[k] == pytest.approx(p1.performance.step_breakdown_seconds[k])
+    assert pz.memory.total_bytes == p1.memory.total_bytes
+
+
+def test_zero_bubble_needs_a_plain_pipeline():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError, match="zb-h1 needs pipeline_parallel > 1 and virtual_pipeline_stages = 1"):
+        TrainingScenario(pipeline_schedule="zb-h1")
+    with pytest.raises(ValidationError, match="virtual_pipeline_stages=2"):
+        TrainingScenario(
+            model="llama-3.1-70b",
+            num_gpus=32,
+            tensor_parallel=4,
+            pipeline_parallel=8,
+            virtual_pipeline_stages=2,
+            global_batch_size=32,
+            pipeline_schedule="zb-h1",
+        )
