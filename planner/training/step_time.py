@@ -297,7 +297,11 @@ def pipeline_bubble_fraction(pipeline_parallel, microbatches, virtual_stages: Nu
 
 
 def pipeline_bubble_seconds(
-    slot_seconds, pipeline_parallel, virtual_stages: Number = 1, weight_gradient_seconds=0.0, zero_bubble: Flag = False
+    slot_seconds,
+    pipeline_parallel,
+    virtual_stages: Number = 1,
+    weight_gradient_seconds: Number = 0.0,
+    zero_bubble: Flag = False,
 ):
     """Idle time of one step: (p - 1)/v micro-batch slots while the pipeline fills and drains, i.e.
     `pipeline_bubble_fraction` of the m slots of work (Narayanan et al. 2021, Sec. 2.2). Zero-bubble ZB-H1 (Qi et
