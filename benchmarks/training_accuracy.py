@@ -43,6 +43,7 @@ sys.path.insert(0, str(ROOT))
 from planner import plan  # noqa: E402
 from planner.errors import PlanningError  # noqa: E402
 from planner.training.scenario import TrainingScenario  # noqa: E402
+from planner.uncertainty import TRAINING_SUMMARY_FILE, band_summary  # noqa: E402
 
 ACCURACY_DIR = ROOT / "benchmarks" / "accuracy"
 REFERENCE_FILE = ACCURACY_DIR / "training_reference.csv"
@@ -648,9 +649,52 @@ def report_csv(replays: list[Replay]) -> str:
     return out.getvalue()
 
 
-def build(reference: Path = REFERENCE_FILE) -> tuple[str, str]:
+# A family's left-out check drops a whole source at a time where the family has at least this many sources (one
+# publisher's rows move together); with fewer, each row is left out on its own.
+MIN_SOURCES_FOR_SOURCE_CHECK = 3
+
+
+def band_families(replays: list[Replay]) -> dict[str, dict]:
+    """What the planner's training ranges read (`planner/training_accuracy.json`, `uncertainty.training_bands`):
+    per family, dense and MoE, the planned rows' throughput errors (predicted / published - 1 of tokens/s, the
+    convention of the in-house families' achieved FLOP/s), their spread and the band that holds 80 % of them when
+    each source (or, with fewer than `MIN_SOURCES_FOR_SOURCE_CHECK` sources, each row) is left out."""
+    families = {}
+    for family, prefix in (("training_dense", "dense"), ("training_moe", "MoE")):
+        rows = [r for r in planned(replays) if r.regime.startswith(prefix) and r.throughput_error is not None]
+        if not rows:
+            continue
+        errors = [r.throughput_error for r in rows]
+        sources = sorted({r.source for r in rows})
+        groups = [r.source for r in rows] if len(sources) >= MIN_SOURCES_FOR_SOURCE_CHECK else None
+        absolute, signed = sorted(abs(e) for e in errors), sorted(errors)
+        families[family] = {
+            "cases": len(errors),
+            "sources": len(sources),
+            "median_abs_error": statistics.median(absolute),
+            "p90_abs_error": absolute[min(len(absolute) - 1, int(round(0.9 * (len(absolute) - 1))))],
+            "median_signed_error": statistics.median(errors),
+            "p10_signed_error": signed[int(round(0.1 * (len(signed) - 1)))],
+            "p90_signed_error": signed[int(round(0.9 * (len(signed) - 1)))],
+            "max_abs_error": absolute[-1],
+            "band": band_summary(errors, groups, group_name="source"),
+            "generated_by": "benchmarks/training_accuracy.py",
+        }
+    return families
+
+
+def summary_json(replays: list[Replay]) -> str:
+    body = {
+        "schema_version": 2,
+        "generated_by": "benchmarks/training_accuracy.py",
+        "families": band_families(replays),
+    }
+    return json.dumps(body, indent=2) + "\n"
+
+
+def build(reference: Path = REFERENCE_FILE) -> tuple[str, str, str]:
     replays = replay_all(read_rows(reference))
-    return report_markdown(replays), report_csv(replays)
+    return report_markdown(replays), report_csv(replays), summary_json(replays)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -660,15 +704,16 @@ def main(argv: list[str] | None = None) -> int:
     if not HF_CONFIGS.exists():
         print(f"shared/reference not found at {HF_CONFIGS.parent}: some rows need its hf_configs", file=sys.stderr)
         return 2
-    markdown, table = build()
+    markdown, table, summary = build()
+    outputs = ((REPORT_MD, markdown), (REPORT_CSV, table), (TRAINING_SUMMARY_FILE, summary))
     if args.check:
-        stale = [p.name for p, text in ((REPORT_MD, markdown), (REPORT_CSV, table)) if p.read_text() != text]
+        stale = [p.name for p, text in outputs if not p.exists() or p.read_text() != text]
         if stale:
             print(f"stale: {', '.join(stale)} (run python benchmarks/training_accuracy.py)", file=sys.stderr)
             return 1
         return 0
-    REPORT_MD.write_text(markdown)
-    REPORT_CSV.write_text(table)
+    for path, text in outputs:
+        path.write_text(text)
     print(markdown.split("## Per source")[0])
     return 0
 

@@ -23,6 +23,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 SUMMARY_FILE = Path(__file__).with_name("accuracy.json")
+# The training corpus's families (benchmarks/training_accuracy.py: published runs of 8+ publishers, dense and MoE):
+# what a training plan's step-time range reads, where present.
+TRAINING_SUMMARY_FILE = Path(__file__).with_name("training_accuracy.json")
 PROMISED = 0.8  # the share of a family's cases its band promises to hold
 # With no measurement for a family, say so with a wide, symmetric +-50 %; with too few, never claim less.
 UNMEASURED_SPREAD = 0.5
@@ -90,7 +93,12 @@ def loo_coverage(
     return held, len(errors)
 
 
-def band_summary(errors: Sequence[float], groups: Sequence[Hashable] | None = None, promised: float = PROMISED) -> dict:
+def band_summary(
+    errors: Sequence[float],
+    groups: Sequence[Hashable] | None = None,
+    promised: float = PROMISED,
+    group_name: str = "run",
+) -> dict:
     """What accuracy.json stores as a family's "band": its edges from all cases and the left-out check.
 
     Where the left-out check falls short of the promise (cases that move together, e.g. one run's metrics
@@ -113,7 +121,7 @@ def band_summary(errors: Sequence[float], groups: Sequence[Hashable] | None = No
         "loo_held": held,
         "loo_cases": cases,
         "loo_coverage": held / cases if cases else 0.0,
-        "loo_by": "run" if groups is not None else "case",
+        "loo_by": group_name if groups is not None else "case",
         "tested": cases >= MIN_TESTED_CASES,
     }
 
@@ -135,7 +143,7 @@ def coverage_text(stats: dict) -> str:
     b = stats.get("band")
     if not b:
         return f"{PROMISED:.0%} band; not checked on left-out cases"
-    each = "each run" if b.get("loo_by") == "run" else "each"
+    each = f"each {b['loo_by']}" if b.get("loo_by", "case") != "case" else "each"
     text = (
         f"{b['promised_coverage']:.0%} band; held {b['loo_coverage']:.0%} of {b['loo_cases']} cases "
         f"when {each} was left out"
@@ -168,10 +176,15 @@ class Band(BaseModel):
 
 @lru_cache(maxsize=1)
 def family_errors() -> dict[str, dict]:
-    try:
-        return json.loads(SUMMARY_FILE.read_text())["families"]
-    except (OSError, ValueError, KeyError):
-        return {}
+    """Every family's error summary: the in-house families (accuracy.json) and the training corpus's
+    (training_accuracy.json), each read on its own so that one missing file leaves the other."""
+    families: dict[str, dict] = {}
+    for path in (SUMMARY_FILE, TRAINING_SUMMARY_FILE):
+        try:
+            families.update(json.loads(path.read_text())["families"])
+        except (OSError, ValueError, KeyError):
+            pass
+    return families
 
 
 @lru_cache(maxsize=1)
@@ -186,7 +199,8 @@ def serving_errors() -> dict:
 def band(point: float, family: str, calibration=None) -> Band:
     stats = family_errors().get(family, UNMEASURED)
     basis = (
-        f"{stats['cases']} published measurements (benchmarks/accuracy.py); {coverage_text(stats)}"
+        f"{stats['cases']} published measurements ({stats.get('generated_by', 'benchmarks/accuracy.py')}); "
+        f"{coverage_text(stats)}"
         if stats["cases"]
         else "no published measurement yet: +-50 %"
     )
@@ -224,14 +238,21 @@ def inference_bands(
     }
 
 
-def training_bands(total_bytes: float, step_seconds: float, calibration=None) -> dict[str, Band]:
-    # Training accuracy is measured as achieved FLOP/s, the reciprocal of step time.
-    rate = band(1 / step_seconds, "training_step", calibration)
+def training_family(is_moe: bool) -> str:
+    """The family a training plan's step-time range reads: the training corpus's dense or MoE family (published
+    runs of other publishers, benchmarks/training_accuracy.py) where it is summarised, else the in-house Megatron
+    family."""
+    corpus = "training_moe" if is_moe else "training_dense"
+    return corpus if corpus in family_errors() else "training_step"
+
+
+def training_bands(total_bytes: float, step_seconds: float, calibration=None, is_moe: bool = False) -> dict[str, Band]:
+    # Training accuracy is measured as achieved throughput (FLOP/s, tokens/s), the reciprocal of step time.
+    family = training_family(is_moe)
+    rate = band(1 / step_seconds, family, calibration)
     return {
         "memory.total_bytes": band(total_bytes, "memory", calibration),
-        "performance.step_seconds": Band(
-            low=1 / rate.high, high=1 / rate.low, family="training_step", basis=rate.basis
-        ),
+        "performance.step_seconds": Band(low=1 / rate.high, high=1 / rate.low, family=family, basis=rate.basis),
     }
 
 

@@ -57,8 +57,18 @@ FAMILIES = {  # family -> (name, what was compared, which dashboard numbers take
     ),
     "training_step": (
         "Training step",
-        "achieved TFLOP/s per GPU (Megatron-LM and ZeRO papers, 1.7B–1T GPT)",
-        "step time, tokens/s, MFU, time and cost to train",
+        "achieved TFLOP/s per GPU (Megatron-LM 2021, 1.7B–1T GPT; DeepSpeed ZeRO-3 rows not mapped)",
+        "the step-time range of a training plan only where the corpus families below are missing",
+    ),
+    "training_dense": (
+        "Training, dense (corpus)",
+        "tokens/s per GPU of published dense training runs of 8 publishers (benchmarks/accuracy/training_reference.csv)",
+        "step time, tokens/s, MFU, time and cost to train of dense models",
+    ),
+    "training_moe": (
+        "Training, MoE (corpus)",
+        "tokens/s per GPU of published MoE training runs (Megatron-Bridge, Together AI)",
+        "step time, tokens/s, MFU, time and cost to train of mixture-of-experts models",
     ),
     SERVING: (
         "Serving (simulated)",

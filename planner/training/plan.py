@@ -82,7 +82,7 @@ def plan_training(scenario: TrainingScenario, calibration: CalibrationRecord | N
         equations=equations_for(
             scenario, arch, counts, efficiency, PlanFigures(layout, memory, performance, cost, hardware, energy)
         ),
-        uncertainty=training_bands(memory.total_bytes, performance.step_seconds, calibration),
+        uncertainty=training_bands(memory.total_bytes, performance.step_seconds, calibration, arch.is_moe),
         calibration=calibration.label if calibration is not None else None,
     )
 

@@ -35,7 +35,8 @@ def test_accuracy_page_shows_promised_and_achieved_coverage():
         assert row["Promised"] == "80%"
         held = f"{band['loo_held']} of {band['loo_cases']} ({band['loo_coverage']:.0%})"
         assert row["Held when left out"] == held
-        each = "each run" if family == "serving" else "each"
+        by = band.get("loo_by", "case")
+        each = "each run" if family == "serving" else (f"each {by}" if by != "case" else "each")
         assert (
             f"80% band; held {band['loo_coverage']:.0%} of {band['loo_cases']} cases when {each} was left out" in text
         )

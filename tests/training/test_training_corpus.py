@@ -79,9 +79,37 @@ def test_corpus_size_sources_and_coverage(replays):
 
 @needs_reference
 def test_committed_report_is_reproducible():
-    markdown, table = ta.build()
+    markdown, table, summary = ta.build()
     assert ta.REPORT_MD.read_text() == markdown, "run: python benchmarks/training_accuracy.py"
     assert ta.REPORT_CSV.read_text() == table, "run: python benchmarks/training_accuracy.py"
+    assert ta.TRAINING_SUMMARY_FILE.read_text() == summary, "run: python benchmarks/training_accuracy.py"
+
+
+def test_training_plans_read_the_corpus_family_of_their_model():
+    """A dense plan's step-time range comes from the corpus's dense rows, a MoE plan's from its MoE rows; the
+    band is the one committed in planner/training_accuracy.json, left out by source where a family has 3+."""
+    import json
+
+    from planner import plan
+    from planner.training.scenario import TrainingScenario
+    from planner.uncertainty import TRAINING_SUMMARY_FILE
+
+    families = json.loads(TRAINING_SUMMARY_FILE.read_text())["families"]
+    assert families["training_dense"]["sources"] >= 3 and families["training_dense"]["band"]["loo_by"] == "source"
+    dense = plan(TrainingScenario())
+    step = dense.performance.step_seconds
+    b = dense.uncertainty["performance.step_seconds"]
+    edges = families["training_dense"]["band"]
+    # step = work / rate; the measured rate is predicted / (1 + e): step x (1 + e) from the low edge to the high
+    assert (b.low, b.high) == (
+        pytest.approx(step * (1 + edges["low_error"])),
+        pytest.approx(step * (1 + edges["high_error"])),
+    )
+    assert b.family == "training_dense" and "when each source was left out" in b.basis
+    moe = plan(
+        TrainingScenario(model="mixtral-8x7b", num_gpus=16, tensor_parallel=2, expert_parallel=4, global_batch_size=32)
+    )
+    assert moe.uncertainty["performance.step_seconds"].family == "training_moe"
 
 
 def test_megatron_175b_hardware_tflops_as_tokens_per_second(rows):
