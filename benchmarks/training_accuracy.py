@@ -207,6 +207,7 @@ def scenario_fields(row: dict) -> dict:
         # Megatron-core runs (Megatron-Bridge, DGX Cloud and Together's DGXC recipes, Korthikanti et al. 2022):
         # the backward's TP collectives run under the weight-gradient GEMMs, Megatron-core's default
         "overlap_tp_backward": "overlap_tp_backward",
+        "overlap_expert_all_to_all": "overlap_expert_all_to_all",
     }
     for column, name in optional_bools.items():
         value = _bool(row[column])
@@ -216,6 +217,7 @@ def scenario_fields(row: dict) -> dict:
         ("fp8_recipe", "fp8_recipe"),
         ("recompute_modules", "recompute_modules"),
         ("attention_kernel", "attention_kernel"),
+        ("expert_dispatch", "expert_dispatch"),
     ):
         if row[column].strip():
             fields[name] = row[column].strip()

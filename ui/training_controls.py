@@ -51,6 +51,8 @@ TRAINING_SPECS: tuple[Spec, ...] = (
         Spec("attention_kernel", "Attention kernel", "select", section="more"),
         Spec("overlap_grad_reduce", "Overlap gradient reduction with backward", "toggle", section="more"),
         Spec("overlap_tp_backward", "Overlap TP backward collectives (Megatron-core)", "toggle", section="more"),
+        Spec("expert_dispatch", "MoE dispatch", "select", section="more"),
+        Spec("overlap_expert_all_to_all", "Overlap MoE all-to-all (Megatron-core)", "toggle", section="more"),
         Spec(
             "expert_load_imbalance",
             "MoE load imbalance (busiest rank / mean)",

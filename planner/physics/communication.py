@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from planner.arrays import Flag, Number, maximum, minimum
+from planner.arrays import Flag, Number, maximum, minimum, where
 from planner.physics import collectives
 
 # Compute slows down while a collective runs beside it: NCCL's kernels hold SMs and share HBM and the L2, so the
@@ -164,3 +164,17 @@ def overlapped_exposed_seconds(compute_seconds, communication_seconds, slowdown=
     overlap; never less than the communication's excess over the compute."""
     stretched = compute_seconds + slowdown * minimum(communication_seconds, compute_seconds)
     return maximum(stretched, communication_seconds) - compute_seconds
+
+
+def node_deduplicated_dispatch_share(experts_per_token, nodes):
+    """DeepEP's cross-node bytes as a share of an all-to-all's for one token's dispatch (or combine) over an expert
+    group spanning `nodes` nodes: DeepEP sends a token to each remote node holding one of its k experts once over
+    RDMA and forwards it to those experts over NVLink (github.com/deepseek-ai/DeepEP README, "normal kernels ...
+    forwarding from NVLink to RDMA"; DeepSeek-V3 technical report Sec. 3.2.2). With the experts spread evenly and
+    routing uniform, a token reaches (nodes - 1)(1 - (1 - 1/nodes)^k) remote nodes on average, where an all-to-all
+    sends k (nodes - 1)/nodes copies across; 1 inside one node. DeepSeek-V3's node-limited routing (at most 4 nodes
+    per token) can only lower it further: not counted."""
+    nodes = maximum(nodes, 1)
+    remote = (nodes - 1) * (1 - (1 - 1 / nodes) ** experts_per_token)
+    copies = experts_per_token * (nodes - 1) / nodes
+    return where(nodes > 1, remote / maximum(copies, 1e-30), 1.0)

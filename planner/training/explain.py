@@ -190,7 +190,17 @@ def _recipe_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> list[st
     if arch.is_moe:
         out.append(
             "MoE: top-k routing with no dropped tokens; experts split over TP x EP; the dispatch all-to-all crosses "
-            "(EP - 1)/EP of the routed tokens. "
+            "(EP - 1)/EP of the routed tokens"
+            + (
+                " (DeepEP: across nodes one copy per remote node, forwarded over NVLink)"
+                if s.expert_dispatch == "deepep"
+                else ""
+            )
+            + (
+                "; dispatch and combine run under another micro-batch's compute (moe_a2a_overlap). "
+                if s.overlap_expert_all_to_all
+                else ", exposed. "
+            )
             + (
                 "Routing assumed balanced (expert_load_imbalance 1): every expert-parallel rank gets the mean share "
                 "of tokens, as in force-balanced benchmarks; real routers run above it."

@@ -158,6 +158,8 @@ class RecipeInputs:
     # MoE: routed tokens of the busiest expert-parallel rank over the mean (1: balanced)
     expert_load_imbalance: Number = 1.0
     zero_bubble: Flag = False  # ZB-H1: weight gradients deferred into the pipeline bubble
+    node_deduplicated_dispatch: Flag = False  # DeepEP: one RDMA copy of a token per remote node
+    overlap_expert_all_to_all: Flag = False  # dispatch/combine under another micro-batch's compute
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,6 +239,8 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             recompute_num_layers=scenario.recompute_num_layers,
             expert_load_imbalance=scenario.expert_load_imbalance,
             zero_bubble=scenario.pipeline_schedule == "zb-h1",
+            node_deduplicated_dispatch=scenario.expert_dispatch == "deepep",
+            overlap_expert_all_to_all=scenario.overlap_expert_all_to_all,
         ),
         precision=PRECISIONS[scenario.precision],
         lora=lora,

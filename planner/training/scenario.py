@@ -200,6 +200,17 @@ class TrainingScenario(ScenarioBase):
         "asynchronous input-gradient all-reduce / reduce-scatter, on by default there; torchtitan and plain PyTorch "
         "TP do not)",
     )
+    expert_dispatch: Literal["nccl", "deepep"] = Field(
+        default="nccl",
+        description="MoE dispatch/combine: nccl (an all-to-all: each routed copy of a token crosses to its expert's "
+        "GPU) or deepep (DeepSeek's DeepEP: a token crosses to each remote node once over RDMA and is forwarded "
+        "inside it over NVLink; Megatron-core's flex dispatcher)",
+    )
+    overlap_expert_all_to_all: bool = Field(
+        default=False,
+        description="MoE dispatch/combine of one micro-batch under another's compute (Megatron-core "
+        "moe_a2a_overlap; DeepSeek-V3's DualPipe overlaps them the same way)",
+    )
     expert_load_imbalance: float = Field(
         default=1.0,
         ge=1.0,

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, fields, replace
 
 from planner.arrays import Flag, Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
-from planner.physics import communication, gemm_efficiency, roofline
+from planner.physics import collectives, communication, gemm_efficiency, roofline
 from planner.physics.communication import Link
 from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.memory import stage_layers, stage_moe_layers
@@ -75,17 +75,23 @@ class MicrobatchTime:
     overlapped_exposed_seconds: Number  # what the overlapped collectives add beyond the compute
     # the backward's tensor-parallel collectives hidden under the weight-gradient GEMMs (`overlap_tp_backward`)
     tensor_parallel_hidden_seconds: Number = 0.0
+    # expert dispatch/combine hidden under another micro-batch's compute (`overlap_expert_all_to_all`)
+    expert_parallel_hidden_seconds: Number = 0.0
 
     @property
     def tensor_parallel_exposed_seconds(self) -> Number:
         return self.communication.tensor_parallel_seconds - self.tensor_parallel_hidden_seconds
 
     @property
+    def expert_parallel_exposed_seconds(self) -> Number:
+        return self.communication.expert_parallel_seconds - self.expert_parallel_hidden_seconds
+
+    @property
     def exposed_communication_seconds(self) -> Number:
         c = self.communication
         return (
             self.tensor_parallel_exposed_seconds
-            + c.expert_parallel_seconds
+            + self.expert_parallel_exposed_seconds
             + c.pipeline_p2p_seconds
             + (self.overlapped_exposed_seconds)
         )
@@ -97,7 +103,7 @@ class MicrobatchTime:
         return (
             maximum(self.compute_seconds, self.memory_seconds)
             + self.tensor_parallel_exposed_seconds
-            + c.expert_parallel_seconds
+            + self.expert_parallel_exposed_seconds
             + c.pipeline_p2p_seconds
             + self.overlapped_exposed_seconds
         )
@@ -350,8 +356,16 @@ def _layer_collectives_seconds(
         dispatched = communication.hidden_state_message_bytes(
             tokens * arch.experts_per_token * recipe.expert_load_imbalance, arch.hidden_size, bytes_per_element
         )
+        span = tp * cp * ep
+        nodes = minimum(collectives.group_nodes(span, hw.gpus_per_node), ep)
+        # DeepEP: one RDMA copy per remote node (the cross-node bytes bound the all-to-all across nodes)
+        dispatched = dispatched * where(
+            recipe.node_deduplicated_dispatch,
+            communication.node_deduplicated_dispatch_share(arch.experts_per_token, nodes),
+            1.0,
+        )
         expert_parallel = step_time.expert_all_to_all_seconds(
-            moe_layers, dispatched, ep, group_link(hw, tp * cp * ep, ep, all_to_all=True), eff, ep_again
+            moe_layers, dispatched, ep, group_link(hw, span, ep, all_to_all=True), eff, ep_again
         )
     kv = step_time.ring_attention_message_bytes(
         tokens, cp, step_time.kv_elements_per_token_for_cp(arch, tp), bytes_per_element
@@ -444,6 +458,11 @@ def microbatch_time(
         communication=communication,
         overlapped_exposed_seconds=overlapped_exposed(compute, communication.overlapped_seconds),
         tensor_parallel_hidden_seconds=tensor_parallel_hidden_seconds(inputs, flops, communication, compute),
+        expert_parallel_hidden_seconds=where(
+            inputs.recipe.overlap_expert_all_to_all,
+            communication.expert_parallel_seconds - overlapped_exposed(compute, communication.expert_parallel_seconds),
+            0.0,
+        ),
     )
 
 
@@ -563,7 +582,7 @@ def training_step(
             recipe.zero_bubble,
         ),
         tensor_parallel_seconds=m * microbatch.tensor_parallel_exposed_seconds,
-        expert_parallel_seconds=m * per_microbatch.expert_parallel_seconds,
+        expert_parallel_seconds=m * microbatch.expert_parallel_exposed_seconds,
         pipeline_p2p_seconds=m * per_microbatch.pipeline_p2p_seconds,
         overlapped_communication_exposed_seconds=m * microbatch.overlapped_exposed_seconds,
         data_parallel_seconds=grad_sync_exposed + param_gather,
