@@ -40,6 +40,8 @@ def test_accuracy_page_shows_promised_and_achieved_coverage():
         assert (
             f"80% band; held {band['loo_coverage']:.0%} of {band['loo_cases']} cases when {each} was left out" in text
         )
+    corpus = sum(s["cases"] for f, s in family_errors().items() if f.startswith("training_") and f != "training_step")
+    assert f"and against **{corpus} published training runs** of other publishers in 2 more" in text
     training = family_errors()["training_step"]["band"]
     share, cases = f"{training['loo_coverage']:.0%}", training["loo_cases"]
     assert f"- **Training step**: 80% band; held {share} of {cases} cases when each was left out." in text
