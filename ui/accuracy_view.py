@@ -324,16 +324,11 @@ def accuracy_section(calibration=None) -> None:
         st.code(REGENERATE, language="bash")
         return
     stats = family_errors()
-    corpus = {f: s for f, s in stats.items() if s.get("generated_by") == "benchmarks/training_accuracy.py"}
-    corpus_text = (
-        f", and against **{sum(s['cases'] for s in corpus.values())} published training runs** of other "
-        f"publishers in {len(corpus)} more (benchmarks/accuracy/training_report.md)"
-        if corpus
-        else ""
-    )
+    corpus = [s["cases"] for s in stats.values() if s.get("generated_by") == "benchmarks/training_accuracy.py"]
+    corpus_text = f", and against **{sum(corpus)} published training runs** of other publishers in {len(corpus)} more"
     st.markdown(
         f"Headroom was checked against **{len(frame)} published measurements** in {frame['family'].nunique()} "
-        f"families{corpus_text}, "
+        f"families{corpus_text if corpus else ''}, "
         "with the documented default efficiencies (no calibration). Every headline number on the Inference, "
         "Training and Review pages carries a *likely* range from this spread, an **80% band**: built from all "
         "the cases of its family, and checked by leaving each case out (build the band from the others, see "

@@ -21,6 +21,9 @@ from planner.arrays import Flag, Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import collectives, communication, gemm_efficiency, roofline
 from planner.physics.communication import Link
+
+# what collectives launched beside compute add to it (the compute slows; what outlasts it waits)
+from planner.physics.communication import overlapped_exposed_seconds as overlapped_exposed
 from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.training import step_time
@@ -473,12 +476,6 @@ def named_kernel_attention(hw: TrainingHardware, attention_flops):
     named = hw.attention_efficiency > 0
     seconds = attention_flops / (hw.peak_flops_per_second * maximum(hw.attention_efficiency, 1e-9))
     return where(named, attention_flops, 0.0), where(named, seconds, 0.0)
-
-
-def overlapped_exposed(compute_seconds, communication_seconds):
-    """What collectives launched beside the compute add to it (`communication.overlapped_exposed_seconds`: the
-    compute they overlap slows down, and what outlasts it waits)."""
-    return communication.overlapped_exposed_seconds(compute_seconds, communication_seconds)
 
 
 def tensor_parallel_hidden_seconds(inputs: TrainingInputs, flops: TrainingFlops, communication, compute_seconds):
