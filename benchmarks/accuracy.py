@@ -448,7 +448,6 @@ def _megatron_scenario(row: dict):
     batch = re.search(r"global (?:batch )?(\d+)", row["batch_or_concurrency"])
     micro = re.search(r"micro (\d+)", row["batch_or_concurrency"])
     layout = re.search(r"TP(\d+) PP(\d+) DP(\d+)", row["parallelism"])
-    extra = {}
     if layout:
         tp, pp, dp = map(int, layout.groups())
         zero = 0
@@ -492,7 +491,6 @@ def _megatron_scenario(row: dict):
         "sequence_parallel": False,
         "overlap_grad_reduce": False,
         "inter_node_bandwidth_bytes_per_second": 25e9,
-        **extra,
     }
     try:
         return parse_scenario(scenario), (

@@ -669,16 +669,17 @@ def band_families(replays: list[Replay]) -> dict[str, dict]:
         errors = [r.throughput_error for r in rows]
         sources = sorted({r.source for r in rows})
         groups = [r.source for r in rows] if len(sources) >= MIN_SOURCES_FOR_SOURCE_CHECK else None
-        absolute, signed = sorted(abs(e) for e in errors), sorted(errors)
+        summary, signed = stats(errors), sorted(errors)
+        assert summary is not None
         families[family] = {
-            "cases": len(errors),
+            "cases": summary.rows,
             "sources": len(sources),
-            "median_abs_error": statistics.median(absolute),
-            "p90_abs_error": absolute[min(len(absolute) - 1, int(round(0.9 * (len(absolute) - 1))))],
-            "median_signed_error": statistics.median(errors),
+            "median_abs_error": summary.median_abs,
+            "p90_abs_error": summary.p90_abs,
+            "median_signed_error": summary.median_signed,
             "p10_signed_error": signed[int(round(0.1 * (len(signed) - 1)))],
             "p90_signed_error": signed[int(round(0.9 * (len(signed) - 1)))],
-            "max_abs_error": absolute[-1],
+            "max_abs_error": max(abs(e) for e in errors),
             "band": band_summary(errors, groups, group_name="source"),
             "generated_by": "benchmarks/training_accuracy.py",
         }

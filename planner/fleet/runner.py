@@ -108,11 +108,12 @@ class TaskRunner:
             self._pool = self._start_pool()
         # the longest first, so that no worker starts a long task last
         order = sorted(range(len(tasks)), key=lambda i: -_weight(tasks[i]))
+        # workers start as tasks are submitted: only then is `__main__` swapped, not while they run
         with _no_main_script():
-            results = list(self._pool.map(run_task, [tasks[i] for i in order]))
+            futures = [self._pool.submit(run_task, tasks[i]) for i in order]
         placed: list[BaseModel | None] = [None] * len(tasks)
-        for i, result in zip(order, results):
-            placed[i] = result
+        for i, future in zip(order, futures):
+            placed[i] = future.result()
         return [r for r in placed if r is not None]
 
 

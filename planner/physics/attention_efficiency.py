@@ -33,7 +33,6 @@ from __future__ import annotations
 from typing import Literal
 
 AttentionKernel = Literal["unstated", "fa2", "fa3", "cudnn"]
-ATTENTION_KERNELS: tuple[str, ...] = ("unstated", "fa2", "fa3", "cudnn")
 
 _HOPPER = ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20")
 
@@ -65,7 +64,6 @@ def planner_attention_efficiency(gpu_id: str, kernel: str) -> float:
 
 
 __all__ = [
-    "ATTENTION_KERNELS",
     "ATTENTION_KERNEL_FRACTIONS",
     "AttentionKernel",
     "attention_kernel_fraction",

@@ -145,19 +145,24 @@ def _recompute_flops_per_token(
     executed_attention = attention_forward_flops_per_token(arch, work.sequence_length, work.flash_attention)
     full_matmul = 2 * layer_matmul_parameters(counts, moe_layer) + adapters
     selective_matmul = selective_recompute_matmul_flops_per_token(arch, moe_layer, modules)
-    selective_attention = executed_attention if "core_attn" in modules else 0.0
     op_matmul = matrices_forward_flops_per_token(arch, moe_layer, op_recomputed_matrices(arch, moe_layer))
     matmul = where(
         recompute == Recompute.FULL,
         full_matmul * fraction,
         where(recompute == Recompute.SELECTIVE, selective_matmul, where(recompute == Recompute.OP, op_matmul, 0.0)),
     )
-    attention = where(
-        recompute == Recompute.FULL,
-        executed_attention * fraction,
-        where(recompute == Recompute.SELECTIVE, selective_attention, 0.0),
+    return matmul, executed_attention * attention_recompute_passes(work)
+
+
+def attention_recompute_passes(work: FlopsInputs):
+    """Attention forwards recomputation repeats per layer: the recomputed share of layers under full
+    recomputation, one under selective recomputation with core_attn, none otherwise (op-level saves it)."""
+    selective = 1.0 if "core_attn" in work.recompute_modules else 0.0
+    return where(
+        work.recompute == Recompute.FULL,
+        work.recompute_fraction,
+        where(work.recompute == Recompute.SELECTIVE, selective, 0.0),
     )
-    return matmul, attention
 
 
 def layer_training_flops_per_token(
@@ -187,18 +192,13 @@ def layer_training_flops_per_token(
     return model, hardware
 
 
-def layer_attention_flops_per_token(
-    counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool, work: FlopsInputs
-):
+def layer_attention_flops_per_token(arch: ModelArchitecture, work: FlopsInputs):
     """Hardware FLOPs per token of one layer's softmax attention (QK^T and attention x V): its forward, the
     backward's 2 x, and the share recomputation repeats; what a named fused-attention kernel runs
     (`planner.physics.attention_efficiency`). Linear-attention and Mamba state updates are not in it."""
     executed = attention_forward_flops_per_token(arch, work.sequence_length, work.flash_attention)
-    recurrent = recurrent_mixer_flops_per_token(arch) / arch.num_layers
-    softmax = executed - recurrent
-    _, recomputed = _recompute_flops_per_token(counts, arch, moe_layer, work, 0.0)
-    share = where(executed > 0, softmax / maximum(executed, 1e-30), 0.0)
-    return 3 * softmax + recomputed * share
+    softmax = executed - recurrent_mixer_flops_per_token(arch) / arch.num_layers
+    return softmax * (3 + attention_recompute_passes(work))
 
 
 def layer_gemm_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool, work: FlopsInputs):
@@ -261,16 +261,14 @@ def stage_gemm_flops_per_token(
     )
 
 
-def stage_attention_flops_per_token(
-    counts: ParameterCounts, arch: ModelArchitecture, pipeline_parallel, work: FlopsInputs, layers=None
-):
+def stage_attention_flops_per_token(arch: ModelArchitecture, pipeline_parallel, work: FlopsInputs, layers=None):
     """Softmax-attention hardware FLOPs per token of one stage (`layer_attention_flops_per_token` over its
     layers), before the tensor-parallel split."""
     return stage_layers_total(
         arch,
         pipeline_parallel,
         layers,
-        lambda moe_layer: layer_attention_flops_per_token(counts, arch, moe_layer, work),
+        lambda moe_layer: layer_attention_flops_per_token(arch, work),
     )
 
 
