@@ -49,7 +49,7 @@ from dataclasses import dataclass
 
 from planner.arrays import Flag, Number, maximum, minimum, where
 from planner.model.architecture import ModelArchitecture
-from planner.training.memory import Matrix, layer_matrices, local_shape, stage_layer_split
+from planner.physics.projections import Matrix, layer_matrices, local_shape, stage_layer_split
 from planner.training.recompute import Recompute, full_recompute_fraction
 
 

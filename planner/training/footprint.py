@@ -16,6 +16,7 @@ import numpy as np
 from planner.arrays import Flag, Number, maximum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as base_memory
+from planner.physics.lora import lora_adapter_elements
 from planner.training import activations as tact
 from planner.training import memory as tmem
 from planner.training import precision as tprec
@@ -195,12 +196,12 @@ def _lora_model_shard(
         tmem.stage_expert_parameter_elements(counts, arch, tp, pp, ep, layers=layers) * linear_bytes_per_element
     )
     edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage) if edges else 0.0
-    adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, layers=layers)
-    trainable_expert = tmem.lora_adapter_elements(
+    adapters = lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, layers=layers)
+    trainable_expert = lora_adapter_elements(
         arch, lora.rank, lora.target_modules, tp, pp, ep, experts_only=True, layers=layers
     )
     trainable_dense = adapters - trainable_expert
-    unit_adapters = tmem.lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, arch.num_layers, ep)
+    unit_adapters = lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, arch.num_layers, ep)
     unit_base = tmem.stage_layer_parameter_bytes(
         counts, arch, tp, arch.num_layers, ep, linear_bytes_per_element, other_bytes_per_element
     )

@@ -15,86 +15,14 @@ Adafactor; PEFT / Megatron for the LoRA layout.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass
 
-from planner.arrays import Flag, Number, maximum, minimum, where
+from planner.arrays import Flag, Number, maximum, where
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.physics import memory as base_memory
+from planner.physics.projections import layer_matrices, local_shape, stage_layer_split, stage_layers_total
 
 # ---------------------------------------------------------------------------------------------
 # parameter geometry on one GPU
-
-
-@dataclass(frozen=True)
-class Matrix:
-    """One linear projection of a layer: input and output widths, how tensor parallelism splits it."""
-
-    module: str  # q, k, v, o, gate, up, down, router (LoRA target names)
-    d_in: int
-    d_out: int
-    split: str  # column | column_kv | row | none
-    expert: bool = False  # one per routed expert (count = experts)
-    count: int = 1
-
-
-def layer_matrices(arch: ModelArchitecture, moe_layer: bool) -> list[Matrix]:
-    """The projections of one layer, unsharded. Sums to the layer's matrix parameters
-    (`LayerParameters.linear + router`); used for LoRA adapter sizes and Adafactor's factored state."""
-    h = arch.hidden_size
-    out: list[Matrix] = []
-    if arch.uses_mla:
-        qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
-        heads = arch.num_attention_heads
-        if arch.q_lora_rank:
-            out.append(Matrix("q", h, arch.q_lora_rank, "none"))
-            out.append(Matrix("q", arch.q_lora_rank, heads * qk, "column"))
-        else:
-            out.append(Matrix("q", h, heads * qk, "column"))
-        out.append(Matrix("k", h, arch.kv_lora_rank + arch.qk_rope_head_dim, "none"))
-        out.append(Matrix("v", arch.kv_lora_rank, heads * (arch.qk_nope_head_dim + arch.v_head_dim), "column"))
-        out.append(Matrix("o", heads * arch.v_head_dim, h, "row"))
-    else:
-        out.append(Matrix("q", h, arch.num_attention_heads * arch.head_dim, "column"))
-        out.append(Matrix("k", h, arch.num_kv_heads * arch.head_dim, "column_kv"))
-        out.append(Matrix("v", h, arch.num_kv_heads * arch.head_dim, "column_kv"))
-        out.append(Matrix("o", arch.num_attention_heads * arch.head_dim, h, "row"))
-
-    def mlp(width: int, expert: bool, count: int = 1) -> None:
-        if arch.mlp_gated or expert:
-            out.append(Matrix("gate", h, width, "column", expert, count))
-        out.append(Matrix("up", h, width, "column", expert, count))
-        out.append(Matrix("down", width, h, "row", expert, count))
-
-    if moe_layer:
-        mlp(arch.expert_intermediate_size, True, arch.num_experts)
-        if arch.shared_expert_intermediate_size:
-            # Shared experts are gated SwiGLU MLPs in every supported MoE family.
-            width = arch.shared_expert_intermediate_size
-            out += [
-                Matrix("gate", h, width, "column"),
-                Matrix("up", h, width, "column"),
-                Matrix("down", width, h, "row"),
-            ]
-        out.append(Matrix("router", h, arch.num_experts, "none"))
-    else:
-        mlp(arch.intermediate_size, False)
-    return out
-
-
-def local_shape(m: Matrix, arch: ModelArchitecture, tensor_parallel, expert_parallel):
-    """(d_in, d_out, copies) of one matrix on one GPU: Megatron column/row splits, K/V replicated once TP
-    exceeds the KV heads, routed experts spread over EP (and split by TP inside, expert-TP = TP)."""
-    t = tensor_parallel
-    d_in, d_out = m.d_in + 0 * t, m.d_out + 0 * t
-    if m.split == "column":
-        d_out = m.d_out / t
-    elif m.split == "column_kv":
-        d_out = m.d_out * maximum(1 / t, 1 / arch.num_kv_heads)
-    elif m.split == "row":
-        d_in = m.d_in / t
-    copies = m.count / expert_parallel if m.expert else m.count + 0 * expert_parallel
-    return d_in, d_out, copies
 
 
 _last_layers_only: tuple[ParameterCounts | None, ParameterCounts | None] = (None, None)
@@ -123,34 +51,6 @@ def uneven_stage_layers(num_layers, pipeline_parallel, first_stage_layers, last_
     rest = num_layers - (first or 0) - (last or 0)
     middle = rest / maximum(pipeline_parallel - given, 1)
     return (middle if first is None else first), middle, (middle if last is None else last)
-
-
-def over_layers(arch: ModelArchitecture, dense_layers, moe_layers, per_layer: Callable[[bool], tuple]) -> tuple:
-    """Each of `per_layer(moe_layer)`'s per-layer terms summed over `dense_layers` dense and `moe_layers` MoE
-    layers (the MoE layers only in a MoE model): the one sum every whole-model and per-stage count shares."""
-    dense = per_layer(False)
-    if not arch.is_moe:
-        return tuple(dense_layers * term for term in dense)
-    moe = per_layer(True)
-    return tuple(dense_layers * d + moe_layers * m for d, m in zip(dense, moe, strict=True))
-
-
-def stage_layers_total(arch: ModelArchitecture, pipeline_parallel, layers, per_layer: Callable[[bool], Number]):
-    """`per_layer(moe_layer)` summed over one stage's layers (`stage_layer_split`): the most loaded stage of the
-    even split, or a stage of `layers` layers."""
-    dense_layers, moe_layers = stage_layer_split(arch, pipeline_parallel, layers)
-    (total,) = over_layers(arch, dense_layers, moe_layers, lambda moe_layer: (per_layer(moe_layer),))
-    return total
-
-
-def stage_layer_split(arch: ModelArchitecture, pipeline_parallel, layers=None):
-    """(dense, MoE) layers on one stage: Megatron's even split (the most loaded stage, `physics.memory`) or,
-    for uneven stages, `layers` layers of which as many are MoE as the model has (the stage with the most)."""
-    if layers is None:
-        moe = base_memory.stage_moe_layers(arch, pipeline_parallel)
-        return base_memory.stage_layers(arch, pipeline_parallel) - moe, moe
-    moe = minimum(layers, arch.num_moe_layers)
-    return layers - moe, moe
 
 
 def stage_layer_parameter_bytes(
@@ -240,34 +140,6 @@ def edge_parameter_elements(counts: ParameterCounts, tensor_parallel, pipeline_p
     single = embedding + head - tied_copy
     own = embedding if first_stage else head
     return where(pipeline_parallel > 1, own, single)
-
-
-def lora_adapter_elements(
-    arch: ModelArchitecture,
-    rank,
-    target_modules,
-    tensor_parallel,
-    pipeline_parallel,
-    expert_parallel,
-    experts_only=False,
-    layers=None,
-):
-    """LoRA adapter parameters (A: r x d_in, B: d_out x r per targeted projection) on one GPU of the most
-    loaded stage. Column-parallel projections keep A whole and split B; row-parallel ones split A and keep
-    B whole (PEFT/Megatron LoRA layout). MLP targets apply to every expert. `experts_only` counts only the
-    routed-expert adapters (they shard over DP / EP)."""
-    targets = set(target_modules)
-
-    def per_layer(moe_layer: bool):
-        total = 0.0
-        for m in layer_matrices(arch, moe_layer):
-            if m.module not in targets or (experts_only and not m.expert):
-                continue
-            d_in, d_out, copies = local_shape(m, arch, tensor_parallel, expert_parallel)
-            total = total + copies * rank * (d_in + d_out)
-        return total
-
-    return stage_layers_total(arch, pipeline_parallel, layers, per_layer)
 
 
 def adafactor_state_elements(

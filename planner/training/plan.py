@@ -18,8 +18,8 @@ from planner.model.architecture import (
 from planner.physics import memory as base_memory
 from planner.physics.efficiency import DEFAULT_EFFICIENCY, Efficiency
 from planner.physics.energy import accelerator_power, energy_assumption
+from planner.physics.lora import lora_adapter_elements
 from planner.results import HardwareSummary, MemoryBreakdown, ModelSummary, PhaseRoofline, warning_fields
-from planner.training import memory as tmem
 from planner.training import precision as tprec
 from planner.training.explain import PlanFigures, assumptions_for, bottleneck, equations_for
 from planner.training.footprint import TrainingMemory, training_memory
@@ -265,7 +265,7 @@ def trainable_parameters(scenario: TrainingScenario, arch: ModelArchitecture, co
     if scenario.lora is None:
         return counts.total_with_vision
     # float(): the term broadcasts (arrays on the sweep path); with scalar inputs it is one number.
-    adapters = tmem.lora_adapter_elements(arch, scenario.lora.rank, scenario.lora.target_modules, 1, 1, 1)
+    adapters = lora_adapter_elements(arch, scenario.lora.rank, scenario.lora.target_modules, 1, 1, 1)
     return int(round(float(adapters)))
 
 

@@ -23,8 +23,9 @@ from planner.model.architecture import (
 from planner.physics import communication
 from planner.physics.communication import Link
 from planner.physics.flops import head_forward_flops_per_token, layer_matmul_parameters
+from planner.physics.lora import lora_forward_flops_per_token
+from planner.physics.projections import layer_matrices, over_layers, stage_layer_split, stage_layers_total
 from planner.training.activations import op_recomputed_matrices
-from planner.training.memory import layer_matrices, over_layers, stage_layer_split, stage_layers_total
 from planner.training.recompute import Recompute
 
 # ---------------------------------------------------------------------------------------------
@@ -44,19 +45,6 @@ def attention_forward_flops_per_token(arch: ModelArchitecture, sequence_length, 
     if arch.is_hybrid:  # only the softmax-attention layers compute scores
         full_flops = full_flops * arch.num_attention_layers / layers
     return where(causal, causal_flops, full_flops) + recurrent
-
-
-def lora_forward_flops_per_token(arch: ModelArchitecture, rank, target_modules, moe_layer: bool):
-    """x A B for every targeted projection of one layer: 2 r (d_in + d_out) FLOPs; a token runs the adapters
-    of its k routed experts only."""
-    if not rank:
-        return 0.0
-    total = 0.0
-    for m in layer_matrices(arch, moe_layer):
-        if m.module in target_modules:
-            copies = arch.experts_per_token if m.expert else m.count
-            total += copies * 2 * rank * (m.d_in + m.d_out)
-    return total
 
 
 def matrices_forward_flops_per_token(arch: ModelArchitecture, moe_layer: bool, matrices) -> float:

@@ -6,6 +6,8 @@ import numpy as np
 import pytest
 
 from planner.model.architecture import ModelArchitecture, parameter_counts
+from planner.physics.lora import lora_adapter_elements
+from planner.physics.projections import layer_matrices
 from planner.training import activations as tact
 from planner.training import memory as tmem
 from planner.training import precision as tprec
@@ -94,22 +96,22 @@ def test_layer_matrices_cover_the_layer_parameters():
         counts = parameter_counts(arch)
         for moe in (False, True) if arch.is_moe else (False,):
             layer = counts.moe_layer if moe else counts.dense_layer
-            matrices = sum(m.count * m.d_in * m.d_out for m in tmem.layer_matrices(arch, moe))
+            matrices = sum(m.count * m.d_in * m.d_out for m in layer_matrices(arch, moe))
             assert matrices == layer.linear + layer.router
 
 
 def test_lora_adapter_elements():
     # rank 2 on q (8 -> 8) and v (8 -> 4): 2 x (8 + 8) + 2 x (8 + 4) = 56 per layer, 4 layers
-    assert tmem.lora_adapter_elements(TOY, 2, ("q", "v"), 1, 1, 1) == 4 * 56
+    assert lora_adapter_elements(TOY, 2, ("q", "v"), 1, 1, 1) == 4 * 56
     # TP 2 splits B of column-parallel q (8 -> 4 rows) and v (KV replicated once TP > KV heads: stays 4): 2 x (8 + 4)
     # + 2 x (8 + 4); pipeline 2 keeps 2 layers
-    assert tmem.lora_adapter_elements(TOY, 2, ("q", "v"), 2, 2, 1) == 2 * (24 + 24)
+    assert lora_adapter_elements(TOY, 2, ("q", "v"), 2, 2, 1) == 2 * (24 + 24)
     # row-parallel o (8 -> 8) splits A: 2 x (8/2 + 8) = 24 per layer
-    assert tmem.lora_adapter_elements(TOY, 2, ("o",), 2, 1, 1) == 4 * 24
+    assert lora_adapter_elements(TOY, 2, ("o",), 2, 1, 1) == 4 * 24
     # MoE: MLP targets apply to every expert; experts_only counts just those (4 experts x 3 x 2 x (8 + 12))
     experts = 4 * 3 * 2 * (8 + 12)
-    assert tmem.lora_adapter_elements(TOY_MOE, 2, ("gate", "up", "down"), 1, 1, 1, experts_only=True) == 4 * experts
-    assert tmem.lora_adapter_elements(TOY_MOE, 2, ("gate", "up", "down"), 1, 1, 2, experts_only=True) == 4 * experts / 2
+    assert lora_adapter_elements(TOY_MOE, 2, ("gate", "up", "down"), 1, 1, 1, experts_only=True) == 4 * experts
+    assert lora_adapter_elements(TOY_MOE, 2, ("gate", "up", "down"), 1, 1, 2, experts_only=True) == 4 * experts / 2
 
 
 def test_edge_parameters_by_stage():

@@ -1,0 +1,55 @@
+"""Low-rank adapters (LoRA, Hu et al. 2021, arXiv:2106.09685): their parameters on one GPU and their FLOPs per
+token, one home for training (`planner.training`) and serving (`planner.inference.lora`).
+
+An adapter on a projection W (d_in x d_out) is A (r x d_in) and B (d_out x r): r (d_in + d_out) parameters and
+2 r (d_in + d_out) FLOPs per token (x A, then B). Under tensor parallelism a column-parallel projection keeps A
+whole and splits B, a row-parallel one splits A and keeps B whole: PEFT/Megatron's layout, and vLLM's
+(`vllm/lora/layers`: `ColumnParallelLinearWithLoRA` shards `lora_b`, `RowParallelLinearWithLoRA` shards `lora_a`,
+with `fully_sharded_loras` off, its default).
+"""
+
+from __future__ import annotations
+
+from planner.model.architecture import ModelArchitecture
+from planner.physics.projections import layer_matrices, local_shape, stage_layers_total
+
+
+def lora_adapter_elements(
+    arch: ModelArchitecture,
+    rank,
+    target_modules,
+    tensor_parallel,
+    pipeline_parallel,
+    expert_parallel,
+    experts_only=False,
+    layers=None,
+):
+    """LoRA adapter parameters (A: r x d_in, B: d_out x r per targeted projection) on one GPU of the most
+    loaded stage. Column-parallel projections keep A whole and split B; row-parallel ones split A and keep
+    B whole (PEFT/Megatron LoRA layout). MLP targets apply to every expert. `experts_only` counts only the
+    routed-expert adapters (they shard over DP / EP)."""
+    targets = set(target_modules)
+
+    def per_layer(moe_layer: bool):
+        total = 0.0
+        for m in layer_matrices(arch, moe_layer):
+            if m.module not in targets or (experts_only and not m.expert):
+                continue
+            d_in, d_out, copies = local_shape(m, arch, tensor_parallel, expert_parallel)
+            total = total + copies * rank * (d_in + d_out)
+        return total
+
+    return stage_layers_total(arch, pipeline_parallel, layers, per_layer)
+
+
+def lora_forward_flops_per_token(arch: ModelArchitecture, rank, target_modules, moe_layer: bool):
+    """x A B for every targeted projection of one layer: 2 r (d_in + d_out) FLOPs; a token runs the adapters
+    of its k routed experts only."""
+    if not rank:
+        return 0.0
+    total = 0.0
+    for m in layer_matrices(arch, moe_layer):
+        if m.module in target_modules:
+            copies = arch.experts_per_token if m.expert else m.count
+            total += copies * 2 * rank * (m.d_in + m.d_out)
+    return total
