@@ -155,6 +155,7 @@ WarningCode = Literal[
     "uneven_replicas",
     "prefix_cache_assumed",
     "small_weight_group",
+    "lora_slots_short",
     "speculative_slows_decode",
     "traffic_not_simulated",
     "stream_over_context",  # requests of the stream longer than the model's context

@@ -46,6 +46,7 @@ COMPONENT_WORDS = {
     "draft_weights": "Draft weights",
     "draft_kv_cache": "Draft KV cache",
     "vision_encoder": "Vision encoder (images)",
+    "lora_adapters": "LoRA adapter slots",
 }
 
 

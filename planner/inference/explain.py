@@ -17,6 +17,7 @@ from planner.dtypes import (
     weight_bytes_per_element,
 )
 from planner.hardware.catalog import Accelerator
+from planner.inference.adapters import adapter_assumptions
 from planner.inference.cache_notes import cache_assumptions, kv_per_gpu_substitution, kv_per_token_equation
 from planner.inference.draft import METHOD_TITLES
 from planner.inference.inputs import HardwareInputs, InferenceInputs, attention_compute_dtype
@@ -164,7 +165,13 @@ def assumptions(
         + _model_assumptions(s, arch)
         + _precision_assumptions(s, s.accelerator(), calibration)
         + _kernel_format_assumptions(s, arch, s.accelerator())
+        + _adapter_assumptions(s)
     )
+
+
+def _adapter_assumptions(s: InferenceScenario) -> list[str]:
+    adapters = InferenceInputs.from_scenario(s).adapters if s.lora is not None else None
+    return [] if s.lora is None or adapters is None else adapter_assumptions(s.lora, adapters)
 
 
 def _model_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[str]:

@@ -14,6 +14,7 @@ from planner.arrays import Flag, Number, ceil_div, maximum
 from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.dtypes import BYTES_PER_ELEMENT, high_precision_dtype, kv_bytes_per_element, weight_bytes_per_element
 from planner.hardware.catalog import Accelerator
+from planner.inference.adapters import AdapterInputs, adapter_inputs
 from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import ModelArchitecture
 from planner.physics import collectives, gemm_efficiency, moe_efficiency
@@ -160,15 +161,19 @@ class InferenceInputs:
     pue: Number = 1.0
     electricity_usd_per_kwh: Number = 0.0
     carbon_kg_per_kwh: Number = 0.0
+    # Multi-LoRA serving (planner.inference.adapters): the adapters' slots, kernels and swaps; None without adapters.
+    # Scalar: a sweep keeps its base scenario's adapters.
+    adapters: AdapterInputs | None = None
 
     @classmethod
     def from_scenario(cls, s: InferenceScenario, runtime_overhead_correction_bytes: Number = 0.0) -> InferenceInputs:
+        elements = element_bytes(s.weight_dtype, s.kv_cache_dtype, s.weight_group_size, s.quantize_embeddings)
         return cls(
             tensor_parallel=s.tensor_parallel,
             pipeline_parallel=s.pipeline_parallel,
             expert_parallel=s.expert_parallel,
             num_gpus=s.num_gpus,
-            **element_bytes(s.weight_dtype, s.kv_cache_dtype, s.weight_group_size, s.quantize_embeddings),
+            **elements,
             prompt_tokens=s.prompt_tokens + s.image_tokens_per_request,  # the language model sees both
             output_tokens=s.output_tokens,
             concurrency=engine_concurrency(
@@ -195,6 +200,17 @@ class InferenceInputs:
             pue=s.pue,
             electricity_usd_per_kwh=s.electricity_usd_per_kwh,
             carbon_kg_per_kwh=s.carbon_kg_per_kwh,
+            adapters=None
+            if s.lora is None
+            else adapter_inputs(
+                s.lora,
+                s.architecture(),
+                s.runtime,
+                s.tensor_parallel,
+                s.pipeline_parallel,
+                elements["activation_bytes_per_element"],
+                s.accelerator().host_link_bandwidth_bytes_per_second,
+            ),
         )
 
 

@@ -43,6 +43,10 @@ class InferenceMemory:
     # buffers); none for vLLM, whose budget fraction leaves it outside.
     reserve_bytes: Number = 0.0
     reserve_component: str | None = None
+    # Multi-LoRA serving: the engine's adapter slots (max_loras x one slot at the largest rank), created with the
+    # model, so before the KV pool is sized (`planner.inference.adapters`)
+    lora_adapters_bytes: Number = 0.0
+    has_adapters: bool = False
 
     def components(self) -> dict[str, Number]:
         """The named components, in the order the total adds them (`MemoryBreakdown.components`)."""
@@ -62,6 +66,8 @@ class InferenceMemory:
             }
         if self.has_images:
             named["vision_encoder_bytes"] = self.vision_encoder_bytes
+        if self.has_adapters:
+            named["lora_adapters_bytes"] = self.lora_adapters_bytes
         return named
 
     @property
@@ -76,6 +82,7 @@ class InferenceMemory:
             + self.draft_weights_bytes
             + self.draft_kv_cache_bytes
             + self.vision_encoder_bytes
+            + self.lora_adapters_bytes
         )
 
     @property
@@ -170,6 +177,8 @@ def inference_memory(
         vision_encoder_bytes=_vision_encoder_bytes(arch, inputs, shape, reserves.activations_bytes),
         has_images=bool(inputs.images_per_request),
         has_draft=draft is not None,
+        lora_adapters_bytes=0.0 if inputs.adapters is None else inputs.adapters.slots * inputs.adapters.slot_bytes,
+        has_adapters=inputs.adapters is not None,
     )
 
 

@@ -81,6 +81,9 @@ class InferenceMetrics:
     spend: InferenceSpend
     energy: ServingEnergy
     speculation: SpeculativeRound | None = None  # with speculative decoding: the draft-and-verify round
+    # multi-LoRA serving: the mean wait for the request's adapter (`AdapterInputs.expected_load_seconds`), which
+    # stalls the whole step that admits it
+    adapter_load_seconds: Number = 0.0
 
     @property
     def draft_prefill_seconds(self) -> Number:
@@ -88,9 +91,14 @@ class InferenceMetrics:
 
     @property
     def ttft_seconds(self) -> Number:
-        """Request overhead + the prefill step (which samples the first token) + a draft's pass over the
-        prompt."""
-        return self.request_overhead_seconds + self.prefill.seconds + self.draft_prefill_seconds
+        """Request overhead + its adapter's load (multi-LoRA serving) + the prefill step (which samples the first
+        token) + a draft's pass over the prompt."""
+        return (
+            self.request_overhead_seconds
+            + self.adapter_load_seconds
+            + self.prefill.seconds
+            + self.draft_prefill_seconds
+        )
 
     @property
     def decode_seconds_per_token(self) -> Number:
@@ -122,11 +130,12 @@ def inference_metrics(
             draft, ctx, decode_read_weight_bytes(counts, inputs, weights), decode, new_tokens
         )
     draft_prefill = speculation.draft_prefill_seconds if speculation is not None else 0.0
+    adapter_load = inputs.adapters.expected_load_seconds() if inputs.adapters is not None else 0.0
     batched, prompts = batched_prefill(ctx, weights, new_tokens)
-    prefill_per_request = batched.seconds / prompts + draft_prefill
+    prefill_per_request = batched.seconds / prompts + draft_prefill + adapter_load
     per_token = speculation.seconds_per_token if speculation is not None else decode.seconds
     serving = serving_cycle(
-        inputs, shape, request_overhead + prefill.seconds + draft_prefill, prefill_per_request, per_token
+        inputs, shape, request_overhead + adapter_load + prefill.seconds + draft_prefill, prefill_per_request, per_token
     )
     cluster_usd_per_hour = usd_per_hour(inputs.num_gpus, hw.usd_per_gpu_hour)
     # The cycle's busy time, as `serving_cycle` adds its wall time up: each prompt's share of a batched prefill
@@ -141,6 +150,7 @@ def inference_metrics(
         headroom=headroom(arch, memory, inputs, shape, draft),
         prefill=prefill,
         request_overhead_seconds=request_overhead,
+        adapter_load_seconds=adapter_load,
         decode=decode,
         speculation=speculation,
         serving=serving,

@@ -8,6 +8,7 @@ from pydantic import BeforeValidator, Field, model_validator
 
 from planner.dtypes import DType, KVDType
 from planner.errors import PlanningError
+from planner.inference.adapters import LoraAdapters, check_adapters_fit
 from planner.inference.draft import SpeculativeDecoding, draft_architecture
 from planner.inference.workload import Traffic
 from planner.model.architecture import ModelArchitecture
@@ -119,6 +120,12 @@ class InferenceScenario(ScenarioBase):
         "modules) proposes tokens the model verifies in one step; absent: plain decoding",
     )
 
+    lora: LoraAdapters | None = Field(
+        default=None,
+        description="LoRA adapters served on the shared base (every request names one): their GPU slots, "
+        "kernels and swaps; absent: the base model alone",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _checkpoint_precision(cls, data: Any) -> Any:
@@ -166,6 +173,9 @@ class InferenceScenario(ScenarioBase):
                 )
         if self.speculative is not None:
             self._check_speculative(arch, self.speculative)
+        if self.lora is not None:
+            check_adapters_fit(arch, self.runtime)
+            self.lora.resident_slots(self.runtime)
         if self.images_per_request and not arch.vision_tokens_per_image:
             raise PlanningError(
                 f"images_per_request={self.images_per_request} needs a multimodal model; {arch.name} has no vision "

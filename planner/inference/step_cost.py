@@ -32,7 +32,12 @@ import numpy as np
 
 from planner.inference.inputs import micro_batch
 from planner.inference.speculative import round_seconds
-from planner.inference.step_work import prefill_step_flops, prefill_step_mixing_flops
+from planner.inference.step_work import (
+    adapter_step_bytes,
+    adapter_step_flops,
+    prefill_step_flops,
+    prefill_step_mixing_flops,
+)
 from planner.inference.steps import (
     PhaseStep,
     StepContext,
@@ -66,6 +71,7 @@ class _ScalarTables:
     expert_bytes: list[float]
     collective_seconds: list[float]
     handoff_seconds: list[float]
+    adapter_bytes: list[float]  # by the step's sequences (multi-LoRA serving; zeros without adapters)
 
 
 class RooflineStepCost:
@@ -90,6 +96,8 @@ class RooflineStepCost:
         self.pipeline_parallel = int(ctx.inputs.pipeline_parallel)
         self.request_overhead_seconds = float(request_overhead_seconds(ctx.efficiency))
         self._rows: dict[tuple[int, int], _DecodeRows] = {}
+        adapters = ctx.inputs.adapters
+        self._adapter_kernels = 0.0 if adapters is None else ctx.shape.stage_layers * adapters.kernels_per_layer
         self._expert_flops_per_token = float(
             step_expert_flops_per_token(ctx.counts, ctx.arch, ctx.inputs.tensor_parallel, ctx.inputs.pipeline_parallel)
         )
@@ -110,6 +118,10 @@ class RooflineStepCost:
             expert_bytes=tokens_work[1],
             collective_seconds=tokens_load[0],
             handoff_seconds=tokens_load[1],
+            adapter_bytes=_row(
+                adapter_step_bytes(ctx.inputs.adapters, np.arange(max_step_tokens + 1, dtype=float)),
+                np.arange(max_step_tokens + 1),
+            ),
         )
 
     def _token_tables(self, max_step_tokens: int):
@@ -196,6 +208,7 @@ class RooflineStepCost:
             )
             decode_mixing, decode_kv_bytes = decode_tokens * mixing, micro * kv
         prefill_expert = prefill_tokens * self._expert_flops_per_token
+        sequences = micro + len(prefill_spans)
         work = StepWork(
             prefill_gemm_flops=prefill_flops - prefill_expert - prefill_mixing,
             decode_gemm_flops=decode_tokens * self._decode_gemm_flops_per_token,
@@ -206,10 +219,13 @@ class RooflineStepCost:
             expert_bytes=t.expert_bytes[step_tokens],
             mixing_bytes=decode_kv_bytes + kv_written,
             layer_passes=self.ctx.shape.stage_layers,
+            adapter_flops=adapter_step_flops(self.ctx.inputs.adapters, step_tokens),
+            adapter_bytes=t.adapter_bytes[sequences],
+            adapter_kernels=self._adapter_kernels,
         )
         load = StepLoad(
             tokens=step_tokens,
-            scheduled_sequences=micro + len(prefill_spans),  # every scheduled sequence (partial prefills too)
+            scheduled_sequences=sequences,  # every scheduled sequence (partial prefills too)
             sampled_positions=decode_tokens + len(prefill_spans),  # a verify step samples every query position
             collective_seconds=t.collective_seconds[step_tokens],
             handoff_seconds=t.handoff_seconds[step_tokens],

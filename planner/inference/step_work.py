@@ -8,6 +8,7 @@ sweep and the calibration's probes all call these; every term broadcasts over nu
 from __future__ import annotations
 
 from planner.arrays import Flag, Number, ceil, maximum, where
+from planner.inference.adapters import AdapterInputs
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.cache import decode_cache_traffic_bytes
 from planner.physics import memory as mem
@@ -146,3 +147,15 @@ def step_expert_flops_per_token(counts: ParameterCounts, arch: ModelArchitecture
     return routed_expert_flops_per_token(
         routed, arch.num_experts, arch.experts_per_token, arch.num_moe_layers, tensor_parallel, pipeline_parallel
     )
+
+
+def adapter_step_flops(adapters: AdapterInputs | None, tokens):
+    """The LoRA shrink and expand FLOPs of a step's tokens through every wrapped projection on one GPU, one stage
+    (`AdapterInputs.flops_per_token`); 0 without adapters."""
+    return 0.0 * tokens if adapters is None else tokens * adapters.flops_per_token
+
+
+def adapter_step_bytes(adapters: AdapterInputs | None, sequences):
+    """A and B of every distinct adapter among a step's sequences, each read once (the expected distinct count of
+    independent draws from the shares, at most the slots: `AdapterInputs.expected_distinct`); 0 without adapters."""
+    return 0.0 * sequences if adapters is None else adapters.slot_bytes * adapters.expected_distinct(sequences)

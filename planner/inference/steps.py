@@ -29,6 +29,8 @@ from planner.inference.step_overheads import (
     step_handoff_seconds,
 )
 from planner.inference.step_work import (
+    adapter_step_bytes,
+    adapter_step_flops,
     chunked,
     decode_kv_read_bytes,
     decode_step_flops,
@@ -175,6 +177,11 @@ class StepWork:
     expert_bytes: Number  # routed-expert weights streamed
     mixing_bytes: Number  # cache read and written
     layer_passes: Number  # passes through the stage's layers: each pays its GEMM kernels' fixed time
+    # multi-LoRA serving (`adapter_kernel_seconds`): the shrink/expand FLOPs, the distinct adapters' A and B
+    # streamed, and the kernels launched
+    adapter_flops: Number = 0.0
+    adapter_bytes: Number = 0.0
+    adapter_kernels: Number = 0.0
 
     @property
     def flops(self) -> Number:
@@ -184,11 +191,12 @@ class StepWork:
             + self.expert_flops
             + self.prefill_mixing_flops
             + self.decode_mixing_flops
+            + self.adapter_flops
         )
 
     @property
     def bytes(self) -> Number:
-        return self.gemm_bytes + self.expert_bytes + self.mixing_bytes
+        return self.gemm_bytes + self.expert_bytes + self.mixing_bytes + self.adapter_bytes
 
 
 # Not frozen (never mutated): the traffic simulation builds one per priced step, and a frozen dataclass's
@@ -291,6 +299,7 @@ class PhaseStep:
     handoff_seconds: Number  # all pipeline hand-offs of the step together
     scheduler_seconds: Number  # per engine step: CPU scheduling, input prep, per-sequence bookkeeping
     sampler_seconds: Number  # per engine step: sampling every scheduled sequence over the vocabulary
+    adapter_seconds: Number  # per stage: the LoRA kernels (multi-LoRA serving; 0 without adapters)
     pipeline_parallel: Number
     # `seconds` = pipeline_parallel x max(compute_row, memory_row) + fixed_seconds (`step_seconds`): the token-mixing
     # group with the other groups' offsets (`roofline.context_free_groups`), and every term that does not depend
@@ -320,13 +329,15 @@ class PhaseStep:
         """Per GPU: the time it computes or moves data in this step, its roofline terms (kernel groups at the
         slower of compute and memory, collectives, its share of the hand-offs); the rest of `seconds` (other
         stages' turns, layer launches, scheduler, sampler) it waits. Read by `planner.physics.energy`."""
-        return self.kernels.seconds + self.communication_seconds
+        return self.kernels.seconds + self.communication_seconds + self.adapter_seconds
 
     @property
     def active_seconds(self) -> Number:
         """`busy_seconds` weighted by what is busy, for power: compute-bound time fully, memory-bound time and
         communication at `energy.MEMORY_BOUND_ACTIVITY` (`KernelGroups.active_seconds`), never above busy."""
-        active = self.kernels.active_seconds(MEMORY_BOUND_ACTIVITY) + MEMORY_BOUND_ACTIVITY * self.communication_seconds
+        active = self.kernels.active_seconds(MEMORY_BOUND_ACTIVITY) + MEMORY_BOUND_ACTIVITY * (
+            self.communication_seconds + self.adapter_seconds
+        )
         return minimum(active, self.busy_seconds)
 
     def terms(self) -> dict[str, Number]:
@@ -336,6 +347,7 @@ class PhaseStep:
             "PP x kernel groups": pp * self.kernels.seconds,
             "PP x collectives": pp * self.collective_seconds,
             "PP x layer overhead": pp * self.overhead_seconds,
+            "PP x LoRA kernels": pp * self.adapter_seconds,
             "hand-offs": self.handoff_seconds,
             "scheduler": self.scheduler_seconds,
             "sampler": self.sampler_seconds,
@@ -394,6 +406,33 @@ def kernel_groups(work: StepWork, rates: AchievedRates) -> KernelGroups:
 # one composition
 
 
+def adapter_work(inputs: InferenceInputs, tokens, sequences, layer_passes, engine_steps: Number = 1) -> dict:
+    """`StepWork`'s LoRA fields for `engine_steps` steps of `tokens` tokens in all, `sequences` each
+    (`step_work.adapter_step_flops` / `adapter_step_bytes`; `AdapterInputs.kernels_per_layer` per layer pass)."""
+    a = inputs.adapters
+    if a is None:
+        return {}
+    return {
+        "adapter_flops": adapter_step_flops(a, tokens),
+        "adapter_bytes": engine_steps * adapter_step_bytes(a, sequences),
+        "adapter_kernels": layer_passes * a.kernels_per_layer,
+    }
+
+
+def adapter_kernel_seconds(work: StepWork, ctx: StepContext):
+    """The LoRA shrink and expand kernels of a step on one stage, after the base model's kernels (separate
+    launches that wait on their inputs): the slower of their FLOPs at the decode GEMM rate and the distinct
+    adapters' bytes at the HBM rate, plus every launch's fixed time (`gemm_efficiency.GEMM_TAIL_SECONDS`, the
+    small-GEMM figure); 0 without adapters."""
+    rates = ctx.rates
+    return (
+        maximum(
+            work.adapter_flops / rates.decode_gemm_flops_per_second, work.adapter_bytes / rates.weight_bytes_per_second
+        )
+        + work.adapter_kernels * ctx.hw.gemm_tail_seconds
+    )
+
+
 def step_seconds(compute_row, memory_row, fixed_seconds, pipeline_parallel):
     """A step's time from its rows (`PhaseStep`): pp x max(compute_row, memory_row) + fixed_seconds. The static
     plan and the traffic simulation (over interpolated rows) both end here."""
@@ -412,6 +451,7 @@ def compose_step(ctx: StepContext, work: StepWork, load: StepLoad) -> PhaseStep:
         load.scheduled_sequences, e, ctx.host_work_overlapped or load.in_round
     )
     sampler = load.engine_steps * sampler_seconds(load.sampled_positions, ctx.arch.vocab_size, e)
+    adapters = adapter_kernel_seconds(work, ctx)
     compute_offset, memory_offset, serial = roofline.context_free_groups(
         kernels.gemm_compute, kernels.gemm_memory, kernels.expert_compute, kernels.expert_memory
     )
@@ -419,7 +459,7 @@ def compose_step(ctx: StepContext, work: StepWork, load: StepLoad) -> PhaseStep:
     memory_row = kernels.mixing_memory + memory_offset
     # pipeline_step_seconds with no kernels is exactly its terms beyond them
     fixed = (
-        pp * serial
+        pp * (serial + adapters)
         + roofline.pipeline_step_seconds(0.0, load.collective_seconds, overhead, load.handoff_seconds, pp)
         + scheduler
         + sampler
@@ -434,6 +474,7 @@ def compose_step(ctx: StepContext, work: StepWork, load: StepLoad) -> PhaseStep:
         handoff_seconds=load.handoff_seconds,
         scheduler_seconds=scheduler,
         sampler_seconds=sampler,
+        adapter_seconds=adapters,
         pipeline_parallel=pp,
         compute_row=compute_row,
         memory_row=memory_row,
@@ -497,6 +538,7 @@ def prefill_step(
         expert_bytes=expert_bytes,
         mixing_bytes=kv_written,
         layer_passes=chunks * shape.stage_layers,
+        **adapter_work(inputs, tokens, maximum(prompts / chunks, 1.0), chunks * shape.stage_layers, chunks),
     )
 
     def per_chunk(cost):
@@ -557,6 +599,7 @@ def decode_work(
             inputs.activation_bytes_per_element,
         ),
         layer_passes=ctx.shape.stage_layers,
+        **adapter_work(inputs, tokens, micro_batch, ctx.shape.stage_layers),
     )
 
 

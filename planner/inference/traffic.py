@@ -27,6 +27,7 @@ import numpy as np
 
 from planner.calibration_record import CalibrationRecord
 from planner.errors import PlanningError
+from planner.inference.adapters import adapter_limits, draw_adapter_ids
 from planner.inference.metrics import InferenceMetrics, decode_read_weight_bytes, inference_metrics
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
@@ -229,10 +230,13 @@ class TrafficEngine:
         client_cap = None if traffic.max_concurrency is None else max(1, -(-traffic.max_concurrency // replicas))
         timelines: list[ReplicaTimeline] = []
         hits: list[PrefixHits] = []
+        adapters = self.inputs.inputs.adapters
+        limits = None if adapters is None else adapter_limits(adapters)
+        adapter_ids = None if adapters is None else draw_adapter_ids(len(reqs), adapters.shares, traffic.seed)
         for r in range(min(replicas, len(reqs))):
             mine = np.arange(r, len(reqs), replicas)
             cached, delay = self.replica_prefix_cache(traffic, reqs, mine, hits)
-            context = ReplicaContext(self.limits, cost, client_cap, speculation, replica_index=r)
+            context = ReplicaContext(self.limits, cost, client_cap, speculation, replica_index=r, adapters=limits)
             timelines.append(
                 simulate_after_request_overhead(
                     reqs.arrival_seconds[mine],
@@ -242,6 +246,7 @@ class TrafficEngine:
                     mine,
                     context,
                     ready_delay_seconds=delay,
+                    adapter_ids=None if adapter_ids is None else adapter_ids[mine],
                 )
             )
         return summarize(
@@ -650,6 +655,7 @@ def simulate_after_request_overhead(
     indices: np.ndarray,
     context: ReplicaContext,
     ready_delay_seconds: np.ndarray | None = None,
+    adapter_ids: np.ndarray | None = None,
 ) -> ReplicaTimeline:
     """`simulate_replica` with each request reaching the scheduler `context.cost.request_overhead_seconds` after
     the client sent it (the API server's chat template, tokenisation and set-up,
@@ -659,6 +665,13 @@ def simulate_after_request_overhead(
     replica's idle time)."""
     delay = context.cost.request_overhead_seconds
     timeline = simulate_replica(
-        arrival_seconds + delay, prompt_tokens, output_tokens, cached_tokens, indices, context, ready_delay_seconds
+        arrival_seconds + delay,
+        prompt_tokens,
+        output_tokens,
+        cached_tokens,
+        indices,
+        context,
+        ready_delay_seconds,
+        adapter_ids,
     )
     return replace(timeline, sent_seconds=timeline.sent_seconds - delay)

@@ -21,19 +21,20 @@ def lora_adapter_elements(
     tensor_parallel,
     pipeline_parallel,
     expert_parallel,
-    experts_only=False,
+    experts: str = "include",
     layers=None,
 ):
     """LoRA adapter parameters (A: r x d_in, B: d_out x r per targeted projection) on one GPU of the most
     loaded stage. Column-parallel projections keep A whole and split B; row-parallel ones split A and keep
-    B whole (PEFT/Megatron LoRA layout). MLP targets apply to every expert. `experts_only` counts only the
-    routed-expert adapters (they shard over DP / EP)."""
+    B whole (PEFT/Megatron LoRA layout). MLP targets apply to every expert. `experts="only"` counts only the
+    routed-expert adapters (they shard over DP / EP); `"skip"` leaves them out (serving engines wrap the dense
+    projections)."""
     targets = set(target_modules)
 
     def per_layer(moe_layer: bool):
         total = 0.0
         for m in layer_matrices(arch, moe_layer):
-            if m.module not in targets or (experts_only and not m.expert):
+            if m.module not in targets or (experts == "only" and not m.expert) or (experts == "skip" and m.expert):
                 continue
             d_in, d_out, copies = local_shape(m, arch, tensor_parallel, expert_parallel)
             total = total + copies * rank * (d_in + d_out)

@@ -198,7 +198,7 @@ def _lora_model_shard(
     edge_elements = tmem.edge_parameter_elements(counts, tp, pp, first_stage) if edges else 0.0
     adapters = lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, pp, ep, layers=layers)
     trainable_expert = lora_adapter_elements(
-        arch, lora.rank, lora.target_modules, tp, pp, ep, experts_only=True, layers=layers
+        arch, lora.rank, lora.target_modules, tp, pp, ep, experts="only", layers=layers
     )
     trainable_dense = adapters - trainable_expert
     unit_adapters = lora_adapter_elements(arch, lora.rank, lora.target_modules, tp, arch.num_layers, ep)

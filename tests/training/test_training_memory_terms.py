@@ -108,10 +108,10 @@ def test_lora_adapter_elements():
     assert lora_adapter_elements(TOY, 2, ("q", "v"), 2, 2, 1) == 2 * (24 + 24)
     # row-parallel o (8 -> 8) splits A: 2 x (8/2 + 8) = 24 per layer
     assert lora_adapter_elements(TOY, 2, ("o",), 2, 1, 1) == 4 * 24
-    # MoE: MLP targets apply to every expert; experts_only counts just those (4 experts x 3 x 2 x (8 + 12))
+    # MoE: MLP targets apply to every expert; experts="only" counts just those (4 experts x 3 x 2 x (8 + 12))
     experts = 4 * 3 * 2 * (8 + 12)
-    assert lora_adapter_elements(TOY_MOE, 2, ("gate", "up", "down"), 1, 1, 1, experts_only=True) == 4 * experts
-    assert lora_adapter_elements(TOY_MOE, 2, ("gate", "up", "down"), 1, 1, 2, experts_only=True) == 4 * experts / 2
+    assert lora_adapter_elements(TOY_MOE, 2, ("gate", "up", "down"), 1, 1, 1, experts="only") == 4 * experts
+    assert lora_adapter_elements(TOY_MOE, 2, ("gate", "up", "down"), 1, 1, 2, experts="only") == 4 * experts / 2
 
 
 def test_edge_parameters_by_stage():

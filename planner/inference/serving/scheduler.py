@@ -18,6 +18,7 @@ from typing import cast
 
 import numpy as np
 
+from planner.inference.serving.adapter_slots import AdapterLimits, AdapterSlots
 from planner.inference.serving.decode_runs import RoundCost, StepCost, decode_run, quiet_run
 from planner.inference.serving.decoders import Decoders, Speculation, SpeculativeDecoders, blocks_for
 from planner.inference.serving.step_log import ReplicaTimeline, StepLog, timeline
@@ -58,6 +59,7 @@ class ReplicaContext:
     client_max_concurrency: int | None = None
     speculation: Speculation | None = None
     replica_index: int = 0
+    adapters: AdapterLimits | None = None  # multi-LoRA serving: the replica's adapter slots (`AdapterSlots`)
 
 
 def simulate_replica(
@@ -68,6 +70,7 @@ def simulate_replica(
     indices: np.ndarray,
     context: ReplicaContext,
     ready_delay_seconds: np.ndarray | None = None,
+    adapter_ids: np.ndarray | None = None,
 ) -> ReplicaTimeline:
     """Serve the given requests (sorted by arrival; `indices` their places in the whole stream) on one replica;
     returns their timeline.
@@ -80,6 +83,9 @@ def simulate_replica(
     before it can be scheduled — its cached prefix being read from a prefix pool into GPU memory. The wait
     overlaps the steps of the other requests (the load is asynchronous, as vLLM's KV connectors load remote
     KV while the engine keeps stepping); the request then joins the queue's tail.
+
+    `adapter_ids` (with `context.adapters`): each request's LoRA adapter; a batch holds at most the slots' distinct
+    adapters and a step waits for the adapters it loads (`adapter_slots.AdapterSlots`).
     """
     requests = (arrival_seconds, prompt_tokens, output_tokens, cached_tokens)
     speculation = context.speculation
@@ -88,9 +94,13 @@ def simulate_replica(
     )
     if ready_delay_seconds is not None and bool(np.any(ready_delay_seconds > 0)):
         replica.delay = ready_delay_seconds.tolist()
+    if context.adapters is not None and adapter_ids is not None:
+        replica.adapters = AdapterSlots(context.adapters, adapter_ids.tolist())
     replica.run()
     r = replica
     result = timeline(indices, r.sent, r.scheduled, r.first, r.finish, output_tokens, r.preemptions, r.log)
+    if r.adapters is not None:
+        result = replace(result, adapter_loads=r.adapters.loads, adapter_storage_reads=r.adapters.storage_reads)
     if speculation is not None:
         result = replace(
             result,
@@ -151,6 +161,7 @@ class Replica:
         # under `reserves_whole_request`: the blocks each running request reserved at admission, and their sum
         self.reserved: dict[int, int] = {}
         self.reserved_blocks = 0
+        self.adapters: AdapterSlots | None = None  # multi-LoRA serving (`simulate_replica`)
 
     # ------------------------------------------------------------------------------------- the loop
 
@@ -229,14 +240,17 @@ class Replica:
             used = self.reserved_blocks  # every running request holds its whole length's blocks
         free = limits.kv_blocks - limits.admission_watermark_blocks
         while self.waiting and not self.preempted and running < limits.max_num_seqs and (budget > 0 or not chunked):
-            i, context, prefill, generated = self.waiting[0]
+            position = self._next_admissible()
+            if position is None:
+                break  # every waiting request's adapter would exceed the batch's distinct adapters
+            i, context, prefill, generated = self.waiting[position]
             final = context + prefill + (self.outputs[i] - generated if reserving else 0)
             need = blocks_for(final, block)
             if running and used + need > free:
                 break  # wait for KV memory
             if not chunked and chunks and prefill > budget:
                 break
-            entry = self._admit()
+            entry = self._admit(position)
             if reserving:
                 self.reserved[i] = need
                 self.reserved_blocks += need
@@ -251,9 +265,26 @@ class Replica:
         """KV blocks the decoding sequences hold after one more decode step."""
         return self._plain.blocks(1)
 
-    def _admit(self) -> list[int]:
-        """The head of the queue starts (or restarts) its prompt."""
-        i, context, prefill, generated = self.waiting.popleft()
+    def _next_admissible(self) -> int | None:
+        """Where in the queue the next request to admit stands: its head, or under multi-LoRA serving the first
+        whose adapter fits the batch (vLLM V1 skips the others and tries the next); None when none does."""
+        adapters = self.adapters
+        if adapters is None:
+            return 0
+        for position, waiting in enumerate(self.waiting):
+            if adapters.admissible(waiting[0]):
+                return position
+        return None
+
+    def _admit(self, position: int = 0) -> list[int]:
+        """The request at `position` in the queue (its head by default) starts (or restarts) its prompt."""
+        if position:
+            i, context, prefill, generated = self.waiting[position]
+            del self.waiting[position]
+        else:
+            i, context, prefill, generated = self.waiting.popleft()
+        if self.adapters is not None:
+            self.adapters.admit(i)
         entry = [i, context, prefill, generated]
         self.prefilling.append(entry)
         self.admitted_order[i] = len(self.admitted_order) + self.preemptions + self.done
@@ -263,7 +294,7 @@ class Replica:
 
     def _admit_oversized(self) -> None:
         """Nothing runs and the head of the queue needs more KV blocks than exist: serve it anyway."""
-        self._admit()
+        self._admit(self._next_admissible() or 0)  # nothing runs, so every adapter fits
 
     def _mixed_step(self, chunks: list[tuple[list[int], int]]) -> None:
         """One step that runs prompt chunks (and, with chunked prefill, every decode: one decode step, or under
@@ -275,6 +306,8 @@ class Replica:
         else:
             batch, context = 0, 0  # a prefill-only step (whole prompts, or chunks without mixing): decodes wait
         duration = self._step_seconds(batch, context, spans)
+        if self.adapters is not None:
+            duration += self.adapters.take_pending_seconds()  # adapters loaded before the forward pass
         self.now += duration
         gain_counts = decoders.advance() if batch else None
         first_tokens = self._advance_chunks(chunks)
@@ -335,6 +368,8 @@ class Replica:
         else:
             context, generated = self._evict_decoder(victim)
         self.waiting.appendleft((victim, 0, context, generated))
+        if self.adapters is not None:
+            self.adapters.release(victim)
         self.preemptions += 1
         self.preempted = True
 
@@ -358,6 +393,8 @@ class Replica:
         return self.decoders.blocks() + sum(blocks_for(p[1], self.block) for p in self.prefilling)
 
     def _complete(self, request: int) -> None:
+        if self.adapters is not None:
+            self.adapters.release(request)
         self.reserved_blocks -= self.reserved.pop(request, 0)
         self.finish[request] = self.now
         self.completions.append(self.now)
