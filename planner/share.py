@@ -78,9 +78,9 @@ LAYOUT_FIELDS = (
 FLATTENED: dict[str, type[BaseModel]] = {"traffic": Traffic, "speculative": SpeculativeDecoding}
 # Flattened records whose marker parameter carries one of their fields (a choice) instead of "true".
 MARKER_FIELDS: dict[str, str] = {"speculative": "method"}
-# Flattened records the plan can do without: when their parameters do not fit together or with the rest of the
-# link, the link is planned without them (the others fall back to a safe value of their own).
-DROPPABLE = ("speculative",)
+# Records the plan can do without: when their parameters do not fit together or with the rest of the link, the
+# link is planned without them (the others fall back to a safe value of their own).
+DROPPABLE = ("speculative", "lora")
 NESTED: dict[str, type[BaseModel]] = {"slo": Slo, "prefix_pool": PrefixPool}
 NOT_IN_LINKS = ("trace",)
 ON_TEXTS = ("true", "on", "yes", "1")
@@ -374,7 +374,7 @@ def _read_flattened(
     base: dict[str, Any] = {}
     marker_field = next((f for owner, f in MARKER_FIELDS.items() if FLATTENED[owner] is record_cls), None)
     choices = _choices(record_cls, marker_field) if marker_field else ()
-    droppable = any(FLATTENED[owner] is record_cls for owner in DROPPABLE)
+    droppable = any(FLATTENED.get(owner) is record_cls for owner in DROPPABLE)
     if marker is not None:
         text = marker.strip().lower()
         if text in choices and marker_field is not None:
@@ -448,7 +448,7 @@ def _read_inner(record_cls: type[BaseModel], inner: dict[str, str], key: str, wa
     return values
 
 
-_RECORD_WORDS = {"speculative": "speculative decoding", "traffic": "request stream"}
+_RECORD_WORDS = {"speculative": "speculative decoding", "traffic": "request stream", "lora": "LoRA adapters"}
 
 
 def _choices(record_cls: type[BaseModel], name: str) -> tuple[str, ...]:

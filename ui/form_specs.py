@@ -10,7 +10,7 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from ui import speculative_controls, state, traffic_controls, training_controls
+from ui import adapter_controls, speculative_controls, state, traffic_controls, training_controls
 from ui.specs import COMMON_LAYOUT, ENERGY, ENGINE, NOTES, FieldFacts, Spec, field_facts
 
 MANUAL_FIELDS = ("model", "gpu")
@@ -61,6 +61,7 @@ SECTIONS = {
         ("precision", "Precision"),
         ("workload", "Workload"),
         ("speculative", "Speculative decoding"),
+        ("lora", "▸ LoRA adapters"),
         ("more", "▸ More settings"),
         ("notes", "Notes for the review"),
         ("traffic", None),
@@ -73,11 +74,12 @@ SECTIONS = {
 # error or None)``. A custom section may bind its own widgets to the URL (CUSTOM_BOUND: prefix -> parameters;
 # CUSTOM_SEEDS: ``fn(prefix, seed) -> rerun?`` seeds them like ``_seed_new_widgets``). MAIN_SECTIONS are drawn
 # in the page's main area, where the page places them (``scenario_form(places=...)``), not in the sidebar.
-EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": ("traffic", "speculative"), "training": ("lora",)}
+EXTRA_MANUAL: dict[str, tuple[str, ...]] = {"inference": ("traffic", "speculative", "lora"), "training": ("lora",)}
 CUSTOM_SECTIONS: dict[str, dict[str, Callable]] = {
     "inference": {
         "traffic": traffic_controls.traffic_section,
         "speculative": speculative_controls.speculative_section,
+        "lora": adapter_controls.adapters_section,
     },
     "training": {"lora": training_controls.lora_section},
 }
