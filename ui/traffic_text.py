@@ -9,7 +9,14 @@ from __future__ import annotations
 
 from planner import units
 from planner.inference.traffic_ranges import overall_verdict
-from planner.inference.traffic_results import CapacityAnswer, Distribution, PrefixCacheStats, SloCheck, TrafficResult
+from planner.inference.traffic_results import (
+    AdapterStats,
+    CapacityAnswer,
+    Distribution,
+    PrefixCacheStats,
+    SloCheck,
+    TrafficResult,
+)
 from planner.inference.workload import Slo, Traffic
 
 SHORT = {"ttft_seconds": "TTFT", "tpot_seconds": "TPOT", "e2e_latency_seconds": "end-to-end latency"}
@@ -317,3 +324,14 @@ def prefix_cache_sentence(stats: PrefixCacheStats) -> str:
     if stats.gpu_cache_tokens_per_replica is None:
         text += " (unbounded GPU cache: only each prefix's first use misses)"
     return text + "."
+
+
+def adapter_loads_text(stats: AdapterStats) -> str:
+    """The run's LoRA adapter loads in one sentence."""
+    return (
+        f"LoRA adapters: {stats.adapters:,} on {stats.gpu_slots_per_replica:,} GPU slots per replica; "
+        f"{stats.loads:,} slot loads over the run ({stats.storage_reads:,} read from storage first, each adapter's "
+        f"first use on a replica included); steps waited {units.seconds(stats.stall_seconds)} for them "
+        f"({units.percent(stats.stall_share)} of the busy time). A batch holds at most the slots' distinct adapters: "
+        "requests of the others wait (vLLM V1's scheduler skips them)."
+    )

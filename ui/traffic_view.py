@@ -231,6 +231,8 @@ def traffic_results(scenario, plan, calibration=None) -> None:
     st.caption(words.SIMULATED + f" Stream: {words.stream_text(traffic)}, seed {traffic.seed}.")
     _metrics(result)
     _prefix_cache(result)
+    if result.adapters is not None:
+        st.caption(words.adapter_loads_text(result.adapters))
     st.markdown("**Latency percentiles** (whole deployment)")
     st.table(pd.DataFrame(words.percentile_rows(result)).set_index(""))
     _curve_charts(scenario, plan, curve, cap)

@@ -29,7 +29,7 @@ from planner.inference.scenario import InferenceScenario
 from planner.inference.serving.scheduler import ReplicaContext, simulate_replica
 from planner.inference.serving.step_log import ReplicaTimeline
 from planner.inference.traffic import ROUTING, TrafficEngine, simulate_after_request_overhead
-from planner.inference.traffic_results import TrafficResult, summarize
+from planner.inference.traffic_results import TrafficResult, adapter_stats, summarize
 from planner.inference.workload import PrefixHits, Requests, Traffic
 from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics import communication
@@ -95,7 +95,8 @@ def simulate_disaggregated(
     reqs = prefill_engine.requests(traffic)
     n = len(reqs)
     hits: list[PrefixHits] = []
-    first, sent, scheduled = _prefill_pool(prefill_engine, traffic, reqs, hits)
+    prefill_timelines: list[ReplicaTimeline] = []
+    first, sent, scheduled = _prefill_pool(prefill_engine, traffic, reqs, hits, prefill_timelines)
     transfer = kv_transfer_seconds(prefill_engine, decode_engine, reqs.prompt_tokens)
     # Decode pool: the request arrives with its prompt's KV (cached) and one token generated; speculative
     # decoding runs in both pools (the draft's pass over each prompt where it is prefilled, the draft-and-verify
@@ -103,6 +104,8 @@ def simulate_disaggregated(
     ready = first + transfer
     order = np.argsort(ready, kind="stable")
     decode_cost, decode_speculation = decode_engine.stream_cost(reqs), decode_engine.speculation(traffic)
+    # Every pool serves every adapter: a request runs its adapter where it is prefilled and where it decodes.
+    slots, adapter_ids = decode_engine.adapter_assignment(traffic, n)
     timelines: list[ReplicaTimeline] = []
     for r in range(min(decode_engine.replicas, n)):
         mine = order[r :: decode_engine.replicas]
@@ -112,7 +115,10 @@ def simulate_disaggregated(
             np.maximum(reqs.output_tokens[mine] - 1, 0),
             reqs.prompt_tokens[mine],
             mine,
-            ReplicaContext(decode_engine.limits, decode_cost, speculation=decode_speculation, replica_index=r),
+            ReplicaContext(
+                decode_engine.limits, decode_cost, speculation=decode_speculation, replica_index=r, adapters=slots
+            ),
+            adapter_ids=None if adapter_ids is None else adapter_ids[mine],
         )
         timelines.append(
             replace(
@@ -131,6 +137,9 @@ def simulate_disaggregated(
         prefill_engine.prefix_stats(traffic, reqs, hits),
         decode_engine.ranges.apply if decode_engine.ranges is not None else None,
     )
+    counts = decode_engine.adapter_counts
+    if counts is not None:  # both pools' loads (TTFT waits for the prefill pool's)
+        result = result.model_copy(update={"adapters": adapter_stats(prefill_timelines + timelines, counts)})
     return DisaggregatedResult(
         layout=layout,
         prefill_replicas=prefill_engine.replicas,
@@ -141,13 +150,14 @@ def simulate_disaggregated(
 
 
 def _prefill_pool(
-    engine: TrafficEngine, traffic: Traffic, reqs: Requests, hits: list[PrefixHits]
+    engine: TrafficEngine, traffic: Traffic, reqs: Requests, hits: list[PrefixHits], timelines: list[ReplicaTimeline]
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The prefill pool's part of the stream: each request needs its prompt and one sampled token; a bounded
     prefix cache (and a pool behind it) is per prefill replica, as in the colocated simulation (its hits go to
-    `hits`). Each request's first token, send and schedule times."""
+    `hits`, its replicas' timelines to `timelines`). Each request's first token, send and schedule times."""
     n = len(reqs)
     cost, speculation = engine.stream_cost(reqs), engine.speculation(traffic)
+    slots, adapter_ids = engine.adapter_assignment(traffic, n)
     first = np.full(n, np.nan)
     sent = np.full(n, np.nan)
     scheduled = np.full(n, np.nan)
@@ -160,9 +170,11 @@ def _prefill_pool(
             np.ones(len(mine), dtype=np.int64),
             cached,
             mine,
-            ReplicaContext(engine.limits, cost, speculation=speculation, replica_index=r),
+            ReplicaContext(engine.limits, cost, speculation=speculation, replica_index=r, adapters=slots),
             ready_delay_seconds=delay,
+            adapter_ids=None if adapter_ids is None else adapter_ids[mine],
         )
+        timelines.append(t)
         first[mine], sent[mine], scheduled[mine] = t.first_token_seconds, t.sent_seconds, t.scheduled_seconds
     return first, sent, scheduled
 

@@ -31,6 +31,7 @@ from planner.inference.adapters import adapter_limits, draw_adapter_ids
 from planner.inference.metrics import InferenceMetrics, decode_read_weight_bytes, inference_metrics
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import ScenarioInputs, scenario_inputs
+from planner.inference.serving.adapter_slots import AdapterLimits
 from planner.inference.serving.decoders import Speculation
 from planner.inference.serving.scheduler import EngineLimits, ReplicaContext, simulate_replica
 from planner.inference.serving.step_log import ReplicaTimeline
@@ -230,9 +231,7 @@ class TrafficEngine:
         client_cap = None if traffic.max_concurrency is None else max(1, -(-traffic.max_concurrency // replicas))
         timelines: list[ReplicaTimeline] = []
         hits: list[PrefixHits] = []
-        adapters = self.inputs.inputs.adapters
-        limits = None if adapters is None else adapter_limits(adapters)
-        adapter_ids = None if adapters is None else draw_adapter_ids(len(reqs), adapters.shares, traffic.seed)
+        limits, adapter_ids = self.adapter_assignment(traffic, len(reqs))
         for r in range(min(replicas, len(reqs))):
             mine = np.arange(r, len(reqs), replicas)
             cached, delay = self.replica_prefix_cache(traffic, reqs, mine, hits)
@@ -256,7 +255,22 @@ class TrafficEngine:
             ROUTING,
             self.prefix_stats(traffic, reqs, hits),
             self._with_likely(traffic, reqs, replicas),
+            adapters=self.adapter_counts,
         )
+
+    def adapter_assignment(self, traffic: Traffic, n: int) -> tuple[AdapterLimits | None, np.ndarray | None]:
+        """One replica's LoRA adapter slots and each of the `n` requests' adapter (drawn from the shares with the
+        stream's seed, so both pools of a disaggregated deployment see the same draw); None, None without."""
+        adapters = self.inputs.inputs.adapters
+        if adapters is None:
+            return None, None
+        return adapter_limits(adapters), draw_adapter_ids(n, adapters.shares, traffic.seed)
+
+    @property
+    def adapter_counts(self) -> tuple[int, int] | None:
+        """(LoRA adapters, GPU slots per replica), for the result's adapter stats; None without adapters."""
+        adapters = self.inputs.inputs.adapters
+        return None if adapters is None else (adapters.adapters, adapters.slots)
 
     def _with_likely(self, traffic: Traffic, reqs: Requests, replicas: int):
         """`summarize`'s hook that adds the likely ranges (None without ranges); an open stream's completed rate

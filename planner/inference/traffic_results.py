@@ -134,6 +134,17 @@ class PrefixCacheStats(Frozen):
     pool_bytes_per_second: float | None = None
 
 
+class AdapterStats(Frozen):
+    """Multi-LoRA serving over the run (whole deployment; each replica keeps its own slots)."""
+
+    adapters: int
+    gpu_slots_per_replica: int
+    loads: int  # GPU slots filled (each adapter's first use on a replica included)
+    storage_reads: int  # of those, adapters the host cache no longer held
+    stall_seconds: float  # steps' waits for the loads, all replicas together
+    stall_share: float  # of the replicas' busy time
+
+
 class SloCheck(Frozen):
     """One SLO target against the simulated percentile."""
 
@@ -237,6 +248,7 @@ class TrafficResult(Frozen):
     simulated_steps: int
     latency_quantiles: LatencyQuantiles | None = None  # the CDF (QUANTILE_GRID), for charts and the CSV
     prefix_cache: PrefixCacheStats | None = None  # absent when no request shares a prefix
+    adapters: AdapterStats | None = None  # absent without LoRA adapters
     # likely measured rates, [low, high] per second (`planner.inference.traffic_ranges`): completed requests,
     # output tokens and goodput; the SLO attainment if every latency sat at its range's slow and fast edge
     request_throughput_likely: tuple[float, float] | None = None
@@ -331,10 +343,12 @@ def summarize(
     routing: str,
     prefix_cache: PrefixCacheStats | None = None,
     with_likely: Callable[[TrafficResult, dict[str, np.ndarray], Slo | None], TrafficResult] | None = None,
+    adapters: tuple[int, int] | None = None,
 ) -> TrafficResult:
     """Aggregate the replicas' timelines into the contract's percentiles and rates; `with_likely` (the result, the
     per-request latencies and the SLO -> the result with its likely ranges) adds the ranges
-    (`planner.inference.traffic_ranges.TrafficRanges.apply`)."""
+    (`planner.inference.traffic_ranges.TrafficRanges.apply`); `adapters` (the LoRA adapters, GPU slots per
+    replica) adds their loads."""
     m = _per_request_metrics(timelines)
     n = len(m["sent"])
     start = float(np.nanmin(m["sent"])) if n else 0.0
@@ -383,5 +397,20 @@ def summarize(
             queue_seconds=_percentile_table(m["queue"]),
         ),
         prefix_cache=prefix_cache,
+        adapters=None if adapters is None else adapter_stats(timelines, adapters),
     )
     return with_likely(result, m, slo) if with_likely is not None and n else result
+
+
+def adapter_stats(timelines: list[ReplicaTimeline], adapters: tuple[int, int]) -> AdapterStats:
+    """The adapters' loads over `timelines` (`adapters`: the LoRA adapters, GPU slots per replica)."""
+    stall = sum(t.adapter_stall_seconds for t in timelines)
+    busy_seconds = sum(float(t.step_seconds.sum()) for t in timelines)
+    return AdapterStats(
+        adapters=adapters[0],
+        gpu_slots_per_replica=adapters[1],
+        loads=sum(t.adapter_loads for t in timelines),
+        storage_reads=sum(t.adapter_storage_reads for t in timelines),
+        stall_seconds=stall,
+        stall_share=stall / busy_seconds if busy_seconds > 0 else 0.0,
+    )

@@ -37,6 +37,7 @@ class AdapterSlots:
         self.pending_seconds = 0.0  # loads the next step waits for
         self.loads = 0  # GPU slots filled
         self.storage_reads = 0
+        self.stall_seconds = 0.0  # steps' waits for loads, all together
 
     def admissible(self, request: int) -> bool:
         """Whether the request's adapter fits the batch: already running, or a distinct adapter to spare."""
@@ -77,4 +78,5 @@ class AdapterSlots:
     def take_pending_seconds(self) -> float:
         """The loads the coming step waits for (then none)."""
         seconds, self.pending_seconds = self.pending_seconds, 0.0
+        self.stall_seconds += seconds
         return seconds

@@ -100,7 +100,13 @@ def simulate_replica(
     r = replica
     result = timeline(indices, r.sent, r.scheduled, r.first, r.finish, output_tokens, r.preemptions, r.log)
     if r.adapters is not None:
-        result = replace(result, adapter_loads=r.adapters.loads, adapter_storage_reads=r.adapters.storage_reads)
+        slots = r.adapters
+        result = replace(
+            result,
+            adapter_loads=slots.loads,
+            adapter_storage_reads=slots.storage_reads,
+            adapter_stall_seconds=slots.stall_seconds,
+        )
     if speculation is not None:
         result = replace(
             result,

@@ -27,9 +27,11 @@ class ReplicaTimeline:
     # counts g tokens of d / g (the gaps and their token weights); None without speculation (ITL = steps).
     itl_seconds: np.ndarray | None = None
     itl_tokens: np.ndarray | None = None
-    # multi-LoRA serving: GPU adapter slots filled, and of those the adapters read from storage first
+    # multi-LoRA serving: GPU adapter slots filled, of those the adapters read from storage first, and the seconds
+    # steps waited for them
     adapter_loads: int = 0
     adapter_storage_reads: int = 0
+    adapter_stall_seconds: float = 0.0
 
 
 class StepLog:
