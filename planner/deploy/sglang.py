@@ -9,6 +9,7 @@ Flag names and value spellings checked against SGLang's own parsers (names only;
   --speculative-algorithm (EAGLE, EAGLE3, NEXTN, STANDALONE), --speculative-draft-model-path,
   --speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens. With DP attention the
   scheduler gives each rank max_running_requests // dp_size (requested_per_worker in the same tree).
+- LoRA adapters: the flags, YAML keys and their sources are in planner/deploy/lora.py.
 - The client: sgl-project/sglang@50a613687fe1 python/sglang/bench_serving.py (--backend, --base-url, --model,
   --dataset-name random, --random-input-len, --random-output-len, --random-range-ratio, --num-prompts,
   --request-rate, --seed, --output-file JSONL; --max-concurrency in later trees). Its random dataset draws
@@ -19,7 +20,9 @@ Flag names and value spellings checked against SGLang's own parsers (names only;
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
+from planner.deploy import lora
 from planner.deploy.command import (
     EngineLaunch,
     number,
@@ -29,7 +32,7 @@ from planner.deploy.command import (
     weight_note,
     weight_source,
 )
-from planner.deploy.spec import DeploymentSpec
+from planner.deploy.spec import Adapters, DeploymentSpec
 
 PORT = 30000
 IMAGE = "lmsysorg/sglang:latest"
@@ -61,6 +64,7 @@ def launch(spec: DeploymentSpec) -> EngineLaunch:
         argv.append("--disable-radix-cache")
         notes.append("The plan counts no prefix-cache hits, so the radix (prefix) cache is off.")
     argv += _speculative(spec, notes)
+    argv += _lora(spec, notes)
     notes += _unspoken(spec, dp)
     leader = worker = None
     if spec.nodes_per_server > 1:
@@ -123,6 +127,35 @@ def _speculative(spec: DeploymentSpec, notes: list[str]) -> list[str]:
     return argv
 
 
+def _lora(spec: DeploymentSpec, notes: list[str]) -> list[str]:
+    """The adapters: the plan's GPU slots per batch, largest rank and projections (listed by name: `all` would also
+    wrap projections the plan holds no slots for), the host cap when the plan keeps fewer than all, the adapters."""
+    adapters = spec.adapters
+    if adapters is None:
+        return []
+    argv = ["--enable-lora", "--max-loras-per-batch", str(adapters.gpu_slots)]
+    argv += ["--max-lora-rank", str(adapters.rank), "--lora-target-modules"]
+    argv += [lora.HF_MODULES[t] for t in adapters.targets]
+    loaded = _loaded(adapters)
+    if loaded.count < adapters.count:
+        argv += ["--max-loaded-loras", str(loaded.count)]
+        notes.append(
+            f"SGLang keeps at most {loaded.count} adapters loaded (--max-loaded-loras, the plan's host slots) and "
+            f"reads none back on demand: the commands start it with {loaded.count} of the {adapters.count:,} in "
+            "--lora-paths and the benchmark sends those; swap the others in and out through /load_lora_adapter and "
+            "/unload_lora_adapter (the plan reads a missing adapter from storage by itself)."
+        )
+    argv += ["--lora-paths", *lora.name_path_pairs(loaded)]
+    notes.append(lora.placeholder_note(loaded, "--lora-paths", "--lora-name"))
+    return argv
+
+
+def _loaded(adapters: Adapters) -> Adapters:
+    """The adapters SGLang starts with: all of them, or as many as the plan's host memory keeps."""
+    host = lora.cpu_slots(adapters)
+    return adapters if host >= adapters.count else replace(adapters, count=host)
+
+
 def _unspoken(spec: DeploymentSpec, dp: int) -> list[str]:
     """What the plan assumes that SGLang decides without a flag."""
     notes = [
@@ -154,6 +187,10 @@ def _benchmark(spec: DeploymentSpec, notes: list[str]) -> list[str]:
     if load.max_concurrency is not None:
         argv += ["--max-concurrency", str(load.max_concurrency)]
     argv += ["--seed", str(load.seed), "--output-file", result_file(spec, "jsonl")]
+    if spec.adapters is not None:  # each request's lora_path names one of the served adapters
+        argv += ["--lora-name", *lora.names(_loaded(spec.adapters))]
+        if note := lora.uniform_draw_note(spec.adapters, "bench_serving (--lora-name)"):
+            notes.append(note)
     if r > 0:
         notes.append(
             f"bench_serving draws lengths from [L x ratio, L]: the plan's {lengths.prompt_tokens} +/- {r:g} prompt "

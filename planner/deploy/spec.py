@@ -72,6 +72,21 @@ class Speculation:
 
 
 @dataclass(frozen=True, slots=True)
+class Adapters:
+    """The scenario's LoRA adapters as the plan priced them (`planner.inference.adapters`): how many, the largest
+    rank, the projections holding slots (Headroom's names q, k, v, o, gate, up, down), the GPU slots (max_loras,
+    the planned runtime's default when the scenario names none) and the host slots (max_cpu_loras), and how the
+    requests spread over the adapters (None: evenly)."""
+
+    count: int
+    rank: int
+    targets: tuple[str, ...]
+    gpu_slots: int
+    host_slots: int
+    popularity: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class DeploymentSpec:
     engine: str
     release: str  # the runtime key of the engine release whose spelling is used (vllm@0.6)
@@ -100,6 +115,7 @@ class DeploymentSpec:
     prefix_caching: bool
     honor_sliding_window: bool
     speculation: Speculation | None
+    adapters: Adapters | None
     lengths: Lengths
     load: Load
     kv_pool_tokens: int | None  # per replica, from the memory plan
@@ -223,6 +239,26 @@ def _speculation(scenario: InferenceScenario) -> Speculation | None:
     return Speculation(spec.method, spec.num_speculative_tokens, draft, scenario.architecture().mtp_layers)
 
 
+def _adapters(scenario: InferenceScenario) -> Adapters | None:
+    lora = scenario.lora
+    if lora is None:
+        return None
+    shares = lora.shares()
+    popularity = None
+    if lora.traffic_shares is not None and float(shares.max() - shares.min()) > 1e-12:
+        popularity = "the scenario's traffic shares"
+    elif lora.traffic_shares is None and lora.zipf_exponent > 0:
+        popularity = f"a Zipf law of exponent {lora.zipf_exponent:g}"
+    return Adapters(
+        count=lora.adapters,
+        rank=lora.adapter_rank,
+        targets=tuple(lora.target_modules),
+        gpu_slots=lora.resident_slots(scenario.runtime),
+        host_slots=lora.host_slots(),
+        popularity=popularity,
+    )
+
+
 def deployment_spec(plan: InferencePlan, engine: str | None = None) -> DeploymentSpec:
     """The deployment `plan` describes, in engine-neutral numbers, for `engine` (None: the scenario's runtime)."""
     s = plan.scenario
@@ -282,6 +318,7 @@ def deployment_spec(plan: InferencePlan, engine: str | None = None) -> Deploymen
         prefix_caching=s.prefix_cache_hit_rate > 0 or (traffic is not None and traffic.shared_prefix_fraction > 0),
         honor_sliding_window=s.honor_sliding_window,
         speculation=_speculation(s),
+        adapters=_adapters(s),
         lengths=lengths,
         load=load,
         kv_pool_tokens=blocks * block if blocks else None,

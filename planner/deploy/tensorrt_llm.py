@@ -10,6 +10,7 @@ Names checked against TensorRT-LLM's own sources (names only; no code taken):
   kv_cache_config.{free_gpu_memory_fraction, enable_block_reuse, dtype}, enable_attention_dp, dtype,
   speculative_config with decoding_type MTP (num_nextn_predict_layers), Eagle and Draft_Target (max_draft_len,
   speculative_model_dir, accepted as an alias of speculative_model in later trees).
+- LoRA adapters: the flags, YAML keys and their sources are in planner/deploy/lora.py.
 - The client: NVIDIA/TensorRT-LLM@f61d71d9fe7b tensorrt_llm/serve/scripts/benchmark_serving.py (the engine's port
   of vLLM's benchmark_serving: --backend openai, --base-url, --model, --dataset-name random, --random-ids,
   --random-input-len, --random-output-len, --random-range-ratio, --num-prompts, --request-rate, --burstiness,
@@ -19,6 +20,7 @@ Names checked against TensorRT-LLM's own sources (names only; no code taken):
 
 from __future__ import annotations
 
+from planner.deploy import lora
 from planner.deploy.command import (
     CONFIG_DIR,
     EngineLaunch,
@@ -53,6 +55,8 @@ def launch(spec: DeploymentSpec) -> EngineLaunch:
         argv.append("--enable_chunked_prefill")
     argv += ["--extra_llm_api_options", f"{CONFIG_DIR}/{OPTIONS_FILE}"]
     options = _options(spec, notes)
+    if lora_config := _lora(spec, backend, notes):
+        options["lora_config"] = lora_config
     notes += _notes(spec, backend)
     return EngineLaunch(
         serve_argv=tuple(argv),
@@ -108,6 +112,32 @@ def _speculative(spec: DeploymentSpec, notes: list[str]) -> dict | None:
     if sp.draft and sp.draft.endswith("_PATH"):
         notes.append(f"Replace {sp.draft} with the draft checkpoint's Hugging Face id or path.")
     return {"decoding_type": kind, "max_draft_len": sp.tokens, "speculative_model_dir": sp.draft}
+
+
+def _lora(spec: DeploymentSpec, backend: str, notes: list[str]) -> dict | None:
+    """The adapters as the YAML's lora_config (the PyTorch backend's; requests bring their adapters' paths), or
+    the sentence saying they are not carried."""
+    adapters = spec.adapters
+    if adapters is None:
+        return None
+    if backend == "tensorrt":
+        notes.append(
+            "LoRA is not carried for TensorRT-LLM's TensorRT backend: its engine must be built with the adapters' "
+            f"shapes (trtllm-build --lora_plugin, --max_lora_rank {adapters.rank}, --lora_target_modules), so these "
+            f"commands serve the base model only, without the plan's {adapters.count:,} adapters."
+        )
+        return None
+    notes.append(
+        "trtllm-serve takes each request's adapter as a lora_request ({lora_name, lora_int_id, lora_path}) in the "
+        "request body, which its benchmark client does not send: the benchmark measures the base model alone, "
+        f"without the {adapters.count:,} adapters' kernels or swaps the plan prices."
+    )
+    return {
+        "lora_target_modules": [lora.TRTLLM_MODULES[t] for t in adapters.targets],
+        "max_lora_rank": adapters.rank,
+        "max_loras": adapters.gpu_slots,
+        "max_cpu_loras": lora.cpu_slots(adapters),
+    }
 
 
 def _notes(spec: DeploymentSpec, backend: str) -> list[str]:

@@ -16,6 +16,7 @@ Flag names and value spellings checked against vLLM's own parsers (names only; n
   --metric-percentiles, --save-result, --result-dir, --result-filename) with the random dataset's
   --random-input-len / --random-output-len / --random-range-ratio (a symmetric range [L(1-r), L(1+r)]) and
   benchmarks/benchmark_serving.py@0049e29c41fd (the same flags, the script of v0.8-era checkouts).
+- LoRA adapters: the flags, YAML keys and their sources are in planner/deploy/lora.py.
 vllm@0.1 (v0.1-0.5) is spelled as vllm@0.6 with `python -m vllm.entrypoints.openai.api_server`; its flags were
 not re-read at a v0.5 commit.
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import json
 
+from planner.deploy import lora
 from planner.deploy.command import (
     EngineLaunch,
     number,
@@ -70,6 +72,7 @@ def launch(spec: DeploymentSpec) -> EngineLaunch:
     if not spec.honor_sliding_window:
         argv.append("--disable-sliding-window")
     argv += _speculative(spec, v1, notes)
+    argv += _lora(spec, notes)
     if spec.nodes_per_server > 1:
         argv += ["--distributed-executor-backend", "ray"]
     if spec.kv_pool_tokens:
@@ -200,6 +203,33 @@ def _speculative(spec: DeploymentSpec, v1: bool, notes: list[str]) -> list[str]:
     return ["--speculative-config", json.dumps(config, separators=(",", ":"))]
 
 
+def _lora(spec: DeploymentSpec, notes: list[str]) -> list[str]:
+    """The adapters: LoRA on, the plan's GPU slots, host slots (vLLM's default is the GPU slots; the plan's is
+    every adapter, so it is always passed) and largest rank, rounded up to a rank vLLM accepts; then the adapters."""
+    adapters = spec.adapters
+    if adapters is None:
+        return []
+    ranks = lora.VLLM_RANKS if spec.release == "vllm" else lora.VLLM_V0_RANKS
+    rank = lora.round_up_rank(adapters.rank, ranks)
+    argv = ["--enable-lora", "--max-loras", str(adapters.gpu_slots), "--max-lora-rank", str(rank)]
+    argv += ["--max-cpu-loras", str(lora.cpu_slots(adapters)), "--lora-modules", *lora.name_path_pairs(adapters)]
+    if rank != adapters.rank:
+        notes.append(
+            f"vLLM's --max-lora-rank takes {', '.join(map(str, ranks))}: the plan's rank {adapters.rank} becomes "
+            f"{rank}, and every adapter slot is sized at rank {rank}, more memory than the plan counts."
+        )
+    if spec.release != "vllm":
+        since = "; LoRA serving needs v0.3 or later" if spec.release == "vllm@0.1" else ""
+        notes.append(
+            f"{spec.release_title} checks --max-lora-rank against its own list (trees before mid-2024 stop at 64, "
+            f"later V0 trees at 256 or 512; rank 1 came in late 2025){since}."
+        )
+    notes.append(lora.placeholder_note(adapters, "--lora-modules", "--lora-modules"))
+    if note := lora.subset_note(adapters, "vLLM"):
+        notes.append(note)
+    return argv
+
+
 def _benchmark(spec: DeploymentSpec, v1: bool, notes: list[str]) -> list[str]:
     if v1:
         argv = ["vllm", "bench", "serve"]
@@ -210,7 +240,12 @@ def _benchmark(spec: DeploymentSpec, v1: bool, notes: list[str]) -> list[str]:
             "dataset reads --random-range-ratio as +/- around the mean; earlier scripts read it as a lower bound); "
             "it talks to any OpenAI-compatible server, so a newer client measures this older server."
         )
-    return argv + vllm_benchmark_args(spec, "vllm", PORT)
+    argv += vllm_benchmark_args(spec, "vllm", PORT)
+    if spec.adapters is not None:  # each request names one of the served adapters as its model
+        argv += ["--lora-modules", *lora.names(spec.adapters)]
+        if note := lora.uniform_draw_note(spec.adapters, "vLLM's benchmark client (--lora-modules)"):
+            notes.append(note)
+    return argv
 
 
 def _ray_scripts(argv: list[str]) -> tuple[str, str]:
