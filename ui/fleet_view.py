@@ -185,6 +185,8 @@ def deployments(answer: FleetAnswer) -> None:
     for d in answer.deployments:
         if d.feasible and d.verification:
             st.caption(f"**{d.name}** peak check: {d.verification}")
+        if d.feasible and d.adapters:
+            st.caption(f"**{d.name}** serves {d.adapters}.")
 
 
 def comparisons_table(answer: FleetAnswer) -> pd.DataFrame:

@@ -74,6 +74,7 @@ class DeploymentAnswer(Frozen):
     gpus_per_replica: int = 0
     gpus_per_group: int = 0  # one failure's blast radius and one scale step
     max_num_seqs_per_replica: int = 0
+    adapters: str | None = None  # the LoRA adapters each replica serves (None without)
     capacity_requests_per_second_per_replica: float = 0.0
     saturated_requests_per_second_per_replica: float = 0.0
     verified_at_peak: bool | None = None

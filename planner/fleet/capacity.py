@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from planner.calibration_record import CalibrationRecord
 from planner.errors import PlanningError, explain
 from planner.fleet.scenario import Deployment, Layout, Pool
+from planner.inference.adapters import adapter_summary
 from planner.inference.metrics import inference_metrics
 from planner.inference.scenario import InferenceScenario
 from planner.inference.scenario_inputs import scenario_inputs
@@ -90,6 +91,7 @@ class CurveResult(Frozen):
     weights_bytes_per_replica: float = 0.0
     output_tokens_per_request: float = 0.0  # the stream's mean
     max_num_seqs_per_replica: int = 0
+    adapters: str | None = None  # the LoRA adapters a replica serves, a clause; None without
     warnings: tuple[str, ...] = ()
 
 
@@ -133,8 +135,14 @@ class CurveTask:
             weights_bytes_per_replica=weights,
             output_tokens_per_request=float(requests.output_tokens.mean()) if len(requests) else 0.0,
             max_num_seqs_per_replica=engine.limits.max_num_seqs,
+            adapters=_adapters_clause(self.scenario, engine),
             warnings=warnings,
         )
+
+
+def _adapters_clause(scenario: InferenceScenario, engine: TrafficEngine) -> str | None:
+    adapters = engine.inputs.inputs.adapters
+    return None if scenario.lora is None or adapters is None else adapter_summary(scenario.lora, adapters)
 
 
 @dataclass(frozen=True)

@@ -89,6 +89,7 @@ def fleet_text(answer: FleetAnswer) -> str:
             f"{d.capacity_requests_per_second_per_replica:.3g} requests/s per replica; {_usd(d.usd_per_day)}/day, "
             f"{_usd(d.usd_per_million_output_tokens)} and {d.kwh_per_million_output_tokens or 0:.3g} kWh per 1M output "
             f"tokens; SLO attainment {d.slo_attainment or 0:.1%}, met in {d.hours_slo_met}/24 hours",
+            *([f"    adapters: {d.adapters}"] if d.adapters else []),
             f"    peak check: {d.verification}",
             f"    spares: {spares}",
             f"    scale-up delay {d.scale_up_delay_seconds:.0f} s: {d.scale_up_delay_source}",

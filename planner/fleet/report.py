@@ -85,6 +85,7 @@ def deployment_answer(ctx: Context, d: Deployment) -> DeploymentAnswer:
         gpus_per_replica=c.gpus_per_replica,
         gpus_per_group=c.unit_gpus,
         max_num_seqs_per_replica=c.curve.max_num_seqs_per_replica,
+        adapters=c.curve.adapters,
         capacity_requests_per_second_per_replica=c.capacity,
         saturated_requests_per_second_per_replica=c.curve.saturated_requests_per_second_per_replica,
         verified_at_peak=c.verified,

@@ -321,9 +321,20 @@ def adapter_assumptions(lora: LoraAdapters, adapters: AdapterInputs) -> list[str
     ]
 
 
+def adapter_summary(lora: LoraAdapters, adapters: AdapterInputs) -> str:
+    """The adapters one replica serves, in a clause (the fleet answer's)."""
+    return (
+        f"{adapters.adapters:,} LoRA adapters (rank {lora.adapter_rank}) on {adapters.slots} GPU slots per replica, "
+        f"{gib(adapters.slot_bytes * adapters.slots)} per GPU; the capacity includes their kernels, the loads and the "
+        "requests that wait for a slot"
+    )
+
+
 def adapter_warnings(adapters: AdapterInputs, sequences_per_replica: int) -> list[PlanWarning]:
     """A batch that needs more distinct adapters than the slots: the scheduler skips the requests of the rest,
-    which wait until an adapter's running requests all finish (they starve while its traffic continues)."""
+    which wait until an adapter's running requests all finish (they starve while its traffic continues: vLLM's
+    scheduler says so, "simple and NOT fair ... can lead to starvation of some LoRAs", vllm-project/vllm PR #9289;
+    SGLang's greedy rule has the same edge case, sgl-project/sglang PR #15129)."""
     values, counts = share_groups(adapters.shares)
     unclipped = float(np.sum(counts * (1 - (1 - values) ** sequences_per_replica)))
     if unclipped <= adapters.slots + 0.5:
