@@ -109,8 +109,8 @@ def adapters_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | No
         help=rank_f.help(),
     )
     left, right = where.columns(2)
-    max_loras = _optional_count(left, "GPU slots (max_loras)", k["max_loras"], "max_loras", "engine default")
-    max_cpu = _optional_count(right, "Host slots", k["max_cpu_loras"], "max_cpu_loras", "every adapter")
+    max_loras = _optional_count(left, "GPU slots (max_loras)", k["max_loras"], "max_loras", "default")
+    max_cpu = _optional_count(right, "Host slots", k["max_cpu_loras"], "max_cpu_loras", "all")
     modules = where.multiselect(
         "Wrapped projections",
         list(ALL_LINEAR),

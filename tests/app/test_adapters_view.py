@@ -54,7 +54,7 @@ def test_ranges_and_help_come_from_the_fields():
     assert (rank.min, rank.max) == (1, 512)
     assert rank.help.startswith("The largest adapter rank")
     slots = at.number_input(key="inference_pick_adapters_max_loras")
-    assert slots.value is None and slots.placeholder == "engine default"
+    assert slots.value is None and slots.placeholder == "default"
 
 
 def test_no_projection_is_a_sentence_not_a_traceback():
