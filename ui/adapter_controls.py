@@ -88,6 +88,42 @@ def adapters_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | No
     if not on:
         where.caption("No adapters: every request runs the base model.")
         return {"lora": None}, None
+    count, rank = _count_and_rank(where, k)
+    left, right = where.columns(2)
+    max_loras = _optional_count(left, "GPU slots (max_loras)", k["max_loras"], "max_loras", "default")
+    max_cpu = _optional_count(right, "Host slots", k["max_cpu_loras"], "max_cpu_loras", "all")
+    modules = where.multiselect(
+        "Wrapped projections",
+        list(ALL_LINEAR),
+        key=k["modules"],
+        persist_state="session",
+        help=LoraAdapters.model_fields["target_modules"].description,
+    )
+    zipf, storage = _popularity_and_storage(where, k)
+    if not modules:
+        return {"lora": None}, "LoRA adapters need at least one wrapped projection"
+    original = seed.lora
+    # Per-adapter shares have no widget: a link's or a file's shares stay while they still fit the count.
+    shares = original.traffic_shares if original is not None and original.adapters == count else None
+    values = {
+        "adapters": count,
+        "adapter_rank": rank,
+        "target_modules": tuple(modules),
+        "max_loras": max_loras,
+        "max_cpu_loras": max_cpu,
+        "zipf_exponent": zipf,
+        "traffic_shares": shares,
+        "storage_bytes_per_second": storage,
+    }
+    if shares is not None:
+        where.caption(f"Traffic shares: the {len(shares):,} per-adapter shares of the link or file (skew unused).")
+    try:
+        return {"lora": LoraAdapters(**values)}, None
+    except (ValidationError, PlanningError) as exc:
+        return {"lora": None}, f"the LoRA adapters are not valid ({explain(exc)})"
+
+
+def _count_and_rank(where, k: dict[str, str]) -> tuple[int, int]:
     left, right = where.columns(2)
     count_f, rank_f = facts("adapters"), facts("adapter_rank")
     count = left.number_input(
@@ -108,16 +144,11 @@ def adapters_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | No
         persist_state="session",
         help=rank_f.help(),
     )
-    left, right = where.columns(2)
-    max_loras = _optional_count(left, "GPU slots (max_loras)", k["max_loras"], "max_loras", "default")
-    max_cpu = _optional_count(right, "Host slots", k["max_cpu_loras"], "max_cpu_loras", "all")
-    modules = where.multiselect(
-        "Wrapped projections",
-        list(ALL_LINEAR),
-        key=k["modules"],
-        persist_state="session",
-        help=LoraAdapters.model_fields["target_modules"].description,
-    )
+    return int(count), int(rank)
+
+
+def _popularity_and_storage(where, k: dict[str, str]) -> tuple[float, float | None]:
+    """The Zipf exponent and the storage bandwidth (bytes/s; None: the default drive)."""
     zipf_f = facts("zipf_exponent")
     zipf = where.slider(
         "Popularity skew (Zipf exponent)",
@@ -141,24 +172,4 @@ def adapters_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | No
         placeholder=f"{ADAPTER_STORAGE_BYTES_PER_SECOND / 1e9:g} (one NVMe drive)",
         help=facts("storage_bytes_per_second").help(),
     )
-    if not modules:
-        return {"lora": None}, "LoRA adapters need at least one wrapped projection"
-    original = seed.lora
-    # Per-adapter shares have no widget: a link's or a file's shares stay while they still fit the count.
-    shares = original.traffic_shares if original is not None and original.adapters == int(count) else None
-    values = {
-        "adapters": int(count),
-        "adapter_rank": int(rank),
-        "target_modules": tuple(modules),
-        "max_loras": max_loras,
-        "max_cpu_loras": max_cpu,
-        "zipf_exponent": float(zipf),
-        "traffic_shares": shares,
-        "storage_bytes_per_second": None if storage is None else float(storage) * 1e9,
-    }
-    if shares is not None:
-        where.caption(f"Traffic shares: the {len(shares):,} per-adapter shares of the link or file (skew unused).")
-    try:
-        return {"lora": LoraAdapters(**values)}, None
-    except (ValidationError, PlanningError) as exc:
-        return {"lora": None}, f"the LoRA adapters are not valid ({explain(exc)})"
+    return float(zipf), None if storage is None else float(storage) * 1e9

@@ -33,6 +33,7 @@ from planner.inference.traffic_results import TrafficResult, adapter_stats, summ
 from planner.inference.workload import PrefixHits, Requests, Traffic
 from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics import communication
+from planner.scenario_base import revised
 
 ASSUMPTIONS = (
     "The scenario's GPUs split into a prefill pool (replicas of prefill_tensor_parallel GPUs, PP 1) and a decode "
@@ -139,7 +140,7 @@ def simulate_disaggregated(
     )
     counts = decode_engine.adapter_counts
     if counts is not None:  # both pools' loads (TTFT waits for the prefill pool's)
-        result = result.model_copy(update={"adapters": adapter_stats(prefill_timelines + timelines, counts)})
+        result = revised(result, adapters=adapter_stats(prefill_timelines + timelines, counts))
     return DisaggregatedResult(
         layout=layout,
         prefill_replicas=prefill_engine.replicas,
