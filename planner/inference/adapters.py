@@ -22,16 +22,17 @@ approximation); the traffic simulation draws an adapter for every request and ke
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from planner.arrays import Number
 from planner.errors import PlanningError
 from planner.inference.serving.adapter_slots import AdapterLimits
 from planner.model.architecture import ModelArchitecture
-from planner.physics.lora import lora_adapter_elements
+from planner.physics.lora import lora_activation_elements_per_token, lora_adapter_elements
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.results import PlanWarning
 from planner.units import gib
@@ -169,12 +170,15 @@ class AdapterInputs:
     slots: int  # GPU slots = distinct adapters one batch may hold
     host_slots: int
     shares: np.ndarray
-    slot_bytes: float  # one GPU slot on one GPU: A and B of every wrapped projection of the stage, at the slot rank
-    file_bytes: float  # one adapter's checkpoint, whole model (what storage serves)
-    flops_per_token: float  # one GPU, one stage: shrink and expand of every wrapped projection
-    kernels_per_layer: float  # shrink and expand launches per pass through one layer (mean over the stage's layers)
-    host_copy_seconds: float  # one slot filled from host memory (every GPU of the replica in parallel)
-    storage_read_seconds: float  # one adapter read from storage into host memory
+    # Per-row arrays in a sweep's frame (`frame_adapters`), floats otherwise.
+    slot_bytes: Number  # one GPU slot on one GPU: A and B of every wrapped projection of the stage, at the slot rank
+    file_bytes: Number  # one adapter's checkpoint, whole model (what storage serves)
+    flops_per_token: Number  # one GPU, one stage: shrink and expand of every wrapped projection
+    # one GPU, one stage: the activations the kernels move per token (`physics.lora.lora_activation_elements_per_token`)
+    activation_bytes_per_token: Number
+    kernels_per_layer: Number  # shrink and expand launches per pass through one layer (mean over the stage's layers)
+    host_copy_seconds: Number  # one slot filled from host memory (every GPU of the replica in parallel)
+    storage_read_seconds: Number  # one adapter read from storage into host memory
 
     def expected_distinct(self, sequences):
         """Distinct adapters among `sequences` requests drawn independently from the shares, at most the slots:
@@ -191,7 +195,7 @@ class AdapterInputs:
         for LRU under the independent reference model: Fricker, Robert and Roberts, ITC 2012)."""
         return lru_miss_probability(self.shares, self.slots), lru_miss_probability(self.shares, self.host_slots)
 
-    def expected_load_seconds(self) -> float:
+    def expected_load_seconds(self) -> Number:
         """Mean stall a request's adapter adds to the step that admits it: a GPU-slot miss copies it from host
         memory, a host miss reads it from storage first."""
         gpu_miss, host_miss = self.miss_probabilities()
@@ -272,9 +276,44 @@ def adapter_inputs(
         slot_bytes=slot_bytes,
         file_bytes=file_bytes,
         flops_per_token=2.0 * slot_elements,  # x A then B: 2 FLOPs per adapter element on this GPU
+        activation_bytes_per_token=activation_bytes_per_element
+        * float(lora_activation_elements_per_token(arch, targets, tensor_parallel, pipeline_parallel)),
         kernels_per_layer=LORA_KERNELS_PER_GROUP * (attention_groups * layers + mlp_groups * mlp_layers) / layers,
         host_copy_seconds=slot_bytes / host_link_bytes_per_second,
         storage_read_seconds=file_bytes / (lora.storage_bytes_per_second or ADAPTER_STORAGE_BYTES_PER_SECOND),
+    )
+
+
+def frame_adapters(
+    lora: LoraAdapters,
+    arch: ModelArchitecture,
+    runtime: str,
+    layout: tuple[np.ndarray, np.ndarray],
+    activation_bytes_per_element: Number,
+    host_link_bytes_per_second: Number,
+) -> AdapterInputs:
+    """`adapter_inputs` for a sweep's frame: per-row arrays for the rows' (tensor_parallel, pipeline_parallel)
+    `layout`, activation bytes and host links, each distinct layout computed once."""
+    tp, pp = (np.asarray(a, dtype=np.int64) for a in layout)
+    pairs, rows = np.unique(np.stack([tp, pp], axis=1), axis=0, return_inverse=True)
+    rows = rows.reshape(-1)
+    # At 1 byte per element and 1 byte/s: bytes in elements, seconds in elements over the link.
+    built = [adapter_inputs(lora, arch, runtime, int(t), int(p), 1.0, 1.0) for t, p in pairs]
+
+    def column(name: str) -> np.ndarray:
+        return np.array([float(getattr(b, name)) for b in built])[rows]
+
+    slot_bytes = column("slot_bytes") * activation_bytes_per_element
+    file_bytes = built[0].file_bytes * activation_bytes_per_element
+    return replace(
+        built[0],
+        slot_bytes=slot_bytes,
+        file_bytes=file_bytes,
+        flops_per_token=column("flops_per_token"),
+        activation_bytes_per_token=column("activation_bytes_per_token") * activation_bytes_per_element,
+        kernels_per_layer=column("kernels_per_layer"),
+        host_copy_seconds=slot_bytes / host_link_bytes_per_second,
+        storage_read_seconds=built[0].storage_read_seconds * activation_bytes_per_element,
     )
 
 
@@ -309,10 +348,13 @@ def adapter_assumptions(lora: LoraAdapters, adapters: AdapterInputs) -> list[str
         "for every wrapped projection (routed experts carry none) and taken from the KV pool; "
         f"{adapters.host_slots:,} kept in host memory.",
         "LoRA step cost: shrink and expand kernels on every wrapped projection after the base model's, "
-        f"{adapters.kernels_per_layer:g} launches per layer at a small GEMM's fixed time each, their FLOPs at the "
-        "decode GEMM rate and each distinct adapter of the batch read once (the expected distinct count of independent "
-        "draws). Published overheads vary by engine and kernel era (vLLM PR #11267: -34 % offline throughput, rank 8 on "
-        "A100; Punica's SGMV: -3 to -8 % against the base model).",
+        f"{float(np.mean(adapters.kernels_per_layer)):g} launches per layer at a small GEMM's fixed time each, their "
+        "FLOPs at the decode GEMM rate, each distinct adapter of the batch read once (the expected distinct count of "
+        "independent draws) and the activations they move (inputs read, outputs read and written) at the HBM rate. "
+        "This roofline is a lower bound on the overhead: published same-machine runs lose more throughput, 10-25 % on "
+        "2025-26 dense stacks (vLLM v0.25.1 o_proj-only -11 %, PR #48887; SGLang on Ascend -11 to -14 %, PR #15912; "
+        "vLLM on TPU -8 to -24 %, PR #15655) and 34-50 % on 2024 ones (vLLM V0, rank 8 on A100, -34 %, PR #11267, "
+        "where this model gives -6 %).",
         f"LoRA swaps: {gpu_miss:.0%} of requests find their adapter without a GPU slot and {host_miss:.0%} outside host "
         "memory (LRU by Che's approximation); a load stalls the step that admits it (vLLM loads adapters before the "
         f"forward pass): {adapters.host_copy_seconds * 1e3:.2g} ms over the host link, "

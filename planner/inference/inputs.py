@@ -162,7 +162,7 @@ class InferenceInputs:
     electricity_usd_per_kwh: Number = 0.0
     carbon_kg_per_kwh: Number = 0.0
     # Multi-LoRA serving (planner.inference.adapters): the adapters' slots, kernels and swaps; None without adapters.
-    # Scalar: a sweep keeps its base scenario's adapters.
+    # A sweep's frame holds per-row arrays (`adapters.frame_adapters`).
     adapters: AdapterInputs | None = None
 
     @classmethod

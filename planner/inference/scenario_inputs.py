@@ -11,6 +11,7 @@ import numpy as np
 from planner.arrays import Number
 from planner.calibration_record import CalibrationRecord
 from planner.hardware.catalog import Accelerator
+from planner.inference.adapters import frame_adapters
 from planner.inference.inputs import ElementBytes, HardwareInputs, InferenceInputs, element_bytes
 from planner.inference.scenario import InferenceScenario
 from planner.inference.speculative import Draft, draft_for
@@ -79,16 +80,32 @@ def frame_inputs(
     formats: Sequence[tuple[str, str]],
     format_rows: np.ndarray,
     runtime_overhead_correction_bytes: Number = 0.0,
+    host_link_bytes_per_second: Number | None = None,
 ) -> InferenceInputs:
     """`InferenceInputs` for a frame of scenarios: `base`'s, with per-row arrays for the `layout` fields
     (tensor_parallel, pipeline_parallel, expert_parallel, num_gpus, concurrency) and, per row, the bytes per
     element of `formats[format_rows[row]]` (a distinct (weight dtype, KV dtype) pair; `element_bytes`, the
-    mapping `InferenceInputs.from_scenario` uses, runs once per pair)."""
+    mapping `InferenceInputs.from_scenario` uses, runs once per pair). LoRA adapters are priced per row's layout,
+    format and GPU host link (`host_link_bytes_per_second`, per row; default: the base GPU's)."""
     per_format = [element_bytes(w, kv, base.weight_group_size, base.quantize_embeddings) for w, kv in formats]
     element_columns = {
         name: np.array([float(b[name]) for b in per_format])[format_rows] for name in ElementBytes.__annotations__
     }
-    return replace(InferenceInputs.from_scenario(base, runtime_overhead_correction_bytes), **layout, **element_columns)
+    inputs = replace(
+        InferenceInputs.from_scenario(base, runtime_overhead_correction_bytes), **layout, **element_columns
+    )
+    if base.lora is None:
+        return inputs
+    link = base.accelerator().host_link_bandwidth_bytes_per_second
+    adapters = frame_adapters(
+        base.lora,
+        base.architecture(),
+        base.runtime,
+        (layout["tensor_parallel"], layout["pipeline_parallel"]),
+        element_columns["activation_bytes_per_element"],
+        link if host_link_bytes_per_second is None else host_link_bytes_per_second,
+    )
+    return replace(inputs, adapters=adapters)
 
 
 def frame_hardware(

@@ -58,8 +58,11 @@ def draft_for(target: ModelArchitecture, spec: SpeculativeDecoding | None) -> Dr
 def draft_inputs(inputs: InferenceInputs) -> InferenceInputs:
     """The draft runs tensor-parallel like the target on the same GPUs, unpipelined, experts over the tensor
     group, in the target's weight formats (attention's included); it drafts text, so the request's images are the
-    target's to encode, not the draft's."""
-    return replace(inputs, pipeline_parallel=1, expert_parallel=1, image_encoder_flops=0.0, images_per_request=0)
+    target's to encode, not the draft's. It runs no LoRA adapters: engines apply them to the target model only
+    (vLLM's speculative decoding loads the draft without LoRA, vllm-project/vllm PR #11966)."""
+    return replace(
+        inputs, pipeline_parallel=1, expert_parallel=1, image_encoder_flops=0.0, images_per_request=0, adapters=None
+    )
 
 
 # ---------------------------------------------------------------------------------------------

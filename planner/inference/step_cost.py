@@ -33,6 +33,7 @@ import numpy as np
 from planner.inference.inputs import micro_batch
 from planner.inference.speculative import round_seconds
 from planner.inference.step_work import (
+    adapter_activation_bytes,
     adapter_step_bytes,
     adapter_step_flops,
     prefill_step_flops,
@@ -220,7 +221,7 @@ class RooflineStepCost:
             mixing_bytes=decode_kv_bytes + kv_written,
             layer_passes=self.ctx.shape.stage_layers,
             adapter_flops=adapter_step_flops(self.ctx.inputs.adapters, step_tokens),
-            adapter_bytes=t.adapter_bytes[sequences],
+            adapter_bytes=t.adapter_bytes[sequences] + adapter_activation_bytes(self.ctx.inputs.adapters, step_tokens),
             adapter_kernels=self._adapter_kernels,
         )
         load = StepLoad(

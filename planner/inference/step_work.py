@@ -155,6 +155,12 @@ def adapter_step_flops(adapters: AdapterInputs | None, tokens):
     return 0.0 * tokens if adapters is None else tokens * adapters.flops_per_token
 
 
+def adapter_activation_bytes(adapters: AdapterInputs | None, tokens):
+    """The activations the LoRA kernels move for a step's tokens on one GPU, one stage (their inputs read, the
+    base outputs they add into read and written: `AdapterInputs.activation_bytes_per_token`); 0 without."""
+    return 0.0 * tokens if adapters is None else tokens * adapters.activation_bytes_per_token
+
+
 def adapter_step_bytes(adapters: AdapterInputs | None, sequences):
     """A and B of every distinct adapter among a step's sequences, each read once (the expected distinct count of
     independent draws from the shares, at most the slots: `AdapterInputs.expected_distinct`); 0 without adapters."""

@@ -29,6 +29,7 @@ from planner.inference.step_overheads import (
     step_handoff_seconds,
 )
 from planner.inference.step_work import (
+    adapter_activation_bytes,
     adapter_step_bytes,
     adapter_step_flops,
     chunked,
@@ -408,13 +409,14 @@ def kernel_groups(work: StepWork, rates: AchievedRates) -> KernelGroups:
 
 def adapter_work(inputs: InferenceInputs, tokens, sequences, layer_passes, engine_steps: Number = 1) -> dict:
     """`StepWork`'s LoRA fields for `engine_steps` steps of `tokens` tokens in all, `sequences` each
-    (`step_work.adapter_step_flops` / `adapter_step_bytes`; `AdapterInputs.kernels_per_layer` per layer pass)."""
+    (`step_work.adapter_step_flops` / `adapter_step_bytes` + `adapter_activation_bytes`; `AdapterInputs.kernels_per_layer`
+    per layer pass)."""
     a = inputs.adapters
     if a is None:
         return {}
     return {
         "adapter_flops": adapter_step_flops(a, tokens),
-        "adapter_bytes": engine_steps * adapter_step_bytes(a, sequences),
+        "adapter_bytes": engine_steps * adapter_step_bytes(a, sequences) + adapter_activation_bytes(a, tokens),
         "adapter_kernels": layer_passes * a.kernels_per_layer,
     }
 

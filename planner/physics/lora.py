@@ -43,6 +43,32 @@ def lora_adapter_elements(
     return stage_layers_total(arch, pipeline_parallel, layers, per_layer)
 
 
+# The projections a serving engine wraps as one LoRA layer (vLLM packs q/k/v into qkv_proj and gate/up into
+# gate_up_proj; SGLang the same): one shrink reads the group's input once.
+PACKED_GROUPS = {"q": "qkv", "k": "qkv", "v": "qkv", "o": "o", "gate": "gate_up", "up": "gate_up", "down": "down"}
+
+
+def lora_activation_elements_per_token(arch: ModelArchitecture, target_modules, tensor_parallel, pipeline_parallel):
+    """Activation elements the adapters' kernels move per token on one GPU of the most loaded stage (routed experts
+    carry no adapters): the shrink (x A) reads each wrapped group's input, the expand adds x A B into the base
+    projection's output in place, reading and writing it (vLLM's punica wrapper `add_lora_linear`: `add_shrink`
+    then `add_expand` with `add_inputs=True`). Their fp32 intermediate (tokens x r) is left out: r is small. Each
+    input counted once per group: the kernels re-read it per slice, from L2 at best."""
+    targets = set(target_modules)
+
+    def per_layer(moe_layer: bool):
+        total, inputs = 0.0, {}
+        for m in layer_matrices(arch, moe_layer):
+            if m.module not in targets or m.expert:
+                continue
+            d_in, d_out, copies = local_shape(m, arch, tensor_parallel, 1)
+            total = total + 2 * copies * d_out
+            inputs[(PACKED_GROUPS.get(m.module, m.module), m.d_in)] = d_in
+        return total + sum(inputs.values())
+
+    return stage_layers_total(arch, pipeline_parallel, None, per_layer)
+
+
 def lora_forward_flops_per_token(arch: ModelArchitecture, rank, target_modules, moe_layer: bool):
     """x A B for every targeted projection of one layer: 2 r (d_in + d_out) FLOPs; a token runs the adapters
     of its k routed experts only."""

@@ -144,6 +144,7 @@ def evaluate_inference(
         formats,
         format_rows,
         correction,
+        _host_links(base, frame["gpu"]) if base.lora is not None else None,
     )
     devices, device_rows = _distinct(frame["gpu"], weight_dtype, kv_dtype)
     hardware = frame_hardware(
@@ -155,6 +156,12 @@ def evaluate_inference(
     frame["valid"] = valid
     frame["invalid_reason"] = reasons
     return _fill_outputs(frame, sweep_values(metrics), OUTPUT_COLUMNS, valid)
+
+
+def _host_links(base: InferenceScenario, gpus: pd.Series) -> np.ndarray:
+    """Each row's GPU host link (bytes/s): what filling a LoRA slot from host memory crosses."""
+    kinds, rows = _distinct(gpus)
+    return np.array([_accelerator(base, g).host_link_bandwidth_bytes_per_second for (g,) in kinds])[rows]
 
 
 def calibration_per_row(

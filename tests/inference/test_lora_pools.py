@@ -54,3 +54,27 @@ def test_disaggregated_pools_both_load_adapters_and_keep_the_likely_ranges():
     assert with_lora.ttft_seconds.p50 > without.ttft_seconds.p50
     assert with_lora.tpot_seconds.p50 > without.tpot_seconds.p50  # the decode pool runs the adapters' kernels
     assert (with_lora.output_tokens_likely is None) == (without.output_tokens_likely is None)
+
+
+def test_the_published_v0_case_is_where_the_assumptions_say_and_below_the_measured_loss():
+    """vLLM PR #11267 (A100, Llama-2-7B, one rank-8 adapter, ShareGPT offline, 1000 prompts: 2693.62 -> 1787.78
+    output tokens/s, -33.6 %). The assumptions quote this model's figure for it (-6 %) as a lower bound: keep the
+    sentence true, and the gap's sign on record (the roofline does not see V0's LoRA overheads)."""
+
+    def output_rate(lora) -> float:
+        scenario = InferenceScenario(
+            model="llama-2-7b",
+            gpu="a100-80gb",
+            num_gpus=1,
+            tensor_parallel=1,
+            prompt_tokens=246,  # ShareGPT's means in that run: 5509.93 total - 2693.62 output tok/s over 11.45 req/s
+            output_tokens=235,
+            concurrency=256,
+            lora=lora,
+            traffic={"requests_per_second": None, "num_requests": 1000, "lengths": "uniform", "range_ratio": 0.9},
+        )
+        return TrafficEngine.of(scenario).simulate().output_tokens_per_second
+
+    change = output_rate({"adapters": 1, "adapter_rank": 8, "max_loras": 1}) / output_rate(None) - 1
+    assert -0.065 < change < -0.055  # "-6 %" in adapter_assumptions
+    assert change > 1787.78 / 2693.62 - 1  # optimistic against the measurement, as the sentence says

@@ -488,7 +488,13 @@ def test_a_simulated_step_with_adapters_is_the_static_step(fields):
 def test_a_decode_step_s_adapter_work_by_hand():
     """Llama 3.1 70B, TP4, a batch of 64 over 10 even adapters with 4 slots: 64 tokens x 2 FLOPs x the slot's
     106,823,680 elements; the 4 slots' bytes read once (64 draws over 10 adapters hold ~10 distinct, clipped to
-    4); 80 layers x 8 launches; the kernels' time is the slower of FLOPs and bytes plus the launches."""
+    4) plus the activations the kernels move; 80 layers x 8 launches; the kernels' time is the slower of FLOPs and
+    bytes plus the launches.
+
+    Activations per token and layer on one GPU (hidden 8192, 64 q heads and 8 KV heads of 128, MLP 28672, TP4):
+    each group's input read once, each wrapped output read and written: qkv 8192 + 2 x (2048 + 256 + 256) = 13,312;
+    o 2048 + 2 x 8192 = 18,432; gate_up 8192 + 2 x (7168 + 7168) = 36,864; down 7168 + 2 x 8192 = 23,552: 92,160
+    elements, x 80 layers x 2 bytes = 14,745,600 bytes per token."""
     i = scenario_inputs(WITH_LORA)
     shape = ReplicaShape.of(i.arch, i.inputs, i.hw)
     weights = inference_memory(i.arch, i.counts, i.hw, i.inputs, shape).weights_bytes
@@ -496,7 +502,8 @@ def test_a_decode_step_s_adapter_work_by_hand():
     assert shape.micro_batch == 64
     work = decode_work(ctx, weights, 64, 2048)
     assert work.adapter_flops == 64 * 2 * SLOT_ELEMENTS[4]
-    assert work.adapter_bytes == pytest.approx(4 * 2 * SLOT_ELEMENTS[4], rel=REL)
+    assert i.inputs.adapters.activation_bytes_per_token == 14_745_600
+    assert work.adapter_bytes == pytest.approx(4 * 2 * SLOT_ELEMENTS[4] + 64 * 14_745_600, rel=REL)
     assert work.adapter_kernels == 80 * 8
     rates = ctx.rates
     expected = (
@@ -632,17 +639,11 @@ def test_the_plan_says_how_it_priced_the_adapters():
     assert not any("LoRA" in a for a in plan(BASE).assumptions)
 
 
-# ------------------------------------------------------------------------------ known bugs (xfail strict)
+# ------------------------------------------------------------------------------ the draft and the sweep
 
 SPECULATIVE = {"method": "eagle", "num_speculative_tokens": 3, "acceptance_rate": 0.7}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="planner/inference/speculative.py draft_inputs() copies the target's InferenceInputs.adapters into the "
-    "draft's context, so every draft step pays the target's 80-layer LoRA FLOPs, slot bytes and launches; vLLM "
-    "applies the adapters to the target only (vllm-project/vllm PR #11966, issue #6912)",
-)
 def test_the_draft_of_a_speculative_round_runs_no_adapters():
     def draft_step(scenario: InferenceScenario):
         engine = TrafficEngine.of(scenario, traffic=Traffic(num_requests=10))
@@ -654,12 +655,6 @@ def test_the_draft_of_a_speculative_round_runs_no_adapters():
     assert with_adapters.seconds == pytest.approx(without.seconds, rel=REL)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="planner/inference/scenario_inputs.py frame_inputs() replaces the layout fields of the base scenario's "
-    "InferenceInputs but keeps its AdapterInputs (computed at the base's TP/PP), so a sweep row at another tensor "
-    "parallelism prices the base's slot bytes, FLOPs and loads: its numbers differ from plan() of that row",
-)
 def test_a_sweep_prices_each_row_s_adapter_slots_as_plan_does():
     from planner.search.sweep import evaluate_inference, inference_grid, scenario_for_row
 
