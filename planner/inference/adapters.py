@@ -325,12 +325,13 @@ def draw_adapter_ids(requests: int, shares: np.ndarray, seed: int) -> np.ndarray
 
 
 def adapter_limits(adapters: AdapterInputs) -> AdapterLimits:
-    """What the traffic simulation's replica keeps of its adapters (`serving.adapter_slots`)."""
+    """What the traffic simulation's replica keeps of its adapters (`serving.adapter_slots`; one scenario's, never
+    a sweep frame's)."""
     return AdapterLimits(
         slots=adapters.slots,
         host_slots=adapters.host_slots,
-        host_copy_seconds=adapters.host_copy_seconds,
-        storage_read_seconds=adapters.storage_read_seconds,
+        host_copy_seconds=float(adapters.host_copy_seconds),
+        storage_read_seconds=float(adapters.storage_read_seconds),
     )
 
 
@@ -344,7 +345,7 @@ def adapter_assumptions(lora: LoraAdapters, adapters: AdapterInputs) -> list[str
     )
     return [
         f"LoRA: {adapters.adapters:,} adapters of rank {lora.adapter_rank} on the shared base, requests spread "
-        f"{popularity}; {adapters.slots} GPU slots (max_loras) of {gib(adapters.slot_bytes)} per GPU each, preallocated "
+        f"{popularity}; {adapters.slots} GPU slots (max_loras) of {gib(float(np.mean(adapters.slot_bytes)))} per GPU each, preallocated "
         "for every wrapped projection (routed experts carry none) and taken from the KV pool; "
         f"{adapters.host_slots:,} kept in host memory.",
         "LoRA step cost: shrink and expand kernels on every wrapped projection after the base model's, "
@@ -367,7 +368,7 @@ def adapter_summary(lora: LoraAdapters, adapters: AdapterInputs) -> str:
     """The adapters one replica serves, in a clause (the fleet answer's)."""
     return (
         f"{adapters.adapters:,} LoRA adapters (rank {lora.adapter_rank}) on {adapters.slots} GPU slots per replica, "
-        f"{gib(adapters.slot_bytes * adapters.slots)} per GPU; the capacity includes their kernels, the loads and the "
+        f"{gib(float(np.mean(adapters.slot_bytes)) * adapters.slots)} per GPU; the capacity includes their kernels, the loads and the "
         "requests that wait for a slot"
     )
 
