@@ -179,11 +179,14 @@ class AdapterInputs:
     kernels_per_layer: Number  # shrink and expand launches per pass through one layer (mean over the stage's layers)
     host_copy_seconds: Number  # one slot filled from host memory (every GPU of the replica in parallel)
     storage_read_seconds: Number  # one adapter read from storage into host memory
+    grouped_shares: tuple[np.ndarray, np.ndarray]  # `share_groups(shares)`, once
+    gpu_miss_probability: float  # `miss_probabilities`, once
+    host_miss_probability: float
 
     def expected_distinct(self, sequences):
         """Distinct adapters among `sequences` requests drawn independently from the shares, at most the slots:
         sum_i 1 - (1 - p_i)^B. Broadcasts over `sequences` (a float for a scalar)."""
-        values, counts = share_groups(self.shares)
+        values, counts = self.grouped_shares
         b = np.asarray(sequences, dtype=float)
         missed = counts[:, None] * (1.0 - values[:, None]) ** b.reshape(1, -1)
         distinct = np.minimum(counts.sum() - missed.sum(axis=0), self.slots).reshape(b.shape)
@@ -193,7 +196,7 @@ class AdapterInputs:
         """(GPU, host) miss probability of a request's adapter: an LRU over `slots` and over `host_slots` adapters
         under independent requests, by Che's approximation (Che, Tung and Wang, IEEE JSAC 20(7), 2002; accurate
         for LRU under the independent reference model: Fricker, Robert and Roberts, ITC 2012)."""
-        return lru_miss_probability(self.shares, self.slots), lru_miss_probability(self.shares, self.host_slots)
+        return self.gpu_miss_probability, self.host_miss_probability
 
     def expected_load_seconds(self) -> Number:
         """Mean stall a request's adapter adds to the step that admits it: a GPU-slot miss copies it from host
@@ -222,21 +225,31 @@ def share_groups(shares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def lru_miss_probability(shares: np.ndarray, slots: int) -> float:
     """Share of requests whose adapter an LRU cache of `slots` adapters does not hold (Che's approximation: the
-    characteristic time T solves sum_i (1 - exp(-p_i T)) = slots; adapter i hits with 1 - exp(-p_i T))."""
-    p = shares[shares > 0]
-    if slots >= len(p):
+    characteristic time T solves sum_i (1 - exp(-p_i T)) = slots; adapter i hits with 1 - exp(-p_i T)), over the
+    shares' groups (`share_groups`)."""
+    return che_miss_probability(*share_groups(shares), slots)
+
+
+def che_miss_probability(p: np.ndarray, n: np.ndarray, slots: int) -> float:
+    """`lru_miss_probability` over grouped shares: `n[i]` adapters of share `p[i]` each."""
+    if slots >= n.sum():
         return 0.0
-    lo, hi = 0.0, 1.0
-    while np.sum(1.0 - np.exp(-p * hi)) < slots:
-        hi *= 2.0
-    for _ in range(100):  # bisection on a monotone function: 2^-100 of the bracket
-        mid = 0.5 * (lo + hi)
-        if np.sum(1.0 - np.exp(-p * mid)) < slots:
-            lo = mid
-        else:
-            hi = mid
-    t = 0.5 * (lo + hi)
-    return float(np.sum(p * np.exp(-p * t)))
+    # f(T) = sum n_i (1 - exp(-p_i T)) - slots is increasing and concave with f(0) < 0: Newton's steps from T = 0
+    # stay below the root and rise to it.
+    t = 0.0
+    for _ in range(200):
+        decay = np.exp(-p * t)
+        step = (slots - float(np.dot(n, 1.0 - decay))) / float(np.dot(n, p * decay))
+        t += step
+        if step <= 1e-12 * t:
+            break
+    return float(np.dot(n, p * np.exp(-p * t)))
+
+
+# adapter_inputs by the identity of its scenario's records (a plan asks three times; equal values built apart
+# are simply computed again): key -> (the records, kept so their ids stay theirs; the answer).
+_BY_IDENTITY: dict[tuple, tuple[tuple[object, object], AdapterInputs]] = {}
+MAX_CACHED = 256
 
 
 def adapter_inputs(
@@ -251,7 +264,36 @@ def adapter_inputs(
     """The adapters on one GPU of the replica: slots, bytes, FLOPs and kernels of the wrapped projections (routed
     experts carry none), and the time to fill a slot (the GPU's shard over its host link; every GPU copies its own
     at once) or to read an adapter from storage (its whole checkpoint, in the activation dtype: vLLM's
-    `--lora-dtype auto`)."""
+    `--lora-dtype auto`). Memoized by the records' identity (both are frozen)."""
+    key = (id(lora), id(arch), runtime, tensor_parallel, pipeline_parallel)
+    key += (activation_bytes_per_element, host_link_bytes_per_second)
+    hit = _BY_IDENTITY.get(key)
+    if hit is not None and hit[0][0] is lora and hit[0][1] is arch:
+        return hit[1]
+    value = _adapter_inputs(
+        lora,
+        arch,
+        runtime,
+        tensor_parallel,
+        pipeline_parallel,
+        activation_bytes_per_element,
+        host_link_bytes_per_second,
+    )
+    if len(_BY_IDENTITY) >= MAX_CACHED:
+        _BY_IDENTITY.clear()
+    _BY_IDENTITY[key] = ((lora, arch), value)
+    return value
+
+
+def _adapter_inputs(
+    lora: LoraAdapters,
+    arch: ModelArchitecture,
+    runtime: str,
+    tensor_parallel: int,
+    pipeline_parallel: int,
+    activation_bytes_per_element: float,
+    host_link_bytes_per_second: float,
+) -> AdapterInputs:
     check_adapters_fit(arch, runtime)
     targets = tuple(lora.target_modules)
     rank = lora.adapter_rank
@@ -268,11 +310,14 @@ def adapter_inputs(
     mlp_layers = layers - moe_layers + (moe_layers if arch.shared_expert_intermediate_size else 0.0)
     slot_bytes = slot_elements * activation_bytes_per_element
     file_bytes = file_elements * activation_bytes_per_element
+    shares = lora.shares()
+    grouped = share_groups(shares)
+    slots, host_slots = lora.resident_slots(runtime), lora.host_slots()
     return AdapterInputs(
         adapters=lora.adapters,
-        slots=lora.resident_slots(runtime),
-        host_slots=lora.host_slots(),
-        shares=lora.shares(),
+        slots=slots,
+        host_slots=host_slots,
+        shares=shares,
         slot_bytes=slot_bytes,
         file_bytes=file_bytes,
         flops_per_token=2.0 * slot_elements,  # x A then B: 2 FLOPs per adapter element on this GPU
@@ -281,6 +326,9 @@ def adapter_inputs(
         kernels_per_layer=LORA_KERNELS_PER_GROUP * (attention_groups * layers + mlp_groups * mlp_layers) / layers,
         host_copy_seconds=slot_bytes / host_link_bytes_per_second,
         storage_read_seconds=file_bytes / (lora.storage_bytes_per_second or ADAPTER_STORAGE_BYTES_PER_SECOND),
+        grouped_shares=grouped,
+        gpu_miss_probability=che_miss_probability(*grouped, slots),
+        host_miss_probability=che_miss_probability(*grouped, host_slots),
     )
 
 
@@ -378,7 +426,7 @@ def adapter_warnings(adapters: AdapterInputs, sequences_per_replica: int) -> lis
     which wait until an adapter's running requests all finish (they starve while its traffic continues: vLLM's
     scheduler says so, "simple and NOT fair ... can lead to starvation of some LoRAs", vllm-project/vllm PR #9289;
     SGLang's greedy rule has the same edge case, sgl-project/sglang PR #15129)."""
-    values, counts = share_groups(adapters.shares)
+    values, counts = adapters.grouped_shares
     unclipped = float(np.sum(counts * (1 - (1 - values) ** sequences_per_replica)))
     if unclipped <= adapters.slots + 0.5:
         return []
