@@ -125,26 +125,18 @@ def adapters_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | No
 
 def _count_and_rank(where, k: dict[str, str]) -> tuple[int, int]:
     left, right = where.columns(2)
-    count_f, rank_f = facts("adapters"), facts("adapter_rank")
-    count = left.number_input(
-        "Adapters",
-        min_value=count_f.widget_range()[0],
-        max_value=count_f.widget_range()[1],
-        step=1,
-        key=k["count"],
-        persist_state="session",
-        help=count_f.help(),
+
+    def number(place, label: str, name: str, key: str, step: int) -> int:
+        f = facts(name)
+        lo, hi = f.widget_range()
+        value = place.number_input(
+            label, min_value=lo, max_value=hi, step=step, key=key, persist_state="session", help=f.help()
+        )
+        return int(value)
+
+    return number(left, "Adapters", "adapters", k["count"], 1), number(
+        right, "Largest rank", "adapter_rank", k["rank"], 8
     )
-    rank = right.number_input(
-        "Largest rank",
-        min_value=rank_f.widget_range()[0],
-        max_value=rank_f.widget_range()[1],
-        step=8,
-        key=k["rank"],
-        persist_state="session",
-        help=rank_f.help(),
-    )
-    return int(count), int(rank)
 
 
 def _popularity_and_storage(where, k: dict[str, str]) -> tuple[float, float | None]:

@@ -38,6 +38,7 @@ from planner.inference.traffic import TrafficEngine
 from planner.inference.workload import Traffic
 from planner.model.hf_config import architecture_from_config
 from planner.physics.lora import lora_adapter_elements, lora_forward_flops_per_token
+from tests.inference.test_step_composition import _static
 from tests.model.builders import build_glm4_moe
 from tests.reference_data import require_reference
 from tests.validation.test_param_counts_torch import build_llama_family
@@ -442,14 +443,6 @@ def _grid(seed: int = 26, size: int = 8):
         )
         for m, lo, o in dict.fromkeys(drawn)
     ]
-
-
-def _static(scenario: InferenceScenario):
-    i = scenario_inputs(scenario)
-    engine = TrafficEngine.of(scenario, traffic=Traffic(num_requests=10))
-    shape = engine._costs["shape"]
-    weights = inference_memory(i.arch, i.counts, i.hw, i.inputs, shape, i.draft).weights_bytes
-    return i, engine, shape, weights
 
 
 @pytest.mark.parametrize("fields", _grid())
