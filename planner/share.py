@@ -272,7 +272,8 @@ def _from_text(cls: type, name: str, text: str) -> Any:
     optional = "None" in annotation or type(None) in typing.get_args(field_type)  # Optional[Literal[...]] too
     if text.lower() in ("none", "null", "") and optional:
         return None
-    if text.startswith("{") and ("dict" in annotation or "BaseModel" in annotation or "Config" in annotation):
+    records = any(isinstance(a, type) and issubclass(a, BaseModel) for a in (field_type, *typing.get_args(field_type)))
+    if text.startswith("{") and (records or "dict" in annotation or "Config" in annotation):
         return load_json(text, f"'{name}'")
     choices = _literal_choices(cls.model_fields[name].annotation)
     if choices and all(type(c) is int for c in choices) and re.fullmatch(r"-?\d{1,9}", text.strip()):

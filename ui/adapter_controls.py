@@ -22,6 +22,7 @@ from pydantic import ValidationError
 
 from planner import PlanningError, explain
 from planner.inference.adapters import ADAPTER_STORAGE_BYTES_PER_SECOND, ALL_LINEAR, LoraAdapters
+from planner.share import MAX_PARAM_CHARS, encode_inline
 from ui.specs import FieldFacts, field_facts
 
 NAMES = ("count", "rank", "modules", "max_loras", "max_cpu_loras", "zipf", "storage_gbps")
@@ -52,6 +53,11 @@ def _seed(prefix: str, lora: LoraAdapters | None) -> None:
     }
     for name, key in k.items():
         ss[key] = values[name]
+
+
+def fits_a_link(lora: LoraAdapters) -> bool:
+    """Whether a share link can carry the adapters (`planner.share` writes them as one inline parameter)."""
+    return len(encode_inline(lora.model_dump(mode="json"))) <= MAX_PARAM_CHARS
 
 
 def _optional_count(where, label: str, key: str, name: str, placeholder: str) -> int | None:
@@ -115,12 +121,20 @@ def adapters_section(prefix: str, seed, where) -> tuple[dict[str, Any], str | No
         "traffic_shares": shares,
         "storage_bytes_per_second": storage,
     }
-    if shares is not None:
-        where.caption(f"Traffic shares: the {len(shares):,} per-adapter shares of the link or file (skew unused).")
     try:
-        return {"lora": LoraAdapters(**values)}, None
+        lora = LoraAdapters(**values)
     except (ValidationError, PlanningError) as exc:
         return {"lora": None}, f"the LoRA adapters are not valid ({explain(exc)})"
+    if shares is not None:
+        where.caption(f"Traffic shares: the {len(shares):,} per-adapter shares of the link or file (skew unused).")
+        if not fits_a_link(lora):
+            where.warning(
+                f"A share link cannot carry {len(shares):,} per-adapter shares (its LoRA parameter would exceed "
+                f"{MAX_PARAM_CHARS:,} characters), so one opened from this page's link plans without the adapters. "
+                "Share the scenario as JSON (Download CSV, or the CLI's scenario file) instead.",
+                icon=":material/link_off:",
+            )
+    return {"lora": lora}, None
 
 
 def _count_and_rank(where, k: dict[str, str]) -> tuple[int, int]:

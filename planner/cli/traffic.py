@@ -288,6 +288,13 @@ def _cache_and_slo_lines(t: dict) -> list[str]:
                 f"{seconds(pc['pool_transfer_seconds_mean'])} per pool hit"
             )
         lines.append(line)
+    ad = t.get("adapters")
+    if ad:
+        lines.append(
+            f"LoRA adapters: {ad['adapters']:,} on {ad['gpu_slots_per_replica']:,} GPU slots per replica; "
+            f"{ad['loads']:,} slot loads ({ad['storage_reads']:,} from storage), steps waited "
+            f"{seconds(ad['stall_seconds'])} ({ad['stall_share']:.1%} of the busy time)"
+        )
     lines.append(
         f"batch: mean {t['mean_batch']:.3g}, peak {t['peak_batch']}; KV blocks in use: mean "
         f"{100 * t['kv_utilization_mean']:.0f}%, peak {100 * t['kv_utilization_peak']:.0f}%; "

@@ -32,8 +32,7 @@ from planner.arrays import Number
 from planner.errors import PlanningError
 from planner.inference.serving.adapter_slots import AdapterLimits
 from planner.model.architecture import ModelArchitecture
-from planner.physics.lora import lora_activation_elements_per_token, lora_adapter_elements
-from planner.physics.memory import stage_layers, stage_moe_layers
+from planner.physics.lora import lora_activation_elements_per_token, lora_adapter_elements, lora_wrapped_layers
 from planner.results import PlanWarning
 from planner.units import gib
 
@@ -98,7 +97,7 @@ class LoraAdapters(BaseModel):
     )
     storage_bytes_per_second: float | None = Field(
         default=None,
-        gt=0,
+        ge=1e6,
         le=1e13,
         allow_inf_nan=False,
         description="read bandwidth of the storage adapters load from when the host does not hold them; empty: one "
@@ -121,8 +120,9 @@ class LoraAdapters(BaseModel):
             raise PlanningError(
                 f"traffic_shares lists {len(shares)} shares for {self.adapters} adapters; give one each"
             )
-        if any(not np.isfinite(p) or p < 0 for p in shares) or sum(shares) <= 0:
-            raise PlanningError("traffic_shares must be non-negative numbers with a positive sum")
+        values = np.asarray(shares, dtype=float)
+        if not np.isfinite(values).all() or (values < 0).any() or not values.max() > 0:
+            raise PlanningError("traffic_shares must be finite non-negative numbers with a positive sum")
         return self
 
     def resident_slots(self, runtime: str) -> int:
@@ -136,6 +136,16 @@ class LoraAdapters(BaseModel):
             )
         return min(ENGINE_MAX_LORAS[family], self.adapters)
 
+    def check_host_slots(self, runtime: str) -> None:
+        """The engines refuse a host cache smaller than the GPU slots (vLLM: --max-cpu-loras must be at least
+        --max-loras; SGLang's --max-loaded-loras likewise holds the batch's adapters)."""
+        slots = self.resident_slots(runtime)
+        if self.max_cpu_loras is not None and self.max_cpu_loras < slots:
+            raise PlanningError(
+                f"max_cpu_loras={self.max_cpu_loras} is below the {slots} GPU adapter slots (max_loras); engines "
+                "refuse a host cache smaller than the GPU's (vLLM: --max-cpu-loras must be at least --max-loras)"
+            )
+
     def host_slots(self) -> int:
         return self.adapters if self.max_cpu_loras is None else min(self.max_cpu_loras, self.adapters)
 
@@ -145,6 +155,7 @@ class LoraAdapters(BaseModel):
             shares = np.asarray(self.traffic_shares, dtype=float)
         else:
             shares = 1.0 / np.arange(1, self.adapters + 1, dtype=float) ** self.zipf_exponent
+        shares = shares / shares.max()  # first, so that stated shares near the float limit sum finitely
         return shares / shares.sum()
 
 
@@ -188,8 +199,10 @@ class AdapterInputs:
         sum_i 1 - (1 - p_i)^B. Broadcasts over `sequences` (a float for a scalar)."""
         values, counts = self.grouped_shares
         b = np.asarray(sequences, dtype=float)
-        missed = counts[:, None] * (1.0 - values[:, None]) ** b.reshape(1, -1)
-        distinct = np.minimum(counts.sum() - missed.sum(axis=0), self.slots).reshape(b.shape)
+        # once per distinct batch size: a sweep's or a table's many rows repeat few of them
+        sizes, rows = np.unique(b.reshape(-1), return_inverse=True)
+        missed = counts[:, None] * (1.0 - values[:, None]) ** sizes.reshape(1, -1)
+        distinct = np.minimum(counts.sum() - missed.sum(axis=0), self.slots)[rows].reshape(b.shape)
         return float(distinct) if distinct.ndim == 0 else distinct
 
     def miss_probabilities(self) -> tuple[float, float]:
@@ -301,13 +314,6 @@ def _adapter_inputs(
         lora_adapter_elements(arch, rank, targets, tensor_parallel, pipeline_parallel, 1, experts="skip")
     )
     file_elements = float(lora_adapter_elements(arch, rank, targets, 1, 1, 1, experts="skip"))
-    layers = float(stage_layers(arch, pipeline_parallel))
-    moe_layers = float(stage_moe_layers(arch, pipeline_parallel))
-    # wrapped groups per layer: vLLM packs q/k/v into qkv_proj and gate/up into gate_up_proj; a MoE layer's MLP
-    # groups are its shared experts' (none without them)
-    attention_groups = int(any(t in targets for t in ("q", "k", "v"))) + int("o" in targets)
-    mlp_groups = int(any(t in targets for t in ("gate", "up"))) + int("down" in targets)
-    mlp_layers = layers - moe_layers + (moe_layers if arch.shared_expert_intermediate_size else 0.0)
     slot_bytes = slot_elements * activation_bytes_per_element
     file_bytes = file_elements * activation_bytes_per_element
     shares = lora.shares()
@@ -323,7 +329,7 @@ def _adapter_inputs(
         flops_per_token=2.0 * slot_elements,  # x A then B: 2 FLOPs per adapter element on this GPU
         activation_bytes_per_token=activation_bytes_per_element
         * float(lora_activation_elements_per_token(arch, targets, tensor_parallel, pipeline_parallel)),
-        kernels_per_layer=LORA_KERNELS_PER_GROUP * (attention_groups * layers + mlp_groups * mlp_layers) / layers,
+        kernels_per_layer=LORA_KERNELS_PER_GROUP * lora_wrapped_layers(arch, targets, pipeline_parallel),
         host_copy_seconds=slot_bytes / host_link_bytes_per_second,
         storage_read_seconds=file_bytes / (lora.storage_bytes_per_second or ADAPTER_STORAGE_BYTES_PER_SECOND),
         grouped_shares=grouped,
@@ -408,7 +414,8 @@ def adapter_assumptions(lora: LoraAdapters, adapters: AdapterInputs) -> list[str
         "memory (LRU by Che's approximation); a load stalls the step that admits it (vLLM loads adapters before the "
         f"forward pass): {adapters.host_copy_seconds * 1e3:.2g} ms over the host link, "
         f"{adapters.storage_read_seconds * 1e3:.2g} ms more from storage. The traffic simulation draws each request's "
-        "adapter and keeps the slots itself.",
+        "adapter and keeps the slots itself; its prefix-cache hits count within one adapter (vLLM hashes the adapter "
+        "into every prefix block), and a stated prefix-cache hit rate is read as that per-adapter rate.",
     ]
 
 

@@ -175,7 +175,7 @@ class InferenceScenario(ScenarioBase):
             self._check_speculative(arch, self.speculative)
         if self.lora is not None:
             check_adapters_fit(arch, self.runtime)
-            self.lora.resident_slots(self.runtime)
+            self.lora.check_host_slots(self.runtime)
         if self.images_per_request and not arch.vision_tokens_per_image:
             raise PlanningError(
                 f"images_per_request={self.images_per_request} needs a multimodal model; {arch.name} has no vision "

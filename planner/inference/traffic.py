@@ -57,6 +57,7 @@ from planner.inference.workload import (
     Traffic,
     generate_requests,
     prefix_residency,
+    prefixes_per_adapter,
     replayed_trace,
 )
 from planner.model.architecture import kv_cache_bytes_per_token
@@ -215,9 +216,15 @@ class TrafficEngine:
     def requests(self, traffic: Traffic | None = None) -> Requests:
         """The stream's requests; each prompt carries the scenario's image tokens beside its text (a trace's
         prompt lengths are text tokens too)."""
-        requests = generate_requests(traffic or self.traffic, self.scenario.prompt_tokens, self.scenario.output_tokens)
+        traffic = traffic or self.traffic
+        requests = generate_requests(traffic, self.scenario.prompt_tokens, self.scenario.output_tokens)
         images = self.scenario.image_tokens_per_request
-        return replace(requests, prompt_tokens=requests.prompt_tokens + images) if images else requests
+        requests = replace(requests, prompt_tokens=requests.prompt_tokens + images) if images else requests
+        adapters = self.inputs.inputs.adapters
+        if adapters is None:
+            return requests
+        ids = draw_adapter_ids(len(requests), adapters.shares, traffic.seed)  # the draw `adapter_assignment` makes
+        return prefixes_per_adapter(requests, ids, adapters.adapters)
 
     # --------------------------------------------------------------------------------------- answers
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 import numpy as np
@@ -298,6 +298,17 @@ def generate_requests(traffic: Traffic, prompt_tokens: int, output_tokens: int) 
         cached = shared.copy()
         cached[:1] = 0
     return Requests(arrival, prompt.astype(np.int64), output.astype(np.int64), cached, key, np.maximum(shared, 0))
+
+
+def prefixes_per_adapter(requests: Requests, adapter_ids: np.ndarray, adapters: int) -> Requests:
+    """The stream with its shared prefixes told apart by LoRA adapter: vLLM V1 hashes a request's adapter into
+    every prefix block (`vllm/v1/core/kv_cache_utils.py` `_gen_lora_extra_hash_keys`), so a prefix cached under
+    one adapter is no hit for another. Each (prefix, adapter) is its own prefix; its first request misses."""
+    if requests.prefix_key is None or requests.prefix_tokens is None:
+        return requests
+    key = np.where(requests.prefix_key >= 0, requests.prefix_key * adapters + adapter_ids, -1)
+    cached = np.where(_repeats(key), requests.prefix_tokens, 0).astype(np.int64)
+    return replace(requests, prefix_key=key, cached_prompt_tokens=cached)
 
 
 def _repeats(key: np.ndarray) -> np.ndarray:

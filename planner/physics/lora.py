@@ -11,7 +11,8 @@ with `fully_sharded_loras` off, its default).
 from __future__ import annotations
 
 from planner.model.architecture import ModelArchitecture
-from planner.physics.projections import layer_matrices, local_shape, stage_layers_total
+from planner.physics.memory import stage_layers
+from planner.physics.projections import Matrix, layer_matrices, local_shape, stage_layers_total
 
 
 def lora_adapter_elements(
@@ -48,22 +49,40 @@ def lora_adapter_elements(
 PACKED_GROUPS = {"q": "qkv", "k": "qkv", "v": "qkv", "o": "o", "gate": "gate_up", "up": "gate_up", "down": "down"}
 
 
+def _wrapped(arch: ModelArchitecture, targets: set, moe_layer: bool) -> list[tuple[tuple[str, int], Matrix]]:
+    """The projections of one layer a serving engine wraps (routed experts carry no adapters), each with its
+    wrapped LoRA layer: a packed group and its input width (vLLM's qkv_proj, o_proj, gate_up_proj, down_proj; an
+    MLA layer's fused_qkv_a, q_b, kv_b and o_proj, whose inputs differ)."""
+    return [
+        ((PACKED_GROUPS.get(m.module, m.module), m.d_in), m)
+        for m in layer_matrices(arch, moe_layer)
+        if m.module in targets and not m.expert
+    ]
+
+
+def lora_wrapped_layers(arch: ModelArchitecture, target_modules, pipeline_parallel):
+    """Wrapped LoRA layers per pass through one layer, the mean over the most loaded stage's layers."""
+    targets = set(target_modules)
+    total = stage_layers_total(
+        arch, pipeline_parallel, None, lambda moe: len({k for k, _ in _wrapped(arch, targets, moe)})
+    )
+    return total / stage_layers(arch, pipeline_parallel)
+
+
 def lora_activation_elements_per_token(arch: ModelArchitecture, target_modules, tensor_parallel, pipeline_parallel):
     """Activation elements the adapters' kernels move per token on one GPU of the most loaded stage (routed experts
-    carry no adapters): the shrink (x A) reads each wrapped group's input, the expand adds x A B into the base
+    carry no adapters): the shrink (x A) reads each wrapped layer's input, the expand adds x A B into the base
     projection's output in place, reading and writing it (vLLM's punica wrapper `add_lora_linear`: `add_shrink`
     then `add_expand` with `add_inputs=True`). Their fp32 intermediate (tokens x r) is left out: r is small. Each
-    input counted once per group: the kernels re-read it per slice, from L2 at best."""
+    input counted once per wrapped layer: the kernels re-read it per slice, from L2 at best."""
     targets = set(target_modules)
 
     def per_layer(moe_layer: bool):
         total, inputs = 0.0, {}
-        for m in layer_matrices(arch, moe_layer):
-            if m.module not in targets or m.expert:
-                continue
+        for key, m in _wrapped(arch, targets, moe_layer):
             d_in, d_out, copies = local_shape(m, arch, tensor_parallel, 1)
             total = total + 2 * copies * d_out
-            inputs[(PACKED_GROUPS.get(m.module, m.module), m.d_in)] = d_in
+            inputs[key] = d_in
         return total + sum(inputs.values())
 
     return stage_layers_total(arch, pipeline_parallel, None, per_layer)

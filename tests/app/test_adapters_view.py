@@ -83,3 +83,20 @@ def test_a_link_with_adapters_on_an_engine_without_them_is_planned_without_them_
     text = " ".join(w.value for w in at.warning).replace("\\", "")
     assert "LoRA adapters (inference_lora) cannot work with its scenario" in text
     assert "llama.cpp does not batch requests of different LoRA adapters" in text
+
+
+def test_a_link_says_when_it_cannot_carry_the_shares():
+    import numpy as np
+
+    from ui.adapter_controls import fits_a_link
+
+    def lora(n: int):
+        shares = tuple(float(x) for x in np.random.default_rng(0).random(n))
+        return InferenceScenario(lora={"adapters": n, "max_loras": 8, "traffic_shares": shares}).lora
+
+    small, large = lora(100), lora(3000)
+    assert fits_a_link(small) and not fits_a_link(large)
+    for carried, scenario_lora in ((True, small), (False, large)):
+        params = scenario_to_query_params(InferenceScenario(lora=scenario_lora), "inference_")
+        read, _ = query_params_to_scenario(params, "inference", "inference_")
+        assert (read.lora == scenario_lora) is carried  # what fits_a_link promises

@@ -78,3 +78,66 @@ def test_the_published_v0_case_is_where_the_assumptions_say_and_below_the_measur
     change = output_rate({"adapters": 1, "adapter_rank": 8, "max_loras": 1}) / output_rate(None) - 1
     assert -0.065 < change < -0.055  # "-6 %" in adapter_assumptions
     assert change > 1787.78 / 2693.62 - 1  # optimistic against the measurement, as the sentence says
+
+
+def test_an_arrival_whose_adapter_runs_joins_the_batch_past_a_skipped_request():
+    """vLLM V1 skips a waiting request whose adapter would exceed max_loras and admits the next: a later arrival on
+    a running adapter starts at the next step, not when a running request finishes."""
+    from planner.inference.adapters import adapter_limits
+    from planner.inference.serving.scheduler import ReplicaContext, simulate_replica
+    from planner.inference.workload import Traffic
+
+    scenario = InferenceScenario(model="llama-3.1-8b", num_gpus=1, tensor_parallel=1, lora={"adapters": 3, "max_loras": 2})
+    eng = TrafficEngine.of(scenario, traffic=Traffic(num_requests=4))
+    context = ReplicaContext(eng.limits, eng.step_cost(eng.requests()), adapters=adapter_limits(eng.inputs.inputs.adapters))
+    # requests 0 and 1 (adapters 0, 1) decode 2,000 tokens from t = 0; request 2 (adapter 2) arrives at 0.1 s and is
+    # skipped; request 3 (adapter 0, running) arrives at 0.2 s
+    timeline = simulate_replica(
+        np.array([0.0, 0.0, 0.1, 0.2]),
+        np.full(4, 100),
+        np.array([2000, 2000, 10, 10]),
+        np.zeros(4, dtype=np.int64),
+        np.arange(4),
+        context,
+        adapter_ids=np.array([0, 1, 2, 0]),
+    )
+    scheduled = timeline.scheduled_seconds
+    assert scheduled[3] < 0.25  # the next step after its arrival
+    assert scheduled[2] > 10.0  # skipped until adapter 1's request finishes
+
+
+def test_shares_near_the_float_limit_an_unusable_drive_and_a_host_cache_below_the_slots():
+    from planner.inference.adapters import LoraAdapters
+
+    huge = LoraAdapters(adapters=2, traffic_shares=(1e308, 1e308))
+    assert list(huge.shares()) == [0.5, 0.5]  # normalised by the largest first: no overflow to inf
+    with pytest.raises(ValueError, match="greater than or equal to 1000000"):
+        LoraAdapters(storage_bytes_per_second=1e-300)
+    with pytest.raises(ValueError, match="max_cpu_loras=3 is below the 4 GPU adapter slots"):
+        InferenceScenario(lora={"adapters": 100, "max_loras": 4, "max_cpu_loras": 3})
+
+
+def test_an_mla_layer_wraps_four_lora_layers_in_attention():
+    """vLLM's DeepSeek-V2/V3 LoRA wraps fused_qkv_a (q_a with kv_a: one input), q_b, kv_b and o_proj; a dense or
+    shared-expert MLP gate_up and down: 2 kernels each."""
+    from planner.inference.scenario_inputs import scenario_inputs
+
+    deepseek = InferenceScenario(model="deepseek-v3", gpu="h200", num_gpus=8, tensor_parallel=8, lora={"adapters": 2})
+    assert scenario_inputs(deepseek).inputs.adapters.kernels_per_layer == 2 * (4 + 2)
+    llama = scenario_inputs(InferenceScenario(lora={"adapters": 2})).inputs.adapters
+    assert llama.kernels_per_layer == 2 * 4
+
+
+def test_prefix_cache_hits_count_within_one_adapter():
+    """vLLM V1 hashes the adapter into every prefix block: 4 shared prefixes over 2 adapters are 8 cached prefixes
+    (8 first uses miss), over 1,000 adapters almost every request misses."""
+    stream = {"requests_per_second": 2.0, "num_requests": 400, "shared_prefix_fraction": 0.8, "num_prefixes": 4}
+
+    def gpu_hits(lora) -> int:
+        scenario = InferenceScenario(model="llama-3.1-8b", num_gpus=1, tensor_parallel=1, lora=lora, traffic=stream)
+        return TrafficEngine.of(scenario).simulate().prefix_cache.gpu_hits
+
+    base = gpu_hits(None)
+    assert base == 400 - 4
+    assert gpu_hits({"adapters": 2, "max_loras": 2}) == 400 - 8
+    assert gpu_hits({"adapters": 1000, "max_loras": 8}) < 0.1 * base

@@ -38,6 +38,18 @@ class AdapterSlots:
         self.loads = 0  # GPU slots filled
         self.storage_reads = 0
         self.stall_seconds = 0.0  # steps' waits for loads, all together
+        self.version = 0  # changes whenever the set of running adapters does
+        self.queued: dict[int, int] = {}  # adapter -> its requests in the replica's queue
+
+    def enqueue(self, request: int) -> None:
+        adapter = self.adapter_of[request]
+        self.queued[adapter] = self.queued.get(adapter, 0) + 1
+
+    def none_admissible(self) -> bool:
+        """True when no queued request can join: every slot runs an adapter and none of those has a request queued
+        (a blocked queue answered without scanning it)."""
+        running = self.running
+        return len(running) >= self.limits.slots and not any(self.queued.get(a, 0) for a in running)
 
     def admissible(self, request: int) -> bool:
         """Whether the request's adapter fits the batch: already running, or a distinct adapter to spare."""
@@ -47,6 +59,13 @@ class AdapterSlots:
     def admit(self, request: int) -> None:
         """The request starts: its adapter runs, loaded first if it holds no slot."""
         adapter = self.adapter_of[request]
+        left = self.queued.get(adapter, 0) - 1
+        if left > 0:
+            self.queued[adapter] = left
+        else:
+            self.queued.pop(adapter, None)
+        if adapter not in self.running:
+            self.version += 1
         self.running[adapter] = self.running.get(adapter, 0) + 1
         if adapter in self.gpu:
             self.gpu.move_to_end(adapter)
@@ -72,8 +91,8 @@ class AdapterSlots:
         left = self.running.get(adapter, 0) - 1
         if left > 0:
             self.running[adapter] = left
-        else:
-            self.running.pop(adapter, None)
+        elif self.running.pop(adapter, None) is not None:
+            self.version += 1
 
     def take_pending_seconds(self) -> float:
         """The loads the coming step waits for (then none)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, replace
+from itertools import islice
 from typing import cast
 
 import numpy as np
@@ -168,6 +169,7 @@ class Replica:
         self.reserved: dict[int, int] = {}
         self.reserved_blocks = 0
         self.adapters: AdapterSlots | None = None  # multi-LoRA serving (`simulate_replica`)
+        self.skipped, self.skipped_version = 0, -1  # the queue's head of skipped requests (`_next_admissible`)
 
     # ------------------------------------------------------------------------------------- the loop
 
@@ -200,12 +202,17 @@ class Replica:
                 self.decoders.leave(request)
                 self._complete(request)
 
+    def _enqueue(self, entry: tuple[int, int, int, int]) -> None:
+        self.waiting.append(entry)
+        if self.adapters is not None:
+            self.adapters.enqueue(entry[0])
+
     def _take_arrivals(self) -> None:
         n = self.n
         loading = self.loading
         while loading and loading[0][0] <= self.now + 1e-12:  # prefixes loaded: the requests queue now
             _, i, context, prefill = heapq.heappop(loading)
-            self.waiting.append((i, context, prefill, 0))
+            self._enqueue((i, context, prefill, 0))
         if self.next_arrival < n and self.arrivals[self.next_arrival] > self.now + 1e-12:
             return  # the next request has not arrived, so it cannot have been sent either
         delay = self.delay
@@ -216,7 +223,7 @@ class Replica:
             if delay is not None and delay[i] > 0:
                 heapq.heappush(loading, (self.now + delay[i], i, self.prompts[i] - prefill, prefill))
             else:
-                self.waiting.append((i, self.prompts[i] - prefill, prefill, 0))
+                self._enqueue((i, self.prompts[i] - prefill, prefill, 0))
             self.next_arrival += 1
 
     def _schedule(self, running: int) -> tuple[list[tuple[list[int], int]], int] | None:
@@ -273,14 +280,26 @@ class Replica:
 
     def _next_admissible(self) -> int | None:
         """Where in the queue the next request to admit stands: its head, or under multi-LoRA serving the first
-        whose adapter fits the batch (vLLM V1 skips the others and tries the next); None when none does."""
+        whose adapter fits the batch (vLLM V1 skips the others and tries the next); None when none does.
+
+        The skipped head of the queue is remembered while the running adapters stay the same (`AdapterSlots.
+        version`): admitting the first admissible request, or requests arriving at the tail, leaves it skipped, so
+        a long blocked queue is scanned once, not at every step. A preempted request requeued at the head resets it."""
         adapters = self.adapters
         if adapters is None:
             return 0
-        for position, waiting in enumerate(self.waiting):
-            if adapters.admissible(waiting[0]):
-                return position
-        return None
+        start = self.skipped if self.skipped_version == adapters.version else 0
+        found = None
+        if len(adapters.running) < adapters.limits.slots:
+            found = 0 if self.waiting else None  # a slot to spare: every request fits, the head first
+        elif not adapters.none_admissible():
+            running, adapter_of = adapters.running, adapters.adapter_of  # the test of `admissible`, inlined
+            for offset, waiting in enumerate(islice(self.waiting, start, None)):
+                if adapter_of[waiting[0]] in running:
+                    found = start + offset
+                    break
+        self.skipped, self.skipped_version = (len(self.waiting) if found is None else found), adapters.version
+        return found
 
     def _admit(self, position: int = 0) -> list[int]:
         """The request at `position` in the queue (its head by default) starts (or restarts) its prompt."""
@@ -348,7 +367,10 @@ class Replica:
 
     def _decode_steps(self, running: int) -> bool:
         """A run of pure decode steps until the next event; False when the first needs a KV block none has."""
-        joinable = running < self.limits.max_num_seqs and not self.waiting
+        # A new arrival can join unless the queue is blocked ahead of it: by memory, or, under multi-LoRA serving,
+        # not when every waiting request is skipped for its adapter (an arrival whose adapter runs is admitted).
+        blocked = bool(self.waiting) and (self.adapters is None or self._next_admissible() is not None)
+        joinable = running < self.limits.max_num_seqs and not blocked
         horizon = self._send_time(self.next_arrival) if joinable else np.inf
         if joinable and self.loading:
             horizon = min(horizon, self.loading[0][0])
@@ -374,6 +396,9 @@ class Replica:
         else:
             context, generated = self._evict_decoder(victim)
         self.waiting.appendleft((victim, 0, context, generated))
+        self.skipped = 0
+        if self.adapters is not None:
+            self.adapters.enqueue(victim)
         if self.adapters is not None:
             self.adapters.release(victim)
         self.preemptions += 1
