@@ -87,9 +87,13 @@ def test_an_arrival_whose_adapter_runs_joins_the_batch_past_a_skipped_request():
     from planner.inference.serving.scheduler import ReplicaContext, simulate_replica
     from planner.inference.workload import Traffic
 
-    scenario = InferenceScenario(model="llama-3.1-8b", num_gpus=1, tensor_parallel=1, lora={"adapters": 3, "max_loras": 2})
+    scenario = InferenceScenario(
+        model="llama-3.1-8b", num_gpus=1, tensor_parallel=1, lora={"adapters": 3, "max_loras": 2}
+    )
     eng = TrafficEngine.of(scenario, traffic=Traffic(num_requests=4))
-    context = ReplicaContext(eng.limits, eng.step_cost(eng.requests()), adapters=adapter_limits(eng.inputs.inputs.adapters))
+    context = ReplicaContext(
+        eng.limits, eng.step_cost(eng.requests()), adapters=adapter_limits(eng.inputs.inputs.adapters)
+    )
     # requests 0 and 1 (adapters 0, 1) decode 2,000 tokens from t = 0; request 2 (adapter 2) arrives at 0.1 s and is
     # skipped; request 3 (adapter 0, running) arrives at 0.2 s
     timeline = simulate_replica(
