@@ -106,7 +106,7 @@ def simulate_disaggregated(
     order = np.argsort(ready, kind="stable")
     decode_cost, decode_speculation = decode_engine.stream_cost(reqs), decode_engine.speculation(traffic)
     # Every pool serves every adapter: a request runs its adapter where it is prefilled and where it decodes.
-    slots, adapter_ids = decode_engine.adapter_assignment(traffic, n)
+    slots = decode_engine.adapter_slot_limits
     timelines: list[ReplicaTimeline] = []
     for r in range(min(decode_engine.replicas, n)):
         mine = order[r :: decode_engine.replicas]
@@ -119,7 +119,7 @@ def simulate_disaggregated(
             ReplicaContext(
                 decode_engine.limits, decode_cost, speculation=decode_speculation, replica_index=r, adapters=slots
             ),
-            adapter_ids=None if adapter_ids is None else adapter_ids[mine],
+            adapter_ids=None if reqs.adapter is None else reqs.adapter[mine],
         )
         timelines.append(
             replace(
@@ -158,7 +158,7 @@ def _prefill_pool(
     `hits`, its replicas' timelines to `timelines`). Each request's first token, send and schedule times."""
     n = len(reqs)
     cost, speculation = engine.stream_cost(reqs), engine.speculation(traffic)
-    slots, adapter_ids = engine.adapter_assignment(traffic, n)
+    slots = engine.adapter_slot_limits
     first = np.full(n, np.nan)
     sent = np.full(n, np.nan)
     scheduled = np.full(n, np.nan)
@@ -173,7 +173,7 @@ def _prefill_pool(
             mine,
             ReplicaContext(engine.limits, cost, speculation=speculation, replica_index=r, adapters=slots),
             ready_delay_seconds=delay,
-            adapter_ids=None if adapter_ids is None else adapter_ids[mine],
+            adapter_ids=None if reqs.adapter is None else reqs.adapter[mine],
         )
         timelines.append(t)
         first[mine], sent[mine], scheduled[mine] = t.first_token_seconds, t.sent_seconds, t.scheduled_seconds

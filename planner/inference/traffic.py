@@ -57,8 +57,8 @@ from planner.inference.workload import (
     Traffic,
     generate_requests,
     prefix_residency,
-    prefixes_per_adapter,
     replayed_trace,
+    with_adapters,
 )
 from planner.model.architecture import kv_cache_bytes_per_token
 from planner.physics.cost import HOURS_PER_MONTH
@@ -223,8 +223,9 @@ class TrafficEngine:
         adapters = self.inputs.inputs.adapters
         if adapters is None:
             return requests
-        ids = draw_adapter_ids(len(requests), adapters.shares, traffic.seed)  # the draw `adapter_assignment` makes
-        return prefixes_per_adapter(requests, ids, adapters.adapters)
+        return with_adapters(
+            requests, draw_adapter_ids(len(requests), adapters.shares, traffic.seed), adapters.adapters
+        )
 
     # --------------------------------------------------------------------------------------- answers
 
@@ -238,7 +239,7 @@ class TrafficEngine:
         client_cap = None if traffic.max_concurrency is None else max(1, -(-traffic.max_concurrency // replicas))
         timelines: list[ReplicaTimeline] = []
         hits: list[PrefixHits] = []
-        limits, adapter_ids = self.adapter_assignment(traffic, len(reqs))
+        limits = self.adapter_slot_limits
         for r in range(min(replicas, len(reqs))):
             mine = np.arange(r, len(reqs), replicas)
             cached, delay = self.replica_prefix_cache(traffic, reqs, mine, hits)
@@ -252,7 +253,7 @@ class TrafficEngine:
                     mine,
                     context,
                     ready_delay_seconds=delay,
-                    adapter_ids=None if adapter_ids is None else adapter_ids[mine],
+                    adapter_ids=None if reqs.adapter is None else reqs.adapter[mine],
                 )
             )
         return summarize(
@@ -265,13 +266,11 @@ class TrafficEngine:
             adapters=self.adapter_counts,
         )
 
-    def adapter_assignment(self, traffic: Traffic, n: int) -> tuple[AdapterLimits | None, np.ndarray | None]:
-        """One replica's LoRA adapter slots and each of the `n` requests' adapter (drawn from the shares with the
-        stream's seed, so both pools of a disaggregated deployment see the same draw); None, None without."""
+    @property
+    def adapter_slot_limits(self) -> AdapterLimits | None:
+        """One replica's LoRA adapter slots (each request's adapter is `Requests.adapter`); None without."""
         adapters = self.inputs.inputs.adapters
-        if adapters is None:
-            return None, None
-        return adapter_limits(adapters), draw_adapter_ids(n, adapters.shares, traffic.seed)
+        return None if adapters is None else adapter_limits(adapters)
 
     @property
     def adapter_counts(self) -> tuple[int, int] | None:

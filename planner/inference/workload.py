@@ -225,6 +225,7 @@ class Requests:
     cached_prompt_tokens: np.ndarray  # prompt tokens a prefix cache can serve (0 for the first of each prefix)
     prefix_key: np.ndarray | None = None  # which shared prefix each request starts with (-1: none)
     prefix_tokens: np.ndarray | None = None  # its length: the tokens a hit saves
+    adapter: np.ndarray | None = None  # each request's LoRA adapter (`with_adapters`); None without adapters
 
     def __len__(self) -> int:
         return len(self.arrival_seconds)
@@ -300,15 +301,16 @@ def generate_requests(traffic: Traffic, prompt_tokens: int, output_tokens: int) 
     return Requests(arrival, prompt.astype(np.int64), output.astype(np.int64), cached, key, np.maximum(shared, 0))
 
 
-def prefixes_per_adapter(requests: Requests, adapter_ids: np.ndarray, adapters: int) -> Requests:
-    """The stream with its shared prefixes told apart by LoRA adapter: vLLM V1 hashes a request's adapter into
-    every prefix block (`vllm/v1/core/kv_cache_utils.py` `_gen_lora_extra_hash_keys`), so a prefix cached under
-    one adapter is no hit for another. Each (prefix, adapter) is its own prefix; its first request misses."""
+def with_adapters(requests: Requests, adapter_ids: np.ndarray, adapters: int) -> Requests:
+    """The stream with each request's LoRA adapter, its shared prefixes told apart by adapter: vLLM V1 hashes a
+    request's adapter into every prefix block (`vllm/v1/core/kv_cache_utils.py` `_gen_lora_extra_hash_keys`), so
+    a prefix cached under one adapter is no hit for another. Each (prefix, adapter) is its own prefix; its first
+    request misses."""
     if requests.prefix_key is None or requests.prefix_tokens is None:
-        return requests
+        return replace(requests, adapter=adapter_ids)
     key = np.where(requests.prefix_key >= 0, requests.prefix_key * adapters + adapter_ids, -1)
     cached = np.where(_repeats(key), requests.prefix_tokens, 0).astype(np.int64)
-    return replace(requests, prefix_key=key, cached_prompt_tokens=cached)
+    return replace(requests, prefix_key=key, cached_prompt_tokens=cached, adapter=adapter_ids)
 
 
 def _repeats(key: np.ndarray) -> np.ndarray:

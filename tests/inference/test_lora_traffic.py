@@ -292,9 +292,9 @@ def test_the_simulation_is_deterministic_and_the_draw_leaves_the_stream_alone(mo
     assert np.array_equal(ta[0].sent_seconds, plain[0].sent_seconds)
     assert np.array_equal(ta[0].output_tokens, plain[0].output_tokens)
     engine = TrafficEngine.of(scenario, traffic=Traffic(seed=5, **stream))
-    limits, ids = engine.adapter_assignment(engine.traffic, 300)
+    limits, ids = engine.adapter_slot_limits, engine.requests().adapter
     assert (limits.slots, limits.host_slots) == (3, 10)
-    assert np.array_equal(ids, draw_adapter_ids(300, engine.inputs.inputs.adapters.shares, 5))
+    assert np.array_equal(ids, draw_adapter_ids(len(ids), engine.inputs.inputs.adapters.shares, 5))
 
 
 # -------------------------------------------------------------------------------------------- warnings
