@@ -32,6 +32,7 @@ from planner.arrays import Number
 from planner.errors import PlanningError
 from planner.inference.serving.adapter_slots import AdapterLimits
 from planner.model.architecture import ModelArchitecture
+from planner.model.memo import by_identity
 from planner.physics.lora import lora_activation_elements_per_token, lora_adapter_elements, lora_wrapped_layers
 from planner.results import PlanWarning
 from planner.units import gib
@@ -259,10 +260,15 @@ def che_miss_probability(p: np.ndarray, n: np.ndarray, slots: int) -> float:
     return float(np.dot(n, p * np.exp(-p * t)))
 
 
-# adapter_inputs by the identity of its scenario's records (a plan asks three times; equal values built apart
-# are simply computed again): key -> (the records, kept so their ids stay theirs; the answer).
-_BY_IDENTITY: dict[tuple, tuple[tuple[object, object], AdapterInputs]] = {}
-MAX_CACHED = 256
+@by_identity
+def _popularity(lora: LoraAdapters) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]]:
+    """The adapters' shares and their groups (`share_groups`), once per record: a plan asks for them three times,
+    and 100,000 stated shares take milliseconds. Read-only, since every plan of the record shares them."""
+    shares = lora.shares()
+    grouped = share_groups(shares)
+    for array in (shares, *grouped):
+        array.setflags(write=False)
+    return shares, grouped
 
 
 def adapter_inputs(
@@ -277,36 +283,7 @@ def adapter_inputs(
     """The adapters on one GPU of the replica: slots, bytes, FLOPs and kernels of the wrapped projections (routed
     experts carry none), and the time to fill a slot (the GPU's shard over its host link; every GPU copies its own
     at once) or to read an adapter from storage (its whole checkpoint, in the activation dtype: vLLM's
-    `--lora-dtype auto`). Memoized by the records' identity (both are frozen)."""
-    key = (id(lora), id(arch), runtime, tensor_parallel, pipeline_parallel)
-    key += (activation_bytes_per_element, host_link_bytes_per_second)
-    hit = _BY_IDENTITY.get(key)
-    if hit is not None and hit[0][0] is lora and hit[0][1] is arch:
-        return hit[1]
-    value = _adapter_inputs(
-        lora,
-        arch,
-        runtime,
-        tensor_parallel,
-        pipeline_parallel,
-        activation_bytes_per_element,
-        host_link_bytes_per_second,
-    )
-    if len(_BY_IDENTITY) >= MAX_CACHED:
-        _BY_IDENTITY.clear()
-    _BY_IDENTITY[key] = ((lora, arch), value)
-    return value
-
-
-def _adapter_inputs(
-    lora: LoraAdapters,
-    arch: ModelArchitecture,
-    runtime: str,
-    tensor_parallel: int,
-    pipeline_parallel: int,
-    activation_bytes_per_element: float,
-    host_link_bytes_per_second: float,
-) -> AdapterInputs:
+    `--lora-dtype auto`)."""
     check_adapters_fit(arch, runtime)
     targets = tuple(lora.target_modules)
     rank = lora.adapter_rank
@@ -316,8 +293,7 @@ def _adapter_inputs(
     file_elements = float(lora_adapter_elements(arch, rank, targets, 1, 1, 1, experts="skip"))
     slot_bytes = slot_elements * activation_bytes_per_element
     file_bytes = file_elements * activation_bytes_per_element
-    shares = lora.shares()
-    grouped = share_groups(shares)
+    shares, grouped = _popularity(lora)
     slots, host_slots = lora.resident_slots(runtime), lora.host_slots()
     return AdapterInputs(
         adapters=lora.adapters,

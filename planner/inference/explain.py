@@ -17,7 +17,7 @@ from planner.dtypes import (
     weight_bytes_per_element,
 )
 from planner.hardware.catalog import Accelerator
-from planner.inference.adapters import adapter_assumptions
+from planner.inference.adapters import AdapterInputs, adapter_assumptions, adapter_warnings
 from planner.inference.cache_notes import cache_assumptions, kv_per_gpu_substitution, kv_per_token_equation
 from planner.inference.draft import METHOD_TITLES
 from planner.inference.inputs import HardwareInputs, InferenceInputs, attention_compute_dtype
@@ -165,13 +165,18 @@ def assumptions(
         + _model_assumptions(s, arch)
         + _precision_assumptions(s, s.accelerator(), calibration)
         + _kernel_format_assumptions(s, arch, s.accelerator())
-        + _adapter_assumptions(s)
     )
 
 
-def _adapter_assumptions(s: InferenceScenario) -> list[str]:
-    adapters = InferenceInputs.from_scenario(s).adapters if s.lora is not None else None
-    return [] if s.lora is None or adapters is None else adapter_assumptions(s.lora, adapters)
+def adapter_notes(s: InferenceScenario, adapters: AdapterInputs | None) -> tuple[list[str], list[PlanWarning]]:
+    """The LoRA adapters' assumptions and, when a batch needs more distinct adapters than the slots, a warning
+    (`adapters`: the plan's own `InferenceInputs.adapters`)."""
+    if s.lora is None or adapters is None:
+        return [], []
+    per_replica = s.traffic.max_num_seqs if s.traffic is not None and s.traffic.max_num_seqs else None
+    return adapter_assumptions(s.lora, adapters), adapter_warnings(
+        adapters, per_replica or -(-s.concurrency // s.replicas)
+    )
 
 
 def _model_assumptions(s: InferenceScenario, arch: ModelArchitecture) -> list[str]:

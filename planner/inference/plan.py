@@ -68,6 +68,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
     cost = _cost(scenario, m, performance, price)
     bottleneck, reason = explain.bottleneck(memory, performance)
     speculative_assumptions, speculative_warnings = explain.speculative_notes(scenario, performance)
+    adapter_assumptions, adapter_warnings = explain.adapter_notes(scenario, inputs.adapters)
     model = _model_summary(scenario, arch, counts, kv_cache_bytes_per_token(arch, float(inputs.kv_bytes_per_element)))
     result = InferencePlan(
         scenario=scenario,
@@ -79,7 +80,9 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
         energy=_energy(scenario, accel, m),
         bottleneck=bottleneck,
         bottleneck_reason=reason,
-        **warning_fields(warnings_for(scenario, arch, accel, memory) + speculative_warnings + traffic_warnings),
+        **warning_fields(
+            warnings_for(scenario, arch, accel, memory) + adapter_warnings + speculative_warnings + traffic_warnings
+        ),
         assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
         + [runtime_assumption(inputs, m.memory)]
         + [
@@ -87,6 +90,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
                 accelerator_power(accel), scenario.pue, scenario.electricity_usd_per_kwh, scenario.carbon_kg_per_kwh
             )
         ]
+        + adapter_assumptions
         + speculative_assumptions
         + (traffic.assumptions() if traffic is not None else []),
         uncertainty=inference_bands(

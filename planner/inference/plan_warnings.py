@@ -12,8 +12,6 @@ from planner.dtypes import (
     weight_bytes_per_element,
 )
 from planner.hardware.catalog import Accelerator
-from planner.inference.adapters import adapter_warnings
-from planner.inference.inputs import InferenceInputs
 from planner.inference.scenario import InferenceScenario
 from planner.model.architecture import ModelArchitecture
 from planner.model.notes import architecture_warnings
@@ -31,16 +29,7 @@ def warnings_for(
         *_precision_warnings(s, accel),
         *_layout_warnings(s, accel),
         *_workload_warnings(s),
-        *_adapter_warnings(s),
     ]
-
-
-def _adapter_warnings(s: InferenceScenario) -> list[PlanWarning]:
-    adapters = InferenceInputs.from_scenario(s).adapters if s.lora is not None else None
-    if adapters is None:
-        return []
-    per_replica = s.traffic.max_num_seqs if s.traffic is not None and s.traffic.max_num_seqs else None
-    return adapter_warnings(adapters, per_replica or -(-s.concurrency // s.replicas))
 
 
 def _context_and_memory_warnings(
