@@ -15,6 +15,7 @@ scenario the form starts from) and not bound to the URL; ui.controls writes the 
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Any
 
 import streamlit as st
@@ -55,8 +56,10 @@ def _seed(prefix: str, lora: LoraAdapters | None) -> None:
         ss[key] = values[name]
 
 
+@lru_cache(maxsize=16)
 def fits_a_link(lora: LoraAdapters) -> bool:
-    """Whether a share link can carry the adapters (`planner.share` writes them as one inline parameter)."""
+    """Whether a share link can carry the adapters (`planner.share` writes them as one inline parameter). Cached:
+    the section asks at every rerun, and compressing 100,000 shares takes a while."""
     return len(encode_inline(lora.model_dump(mode="json"))) <= MAX_PARAM_CHARS
 
 
