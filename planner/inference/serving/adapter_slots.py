@@ -38,7 +38,6 @@ class AdapterSlots:
         self.loads = 0  # GPU slots filled
         self.storage_reads = 0
         self.stall_seconds = 0.0  # steps' waits for loads, all together
-        self.version = 0  # changes whenever the set of running adapters does
         self.queued: dict[int, int] = {}  # adapter -> its requests in the replica's queue
 
     def enqueue(self, request: int) -> None:
@@ -64,8 +63,6 @@ class AdapterSlots:
             self.queued[adapter] = left
         else:
             self.queued.pop(adapter, None)
-        if adapter not in self.running:
-            self.version += 1
         self.running[adapter] = self.running.get(adapter, 0) + 1
         if adapter in self.gpu:
             self.gpu.move_to_end(adapter)
@@ -91,8 +88,8 @@ class AdapterSlots:
         left = self.running.get(adapter, 0) - 1
         if left > 0:
             self.running[adapter] = left
-        elif self.running.pop(adapter, None) is not None:
-            self.version += 1
+        else:
+            self.running.pop(adapter, None)
 
     def take_pending_seconds(self) -> float:
         """The loads the coming step waits for (then none)."""

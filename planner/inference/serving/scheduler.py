@@ -14,7 +14,6 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, replace
-from itertools import islice
 from typing import cast
 
 import numpy as np
@@ -169,7 +168,6 @@ class Replica:
         self.reserved: dict[int, int] = {}
         self.reserved_blocks = 0
         self.adapters: AdapterSlots | None = None  # multi-LoRA serving (`simulate_replica`)
-        self.skipped, self.skipped_version = 0, -1  # the queue's head of skipped requests (`_next_admissible`)
 
     # ------------------------------------------------------------------------------------- the loop
 
@@ -280,26 +278,18 @@ class Replica:
 
     def _next_admissible(self) -> int | None:
         """Where in the queue the next request to admit stands: its head, or under multi-LoRA serving the first
-        whose adapter fits the batch (vLLM V1 skips the others and tries the next); None when none does.
-
-        The skipped head of the queue is remembered while the running adapters stay the same (`AdapterSlots.
-        version`): admitting the first admissible request, or requests arriving at the tail, leaves it skipped, so
-        a long blocked queue is scanned once, not at every step. A preempted request requeued at the head resets it."""
+        whose adapter fits the batch (vLLM V1 skips the others and tries the next); None when none does. The queue
+        is scanned only when a slot's adapter has a request in it (`AdapterSlots.none_admissible`): a blocked queue
+        is answered at once."""
         adapters = self.adapters
-        if adapters is None:
-            return 0
-        start = self.skipped if self.skipped_version == adapters.version else 0
-        found = None
+        if adapters is None or not self.waiting:
+            return 0 if adapters is None else None
         if len(adapters.running) < adapters.limits.slots:
-            found = 0 if self.waiting else None  # a slot to spare: every request fits, the head first
-        elif not adapters.none_admissible():
-            running, adapter_of = adapters.running, adapters.adapter_of  # the test of `admissible`, inlined
-            for offset, waiting in enumerate(islice(self.waiting, start, None)):
-                if adapter_of[waiting[0]] in running:
-                    found = start + offset
-                    break
-        self.skipped, self.skipped_version = (len(self.waiting) if found is None else found), adapters.version
-        return found
+            return 0  # a slot to spare: every request fits, the head first
+        if adapters.none_admissible():
+            return None
+        running, adapter_of = adapters.running, adapters.adapter_of  # the test of `admissible`, inlined
+        return next((p for p, waiting in enumerate(self.waiting) if adapter_of[waiting[0]] in running), None)
 
     def _admit(self, position: int = 0) -> list[int]:
         """The request at `position` in the queue (its head by default) starts (or restarts) its prompt."""
@@ -396,7 +386,6 @@ class Replica:
         else:
             context, generated = self._evict_decoder(victim)
         self.waiting.appendleft((victim, 0, context, generated))
-        self.skipped = 0
         if self.adapters is not None:
             self.adapters.enqueue(victim)
         if self.adapters is not None:
