@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from planner.calibration_record import CalibrationRecord
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.notes import architecture_assumptions
-from planner.physics import attention_efficiency, gemm_efficiency
+from planner.physics import attention_efficiency, gemm_efficiency, grouped_gemm_training
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
@@ -237,6 +237,8 @@ def _recipe_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> list[st
             if s.fp8_recipe == "delayed"
             else "current scaling (Float8CurrentScaling: each tensor's amax computed just before its cast, one extra "
             "read of the tensor, not charged)"
+            if s.fp8_recipe == "current"
+            else "MXFP8 block scaling (MXFP8BlockScaling: an E8M0 scale per 1 x 32 block; dense casts not charged)"
         )
         out.append(
             f"FP8 training with Transformer Engine, Format.HYBRID (E4M3 forward, E5M2 gradients), {scaling}: the "
@@ -248,6 +250,15 @@ def _recipe_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> list[st
             "FP8. MFU and HFU are against the dense bf16 peak. Sources: Transformer Engine Common API "
             "(transformer_engine.common.recipe, release 2.x docs) and Micikevicius et al. 2022, 'FP8 Formats for "
             "Deep Learning'."
+        )
+    if s.precision == "fp8" and s.fp8_recipe == "mxfp8" and arch.is_moe:
+        g = grouped_gemm_training
+        out.append(
+            f"MXFP8 routed experts: grouped GEMMs at {percent(g.FORWARD_GEMM_OF_MAMF)} of the FP8 MAMF (output, input "
+            f"gradient) and {percent(g.WEIGHT_GRADIENT_GEMM_OF_MAMF)} (weight gradient), their inputs quantized in every "
+            f"pass at {percent(g.ROWWISE_QUANTIZE_OF_HBM)} of HBM ({percent(g.COLWISE_QUANTIZE_OF_HBM)} colwise) and "
+            "their scales laid out, as torchao's MXFP8 kernels on B200 (MoE training README, 'MXFP8 Kernel Breakdown by "
+            "Pass'). Assumed: Transformer Engine runs alike, GB200 / B300 at the same shares; permute/combine not charged."
         )
     return out
 

@@ -12,8 +12,9 @@ from dataclasses import dataclass, field, replace
 
 from planner.arrays import Flag, Number
 from planner.calibration_record import CalibrationRecord, device_terms_for
+from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
-from planner.physics import attention_efficiency, gemm_efficiency
+from planner.physics import attention_efficiency, gemm_efficiency, grouped_gemm_training
 from planner.physics.energy import accelerator_power
 from planner.training.precision import PRECISIONS, PrecisionBytes
 from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
@@ -46,6 +47,9 @@ class TrainingHardware:
     # The named fused-attention kernel's rate on this GPU, share of the 16-bit peak in the planner's FLOP count
     # (planner.physics.attention_efficiency); 0: none stated or published, attention runs like the GEMMs.
     attention_efficiency: Number = 0.0
+    # MXFP8 recipe on a GPU whose tensor cores take its block scales: the FP8 MAMF the routed experts' grouped GEMMs
+    # are priced on (planner.physics.grouped_gemm_training); 0: they stay in the flat-efficiency compute.
+    mxfp8_grouped_gemm_flops_per_second: Number = 0.0
 
     @classmethod
     def from_accelerator(
@@ -268,4 +272,19 @@ def training_hardware(
     return replace(
         hardware,
         attention_efficiency=attention_efficiency.planner_attention_efficiency(accel.id, scenario.attention_kernel),
+        mxfp8_grouped_gemm_flops_per_second=mxfp8_grouped_gemm_flops(scenario, accel),
     )
+
+
+def mxfp8_grouped_gemm_flops(scenario: TrainingScenario, accel: Accelerator) -> float:
+    """The FP8 MAMF (`gemm_efficiency.gemm_ceiling` x the FP8 peak) an MXFP8 recipe's routed-expert grouped GEMMs run
+    on; 0 for every other recipe. MXFP8 on a GPU whose tensor cores do not take its 1 x 32 block scales is refused."""
+    if scenario.precision != "fp8" or scenario.fp8_recipe != "mxfp8":
+        return 0.0
+    if accel.id not in grouped_gemm_training.MXFP8_ACCELERATORS:
+        raise PlanningError(
+            f"fp8_recipe=mxfp8 needs a Blackwell GPU ({', '.join(grouped_gemm_training.MXFP8_ACCELERATORS)}): "
+            f"MXFP8's 1x32 block scales are applied by SM100 tensor cores, which {accel.id} does not have; "
+            "use fp8_recipe current or delayed"
+        )
+    return gemm_efficiency.gemm_ceiling(accel.id, "fp8") * accel.peak_flops("fp8")

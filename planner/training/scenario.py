@@ -23,7 +23,7 @@ Precision = Literal["mixed_bf16", "mixed_fp16", "amp_bf16", "bf16", "fp32", "fp8
 Optimizer = Literal["adamw", "adam8bit", "sgd", "sgd_momentum", "adafactor"]
 Checkpointing = Literal["none", "selective", "op", "full"]
 RecomputeMethod = Literal["uniform", "block"]
-Fp8Recipe = Literal["delayed", "current"]
+Fp8Recipe = Literal["delayed", "current", "mxfp8"]
 
 # Megatron-core's `--recompute-modules` (TransformerConfig.recompute_modules, megatron/core/transformer/
 # transformer_config.py): the modules selective recomputation may checkpoint, in this canonical order.
@@ -178,7 +178,8 @@ class TrainingScenario(ScenarioBase):
     fp8_recipe: Fp8Recipe = Field(
         default="delayed",
         description="precision fp8 (Transformer Engine, hybrid E4M3 forward / E5M2 gradients): delayed scaling from "
-        "an amax history, or current (per-tensor, just-in-time) scaling",
+        "an amax history, current (per-tensor, just-in-time) scaling, or mxfp8 (E4M3 with a power-of-two scale per "
+        "1x32 block; Blackwell only)",
     )
     flash_attention: bool = Field(default=True, description="fused attention that never stores the score matrix")
     attention_kernel: AttentionKernel = Field(

@@ -26,9 +26,11 @@ from planner.physics.communication import Link
 from planner.physics.communication import overlapped_exposed_seconds as overlapped_exposed
 from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.memory import stage_layers, stage_moe_layers
+from planner.physics.projections import stage_layer_split
 from planner.training import step_time
 from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
 from planner.training.inputs import TrainingHardware, TrainingInputs
+from planner.training.named_kernels import fp8_equivalent_flops, mxfp8_routed_experts, named_kernel_attention
 from planner.training.recompute import Recompute, full_recompute_fraction
 
 
@@ -45,6 +47,9 @@ class TrainingFlops:
     recompute_fraction: Number = 1.0  # share of layers full recomputation repeats (block method: fewer)
     stage_layers: Number = 0.0  # layers of the stage the step time runs on (the slowest)
     stage_attention_flops_per_token: Number = 0.0  # its softmax attention (what a named fused kernel runs)
+    stage_moe_layers: Number = 0.0  # MoE layers of that stage
+    routed_expert_forward_passes: Number = 1.0  # forwards of the routed experts per micro-batch (recomputation)
+    expert_load_imbalance: Number = 1.0  # the busiest expert-parallel rank's routed tokens over the mean
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,6 +258,9 @@ def training_flops(arch: ModelArchitecture, counts: ParameterCounts, inputs: Tra
         recompute_fraction=fraction,
         stage_layers=layers,
         stage_attention_flops_per_token=stage_attention,
+        stage_moe_layers=stage_layer_split(arch, pp, None if uneven is None else layers)[1],
+        routed_expert_forward_passes=step_time.routed_expert_forward_passes(work),
+        expert_load_imbalance=work.expert_load_imbalance,
     )
 
 
@@ -421,6 +429,7 @@ def microbatch_communication(
 
 
 def microbatch_time(
+    arch: ModelArchitecture,
     hw: TrainingHardware,
     efficiency: EfficiencyFigures,
     inputs: TrainingInputs,
@@ -434,9 +443,15 @@ def microbatch_time(
     tp = inputs.layout.tensor_parallel
     stage_flops = tokens * flops.stage_hardware_flops_per_token / tp
     attention_flops, attention_seconds = named_kernel_attention(hw, tokens * flops.stage_attention_flops_per_token / tp)
+    experts = (flops.stage_moe_layers, flops.routed_expert_forward_passes, flops.expert_load_imbalance)
+    expert_flops, expert_seconds = mxfp8_routed_experts(arch, hw, inputs, *experts)
     compute = (
         roofline.shaped_compute_seconds(
-            fp8_equivalent_flops(stage_flops - attention_flops, tokens * flops.stage_gemm_flops_per_token / tp, hw),
+            fp8_equivalent_flops(
+                stage_flops - attention_flops - expert_flops,
+                tokens * flops.stage_gemm_flops_per_token / tp - expert_flops,
+                hw,
+            ),
             hw.peak_flops_per_second,
             efficiency.training_compute,
             hw.gemm_ceiling_ratio,
@@ -444,6 +459,7 @@ def microbatch_time(
             hw.gemm_tail_seconds,
         )
         + attention_seconds
+        + expert_seconds
     )
     stage_bytes = step_time.microbatch_memory_bytes(
         states.param_bytes,
@@ -467,15 +483,6 @@ def microbatch_time(
             0.0,
         ),
     )
-
-
-def named_kernel_attention(hw: TrainingHardware, attention_flops):
-    """(FLOPs taken out of the flat-efficiency compute, their seconds) for a micro-batch's softmax attention: at the
-    named fused kernel's published rate on this GPU (`hw.attention_efficiency`, `physics.attention_efficiency`)
-    where there is one; (0, 0) otherwise, the attention then staying in the flat-efficiency compute as before."""
-    named = hw.attention_efficiency > 0
-    seconds = attention_flops / (hw.peak_flops_per_second * maximum(hw.attention_efficiency, 1e-9))
-    return where(named, attention_flops, 0.0), where(named, seconds, 0.0)
 
 
 def tensor_parallel_hidden_seconds(inputs: TrainingInputs, flops: TrainingFlops, communication, compute_seconds):
@@ -515,14 +522,6 @@ def microbatch_gemm_kernels(layers, recompute, recompute_fraction):
     return layers * gemm_efficiency.GEMMS_PER_LAYER * passes
 
 
-def fp8_equivalent_flops(stage_flops, gemm_flops, hw: TrainingHardware):
-    """The stage's FLOPs in units of the 16-bit peak: the layer GEMMs run at `gemm_peak_flops_per_second` (the FP8
-    peak with an FP8 recipe), so they count peak / gemm_peak of their FLOPs; everything else (attention, head)
-    counts whole. Equal to `stage_flops` when the GEMM peak is the peak (every recipe but FP8, or a GPU without
-    FP8 tensor cores)."""
-    return stage_flops - gemm_flops * (1 - hw.peak_flops_per_second / hw.gemm_peak_flops_per_second)
-
-
 def optimizer_step(
     hw: TrainingHardware, efficiency: EfficiencyFigures, inputs: TrainingInputs, states: ModelStateShard
 ) -> OptimizerStep:
@@ -560,7 +559,7 @@ def training_step(
     flops = training_flops(arch, counts, inputs)
     dp = data_parallel_collectives(hw, efficiency, inputs, states)
     per_microbatch = microbatch_communication(arch, hw, efficiency, inputs, states, dp, flops)
-    microbatch = microbatch_time(hw, efficiency, inputs, memory, flops, per_microbatch)
+    microbatch = microbatch_time(arch, hw, efficiency, inputs, memory, flops, per_microbatch)
     optimizer = optimizer_step(hw, efficiency, inputs, states)
 
     grad_sync = where(

@@ -153,6 +153,18 @@ def attention_recompute_passes(work: FlopsInputs):
     )
 
 
+def routed_expert_forward_passes(work: FlopsInputs):
+    """Forwards the routed experts' GEMMs run per micro-batch: one, plus the recomputed share of layers under full
+    recomputation, or one more under selective recomputation with the moe module; op-level recomputation keeps the
+    expert block (`op_recomputed_matrices`). The same repeats `layer_recompute_flops_per_token` counts."""
+    selective = 1.0 if "moe" in work.recompute_modules else 0.0
+    return 1.0 + where(
+        work.recompute == Recompute.FULL,
+        work.recompute_fraction,
+        where(work.recompute == Recompute.SELECTIVE, selective, 0.0),
+    )
+
+
 def layer_training_flops_per_token(
     counts: ParameterCounts, arch: ModelArchitecture, moe_layer: bool, work: FlopsInputs
 ):

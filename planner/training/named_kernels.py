@@ -1,0 +1,75 @@
+"""Micro-batch compute priced by named kernels at their published rates instead of the flat training efficiency
+(`Efficiency.training_compute`): a named fused-attention kernel (`planner.physics.attention_efficiency`) and the
+routed experts' MXFP8 grouped GEMMs (`planner.physics.grouped_gemm_training`). Each returns (FLOPs taken out of the
+flat-efficiency compute, their seconds), zeros where no figure applies; `fp8_equivalent_flops` states what stays in
+the flat compute in units of the 16-bit peak. Broadcasts over numpy arrays."""
+
+from __future__ import annotations
+
+from planner.arrays import maximum, where
+from planner.model.architecture import ModelArchitecture
+from planner.physics import grouped_gemm_training
+from planner.physics.projections import layer_matrices
+from planner.training.inputs import TrainingHardware, TrainingInputs
+
+
+def mxfp8_routed_experts(
+    arch: ModelArchitecture,
+    hw: TrainingHardware,
+    inputs: TrainingInputs,
+    stage_moe_layers,
+    forward_passes,
+    load_imbalance,
+):
+    """(FLOPs taken out of the flat-efficiency compute, their seconds) for a micro-batch's routed-expert grouped GEMMs
+    under an MXFP8 recipe on Blackwell (`hw.mxfp8_grouped_gemm_flops_per_second` > 0): per MoE layer of the stage the
+    fused gate/up GEMM (K = hidden, N = the column-split experts' outputs / TP) and the down GEMM (K = its input / TP,
+    N = hidden), over tokens x k x `load_imbalance` (the busiest rank's) rows and the rank's experts / EP, in
+    `forward_passes` forwards (recomputation included) and both gradients, at the published kernel rates with their
+    quantization and scale-layout kernels (`physics.grouped_gemm_training`); (0, 0) otherwise, the experts then
+    staying in the flat-efficiency compute."""
+    if not arch.num_moe_layers:
+        return 0.0, 0.0
+    lay = inputs.layout
+    tp = lay.tensor_parallel
+    experts = [m for m in layer_matrices(arch, True) if m.expert]
+    column = [m for m in experts if m.split == "column"]
+    row = [m for m in experts if m.split == "row"]
+    shapes = [(sum(m.d_out for m in column) / tp, arch.hidden_size)] + [(m.d_out, m.d_in / tp) for m in row]
+    rows = inputs.tokens_per_microbatch * arch.experts_per_token * load_imbalance
+    groups = arch.num_experts / lay.expert_parallel
+    passes = forward_passes
+    seconds, expert_flops = 0.0, 0.0
+    for n, k in shapes:
+        seconds = (
+            seconds
+            + grouped_gemm_training.mxfp8_grouped_gemm_time(
+                rows,
+                n,
+                k,
+                groups,
+                passes,
+                maximum(hw.mxfp8_grouped_gemm_flops_per_second, 1.0),
+                hw.bandwidth_bytes_per_second,
+            ).total_seconds
+        )
+        expert_flops = expert_flops + 2.0 * rows * n * k * (passes + 2)
+    applies = hw.mxfp8_grouped_gemm_flops_per_second > 0
+    return where(applies, stage_moe_layers * expert_flops, 0.0), where(applies, stage_moe_layers * seconds, 0.0)
+
+
+def named_kernel_attention(hw: TrainingHardware, attention_flops):
+    """(FLOPs taken out of the flat-efficiency compute, their seconds) for a micro-batch's softmax attention: at the
+    named fused kernel's published rate on this GPU (`hw.attention_efficiency`, `physics.attention_efficiency`)
+    where there is one; (0, 0) otherwise, the attention then staying in the flat-efficiency compute as before."""
+    named = hw.attention_efficiency > 0
+    seconds = attention_flops / (hw.peak_flops_per_second * maximum(hw.attention_efficiency, 1e-9))
+    return where(named, attention_flops, 0.0), where(named, seconds, 0.0)
+
+
+def fp8_equivalent_flops(stage_flops, gemm_flops, hw: TrainingHardware):
+    """The stage's FLOPs in units of the 16-bit peak: the layer GEMMs run at `gemm_peak_flops_per_second` (the FP8
+    peak with an FP8 recipe), so they count peak / gemm_peak of their FLOPs; everything else (attention, head)
+    counts whole. Equal to `stage_flops` when the GEMM peak is the peak (every recipe but FP8, or a GPU without
+    FP8 tensor cores)."""
+    return stage_flops - gemm_flops * (1 - hw.peak_flops_per_second / hw.gemm_peak_flops_per_second)
