@@ -12,9 +12,8 @@ from dataclasses import dataclass, field, replace
 
 from planner.arrays import Flag, Number
 from planner.calibration_record import CalibrationRecord, device_terms_for
-from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
-from planner.physics import attention_efficiency, gemm_efficiency, grouped_gemm_training
+from planner.physics import attention_efficiency, gemm_efficiency
 from planner.physics.energy import accelerator_power
 from planner.training.precision import PRECISIONS, PrecisionBytes
 from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
@@ -278,13 +277,8 @@ def training_hardware(
 
 def mxfp8_grouped_gemm_flops(scenario: TrainingScenario, accel: Accelerator) -> float:
     """The FP8 MAMF (`gemm_efficiency.gemm_ceiling` x the FP8 peak) an MXFP8 recipe's routed-expert grouped GEMMs run
-    on; 0 for every other recipe. MXFP8 on a GPU whose tensor cores do not take its 1 x 32 block scales is refused."""
+    on; 0 for every other recipe (the scenario refuses MXFP8 on a GPU whose tensor cores do not take its 1 x 32
+    block scales)."""
     if scenario.precision != "fp8" or scenario.fp8_recipe != "mxfp8":
         return 0.0
-    if accel.id not in grouped_gemm_training.MXFP8_ACCELERATORS:
-        raise PlanningError(
-            f"fp8_recipe=mxfp8 needs a Blackwell GPU ({', '.join(grouped_gemm_training.MXFP8_ACCELERATORS)}): "
-            f"MXFP8's 1x32 block scales are applied by SM100 tensor cores, which {accel.id} does not have; "
-            "use fp8_recipe current or delayed"
-        )
     return gemm_efficiency.gemm_ceiling(accel.id, "fp8") * accel.peak_flops("fp8")

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from planner.errors import PlanningError
 from planner.hardware.catalog import Accelerator
 from planner.physics.attention_efficiency import AttentionKernel
+from planner.physics.grouped_gemm_training import MXFP8_ACCELERATORS
 from planner.scenario_base import MAX_TOKENS, ModelRef, ScenarioBase
 from planner.training.memory import uneven_stage_layers
 
@@ -264,7 +265,7 @@ class TrainingScenario(ScenarioBase):
     @model_validator(mode="after")
     def _valid_layout(self) -> TrainingScenario:
         arch = self.architecture()
-        self.accelerator()
+        accel = self.accelerator()
         self._check_tensor_parallel(arch)
         self._check_pipeline(arch)
         tp, pp, cp, ep = self.tensor_parallel, self.pipeline_parallel, self.context_parallel, self.expert_parallel
@@ -355,6 +356,12 @@ class TrainingScenario(ScenarioBase):
             )
         if self.fp8_recipe != "delayed" and self.precision != "fp8":
             raise PlanningError(f"fp8_recipe={self.fp8_recipe} needs precision fp8 (Transformer Engine)")
+        if self.fp8_recipe == "mxfp8" and accel.id not in MXFP8_ACCELERATORS:
+            raise PlanningError(
+                f"fp8_recipe=mxfp8 needs a Blackwell GPU ({', '.join(MXFP8_ACCELERATORS)}): MXFP8's 1x32 block "
+                f"scales are applied by SM100 tensor cores, which {accel.id} does not have; use fp8_recipe current "
+                "or delayed"
+            )
         return self
 
     def _check_recompute(self, arch) -> None:

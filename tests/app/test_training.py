@@ -219,3 +219,16 @@ def test_the_training_page_says_which_memory_it_shows():
     assert not at.exception
     caption = "\n".join(c.value for c in at.caption)
     assert "max_memory_allocated" in caption and "max_reserved" in caption and "GMLake" in caption
+
+
+def test_mxfp8_off_blackwell_is_a_sentence_and_on_blackwell_a_plan():
+    at = open_page("training")
+    at.selectbox(key="training_precision").set_value("fp8")
+    at.selectbox(key="training_fp8_recipe").set_value("mxfp8").run()
+    assert not at.exception
+    assert any("needs a Blackwell GPU" in e.value for e in at.error)
+    at.selectbox(key="training_pick_gpu").set_value("b200").run()
+    assert_clean(at)
+    expected = at.session_state["current_training"]
+    assert (expected.gpu_id(), expected.fp8_recipe) == ("b200", "mxfp8")
+    assert_metrics_match(at, expected)

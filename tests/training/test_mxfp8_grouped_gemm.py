@@ -100,8 +100,9 @@ def test_dense_models_and_other_recipes_are_unchanged():
 
 @pytest.mark.parametrize("gpu", ["h100-sxm", "h200", "mi300x", "a100-80gb"])
 def test_mxfp8_off_blackwell_is_refused_with_a_sentence(gpu):
-    with pytest.raises(PlanningError, match="fp8_recipe=mxfp8 needs a Blackwell GPU"):
-        plan(_qwen(gpu=gpu, fp8_recipe="mxfp8"))
+    # refused where the scenario is built, so a page or link shows the sentence before any plan runs
+    with pytest.raises((PlanningError, ValueError), match="fp8_recipe=mxfp8 needs a Blackwell GPU"):
+        _qwen(gpu=gpu, fp8_recipe="mxfp8")
 
 
 def test_mxfp8_needs_precision_fp8():
@@ -130,3 +131,13 @@ def test_sweep_prices_mxfp8_experts_as_the_plan_does():
     for index in valid:
         row = result.iloc[index]
         assert row["step_seconds"] == plan(training_scenario_for_row(base, row)).performance.step_seconds
+
+
+def test_a_sweep_over_gpus_refuses_mxfp8_rows_off_blackwell_by_the_scenario_sentence():
+    base = _qwen(gpu="b200", fp8_recipe="mxfp8")
+    result = evaluate_training(base, training_grid(base, gpus=["h100-sxm", "b200"]))
+    by_gpu = {row["gpu"]: row for _, row in result.iterrows()}
+    assert not by_gpu["h100-sxm"]["valid"]
+    assert "needs a Blackwell GPU" in by_gpu["h100-sxm"]["invalid_reason"]
+    assert by_gpu["b200"]["valid"]
+    assert by_gpu["b200"]["step_seconds"] == plan(base).performance.step_seconds
