@@ -104,10 +104,8 @@ def assumptions_for(
     s: TrainingScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration: CalibrationRecord | None
 ) -> list[str]:
     """What every training estimate rests on, then what this scenario's choices add."""
-    out = _general_assumptions(s, efficiency)
-    out += _lora_assumptions(s)
-    out += architecture_assumptions(arch)
-    out += _recipe_assumptions(s, arch)
+    out = _general_assumptions(s, efficiency) + _lora_assumptions(s)
+    out += architecture_assumptions(arch) + _recipe_assumptions(s, arch)
     if calibration is not None:
         out.append(f"Calibrated with '{calibration.label}': efficiencies and runtime overhead from a measured profile.")
     return out
@@ -389,6 +387,7 @@ def _model_state_equations(
     p = tprec.PRECISIONS[s.precision]
     opt_per_elem = tprec.optimizer_state_bytes_per_element(s.optimizer, p.state)
     opt_text = "factored (Adafactor)" if opt_per_elem is None else f"{p.master:g} + {opt_per_elem:g}"
+    grad_bytes = tmem.gradient_bytes_per_element(p.grad, s.grad_accumulation_fp32, s.distributed_optimizer)
     zero = s.effective_zero_stage
     group = s.dp * s.context_parallel
     return [
@@ -423,10 +422,10 @@ def _model_state_equations(
         Equation(
             name="Gradients per GPU",
             formula="trainable per GPU x grad bytes / (DP x CP if ZeRO >= 2)",
-            substituted=f"{count(layout.parameters_trainable_per_gpu)} x {p.grad:g} B / {group if zero >= 2 else 1}",
+            substituted=f"{count(layout.parameters_trainable_per_gpu)} x {grad_bytes:g} B / {group if zero >= 2 else 1}",
             value=memory.components["gradients_bytes"],
             unit="bytes",
-            source="ZeRO Fig. 1",
+            source="ZeRO Fig. 1; Megatron-core DDP: one grad buffer in the reduce dtype",
         ),
         Equation(
             name="Optimizer states per GPU",

@@ -305,13 +305,18 @@ def stage_memory(
         tact.second_stage_in_flight_microbatches(pp, inputs.microbatches, lay.virtual_stages) if middle else None
     )
     is_last = False if middle else where(pp == 1, True, not first_stage)
+    grad_bytes = tmem.gradient_bytes_per_element(p.grad, recipe.grad_accumulation_fp32, recipe.megatron_gradient_buffer)
     components = MemoryComponents(
         weights_bytes=tmem.weights_bytes(
             s.param_dense_bytes, s.param_expert_bytes, zero, dense_group, expert_group, recipe.offload_parameters
         )
         + fp8_weight_copy_bytes(arch, counts, inputs, layers),
         gradients_bytes=tmem.gradients_bytes(
-            s.trainable_dense_elements * p.grad, s.trainable_expert_elements * p.grad, zero, dense_group, expert_group
+            s.trainable_dense_elements * grad_bytes,
+            s.trainable_expert_elements * grad_bytes,
+            zero,
+            dense_group,
+            expert_group,
         ),
         gradient_accumulation_bytes=tmem.gradient_accumulation_bytes(
             s.trainable_dense_elements,
@@ -320,7 +325,7 @@ def stage_memory(
             dense_group,
             expert_group,
             recipe.grad_accumulation_fp32,
-            p.grad,
+            grad_bytes,
         ),
         optimizer_states_bytes=tmem.optimizer_states_bytes(
             s.state_dense_bytes, s.state_expert_bytes, zero, dense_group, expert_group, recipe.offload_optimizer

@@ -153,6 +153,9 @@ class RecipeInputs:
     dropout: Flag
     grad_accumulation_fp32: Flag
     overlap_grad_reduce: Flag
+    # Megatron-core's DDP: the gradients live in one buffer of the reduce dtype (fp32 with grad_reduce_in_fp32),
+    # `param.main_grad` views into it, and no 16-bit copy is kept (see `gradient_bytes_per_element`).
+    megatron_gradient_buffer: Flag = False
     overlap_tp_backward: Flag = False  # the backward's TP collectives under the weight-gradient GEMMs (Megatron-core)
     # Which modules selective recomputation recomputes (Megatron-core names); Megatron's default is core_attn.
     recompute_modules: tuple[str, ...] = ("core_attn",)
@@ -236,6 +239,7 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             dropout=scenario.dropout,
             grad_accumulation_fp32=scenario.grad_accumulation_fp32,
             overlap_grad_reduce=scenario.overlap_grad_reduce,
+            megatron_gradient_buffer=scenario.distributed_optimizer,
             overlap_tp_backward=scenario.overlap_tp_backward,
             recompute_modules=tuple(m for m in scenario.recompute_modules.split(",") if m),
             recompute_method=scenario.recompute_method,

@@ -227,12 +227,22 @@ def gradients_bytes(dense_bytes, expert_bytes, zero_stage, dense_group, expert_g
     )
 
 
+def gradient_bytes_per_element(grad_bytes, grad_accumulation_fp32, megatron_gradient_buffer):
+    """Bytes per trainable element of the gradients. Megatron-core's DistributedDataParallel allocates one grad
+    buffer per (param, grad) dtype with `grad_dtype = torch.float if grad_reduce_in_fp32 else param.dtype`, points
+    each `param.main_grad` into it, and Transformer Engine's fused weight-gradient accumulation writes there
+    (megatron/core/distributed/distributed_data_parallel.py): with fp32 reduction the gradients are that fp32
+    buffer alone, not 16-bit gradients next to an fp32 accumulator."""
+    return where(megatron_gradient_buffer, where(grad_accumulation_fp32, 4.0, grad_bytes), grad_bytes)
+
+
 def gradient_accumulation_bytes(
     dense_elements, expert_elements, zero_stage, dense_group, expert_group, enabled, grad_bytes
 ):
     """An fp32 buffer that accumulates micro-batch gradients next to 16-bit gradients (DeepSpeed's bf16
     optimizer, `grad_accumulation_fp32`), sharded like the gradients. Zero when off or when the gradients
-    are fp32 already (accumulating in `.grad` itself needs no extra memory)."""
+    are fp32 already (accumulating in `.grad` itself needs no extra memory; Megatron's fp32 grad buffer is the
+    gradients, `gradient_bytes_per_element`)."""
     needed = where(enabled, where(grad_bytes < 4, 1.0, 0.0), 0.0)
     return (
         needed

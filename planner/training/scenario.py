@@ -122,7 +122,9 @@ class TrainingScenario(ScenarioBase):
         "DeepSpeed); amp_bf16: fp32 weights with bf16 autocast (PyTorch AMP); bf16: pure bf16",
     )
     grad_accumulation_fp32: bool = Field(
-        default=False, description="keep an fp32 gradient accumulation buffer next to 16-bit gradients"
+        default=False,
+        description="keep an fp32 gradient accumulation buffer next to 16-bit gradients (DeepSpeed); with "
+        "distributed_optimizer, Megatron's grad_reduce_in_fp32: its fp32 grad buffer is the gradients",
     )
     micro_batch_size: int = Field(
         default=1,

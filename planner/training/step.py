@@ -27,6 +27,7 @@ from planner.physics.communication import overlapped_exposed_seconds as overlapp
 from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.physics.projections import stage_layer_split
+from planner.training import memory as tmem
 from planner.training import step_time
 from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
 from planner.training.inputs import TrainingHardware, TrainingInputs
@@ -71,8 +72,7 @@ class MicrobatchCommunication:
 
 @dataclass(frozen=True, slots=True)
 class MicrobatchTime:
-    """One micro-batch's forward and backward on one GPU of the last stage: its roofline and its slot in the
-    pipeline schedule."""
+    """One micro-batch's forward and backward on one GPU of the last stage: its roofline and pipeline slot."""
 
     tokens: Number
     flops: Number
@@ -532,7 +532,8 @@ def optimizer_step(
     dense_shards, expert_shards = where(sharded, lay.dense_group, 1), where(sharded, lay.expert_group, 1)
     trainable = states.trainable_dense_elements / dense_shards + states.trainable_expert_elements / expert_shards
     state_bytes = states.state_dense_bytes / dense_shards + states.state_expert_bytes / expert_shards
-    traffic = step_time.optimizer_step_bytes(state_bytes, trainable, p.grad, p.param, p.master)
+    grad_bytes = tmem.gradient_bytes_per_element(p.grad, recipe.grad_accumulation_fp32, recipe.megatron_gradient_buffer)
+    traffic = step_time.optimizer_step_bytes(state_bytes, trainable, grad_bytes, p.param, p.master)
     on_gpu = roofline.memory_seconds(traffic, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
     transfer = step_time.host_transfer_seconds(
         trainable * (p.grad + p.param), hw.host_link_bytes_per_second, efficiency.host_link

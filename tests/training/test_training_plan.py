@@ -211,3 +211,18 @@ def test_warnings_explain_risky_plans():
         )
     )
     assert any("pipeline bubble" in w for w in p.warnings)
+
+
+def test_megatron_fp32_grad_buffer_replaces_the_16_bit_gradients():
+    """Megatron-core DDP keeps one grad buffer in the reduce dtype (fp32 with grad_reduce_in_fp32) and no 16-bit
+    .grad beside it: 4 B per trainable element where DeepSpeed's fp32 accumulator keeps 2 + 4."""
+    s = dict(num_gpus=8, tensor_parallel=2, data_parallel=4, grad_accumulation_fp32=True)
+    deepspeed = plan(TrainingScenario(**s)).memory.components
+    megatron = plan(TrainingScenario(**s, distributed_optimizer=True))
+    components, trainable = megatron.memory.components, megatron.layout.parameters_trainable_per_gpu
+    assert components["gradients_bytes"] == pytest.approx(4 * trainable)
+    assert components["gradient_accumulation_bytes"] == 0
+    assert deepspeed["gradients_bytes"] + deepspeed["gradient_accumulation_bytes"] == pytest.approx(6 * trainable)
+    # without fp32 reduction the Megatron buffer is bf16: the 16-bit gradients alone
+    bf16 = plan(TrainingScenario(**{**s, "grad_accumulation_fp32": False}, distributed_optimizer=True))
+    assert bf16.memory.components["gradients_bytes"] == pytest.approx(2 * trainable)
