@@ -50,25 +50,20 @@ def layer_matrices(arch: ModelArchitecture, moe_layer: bool) -> list[Matrix]:
         out.append(Matrix("v", h, arch.num_kv_heads * arch.head_dim, "column_kv"))
         out.append(Matrix("o", arch.num_attention_heads * arch.head_dim, h, "row"))
 
-    def mlp(width: int, expert: bool, count: int = 1) -> None:
-        if arch.mlp_gated or expert:
+    def mlp(width: int, gated: bool, expert: bool = False, count: int = 1) -> None:
+        if gated:
             out.append(Matrix("gate", h, width, "column", expert, count))
         out.append(Matrix("up", h, width, "column", expert, count))
         out.append(Matrix("down", width, h, "row", expert, count))
 
     if moe_layer:
-        mlp(arch.expert_intermediate_size, True, arch.num_experts)
+        # Routed and shared experts share one activation: gated (SwiGLU and kin) or up/down (Nemotron-H's relu^2).
+        mlp(arch.expert_intermediate_size, arch.experts_gated, True, arch.num_experts)
         if arch.shared_expert_intermediate_size:
-            # Shared experts are gated SwiGLU MLPs in every supported MoE family.
-            width = arch.shared_expert_intermediate_size
-            out += [
-                Matrix("gate", h, width, "column"),
-                Matrix("up", h, width, "column"),
-                Matrix("down", width, h, "row"),
-            ]
+            mlp(arch.shared_expert_intermediate_size, arch.experts_gated)
         out.append(Matrix("router", h, arch.num_experts, "none"))
     else:
-        mlp(arch.intermediate_size, False)
+        mlp(arch.intermediate_size, arch.mlp_gated)
     return out
 
 

@@ -92,7 +92,11 @@ def test_sharding_buffers():
 
 
 def test_layer_matrices_cover_the_layer_parameters():
-    for arch in (TOY, TOY_MOE):
+    # relu^2 experts (Nemotron-H): up and down only, routed and shared alike
+    ungated = TOY_MOE.model_copy(
+        update={"name": "toy-moe-relu2", "experts_gated": False, "shared_expert_intermediate_size": 6}
+    )
+    for arch in (TOY, TOY_MOE, ungated):
         counts = parameter_counts(arch)
         for moe in (False, True) if arch.is_moe else (False,):
             layer = counts.moe_layer if moe else counts.dense_layer
