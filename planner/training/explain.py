@@ -187,8 +187,9 @@ def _recipe_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> list[st
     out: list[str] = []
     if arch.is_moe:
         out.append(
-            "MoE: top-k routing with no dropped tokens; experts split over TP x EP; the dispatch all-to-all crosses "
-            "(EP - 1)/EP of the routed tokens"
+            "MoE: top-k routing with no dropped tokens; experts split over TP x EP; the token permutation copies "
+            "(Megatron's permute, local-expert sort and their inverses) at the HBM roofline, no host syncs or launch "
+            "gaps; the dispatch all-to-all crosses (EP - 1)/EP of the routed tokens"
             + (
                 " (DeepEP: across nodes one copy per remote node, forwarded over NVLink)"
                 if s.expert_dispatch == "deepep"

@@ -2,13 +2,15 @@
 (`Efficiency.training_compute`): a named fused-attention kernel (`planner.physics.attention_efficiency`) and the
 routed experts' MXFP8 grouped GEMMs (`planner.physics.grouped_gemm_training`). Each returns (FLOPs taken out of the
 flat-efficiency compute, their seconds), zeros where no figure applies; `fp8_equivalent_flops` states what stays in
-the flat compute in units of the 16-bit peak. Broadcasts over numpy arrays."""
+the flat compute in units of the 16-bit peak. Beside them, the MoE token-permutation copies a dense layer does not
+have (`routed_token_copy_seconds`: memory-bound, at the HBM roofline). Broadcasts over numpy arrays."""
 
 from __future__ import annotations
 
 from planner.arrays import maximum, where
 from planner.model.architecture import ModelArchitecture
-from planner.physics import grouped_gemm_training
+from planner.physics import grouped_gemm_training, roofline
+from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.projections import layer_matrices
 from planner.training.inputs import TrainingHardware, TrainingInputs
 
@@ -56,6 +58,42 @@ def mxfp8_routed_experts(
         expert_flops = expert_flops + 2.0 * rows * n * k * (passes + 2)
     applies = hw.mxfp8_grouped_gemm_flops_per_second > 0
     return where(applies, stage_moe_layers * expert_flops, 0.0), where(applies, stage_moe_layers * seconds, 0.0)
+
+
+def routed_token_copy_bytes(arch: ModelArchitecture, inputs: TrainingInputs, forward_passes, load_imbalance):
+    """HBM bytes one MoE layer's token permutation moves on one GPU in a micro-batch. Megatron-core's all-to-all
+    dispatcher (megatron/core/transformer/moe/token_dispatcher.py, MoEAlltoAllTokenDispatcher; kernels in
+    moe_utils.py, fused by Transformer Engine with moe_permute_fusion) copies every token into its k expert slots
+    before the all-to-all (permute: read 1, write k rows), re-sorts the received rows by local expert when the rank
+    holds more than one (sort_chunks_by_idxs: read and write k rows), and after the experts undoes both (unsort; then
+    unpermute: read k, write 1, weighted by the router's probabilities). Each backward pass moves the same rows in
+    reverse. Rows are hidden-wide in the 16-bit activation dtype; the received side carries the busiest rank's
+    `load_imbalance`; permute and unpermute see this rank's tokens / TP (sequence parallel)."""
+    lay = inputs.layout
+    k, row_bytes = arch.experts_per_token, arch.hidden_size * inputs.precision.activation
+    local_tokens = inputs.tokens_per_microbatch / lay.tensor_parallel
+    permute_and_unpermute = 2 * (1 + k) * local_tokens
+    sort_and_unsort = where(arch.num_experts / lay.expert_parallel > 1, 4 * k * inputs.tokens_per_microbatch, 0.0)
+    rows = permute_and_unpermute + sort_and_unsort * load_imbalance
+    return rows * row_bytes * (forward_passes + 1)
+
+
+def routed_token_copy_seconds(
+    arch: ModelArchitecture,
+    hw: TrainingHardware,
+    efficiency: EfficiencyFigures,
+    inputs: TrainingInputs,
+    stage_moe_layers,
+    forward_passes,
+    load_imbalance,
+):
+    """Seconds of a micro-batch's MoE token permutation (`routed_token_copy_bytes` over the stage's MoE layers) at
+    the HBM roofline: copies with no FLOPs, which the flat training efficiency, measured on dense models, does not
+    contain. 0 for a dense model."""
+    if not arch.num_moe_layers:
+        return 0.0
+    copied = stage_moe_layers * routed_token_copy_bytes(arch, inputs, forward_passes, load_imbalance)
+    return roofline.memory_seconds(copied, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
 
 
 def named_kernel_attention(hw: TrainingHardware, attention_flops):

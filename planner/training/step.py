@@ -28,10 +28,10 @@ from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.physics.projections import stage_layer_split
 from planner.training import memory as tmem
+from planner.training import named_kernels as kernels
 from planner.training import step_time
 from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
 from planner.training.inputs import TrainingHardware, TrainingInputs
-from planner.training.named_kernels import fp8_equivalent_flops, mxfp8_routed_experts, named_kernel_attention
 from planner.training.recompute import Recompute, full_recompute_fraction
 
 
@@ -157,8 +157,7 @@ _COMMUNICATION_KINDS = tuple(f.name for f in fields(CommunicationTotals))
 
 @dataclass(frozen=True, slots=True)
 class TrainingStep:
-    """Seconds of one optimizer step on the slowest GPU, by part; the parts sum to `step_seconds` (the plan's
-    `step_breakdown_seconds`)."""
+    """Seconds of one optimizer step on the slowest GPU, by part, summing to `step_seconds` (its breakdown)."""
 
     forward_backward_seconds: Number  # m micro-batches at the slower of compute and memory
     pipeline_bubble_seconds: Number
@@ -192,8 +191,7 @@ class StepTime:
 
 
 def recompute_fraction_of(arch: ModelArchitecture, inputs: TrainingInputs) -> Number:
-    """Share of a stage's layers full recomputation repeats (`recompute.full_recompute_fraction`) on the most loaded
-    stage of the even split."""
+    """Share of the most loaded stage's layers full recomputation repeats (`recompute.full_recompute_fraction`)."""
     recipe, lay = inputs.recipe, inputs.layout
     return full_recompute_fraction(
         stage_layers(arch, lay.pipeline_parallel),
@@ -442,12 +440,13 @@ def microbatch_time(
     states = memory.last_stage.states
     tp = inputs.layout.tensor_parallel
     stage_flops = tokens * flops.stage_hardware_flops_per_token / tp
-    attention_flops, attention_seconds = named_kernel_attention(hw, tokens * flops.stage_attention_flops_per_token / tp)
+    attention = tokens * flops.stage_attention_flops_per_token / tp
+    attention_flops, attention_seconds = kernels.named_kernel_attention(hw, attention)
     experts = (flops.stage_moe_layers, flops.routed_expert_forward_passes, flops.expert_load_imbalance)
-    expert_flops, expert_seconds = mxfp8_routed_experts(arch, hw, inputs, *experts)
+    expert_flops, expert_seconds = kernels.mxfp8_routed_experts(arch, hw, inputs, *experts)
     compute = (
         roofline.shaped_compute_seconds(
-            fp8_equivalent_flops(
+            kernels.fp8_equivalent_flops(
                 stage_flops - attention_flops - expert_flops,
                 tokens * flops.stage_gemm_flops_per_token / tp - expert_flops,
                 hw,
@@ -460,6 +459,7 @@ def microbatch_time(
         )
         + attention_seconds
         + expert_seconds
+        + kernels.routed_token_copy_seconds(arch, hw, efficiency, inputs, *experts)
     )
     stage_bytes = step_time.microbatch_memory_bytes(
         states.param_bytes,
