@@ -217,6 +217,7 @@ def scenario_fields(row: dict) -> dict:
         ("fp8_recipe", "fp8_recipe"),
         ("recompute_modules", "recompute_modules"),
         ("attention_kernel", "attention_kernel"),
+        ("loss_kernel", "loss_kernel"),
         ("expert_dispatch", "expert_dispatch"),
     ):
         if row[column].strip():

@@ -49,6 +49,7 @@ TRAINING_SPECS: tuple[Spec, ...] = (
         Spec("offload_parameters", "Offload parameters to CPU", "toggle", section="memory"),
         Spec("flash_attention", "FlashAttention", "toggle", section="memory"),
         Spec("attention_kernel", "Attention kernel", "select", section="more"),
+        Spec("loss_kernel", "Cross-entropy kernel", "select", section="more"),
         Spec("overlap_grad_reduce", "Overlap gradient reduction with backward", "toggle", section="more"),
         Spec("overlap_tp_backward", "Overlap TP backward collectives (Megatron-core)", "toggle", section="more"),
         Spec("expert_dispatch", "MoE dispatch", "select", section="more"),

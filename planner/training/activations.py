@@ -343,13 +343,20 @@ def logits_saved_bytes_per_token(arch: ModelArchitecture, tensor_parallel):
     return 4 * arch.vocab_size / tensor_parallel
 
 
-def logits_bytes(arch: ModelArchitecture, tensor_parallel, tokens, is_last_stage):
-    """Peak of the fp32 logits and loss on the last stage, for `tokens` tokens of one micro-batch:
-    the saved fp32 log-probabilities (4 B) plus, at the start of backward, the gradient of the
-    log-probabilities and of the fp32 logits (4 B each): 12 B x vocabulary / TP per token, as the unfused
-    PyTorch cross-entropy (HF Trainer, torchtitan) holds it. Fused vocab-parallel kernels (Megatron) need
-    about half, fused linear-cross-entropy (Liger) almost nothing."""
-    return where(is_last_stage, 3 * logits_saved_bytes_per_token(arch, tensor_parallel) * tokens, 0.0)
+def logits_bytes(arch: ModelArchitecture, tensor_parallel, tokens, is_last_stage, bytes_per_logit: Number = 12.0):
+    """Peak of the logits and loss on the last stage, for `tokens` tokens of one micro-batch, at `bytes_per_logit`
+    per vocabulary entry / TP (`loss_bytes_per_logit`)."""
+    return where(is_last_stage, bytes_per_logit * arch.vocab_size / tensor_parallel * tokens, 0.0)
+
+
+def loss_bytes_per_logit(loss_kernel: str, activation_bytes: float) -> float:
+    """Bytes per logit the cross-entropy holds at its peak. unfused (PyTorch on fp32 logits: HF Trainer,
+    torchtitan): the saved fp32 log-probabilities plus, at the start of backward, their gradient and that of the
+    fp32 logits, 4 B each (Korthikanti's 4 sbv/t is the first of them). te: Transformer Engine's
+    parallel_cross_entropy saves the 16-bit input and per-row fp32 statistics and computes the gradient into the
+    input's storage (transformer_engine/pytorch/cross_entropy.py, CrossEntropyFunction), one 16-bit copy; the
+    statistics (three fp32 per token) are not counted."""
+    return activation_bytes if loss_kernel == "te" else 3 * 4.0
 
 
 @dataclass(frozen=True, slots=True)

@@ -136,8 +136,8 @@ def _general_assumptions(s: TrainingScenario, efficiency: Efficiency) -> list[st
         "Activations follow Korthikanti et al. 2022 (Table 2), adapted to the architecture: fused RMSNorm/LayerNorm "
         "kernels (input + fp32 statistics), SwiGLU keeps 4 tensors of the MLP width, GQA keeps K/V at the KV-head "
         "width under FlashAttention; unfused attention keeps the softmax (and dropout) of every score.",
-        "fp32 logits and loss: the unfused PyTorch cross-entropy peak, 12 B x vocabulary / TP per token of one "
-        "micro-batch on the last stage (fused kernels need less).",
+        "Logits and loss: the unfused PyTorch cross-entropy peak, 12 B x vocabulary / TP per token of one micro-batch "
+        "on the last stage (loss_kernel te: Transformer Engine's fused kernel, one 16-bit copy).",
         f"Step time: hardware FLOPs at {percent(efficiency.training_compute)} of the dense "
         f"{p.compute_dtype} peak ({efficiency.source}), stated for A100 GEMMs: x this GPU's GEMM ceiling relative to "
         "A100's (published MAMF, planner.physics.gemm_efficiency), plus a fixed 6.6 us per GEMM kernel; "
@@ -296,8 +296,7 @@ def _energy_equations(s: TrainingScenario, perf: TrainingPerformance, e: Trainin
             substituted=f"{e.idle_watts:.0f} W + {e.busy_share:.2f} x ({e.board_watts:.0f} W - {e.idle_watts:.0f} W)",
             value=e.watts_per_gpu,
             unit="W",
-            source="planner.physics.energy (linear idle-to-board power model); board and idle power per GPU from "
-            "the catalog's power_source",
+            source="planner.physics.energy (linear idle-to-board model; board and idle power: catalog power_source)",
         ),
         Equation(
             name="Energy to train",
@@ -463,6 +462,7 @@ def _activation_equations(
 ) -> list[Equation]:
     """Saved activations per token per layer and per GPU, and the logits."""
     p = tprec.PRECISIONS[s.precision]
+    logit_bytes = tact.loss_bytes_per_logit(s.loss_kernel, p.activation)
     moe_layer = arch.is_moe and arch.num_moe_layers >= arch.num_dense_layers
     per_token_layer = tact.layer_activation_bytes_per_token(arch, moe_layer, _layer_activation_inputs(s))
     uneven = s.stage_layer_counts()
@@ -501,8 +501,8 @@ def _activation_equations(
         ),
         Equation(
             name="Logits and loss",
-            formula="micro-batch x s / CP x 12 B x vocabulary / TP (last stage)",
-            substituted=f"{s.micro_batch_size} x {s.sequence_length:,} x 12 x {arch.vocab_size:,} / "
+            formula="micro-batch x s / CP x bytes per logit x vocabulary / TP (last stage)",
+            substituted=f"{s.micro_batch_size} x {s.sequence_length:,} x {logit_bytes:g} x {arch.vocab_size:,} / "
             f"{s.tensor_parallel}",
             value=memory.components["logits_bytes"],
             unit="bytes",

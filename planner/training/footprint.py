@@ -339,7 +339,7 @@ def stage_memory(
             tact.StageSchedule(pp, inputs.microbatches, lay.virtual_stages, first_stage, layers, in_flight, not middle),
             inputs.tokens_per_microbatch,
         ),
-        logits_bytes=tact.logits_bytes(arch, tp, inputs.tokens_per_microbatch, is_last),
+        logits_bytes=tact.logits_bytes(arch, tp, inputs.tokens_per_microbatch, is_last, recipe.loss_bytes_per_logit),
         runtime_overhead_bytes=base_memory.runtime_overhead_bytes(hw.is_accelerator, lay.num_gpus)
         + inputs.runtime_overhead_correction_bytes,
     )

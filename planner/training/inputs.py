@@ -15,6 +15,7 @@ from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.hardware.catalog import Accelerator
 from planner.physics import attention_efficiency, gemm_efficiency
 from planner.physics.energy import accelerator_power
+from planner.training.activations import loss_bytes_per_logit
 from planner.training.precision import PRECISIONS, PrecisionBytes
 from planner.training.recompute import RECOMPUTE_LEVEL, Recompute
 from planner.training.scenario import TrainingScenario
@@ -156,6 +157,7 @@ class RecipeInputs:
     # Megatron-core's DDP: the gradients live in one buffer of the reduce dtype (fp32 with grad_reduce_in_fp32),
     # `param.main_grad` views into it, and no 16-bit copy is kept (see `gradient_bytes_per_element`).
     megatron_gradient_buffer: Flag = False
+    loss_bytes_per_logit: Number = 12.0  # the cross-entropy's peak per vocabulary entry (`loss_bytes_per_logit`)
     overlap_tp_backward: Flag = False  # the backward's TP collectives under the weight-gradient GEMMs (Megatron-core)
     # Which modules selective recomputation recomputes (Megatron-core names); Megatron's default is core_attn.
     recompute_modules: tuple[str, ...] = ("core_attn",)
@@ -240,6 +242,7 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             grad_accumulation_fp32=scenario.grad_accumulation_fp32,
             overlap_grad_reduce=scenario.overlap_grad_reduce,
             megatron_gradient_buffer=scenario.distributed_optimizer,
+            loss_bytes_per_logit=loss_bytes_per_logit(scenario.loss_kernel, PRECISIONS[scenario.precision].activation),
             overlap_tp_backward=scenario.overlap_tp_backward,
             recompute_modules=tuple(m for m in scenario.recompute_modules.split(",") if m),
             recompute_method=scenario.recompute_method,

@@ -191,6 +191,12 @@ class TrainingScenario(ScenarioBase):
         "torch 2.11), fa3 (FlashAttention-3), cudnn (cuDNN fused attention); unstated: priced like the GEMMs at the "
         "flat training efficiency. Published rates on Hopper only (planner.physics.attention_efficiency)",
     )
+    loss_kernel: Literal["unfused", "te"] = Field(
+        default="unfused",
+        description="cross-entropy: unfused (PyTorch on fp32 logits, HF Trainer and torchtitan: 12 B x vocabulary / "
+        "TP per token) or te (Transformer Engine parallel_cross_entropy, Megatron's cross_entropy_fusion_impl te: "
+        "keeps the 16-bit logits and writes their gradient in place)",
+    )
     dropout: bool = Field(default=False, description="hidden/attention dropout (GPT-3/Megatron); modern LLMs use none")
     training_tokens: float = Field(
         default=1e9, gt=0, le=1e16, description="total tokens to train on: sets the time and cost to train"

@@ -208,3 +208,14 @@ def test_terms_broadcast_over_arrays():
     arr = tact.stage_activation_bytes(TOY, activations, tact.StageSchedule(2, 8 / micro), micro * 10)
     scalars = [tact.stage_activation_bytes(TOY, activations, tact.StageSchedule(2, 8 / m), int(m) * 10) for m in micro]
     assert list(arr) == scalars
+
+
+def test_logits_bytes_by_loss_kernel():
+    """Toy vocabulary 32, TP 2, 10 tokens on the last stage. unfused: 3 fp32 tensors per logit (12 B): 12 x 16 x 10;
+    Transformer Engine's parallel_cross_entropy keeps the bf16 logits and writes their gradient in place: 2 x 16 x 10;
+    no other stage holds them."""
+    assert tact.loss_bytes_per_logit("unfused", 2.0) == 12.0
+    assert tact.loss_bytes_per_logit("te", 2.0) == 2.0
+    assert tact.logits_bytes(TOY, 2, 10, True) == 12 * 16 * 10
+    assert tact.logits_bytes(TOY, 2, 10, True, tact.loss_bytes_per_logit("te", 2.0)) == 2 * 16 * 10
+    assert tact.logits_bytes(TOY, 2, 10, False, 2.0) == 0

@@ -226,3 +226,13 @@ def test_megatron_fp32_grad_buffer_replaces_the_16_bit_gradients():
     # without fp32 reduction the Megatron buffer is bf16: the 16-bit gradients alone
     bf16 = plan(TrainingScenario(**{**s, "grad_accumulation_fp32": False}, distributed_optimizer=True))
     assert bf16.memory.components["gradients_bytes"] == pytest.approx(2 * trainable)
+
+
+def test_te_cross_entropy_keeps_one_16_bit_copy_of_the_logits():
+    unfused = plan(TrainingScenario(num_gpus=8, micro_batch_size=2, sequence_length=4096))
+    te = plan(TrainingScenario(num_gpus=8, micro_batch_size=2, sequence_length=4096, loss_kernel="te"))
+    assert te.memory.components["logits_bytes"] == pytest.approx(unfused.memory.components["logits_bytes"] / 6)
+    assert te.memory.total_bytes < unfused.memory.total_bytes
+    assert te.performance.step_seconds == unfused.performance.step_seconds
+    logits = next(e for e in te.equations if e.name == "Logits and loss")
+    assert " x 2 x " in logits.substituted
