@@ -47,7 +47,8 @@ the plan: B300 and GB200 run the same kernels at the same share of their own FP8
 Transformer Engine path (the published MXFP8 training runs) performs the same quantizations (TE quantizes every
 FP8 GEMM input, rowwise and columnwise for the weight gradient) at the same rates, and no figure of its own is
 published; rows per expert in the thousands, as in the source (16,384), so the GEMM runs at its large-shape rate.
-Not modelled: the permutation, activation and combine kernels around the experts.
+Not here: the permutation and combine copies around the experts (priced beside this term,
+`planner.training.named_kernels.routed_token_copy_seconds`); the expert activation is not modelled.
 
 Everything broadcasts over numpy arrays (DESIGN rule 4).
 """

@@ -257,7 +257,7 @@ def _recipe_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> list[st
             f"gradient) and {percent(g.WEIGHT_GRADIENT_GEMM_OF_MAMF)} (weight gradient), their inputs quantized in every "
             f"pass at {percent(g.ROWWISE_QUANTIZE_OF_HBM)} of HBM ({percent(g.COLWISE_QUANTIZE_OF_HBM)} colwise) and "
             "their scales laid out, as torchao's MXFP8 kernels on B200 (MoE training README, 'MXFP8 Kernel Breakdown by "
-            "Pass'). Assumed: Transformer Engine runs alike, GB200 / B300 at the same shares; permute/combine not charged."
+            "Pass'). Assumed: Transformer Engine runs alike, GB200 / B300 at the same shares; the expert activation not charged."
         )
     return out
 
