@@ -136,6 +136,11 @@ def inference_memory(
         inputs.embedding_bytes_per_element,
         inputs.attention_linear_bytes_per_element,
     )
+    if runtime.mla_absorbed_weights:
+        attention_bytes = inputs.attention_linear_bytes_per_element or inputs.linear_bytes_per_element
+        weights = weights + mem.mla_absorbed_weight_bytes(
+            arch, tp, pp, attention_bytes, inputs.activation_bytes_per_element
+        )
     reserves = runtime_memory(
         runtime,
         arch,
@@ -206,7 +211,7 @@ def _vision_encoder_bytes(
     return outputs + maximum(peak - forward_peak, 0.0)
 
 
-def runtime_assumption(inputs: InferenceInputs, memory: InferenceMemory) -> str:
+def runtime_assumption(inputs: InferenceInputs, memory: InferenceMemory, uses_mla: bool = False) -> str:
     """The plan's sentence on which runtime it assumes and what that runtime reserves, per GPU."""
     runtime = runtime_profile(inputs.runtime)
     if runtime.budget_kind != "profiled":
@@ -224,12 +229,19 @@ def runtime_assumption(inputs: InferenceInputs, memory: InferenceMemory) -> str:
             f"Runtime: {runtime.title} ({runtime.version}): {runtime.budget_rule}; {share}{reserve}; non-torch memory "
             f"{gib(float(memory.runtime_overhead_bytes))}. Source: {runtime.sources[0]}."
         )
+    absorbed = ""
+    if runtime.mla_absorbed_weights and uses_mla:
+        absorbed = (
+            " Weights include the MLA decode copies this release builds at load time (W_Q_UK, W_UV_O in the "
+            "checkpoint's format, W_QR, W_UK and W_UV in 16 bits; vllm/attention/backends/mla/utils.py "
+            "process_weights_after_loading, removed in v0.8.0 by vLLM PR #14770)."
+        )
     return (
         f"Runtime: {runtime.title} ({runtime.version}); KV pool = budget - weights - profiling-step activations "
         f"({gib(float(memory.activations_bytes))}, {int(inputs.prefill_chunk_tokens):,} tokens) - the sampler's excess "
         f"over them ({gib(float(memory.logits_bytes))}, {runtime.sampler_fp32_copies} fp32 copies of the logits) - "
         f"non-torch memory ({gib(float(memory.runtime_overhead_bytes))}); {runtime.budget_rule}. Source: "
-        f"{runtime.sources[0]}."
+        f"{runtime.sources[0]}.{absorbed}"
     )
 
 

@@ -157,6 +157,25 @@ def weight_bytes(
     return layers + edges
 
 
+def mla_absorbed_weight_bytes(
+    arch: ModelArchitecture, tensor_parallel, pipeline_parallel, weight_bytes_per_element, activation_bytes_per_element
+):
+    """The decode-path copies vLLM's MLA backend of v0.7.1-v0.7.x built at load time beside the checkpoint's
+    projections, on one GPU of the most loaded stage (vllm/attention/backends/mla/utils.py @04644e3,
+    MLACommonImpl.process_weights_after_loading): W_Q_UK (q input x heads x kv_lora) and W_UV_O (heads x kv_lora x
+    hidden), requantized to FP8 when the checkpoint is FP8 (the weight's own element size here); W_QR (q input x
+    heads x rope) and the dequantized kv_b_proj kept as W_UK / W_UV (kv_lora x heads x (nope + v)) in the
+    activation dtype. vLLM PR #14770 (v0.8.0, "MLA get rid of materialization") removed them because "the weight
+    materialization eats up too much of the GPU memory". Zero for a model without MLA."""
+    if not arch.uses_mla:
+        return 0.0
+    heads = arch.num_attention_heads / tensor_parallel
+    q_input = arch.q_lora_rank or arch.hidden_size
+    absorbed = heads * arch.kv_lora_rank * (q_input + arch.hidden_size) * weight_bytes_per_element
+    kept = heads * (q_input * arch.qk_rope_head_dim + arch.kv_lora_rank * (arch.qk_nope_head_dim + arch.v_head_dim))
+    return stage_layers(arch, pipeline_parallel) * (absorbed + kept * activation_bytes_per_element)
+
+
 def vision_weight_bytes(counts: ParameterCounts, tensor_parallel, high_precision_bytes_per_element):
     """The vision tower and projector on one GPU of the first stage (in `weight_bytes`): resident, but read
     only when an image is encoded, never by a decode step."""
@@ -245,32 +264,64 @@ def kv_block_bytes(arch: ModelArchitecture, tensor_parallel, pipeline_parallel, 
 # activations and workspace (inference)
 
 
+# vLLM's fused-MoE kernel runs the tokens of a step in chunks of VLLM_FUSED_MOE_CHUNK_SIZE (vllm/envs.py:
+# int(os.getenv("VLLM_FUSED_MOE_CHUNK_SIZE", "32768")) through 2025; 16 * 1024 in 2026 copies), and sizes its
+# intermediate caches for one chunk.
+FUSED_MOE_CHUNK_TOKENS = 32768
+
+
+def mla_prefill_activation_elements(arch: ModelArchitecture, tensor_parallel):
+    """Elements per token live during an MLA layer's prefill attention on one GPU, besides the residual stream:
+    vLLM's compute-friendly prefill path (vllm/attention/backends/mla/utils.py @04644e3, MLACommonImpl.forward /
+    _forward_prefill) holds the latents q_c, kv_c and k_pe, the up-projected q (heads x (nope + rope)), kv_b_proj's
+    output (heads x (nope + v)), k = cat(k_nope, k_pe) and v zero-padded to the q/k head size for FlashAttention
+    (heads x (nope + rope) each), the attention output (the same width) and the layer's preallocated output
+    (hidden) at once."""
+    heads = arch.num_attention_heads / tensor_parallel
+    qk = arch.qk_nope_head_dim + arch.qk_rope_head_dim
+    latents = arch.q_lora_rank + arch.kv_lora_rank + arch.qk_rope_head_dim
+    return heads * (4 * qk + arch.qk_nope_head_dim + arch.v_head_dim) + latents + arch.hidden_size
+
+
+def fused_moe_workspace_elements(arch: ModelArchitecture, tensor_parallel):
+    """Elements per token of a fused-MoE chunk's intermediate caches on one GPU (vLLM fused_moe.py
+    fused_experts_impl @000d145): cache1 (the w13 output, N = 2 x expert width / TP gated, 1 x ungated) and
+    cache3 (the k un-summed expert outputs of `hidden` each) share one buffer of max(N, hidden) per routed copy,
+    cache2 (the activation's output, expert width / TP) its own; k routed copies per token."""
+    width = arch.expert_intermediate_size / tensor_parallel
+    n = (2 if arch.experts_gated else 1) * width
+    return arch.experts_per_token * (maximum(n, arch.hidden_size) + width)
+
+
 def inference_activation_bytes(
     arch: ModelArchitecture, tensor_parallel, tokens, activation_bytes_per_element: Number = 2
 ):
     """Peak transient activations of one forward step over `tokens` tokens (a prefill chunk or a decode
     batch) on one GPU. Inference frees each layer's intermediates, so the peak is one layer's widest
-    moment: the residual stream and its normalized copy (2h) plus the larger of the attention
-    projections (q, k, v and output, split across TP) and the MLP's intermediate tensors (gate, up and
-    activation: 3 x width / TP for SwiGLU, up and activation 2 x width for GeLU; an MoE token runs its
-    k experts plus the shared ones).
+    moment, each over the residual stream and its normalized copy (2h):
+    - attention: q, k, v and output split across TP; MLA's prefill working set,
+      `mla_prefill_activation_elements`;
+    - a dense MLP: gate, up and activation (3 x width / TP for SwiGLU, up and activation 2 x width for GeLU);
+    - a MoE layer: the shared experts' output (h, computed before the routed ones, DeepseekV2MoE /
+      Qwen2MoE), the fp32 router logits, and the fused-MoE caches of one chunk of at most
+      `FUSED_MOE_CHUNK_TOKENS` tokens (`fused_moe_workspace_elements`): the k un-summed expert outputs of
+      `hidden` each are what make a MoE step wide.
     """
     h = arch.hidden_size
+    b = activation_bytes_per_element
     if arch.uses_mla:
-        attention = (
-            arch.num_attention_heads
-            * (2 * (arch.qk_nope_head_dim + arch.qk_rope_head_dim) + 2 * arch.v_head_dim)
-            / tensor_parallel
-            + arch.kv_lora_rank
-            + arch.qk_rope_head_dim
-        )
+        attention = mla_prefill_activation_elements(arch, tensor_parallel)
     else:
         kv_heads = maximum(arch.num_kv_heads / tensor_parallel, 1)
         attention = (2 * arch.num_attention_heads / tensor_parallel + 2 * kv_heads) * arch.head_dim
     dense_width = arch.intermediate_size * (3 if arch.mlp_gated else 2) if arch.num_dense_layers else 0
-    moe_width = 3 * (arch.experts_per_token * arch.expert_intermediate_size + arch.shared_expert_intermediate_size)
-    mlp = max(dense_width, moe_width) / tensor_parallel
-    return tokens * (2 * h + maximum(attention, mlp)) * activation_bytes_per_element
+    peak = tokens * (2 * h + maximum(attention, dense_width / tensor_parallel)) * b
+    if arch.num_experts:
+        shared = h if arch.shared_expert_intermediate_size else 0
+        outside = tokens * ((2 * h + shared) * b + 4 * arch.num_experts)
+        chunk = minimum(tokens, FUSED_MOE_CHUNK_TOKENS) * fused_moe_workspace_elements(arch, tensor_parallel) * b
+        peak = maximum(peak, outside + chunk)
+    return peak
 
 
 def logits_bytes(arch: ModelArchitecture, rows, logits_bytes_per_element: Number = 4):

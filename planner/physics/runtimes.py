@@ -95,6 +95,9 @@ class RuntimeProfile:
     # The release's fused-MoE kernels: "current" (the published rates of `physics.moe_efficiency`) or "early-2025"
     # (before tuned block-FP8 configs and DeepGEMM: block-scaled FP8 experts stream at vLLM PR #13932's rate).
     fused_moe_kernels: Literal["current", "early-2025"] = "current"
+    # Whether the release's MLA backend keeps absorbed decode weights beside the checkpoint's projections
+    # (`memory.mla_absorbed_weight_bytes`; vLLM v0.7.1-v0.7.x, removed in v0.8.0).
+    mla_absorbed_weights: bool = False
 
 
 RUNTIMES: dict[str, RuntimeProfile] = {
@@ -274,6 +277,7 @@ RUNTIMES["vllm@0.6"] = replace(
     version="v0.6.0-v0.7.3 (V0 LLMEngine; V1 was opt-in with VLLM_USE_V1=1 until v0.8.0)",
     scheduler=VLLM_V0,
     fused_moe_kernels="early-2025",
+    mla_absorbed_weights=True,
     host_costs_source="vLLM V1's measurements, assumed: V0's per-step CPU time was larger (not modelled)",
 )
 
