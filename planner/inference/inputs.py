@@ -55,6 +55,9 @@ class HardwareInputs:
     expert_ceiling_ratio: Number = 1.0
     # The routed experts run as block-scaled FP8 (fp8 weights in 128 x 128 blocks on a device with FP8 GEMMs).
     block_fp8_experts: Flag = False
+    # The dense GEMMs run over block-scaled FP8 weights on Hopper, whose small-M kernels take a published fixed
+    # time (planner.physics.gemm_efficiency.BLOCK_FP8_SMALL_M_GEMM_SECONDS).
+    block_fp8_dense: Flag = False
     # The routed experts' FLOP rate in their own format as a share of the documented mean
     # (planner.physics.moe_efficiency.expert_compute_format_ratio).
     expert_compute_ratio: Number = 1.0
@@ -111,6 +114,9 @@ class HardwareInputs:
             gemm_ceiling_ratio=dense_ratio,
             expert_ceiling_ratio=gemm_ratio,
             block_fp8_experts=bool(fp8_block_scaled and gemm_dtype == "fp8"),
+            block_fp8_dense=bool(
+                fp8_block_scaled and gemm_dtype == "fp8" and accel.id in gemm_efficiency.BLOCK_SCALED_FP8_OF_BF16
+            ),
             expert_compute_ratio=moe_efficiency.expert_compute_format_ratio(weight_dtype, gemm_dtype),
             gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
                 accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None

@@ -12,8 +12,9 @@ from planner.model.architecture import ModelArchitecture
 from planner.physics import communication
 from planner.physics import memory as mem
 from planner.physics.efficiency import EfficiencyFigures
+from planner.physics.gemm_efficiency import BLOCK_FP8_SMALL_M_GEMM_SECONDS, GEMMS_PER_LAYER, block_fp8_gemms_per_layer
 from planner.physics.moe_efficiency import moe_layer_extra_seconds
-from planner.physics.runtimes import runtime_profile
+from planner.physics.runtimes import RuntimeProfile, runtime_profile
 
 
 def moe_overhead_seconds(arch: ModelArchitecture, pipeline_parallel, hw: HardwareInputs, efficiency: EfficiencyFigures):
@@ -76,6 +77,22 @@ def step_handoff_seconds(arch: ModelArchitecture, inputs: InferenceInputs, shape
     return communication.pipeline_p2p_seconds(
         inputs.pipeline_parallel - 1, message, shape.pipeline_link, efficiency.communication
     )
+
+
+def block_fp8_floor_seconds_per_layer(
+    arch: ModelArchitecture, pipeline_parallel, stage_layers, hw: HardwareInputs, runtime: RuntimeProfile
+):
+    """The least time a layer's dense GEMMs over block-scaled FP8 weights on Hopper take: each of them
+    (`gemm_efficiency.block_fp8_gemms_per_layer`) at the release's small-M kernel time
+    (`gemm_efficiency.BLOCK_FP8_SMALL_M_GEMM_SECONDS`, `RuntimeProfile.block_fp8_linear_kernel`), plus the other
+    GEMMs' plain tails. A floor, not an addition: large prefill GEMMs run at the block-FP8 ceiling, which already
+    holds the kernels' fixed time. 0 for other weights and devices."""
+    moe_layers = mem.stage_moe_layers(arch, pipeline_parallel) if arch.is_moe else 0
+    shared = moe_layers if arch.shared_expert_intermediate_size else 0
+    block = block_fp8_gemms_per_layer(stage_layers, stage_layers - moe_layers, shared)
+    kernel = BLOCK_FP8_SMALL_M_GEMM_SECONDS[runtime.block_fp8_linear_kernel]
+    floor = block * kernel + (GEMMS_PER_LAYER - block) * hw.gemm_tail_seconds
+    return where(hw.block_fp8_dense, floor, 0.0)
 
 
 def launch_overhead_seconds(stage_layers, efficiency: EfficiencyFigures):

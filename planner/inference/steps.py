@@ -19,6 +19,7 @@ from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaSha
 from planner.inference.step_overheads import (
     EP_ALL_TO_ALLS_PER_MOE_LAYER,
     TP_ALLREDUCES_PER_LAYER,
+    block_fp8_floor_seconds_per_layer,
     host_work_overlapped,
     launch_overhead_seconds,
     moe_overhead_seconds,
@@ -96,9 +97,18 @@ class AchievedRates:
     weight_bytes_per_second: Number  # dense weights and the cache
     expert_bytes_per_second: Number  # routed experts (fused-MoE bandwidth)
     gemm_tail_seconds_per_layer: Number  # `GEMMS_PER_LAYER` kernels' fixed time
+    # block-scaled FP8 GEMMs' small-M kernel time per layer: the dense GEMMs never run faster
+    # (`step_overheads.block_fp8_floor_seconds_per_layer`); 0 for other weights and devices
+    gemm_floor_seconds_per_layer: Number = 0.0
 
     @classmethod
-    def of(cls, hw: HardwareInputs, efficiency: EfficiencyFigures, early_moe_kernels: bool = False) -> AchievedRates:
+    def of(
+        cls,
+        hw: HardwareInputs,
+        efficiency: EfficiencyFigures,
+        early_moe_kernels: bool = False,
+        gemm_floor_seconds_per_layer: Number = 0.0,
+    ) -> AchievedRates:
         """The rates of `kernel_groups`' docstring: dense GEMMs at each phase's efficiency x the device's GEMM
         ceiling ratio (`physics.gemm_efficiency`), routed experts at the fused-MoE figures (never the block-scaled
         FP8 ceiling: `HardwareInputs.expert_ceiling_ratio`; `physics.moe_efficiency`), token mixing at each phase's
@@ -106,7 +116,8 @@ class AchievedRates:
         bytes at the HBM efficiencies. Routed-expert FLOPs run at their format's published share
         (`HardwareInputs.expert_compute_ratio`); `early_moe_kernels`: the runtime's fused-MoE kernels predate tuned
         block-FP8 configs (`RuntimeProfile.fused_moe_kernels`), so block-scaled FP8 experts stream slower
-        (`moe_efficiency.early_block_fp8_expert_bandwidth_ratio`)."""
+        (`moe_efficiency.early_block_fp8_expert_bandwidth_ratio`). `gemm_floor_seconds_per_layer`: the least time a
+        layer's block-scaled FP8 GEMMs take (`step_overheads.block_fp8_floor_seconds_per_layer`)."""
         peak, attention_peak, bandwidth = (
             hw.peak_flops_per_second,
             hw.attention_peak_flops_per_second,
@@ -130,6 +141,7 @@ class AchievedRates:
             * efficiency.moe_expert_bandwidth
             * early_block_fp8_expert_bandwidth_ratio(hw.block_fp8_experts, early_moe_kernels),
             gemm_tail_seconds_per_layer=GEMMS_PER_LAYER * hw.gemm_tail_seconds,
+            gemm_floor_seconds_per_layer=gemm_floor_seconds_per_layer,
         )
 
 
@@ -154,8 +166,10 @@ class StepContext:
         overhead = launch_overhead_seconds(self.shape.stage_layers, self.efficiency) + moe_overhead_seconds(
             self.arch, pp, self.hw, self.efficiency
         )
-        early_moe_kernels = runtime_profile(self.inputs.runtime).fused_moe_kernels == "early-2025"
-        object.__setattr__(self, "rates", AchievedRates.of(self.hw, self.efficiency, early_moe_kernels))
+        runtime = runtime_profile(self.inputs.runtime)
+        floor = block_fp8_floor_seconds_per_layer(self.arch, pp, self.shape.stage_layers, self.hw, runtime)
+        rates = AchievedRates.of(self.hw, self.efficiency, runtime.fused_moe_kernels == "early-2025", floor)
+        object.__setattr__(self, "rates", rates)
         object.__setattr__(self, "pass_overhead_seconds", overhead)
         object.__setattr__(self, "host_work_overlapped", host_work_overlapped(self.inputs))
 
@@ -384,16 +398,22 @@ def step_compute_seconds(flops, layer_passes, hw: HardwareInputs, phase_efficien
 def kernel_groups(work: StepWork, rates: AchievedRates) -> KernelGroups:
     """A step's kernel groups: its work at the rates this device reaches (`AchievedRates.of`):
     - dense GEMMs: each phase's FLOPs at its GEMM rate by shape and generation, plus every GEMM kernel's fixed
-      time (`gemm_tail_seconds` per pass through a layer); their weight bytes at the HBM rate;
+      time (`gemm_tail_seconds` per pass through a layer), never less than block-scaled FP8 kernels' small-M time
+      (`AchievedRates.gemm_floor_seconds_per_layer`); their weight bytes at the HBM rate;
     - routed experts: FLOPs and bytes at the published fused-MoE rates (`planner.physics.moe_efficiency`);
     - token mixing: each phase's FLOPs at the attention's rate in its own format, no GEMM kernel tails; cache
       bytes at the HBM rate."""
-    tail = work.layer_passes * rates.gemm_tail_seconds_per_layer
-    return KernelGroups(
-        gemm_compute=work.prefill_gemm_flops / rates.prefill_gemm_flops_per_second
+    flop_seconds = (
+        work.prefill_gemm_flops / rates.prefill_gemm_flops_per_second
         + work.decode_gemm_flops / rates.decode_gemm_flops_per_second
-        + tail,
-        gemm_tail=tail,
+    )
+    compute = maximum(
+        flop_seconds + work.layer_passes * rates.gemm_tail_seconds_per_layer,
+        work.layer_passes * rates.gemm_floor_seconds_per_layer,
+    )
+    return KernelGroups(
+        gemm_compute=compute,
+        gemm_tail=compute - flop_seconds,
         gemm_memory=work.gemm_bytes / rates.weight_bytes_per_second,
         expert_compute=work.expert_flops / rates.expert_flops_per_second,
         expert_memory=work.expert_bytes / rates.expert_bytes_per_second,

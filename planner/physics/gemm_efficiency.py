@@ -56,7 +56,7 @@ Everything broadcasts over numpy arrays (DESIGN rule 4).
 
 from __future__ import annotations
 
-from planner.arrays import minimum
+from planner.arrays import maximum, minimum
 
 # H100 SXM BF16 MAMF / peak: the GPU and format the documented phase efficiencies are stated for.
 REFERENCE_CEILING = 794.5 / 989.0
@@ -87,6 +87,29 @@ BLOCK_SCALED_FP8_OF_BF16: dict[str, float] = {
     gpu: (426.6 / 648.2 + 456.9 / 715.8 + 489.7 / 666.4) / 3
     for gpu in ("h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20")
 }
+
+# Block-scaled FP8 GEMMs at small M on Hopper never run below a fixed kernel time well above cuBLAS BF16's, whatever
+# their weights' read: vLLM PR #23280 (H100 80GB HBM3, DeepSeek-V3's N=2112, K=7168), TFLOP/s at batch 1 and 16
+# (2 M N K / rate): Triton 1.298436 / 20.755163 = 23.32 / 23.34 us, CUTLASS 0.893065 / 13.940020 = 33.90 / 34.75 us,
+# where the FP8 weights' read alone is 15.1 MB / 3.35 TB/s = 4.5 us (torch BF16 at batch 1: 9.9 us, its 30.3 MB
+# read). The mean of the two batches per kernel is the time each such GEMM takes while a step's rows are few.
+# "triton": w8a8_block_fp8_matmul, vLLM's block-FP8 linear kernel of the V0 releases; "cutlass": the SM90 CUTLASS
+# kernel of that PR. "deepgemm": DeepSeek's DeepGEMM, which vLLM V1 runs for block-FP8 linears on Hopper where it
+# is installed (vllm/envs.py "VLLM_USE_DEEP_GEMM" default "1"): deepseek-ai/DeepGEMM README @55ab91f (2025-03-25,
+# H800), "Normal GEMMs for dense models", M=64 N=2112 K=7168 at 206 TFLOPS = 9.41 us, its smallest published M.
+BLOCK_FP8_SMALL_M_GEMM_SECONDS = {
+    "triton": (2 * 2112 * 7168 / 1.298436e12 + 16 * 2 * 2112 * 7168 / 20.755163e12) / 2,
+    "cutlass": (2 * 2112 * 7168 / 0.893065e12 + 16 * 2 * 2112 * 7168 / 13.940020e12) / 2,
+    "deepgemm": 2 * 64 * 2112 * 7168 / 206e12,
+}
+
+
+def block_fp8_gemms_per_layer(stage_layers, dense_layers, moe_layers_with_shared_experts):
+    """Of a layer's `GEMMS_PER_LAYER`, the dense GEMMs over block-scaled FP8 weights, averaged over the stage: the
+    attention's two (QKV, output) in every layer, and the MLP's two in dense layers and beside routed experts in
+    MoE layers with shared experts (the routed experts' pair is the fused-MoE call's, `moe_efficiency`)."""
+    return 2 + 2 * (dense_layers + moe_layers_with_shared_experts) / maximum(stage_layers, 1)
+
 
 # A100 SXM BF16 MAMF / peak: the GPU the documented training efficiency is stated for (its source, Megatron-LM
 # runs in Narayanan et al. 2021, Table 1, are on A100s).
@@ -170,6 +193,7 @@ def block_scaled_fp8_ceiling(gpu_id: str, bf16_ceiling: float, bf16_peak: float,
 
 
 __all__ = [
+    "BLOCK_FP8_SMALL_M_GEMM_SECONDS",
     "BLOCK_SCALED_FP8_OF_BF16",
     "GEMMS_PER_LAYER",
     "GEMM_TAIL_SECONDS",
@@ -177,6 +201,7 @@ __all__ = [
     "REFERENCE_CEILING",
     "TRAINING_GEMMS_PER_FORWARD_GEMM",
     "TRAINING_REFERENCE_CEILING",
+    "block_fp8_gemms_per_layer",
     "block_scaled_fp8_ceiling",
     "ceiling_ratio",
     "gemm_ceiling",

@@ -98,6 +98,10 @@ class RuntimeProfile:
     # Whether the release's MLA backend keeps absorbed decode weights beside the checkpoint's projections
     # (`memory.mla_absorbed_weight_bytes`; vLLM v0.7.1-v0.7.x, removed in v0.8.0).
     mla_absorbed_weights: bool = False
+    # The block-scaled FP8 linear kernel the release runs on Hopper (`gemm_efficiency.BLOCK_FP8_SMALL_M_GEMM_SECONDS`):
+    # vLLM V1 DeepGEMM (VLLM_USE_DEEP_GEMM on by default), the V0 releases vLLM's Triton kernel; SGLang and
+    # TensorRT-LLM are read as DeepGEMM too (assumed: SGLang runs DeepGEMM for DeepSeek-style checkpoints on Hopper).
+    block_fp8_linear_kernel: Literal["triton", "cutlass", "deepgemm"] = "deepgemm"
 
 
 RUNTIMES: dict[str, RuntimeProfile] = {
@@ -139,6 +143,7 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         non_torch_bytes_by_tensor_parallel=(),
         scheduler=VLLM_PAPER,
         fused_moe_kernels="early-2025",
+        block_fp8_linear_kernel="triton",
     ),
     "sglang": RuntimeProfile(
         name="sglang",
@@ -278,6 +283,7 @@ RUNTIMES["vllm@0.6"] = replace(
     scheduler=VLLM_V0,
     fused_moe_kernels="early-2025",
     mla_absorbed_weights=True,
+    block_fp8_linear_kernel="triton",
     host_costs_source="vLLM V1's measurements, assumed: V0's per-step CPU time was larger (not modelled)",
 )
 

@@ -55,8 +55,14 @@ def test_deepseek_r1_on_h200_pays_for_its_blocks_in_the_dense_gemms_only():
     block_ceiling = gemm_efficiency.BLOCK_SCALED_FP8_OF_BF16["h200"] * 794.5 / 989.0 * 989.4 / 1978.9
     assert h200.peak_flops("fp8") == pytest.approx(1978.9e12)
     layers, kernels = 61, 4  # DeepSeek-R1: 61 layers, 4 GEMM kernels each, 6.6 us tail, prefill in 1 chunk
-    tails = layers * kernels * 6.6e-6  # same kernels, same tails: compare the FLOP-time parts
-    ratio = (block.prefill.kernels.gemm_compute - tails) / (tensor.prefill.kernels.gemm_compute - tails)
+    tails = layers * kernels * 6.6e-6
+    assert tensor.prefill.kernels.gemm_tail == pytest.approx(tails)
+    # a prefill's block-FP8 GEMMs run above their small-M floor (test_deepseek_r1_decode_pays_the_small_m_...)
+    assert block.prefill.kernels.gemm_tail == pytest.approx(tails)
+    # compare the FLOP-time parts
+    ratio = (block.prefill.kernels.gemm_compute - block.prefill.kernels.gemm_tail) / (
+        tensor.prefill.kernels.gemm_compute - tails
+    )
     assert ratio == pytest.approx(per_tensor_ceiling / block_ceiling, rel=1e-9)  # 2.70x
     assert ratio == pytest.approx(2.70, abs=0.01)
     # the fused-MoE calls keep their published (per-tensor) rate; attention runs in the BF16 cache's format
@@ -86,3 +92,46 @@ def test_no_block_scale_sentence_where_fp8_weights_are_dequantized():
     assert not any("block scales" in a and "FP8 rate" in a for a in a100.assumptions)
     h200 = plan(_r1("h200", None))
     assert any("0.68 x the BF16 GEMM rate" in a for a in h200.assumptions)
+
+
+def test_small_m_block_fp8_kernel_time_by_hand():
+    # vLLM PR #23280, N=2112 K=7168 on H100: 2 M N K / (TFLOP/s) at batch 1 and 16
+    triton = (2 * 2112 * 7168 / 1.298436e12 + 16 * 2 * 2112 * 7168 / 20.755163e12) / 2
+    cutlass = (2 * 2112 * 7168 / 0.893065e12 + 16 * 2 * 2112 * 7168 / 13.940020e12) / 2
+    assert triton == pytest.approx(23.33e-6, abs=0.01e-6) and cutlass == pytest.approx(34.33e-6, abs=0.01e-6)
+    # DeepGEMM README @55ab91f: M=64 N=2112 K=7168 at 206 TFLOPS
+    deepgemm = 2 * 64 * 2112 * 7168 / 206e12
+    assert deepgemm == pytest.approx(9.41e-6, abs=0.01e-6)
+    assert gemm_efficiency.BLOCK_FP8_SMALL_M_GEMM_SECONDS == {
+        "triton": triton,
+        "cutlass": cutlass,
+        "deepgemm": deepgemm,
+    }
+    # DeepSeek-R1: MoE layers carry shared experts, so every layer has four block-FP8 GEMMs; Qwen3 MoE has two
+    assert gemm_efficiency.block_fp8_gemms_per_layer(61, 3, 58) == 4
+    assert gemm_efficiency.block_fp8_gemms_per_layer(48, 0, 0) == 2
+
+
+def test_deepseek_r1_decode_pays_the_small_m_block_fp8_kernels():
+    from planner.inference.scenario_inputs import scenario_inputs
+    from planner.inference.step_overheads import block_fp8_floor_seconds_per_layer
+    from planner.physics.runtimes import runtime_profile
+
+    base = dict(model="deepseek-r1", gpu="h200", num_gpus=8, tensor_parallel=8, weight_dtype="fp8", concurrency=4)
+    kernel = gemm_efficiency.BLOCK_FP8_SMALL_M_GEMM_SECONDS
+
+    def floor(runtime="vllm", **kw):
+        i = scenario_inputs(InferenceScenario(**{**base, **kw}))
+        return block_fp8_floor_seconds_per_layer(i.arch, 1, 61, i.hw, runtime_profile(runtime))
+
+    # four block-FP8 GEMMs per layer, each at least the release's small-M kernel time
+    assert floor() == pytest.approx(4 * kernel["deepgemm"])
+    assert floor("vllm@0.6") == pytest.approx(4 * kernel["triton"])
+    assert floor(fp8_scaling="tensor") == 0.0  # per-tensor scales: cuBLAS-class kernels
+    assert floor(gpu="b200") == 0.0  # Blackwell's tensor cores apply the block scales
+    # a decode step of four sequences reaches the floor; a 3,200-token prefill does not (its GEMMs run at the
+    # block-FP8 ceiling, which already holds the kernels' fixed time)
+    v0 = metrics_of(InferenceScenario(**base, runtime="vllm@0.7.3", prompt_tokens=3200))
+    assert v0.decode.kernels.gemm_compute == pytest.approx(61 * floor("vllm@0.6"))
+    assert v0.prefill.kernels.gemm_compute > 61 * floor("vllm@0.6")
+    assert v0.prefill.kernels.gemm_tail == pytest.approx(61 * 4 * 6.6e-6)
