@@ -1761,16 +1761,31 @@ def _expert_compute_at_the_mean():
     return _replaced(moe_efficiency, expert_compute_format_ratio=lambda *args, **kwargs: 1.0)
 
 
-@contextmanager
 def _no_overlap_scheduler():
     """Every runtime pays vLLM's per-step CPU time: the overlap schedulers' runtimes swapped for copies without."""
+    return _runtimes_with(host_work_overlapped=False)
+
+
+@contextmanager
+def _runtimes_with(**fields):
+    """Every runtime profile with `fields` replaced, for one evaluation."""
     saved = dict(runtimes.RUNTIMES)
     for name, profile in saved.items():
-        runtimes.RUNTIMES[name] = replace(profile, host_work_overlapped=False)
+        runtimes.RUNTIMES[name] = replace(profile, **fields)
     try:
         yield
     finally:
         runtimes.RUNTIMES.update(saved)
+
+
+def _no_block_fp8_floor():
+    """Block-scaled FP8 dense GEMMs without their runtime's small-M kernel floor (plain kernel tails only)."""
+    return _runtimes_with(block_fp8_linear_kernel=None)
+
+
+def _no_mla_decode_copies():
+    """vLLM V0 without the MLA decode copies it materialised: a DeepSeek model's weights as the checkpoint's."""
+    return _runtimes_with(mla_absorbed_weights=False)
 
 
 def _one_roofline_per_step():
@@ -1821,6 +1836,12 @@ MECHANISMS: tuple[tuple[str, Efficiency | None, Callable | None], ...] = (
         None,
         _block_scales_at_fp8_rate,
     ),
+    (
+        "block-scaled FP8 GEMMs' small-M kernel floor on Hopper (plain kernel tails instead)",
+        None,
+        _no_block_fp8_floor,
+    ),
+    ("vLLM V0's MLA decode copies (weights as the checkpoint's)", None, _no_mla_decode_copies),
     ("overlap schedulers (SGLang, TensorRT-LLM pay vLLM's per-step CPU time)", None, _no_overlap_scheduler),
     (
         "kernel groups one after another (one roofline over the whole step, decode GEMMs at the former 0.50)",

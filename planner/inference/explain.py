@@ -29,7 +29,7 @@ from planner.model.architecture import ModelArchitecture
 from planner.model.checkpoint_precision import checkpoint_weight_dtypes, fp8_block_scaled
 from planner.model.notes import architecture_assumptions
 from planner.physics.efficiency import EfficiencyValues
-from planner.physics.gemm_efficiency import BLOCK_SCALED_FP8_OF_BF16
+from planner.physics.gemm_efficiency import BLOCK_FP8_SMALL_M_GEMM_SECONDS, BLOCK_SCALED_FP8_OF_BF16
 from planner.physics.memory import stage_moe_layers
 from planner.physics.runtimes import kv_block_tokens, runtime_profile
 from planner.results import Bottleneck, Equation, MemoryBreakdown, ModelSummary, PlanWarning
@@ -282,15 +282,23 @@ def _kernel_format_assumptions(s: InferenceScenario, arch: ModelArchitecture, ac
         share = BLOCK_SCALED_FP8_OF_BF16.get(accel.id)
         rate = (
             f"on {accel.name} its dense GEMMs run at {share:.2f} x the BF16 GEMM rate (vLLM PR #23280, H100 CUTLASS "
-            "block-FP8 kernel) and never faster than the runtime's block-FP8 kernel at small M (DeepGEMM 9.4 us, "
-            "vLLM V0's Triton kernel 23.3 us per GEMM: DeepGEMM's README, vLLM PR #23280); the fused-MoE calls keep "
-            "their per-tensor published rate (no block-scaled figure)"
+            f"block-FP8 kernel) and never faster than {_block_fp8_kernel(s.runtime)} at small M; the fused-MoE "
+            "calls keep their per-tensor published rate (no block-scaled figure)"
             if share is not None
             else f"{accel.name} applies the block scales at the FP8 rate (no penalty is modelled)"
         )
         source = "the scenario" if s.fp8_scaling is not None else "the checkpoint's quantization_config"
         out.append(f"FP8 weights with 128 x 128 block scales ({source}): {rate}.")
     return out
+
+
+def _block_fp8_kernel(runtime: str) -> str:
+    """Which small-M block-FP8 kernel time the runtime's dense GEMMs are held to (`step_overheads`)."""
+    kernel = runtime_profile(runtime).block_fp8_linear_kernel
+    if kernel is None:
+        return "their kernels' fixed time (no published small-M figure for this engine's block-FP8 kernels)"
+    source = "DeepGEMM's README" if kernel == "deepgemm" else "vLLM PR #23280"
+    return f"the {kernel} kernel's {BLOCK_FP8_SMALL_M_GEMM_SECONDS[kernel] * 1e6:.1f} us per GEMM ({source})"
 
 
 def _weight_compute_assumption(weight_dtype: str, accel: Accelerator) -> str:
@@ -396,7 +404,12 @@ def _memory_equations(
             name="Weights per GPU",
             formula="stage layers x (sharded / TP + replicated) x bytes + embedding/head on the edge stage",
             substituted=f"{stage_layers} layers, TP {s.tensor_parallel}, {s.weight_dtype} "
-            f"({float(inputs.linear_bytes_per_element):g} B/param)",
+            f"({float(inputs.linear_bytes_per_element):g} B/param)"
+            + (
+                f" + the runtime's MLA decode copies {gib(copies)}"
+                if (copies := float(m.memory.weight_copies_bytes))
+                else ""
+            ),
             value=float(m.memory.weights_bytes),
             unit="bytes",
         ),
@@ -468,12 +481,14 @@ def step_equation(
     if moe_layers:
         groups.append(("experts", k.expert_compute, k.expert_memory))
     kernels_sub = " + ".join(f"{label} max({seconds(float(c))}, {seconds(float(m))})" for label, c, m in groups)
+    gemm_time = "FLOPs / (peak x eff x GEMM ceiling ratio) + GEMM kernels x tail"
+    if bool(hw.block_fp8_dense):  # steps.kernel_groups: block-scaled FP8 kernels' small-M floor
+        gemm_time = f"max({gemm_time}, layers x block-FP8 GEMMs x small-M kernel time)"
     return Equation(
         name=name,
         formula=f"{request_formula}PP x (kernel groups + all-reduces + layers x overhead) + hand-offs + scheduler "
         "(per step + sequences x per sequence) + sampler (sequences x vocabulary x per logit)"
-        f"{draft_formula}; kernel groups, one after another: GEMMs max(FLOPs / (peak x eff x GEMM ceiling ratio) + "
-        f"GEMM kernels x tail, weight bytes / (BW x eff)) + attention max(attention FLOPs / (peak of the KV cache's format x eff x ratio), "
+        f"{draft_formula}; kernel groups, one after another: GEMMs max({gemm_time}, weight bytes / (BW x eff)) + attention max(attention FLOPs / (peak of the KV cache's format x eff x ratio), "
         f"KV bytes read or written / (BW x eff)){moe_formula}",
         substituted=f"{request_sub}{int(step.pipeline_parallel)} x ({seconds(float(k.seconds))} + "
         f"{seconds(float(step.collective_seconds))} + "

@@ -47,6 +47,15 @@ class InferenceMemory:
     # model, so before the KV pool is sized (`planner.inference.adapters`)
     lora_adapters_bytes: Number = 0.0
     has_adapters: bool = False
+    # Of `weights_bytes`, copies the runtime builds beside the checkpoint's weights (vLLM v0.7's MLA decode
+    # matrices, `memory.mla_absorbed_weight_bytes`): resident, but read in place of the projections they were
+    # built from, so a step's weight reads leave them out (`read_weight_bytes`)
+    weight_copies_bytes: Number = 0.0
+
+    @property
+    def read_weight_bytes(self) -> Number:
+        """The weights a step streams: the checkpoint's, without the runtime's copies."""
+        return self.weights_bytes - self.weight_copies_bytes
 
     def components(self) -> dict[str, Number]:
         """The named components, in the order the total adds them (`MemoryBreakdown.components`)."""
@@ -136,11 +145,10 @@ def inference_memory(
         inputs.embedding_bytes_per_element,
         inputs.attention_linear_bytes_per_element,
     )
+    copies = 0.0
     if runtime.mla_absorbed_weights:
         attention_bytes = inputs.attention_linear_bytes_per_element or inputs.linear_bytes_per_element
-        weights = weights + mem.mla_absorbed_weight_bytes(
-            arch, tp, pp, attention_bytes, inputs.activation_bytes_per_element
-        )
+        copies = mem.mla_absorbed_weight_bytes(arch, tp, pp, attention_bytes == 1, inputs.activation_bytes_per_element)
     reserves = runtime_memory(
         runtime,
         arch,
@@ -159,7 +167,8 @@ def inference_memory(
         ),
     )
     return InferenceMemory(
-        weights_bytes=weights,
+        weights_bytes=weights + copies,
+        weight_copies_bytes=copies,
         kv_cache_bytes=mem.kv_cache_bytes(
             arch,
             tp,

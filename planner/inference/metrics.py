@@ -118,7 +118,7 @@ def inference_metrics(
     speculative `draft`, decode advances by draft-and-verify rounds (`planner.inference.speculative`)."""
     shape = ReplicaShape.of(arch, inputs, hw)
     memory = inference_memory(arch, counts, hw, inputs, shape, draft)
-    weights = memory.weights_bytes
+    weights = memory.read_weight_bytes
     new_tokens = uncached_prompt_tokens(inputs.prompt_tokens, inputs.prefix_cache_hit_rate)
     ctx = StepContext(arch, counts, hw, efficiency, inputs, shape)
     prefill = prefill_step(ctx, weights, new_tokens, 1)

@@ -6,14 +6,14 @@ one-off API-server cost. One function per term; each broadcasts over numpy array
 
 from __future__ import annotations
 
-from planner.arrays import where
+from planner.arrays import maximum, where
 from planner.inference.inputs import HardwareInputs, InferenceInputs, ReplicaShape
 from planner.model.architecture import ModelArchitecture
 from planner.physics import communication
 from planner.physics import memory as mem
 from planner.physics.efficiency import EfficiencyFigures
-from planner.physics.gemm_efficiency import BLOCK_FP8_SMALL_M_GEMM_SECONDS, GEMMS_PER_LAYER, block_fp8_gemms_per_layer
-from planner.physics.moe_efficiency import moe_layer_extra_seconds
+from planner.physics.gemm_efficiency import BLOCK_FP8_SMALL_M_GEMM_SECONDS, block_fp8_gemms_per_layer
+from planner.physics.moe_efficiency import MOE_LAYER_GEMMS, moe_layer_extra_seconds
 from planner.physics.runtimes import RuntimeProfile, runtime_profile
 
 
@@ -84,14 +84,19 @@ def block_fp8_floor_seconds_per_layer(
 ):
     """The least time a layer's dense GEMMs over block-scaled FP8 weights on Hopper take: each of them
     (`gemm_efficiency.block_fp8_gemms_per_layer`) at the release's small-M kernel time
-    (`gemm_efficiency.BLOCK_FP8_SMALL_M_GEMM_SECONDS`, `RuntimeProfile.block_fp8_linear_kernel`), plus the other
-    GEMMs' plain tails. A floor, not an addition: large prefill GEMMs run at the block-FP8 ceiling, which already
-    holds the kernels' fixed time. 0 for other weights and devices."""
+    (`gemm_efficiency.BLOCK_FP8_SMALL_M_GEMM_SECONDS`, `RuntimeProfile.block_fp8_linear_kernel`), plus the
+    routed experts' pair of plain tails in MoE layers (which the fused-MoE call's fixed time counts on). A floor,
+    not an addition: large prefill GEMMs run at the block-FP8 ceiling, which already holds the kernels' fixed time.
+    0 for other weights and devices, and for engines whose block-FP8 kernels have no published small-M time."""
+    if runtime.block_fp8_linear_kernel is None:
+        return 0.0
     moe_layers = mem.stage_moe_layers(arch, pipeline_parallel) if arch.is_moe else 0
     shared = moe_layers if arch.shared_expert_intermediate_size else 0
     block = block_fp8_gemms_per_layer(stage_layers, stage_layers - moe_layers, shared)
     kernel = BLOCK_FP8_SMALL_M_GEMM_SECONDS[runtime.block_fp8_linear_kernel]
-    floor = block * kernel + (GEMMS_PER_LAYER - block) * hw.gemm_tail_seconds
+    # a MoE layer's routed pair keeps its plain tails here: `moe_overhead_seconds` takes them off the fused-MoE call
+    routed_pair = MOE_LAYER_GEMMS * moe_layers / maximum(stage_layers, 1)
+    floor = block * kernel + routed_pair * hw.gemm_tail_seconds
     return where(hw.block_fp8_dense, floor, 0.0)
 
 

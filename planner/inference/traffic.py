@@ -151,7 +151,7 @@ class TrafficEngine:
             # images' encoding is charged as FLOPs to each prompt's first chunk, as in the static plan)
             _costs={
                 "shape": m.shape,
-                "weights": float(decode_read_weight_bytes(i.counts, i.inputs, m.memory.weights_bytes)),
+                "weights": float(decode_read_weight_bytes(i.counts, i.inputs, m.memory.read_weight_bytes)),
             },
         )
 

@@ -158,21 +158,24 @@ def weight_bytes(
 
 
 def mla_absorbed_weight_bytes(
-    arch: ModelArchitecture, tensor_parallel, pipeline_parallel, weight_bytes_per_element, activation_bytes_per_element
+    arch: ModelArchitecture, tensor_parallel, pipeline_parallel, fp8_checkpoint, activation_bytes_per_element
 ):
     """The decode-path copies vLLM's MLA backend of v0.7.1-v0.7.x built at load time beside the checkpoint's
     projections, on one GPU of the most loaded stage (vllm/attention/backends/mla/utils.py @04644e3,
     MLACommonImpl.process_weights_after_loading): W_Q_UK (q input x heads x kv_lora) and W_UV_O (heads x kv_lora x
-    hidden), requantized to FP8 when the checkpoint is FP8 (the weight's own element size here); W_QR (q input x
-    heads x rope) and the dequantized kv_b_proj kept as W_UK / W_UV (kv_lora x heads x (nope + v)) in the
-    activation dtype. vLLM PR #14770 (v0.8.0, "MLA get rid of materialization") removed them because "the weight
+    hidden), requantized to FP8 (1 B) when the checkpoint is FP8 and in the activation dtype otherwise; W_QR (q
+    input x heads x rope, a contiguous copy in the activation dtype); and, for an FP8 checkpoint only, the
+    dequantized kv_b_proj kept as W_UK / W_UV (kv_lora x heads x (nope + v); an unquantized kv_b_proj is viewed,
+    not copied). vLLM PR #14770 (v0.8.0, "MLA get rid of materialization") removed them because "the weight
     materialization eats up too much of the GPU memory". Zero for a model without MLA."""
     if not arch.uses_mla:
         return 0.0
     heads = arch.num_attention_heads / tensor_parallel
     q_input = arch.q_lora_rank or arch.hidden_size
-    absorbed = heads * arch.kv_lora_rank * (q_input + arch.hidden_size) * weight_bytes_per_element
-    kept = heads * (q_input * arch.qk_rope_head_dim + arch.kv_lora_rank * (arch.qk_nope_head_dim + arch.v_head_dim))
+    absorbed_bytes = where(fp8_checkpoint, 1.0, activation_bytes_per_element)
+    absorbed = heads * arch.kv_lora_rank * (q_input + arch.hidden_size) * absorbed_bytes
+    dequantized_kv_b = heads * arch.kv_lora_rank * (arch.qk_nope_head_dim + arch.v_head_dim)
+    kept = heads * q_input * arch.qk_rope_head_dim + where(fp8_checkpoint, dequantized_kv_b, 0.0)
     return stage_layers(arch, pipeline_parallel) * (absorbed + kept * activation_bytes_per_element)
 
 
@@ -286,11 +289,12 @@ def mla_prefill_activation_elements(arch: ModelArchitecture, tensor_parallel):
 def fused_moe_workspace_elements(arch: ModelArchitecture, tensor_parallel):
     """Elements per token of a fused-MoE chunk's intermediate caches on one GPU (vLLM fused_moe.py
     fused_experts_impl @000d145): cache1 (the w13 output, N = 2 x expert width / TP gated, 1 x ungated) and
-    cache3 (the k un-summed expert outputs of `hidden` each) share one buffer of max(N, hidden) per routed copy,
+    cache3 (the k un-summed expert outputs of `hidden` each, the latent width with Nemotron-H's latent MoE) share one
+    buffer of max(N, hidden) per routed copy,
     cache2 (the activation's output, expert width / TP) its own; k routed copies per token."""
     width = arch.expert_intermediate_size / tensor_parallel
     n = (2 if arch.experts_gated else 1) * width
-    return arch.experts_per_token * (maximum(n, arch.hidden_size) + width)
+    return arch.experts_per_token * (maximum(n, arch.moe_latent_size or arch.hidden_size) + width)
 
 
 def inference_activation_bytes(

@@ -99,9 +99,11 @@ class RuntimeProfile:
     # (`memory.mla_absorbed_weight_bytes`; vLLM v0.7.1-v0.7.x, removed in v0.8.0).
     mla_absorbed_weights: bool = False
     # The block-scaled FP8 linear kernel the release runs on Hopper (`gemm_efficiency.BLOCK_FP8_SMALL_M_GEMM_SECONDS`):
-    # vLLM V1 DeepGEMM (VLLM_USE_DEEP_GEMM on by default), the V0 releases vLLM's Triton kernel; SGLang and
-    # TensorRT-LLM are read as DeepGEMM too (assumed: SGLang runs DeepGEMM for DeepSeek-style checkpoints on Hopper).
-    block_fp8_linear_kernel: Literal["triton", "cutlass", "deepgemm"] = "deepgemm"
+    # vLLM V1 DeepGEMM (vllm/envs.py VLLM_USE_DEEP_GEMM defaults to "1"), the V0 releases vLLM's Triton
+    # w8a8_block_fp8_matmul, SGLang DeepGEMM (assumed: its JIT DeepGEMM for DeepSeek-style checkpoints on Hopper),
+    # transformers its Triton port of vLLM's kernel (assumed). None: no published small-M figure for the engine's
+    # own kernels (TensorRT-LLM, llama.cpp), so no floor.
+    block_fp8_linear_kernel: Literal["triton", "cutlass", "deepgemm"] | None = "deepgemm"
 
 
 RUNTIMES: dict[str, RuntimeProfile] = {
@@ -204,6 +206,7 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         host_costs_source="TensorRT-LLM's overlap scheduler, enabled by default, checks stop criteria, updates "
         "responses and schedules the next batch while the GPU runs (nvidia.github.io/TensorRT-LLM, features/"
         "overlap-scheduler): no per-step CPU time; sampler and per-request costs are vLLM V1's measurements, assumed",
+        block_fp8_linear_kernel=None,
     ),
     "hf-transformers": RuntimeProfile(
         name="hf-transformers",
@@ -229,6 +232,7 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         custom_allreduce=False,  # tp_plan="auto" all-reduces through torch.distributed (NCCL)
         scheduler=SINGLE_BATCH,
         host_costs_source="vLLM V1's measurements, assumed: no per-step figure is published for generate()",
+        block_fp8_linear_kernel="triton",
     ),
     "llama.cpp": RuntimeProfile(
         name="llama.cpp",
@@ -256,6 +260,7 @@ RUNTIMES: dict[str, RuntimeProfile] = {
         reserved_step_tokens=512,
         scheduler=SINGLE_BATCH,
         host_costs_source="vLLM V1's measurements, assumed: no per-step figure is published for llama-server",
+        block_fp8_linear_kernel=None,
     ),
 }
 
@@ -279,7 +284,8 @@ RUNTIMES["vllm@0.6"] = replace(
     RUNTIMES["vllm"],
     name="vllm@0.6",
     title="vLLM V0 engine (v0.6-v0.7)",
-    version="v0.6.0-v0.7.3 (V0 LLMEngine; V1 was opt-in with VLLM_USE_V1=1 until v0.8.0)",
+    version="v0.6.0-v0.7.3 (V0 LLMEngine; V1 was opt-in with VLLM_USE_V1=1 until v0.8.0); MLA models are read as "
+    "v0.7.1-v0.7.3, the V0 releases with vLLM's MLA backend (before v0.7.1 DeepSeek ran without it)",
     scheduler=VLLM_V0,
     fused_moe_kernels="early-2025",
     mla_absorbed_weights=True,

@@ -68,3 +68,23 @@ def test_absorbed_weights_only_for_mla_models():
     v0 = plan(InferenceScenario(**base, runtime="vllm@0.7.3"))
     v1 = plan(InferenceScenario(**base, runtime="vllm"))
     assert v0.memory.components["weights_bytes"] == v1.memory.components["weights_bytes"]
+
+
+def test_absorbed_copies_of_a_bf16_checkpoint_are_bf16_and_never_read_by_a_step():
+    base = dict(model="deepseek-r1", gpu="h200", num_gpus=8, tensor_parallel=8, weight_dtype="bf16")
+    arch = InferenceScenario(**base).architecture()
+    # W_Q_UK and W_UV_O in bf16, W_QR copied; kv_b_proj is viewed, not copied, when it is unquantized
+    per_layer = 16 * 512 * (1536 + 7168) * 2 + 16 * 1536 * 64 * 2
+    assert mem.mla_absorbed_weight_bytes(arch, 8, 1, False, 2) == 61 * per_layer
+    from planner.inference.metrics import inference_metrics
+    from planner.inference.scenario_inputs import scenario_inputs
+    from planner.physics.efficiency import DEFAULT_EFFICIENCY
+
+    def memory(runtime):
+        i = scenario_inputs(InferenceScenario(**base, runtime=runtime))
+        return inference_metrics(i.arch, i.counts, i.hw, DEFAULT_EFFICIENCY, i.inputs).memory
+
+    v0, v1 = memory("vllm@0.7.3"), memory("vllm")
+    assert v0.weight_copies_bytes == pytest.approx(61 * per_layer)
+    assert v0.weights_bytes == pytest.approx(v1.weights_bytes + 61 * per_layer)
+    assert v0.read_weight_bytes == pytest.approx(v1.read_weight_bytes)  # decode reads them in place of q_b / o_proj
