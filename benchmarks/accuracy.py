@@ -592,6 +592,10 @@ SERVING_READINGS = {
     "finite rate, all at t=0 for rate inf; the run's request count and client concurrency; Qwen's own -FP8 releases "
     "served as block-scaled FP8 (fp8_scaling 'block': their model cards' 'fine-grained fp8 quantization with block "
     "size of 128')",
+    "vllm-v0": "vLLM V0 defaults of v0.6-v0.7 (runtime vllm@0.6; _vllm_v0_settings): max_num_seqs 256, "
+    "max_num_batched_tokens = max(max_model_len, 2048) without chunked prefill, 512 (v0.6) / 2048 (v0.7) with it; "
+    "chunked prefill on only for max_model_len > 32K and never for MLA models; gpu_memory_utilization 0.9; KV in "
+    "bf16; lengths, rate and client concurrency as for vLLM V1",
     "sglang": "SGLang 0.5 defaults (server_args.py _handle_gpu_memory_settings): chunked_prefill_size by GPU memory "
     "(2048 below 35 GiB, 4096 below 60 GiB, 8192 below 160 GiB, else 16384), mem_fraction_static = (memory - "
     "reserved) / memory, max_running_requests left to the KV pool (read as 4096); runtime sglang (static pool, "
@@ -623,6 +627,11 @@ class ServingRun:
         )
 
 
+def _reading_key(run: ServingRun) -> str:
+    """Which stated defaults a run was replayed with: its engine's, the V0 engine's for vLLM before 0.8."""
+    return "vllm-v0" if run.engine == "vllm" and run.scenario.runtime.startswith("vllm@") else run.engine
+
+
 def serving_cases(path: Path = SERVING_FILE) -> tuple[list[Case], list[Unmapped]]:
     cases, unmapped = [], []
     for row in _read(path):
@@ -640,7 +649,7 @@ def serving_cases(path: Path = SERVING_FILE) -> tuple[list[Case], list[Unmapped]
                 float(row["value"]),
                 unit,
                 lambda eff, r=run, m=row["metric"]: _serving_metric(r, m, eff),
-                SERVING_READINGS[run.engine],
+                SERVING_READINGS[_reading_key(run)],
                 row["id"],
                 metric=row["metric"],
                 group=_serving_group(run),
