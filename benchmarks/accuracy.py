@@ -1841,7 +1841,7 @@ MECHANISMS: tuple[tuple[str, Efficiency | None, Callable | None], ...] = (
     ),
     ("custom one-/two-shot all-reduce (NCCL ring/tree only)", None, _without_custom_allreduce),
     (
-        "block-scaled FP8 GEMMs at 0.68 x the BF16 rate on Hopper (at the FP8 MAMF instead)",
+        "block-scaled FP8 GEMMs at 0.68 x the BF16 rate on Hopper (as per-tensor FP8: the FP8 MAMF, no small-M floor)",
         None,
         _block_scales_at_fp8_rate,
     ),

@@ -85,7 +85,7 @@ class HardwareInputs:
         power = accelerator_power(accel)
         _, attention_fitted = device_terms_for(calibration, accel.id, attention_dtype)
         gemm_ratio = gemm_efficiency.ceiling_ratio(accel.id, gemm_dtype, fitted.ceiling if fitted is not None else None)
-        dense_ratio = gemm_ratio
+        dense_ratio, block_penalised = gemm_ratio, False
         if fp8_block_scaled and gemm_dtype == "fp8":
             _, bf16_fitted = device_terms_for(calibration, accel.id, "bf16")
             bf16_ceiling = (
@@ -94,8 +94,8 @@ class HardwareInputs:
             block = gemm_efficiency.block_scaled_fp8_ceiling(
                 accel.id, bf16_ceiling, accel.peak_flops("bf16"), accel.peak_flops("fp8")
             )
-            if block is not None:
-                dense_ratio = gemm_efficiency.ceiling_ratio(accel.id, gemm_dtype, block)
+            if block is not None:  # Hopper: the published share of BF16, and the small-M kernel floor
+                dense_ratio, block_penalised = gemm_efficiency.ceiling_ratio(accel.id, gemm_dtype, block), True
         return cls(
             memory_capacity_bytes=float(accel.memory_bytes),
             bandwidth_bytes_per_second=accel.memory_bandwidth_bytes_per_second,
@@ -114,9 +114,7 @@ class HardwareInputs:
             gemm_ceiling_ratio=dense_ratio,
             expert_ceiling_ratio=gemm_ratio,
             block_fp8_experts=bool(fp8_block_scaled and gemm_dtype == "fp8"),
-            block_fp8_dense=bool(
-                fp8_block_scaled and gemm_dtype == "fp8" and accel.id in gemm_efficiency.BLOCK_SCALED_FP8_OF_BF16
-            ),
+            block_fp8_dense=block_penalised,
             expert_compute_ratio=moe_efficiency.expert_compute_format_ratio(weight_dtype, gemm_dtype),
             gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
                 accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None

@@ -220,7 +220,7 @@ def _vision_encoder_bytes(
     return outputs + maximum(peak - forward_peak, 0.0)
 
 
-def runtime_assumption(inputs: InferenceInputs, memory: InferenceMemory, uses_mla: bool = False) -> str:
+def runtime_assumption(inputs: InferenceInputs, memory: InferenceMemory) -> str:
     """The plan's sentence on which runtime it assumes and what that runtime reserves, per GPU."""
     runtime = runtime_profile(inputs.runtime)
     if runtime.budget_kind != "profiled":
@@ -239,7 +239,7 @@ def runtime_assumption(inputs: InferenceInputs, memory: InferenceMemory, uses_ml
             f"{gib(float(memory.runtime_overhead_bytes))}. Source: {runtime.sources[0]}."
         )
     absorbed = ""
-    if runtime.mla_absorbed_weights and uses_mla:
+    if float(memory.weight_copies_bytes):
         absorbed = (
             " Weights include the MLA decode copies this release builds at load time (W_Q_UK, W_UV_O in the "
             "checkpoint's format, W_QR, W_UK and W_UV in 16 bits; vllm/attention/backends/mla/utils.py "

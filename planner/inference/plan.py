@@ -84,7 +84,7 @@ def plan_inference(scenario: InferenceScenario, calibration: CalibrationRecord |
             warnings_for(scenario, arch, accel, memory) + adapter_warnings + speculative_warnings + traffic_warnings
         ),
         assumptions=explain.assumptions(scenario, arch, efficiency, calibration)
-        + [runtime_assumption(inputs, m.memory, arch.uses_mla)]
+        + [runtime_assumption(inputs, m.memory)]
         + [
             energy_assumption(
                 accelerator_power(accel), scenario.pue, scenario.electricity_usd_per_kwh, scenario.carbon_kg_per_kwh
