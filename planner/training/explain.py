@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 from planner.calibration_record import CalibrationRecord
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.notes import architecture_assumptions
-from planner.physics import attention_efficiency, gemm_efficiency, grouped_gemm_training
+from planner.physics import attention_efficiency, fp8_casts, gemm_efficiency, grouped_gemm_training
 from planner.physics.efficiency import Efficiency
 from planner.physics.memory import stage_layers
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
@@ -230,25 +230,21 @@ def _recipe_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> list[st
     if recompute is not None:
         out.append(recompute)
     if s.precision == "fp8":
-        scaling = (
-            "delayed scaling (DelayedScaling: scale from an amax history, 1024 steps by default, kept per tensor; "
-            "negligible memory)"
-            if s.fp8_recipe == "delayed"
-            else "current scaling (Float8CurrentScaling: each tensor's amax computed just before its cast, one extra "
-            "read of the tensor, not charged)"
-            if s.fp8_recipe == "current"
-            else "MXFP8 block scaling (MXFP8BlockScaling: an E8M0 scale per 1 x 32 block; dense casts not charged)"
-        )
+        scaling = {
+            "delayed": "delayed scaling (DelayedScaling: scale from an amax history of 1024 steps, kept per tensor)",
+            "current": "current scaling (Float8CurrentScaling: each tensor's amax read just before its cast)",
+        }.get(s.fp8_recipe, "MXFP8 block scaling (MXFP8BlockScaling: an E8M0 scale per 1 x 32 block)")
         out.append(
             f"FP8 training with Transformer Engine, Format.HYBRID (E4M3 forward, E5M2 gradients), {scaling}: the "
             "layer GEMMs (forward, data and weight gradients, recomputed ones) run at the GPU's dense FP8 peak with "
-            "the same efficiency as 16-bit GEMMs; attention, norms, the embedding and the output head stay in bf16 "
-            "(Megatron-core's output layer is not a TE module). Memory: bf16 parameters and gradients, fp32 master "
-            "weights and optimizer state unchanged; an FP8 copy and an FP8 transpose of every layer GEMM weight "
-            "(2 B per element, cached across micro-batches, in weights_bytes); GEMM inputs saved for backward in "
-            "FP8. MFU and HFU are against the dense bf16 peak. Sources: Transformer Engine Common API "
-            "(transformer_engine.common.recipe, release 2.x docs) and Micikevicius et al. 2022, 'FP8 Formats for "
-            "Deep Learning'."
+            "the same efficiency as 16-bit GEMMs, plus their casts at the memory roofline "
+            f"({fp8_casts.cast_bytes_per_element(s.fp8_recipe):g} B moved per element: inputs every forward, output "
+            "gradients every backward, weights once per step; no fusion credited; physics/fp8_casts.py); attention, "
+            "norms, embedding and output head stay in bf16 (Megatron-core's output layer is not a TE module). Memory: "
+            "bf16 parameters and gradients, fp32 master weights and optimizer state unchanged; an FP8 copy and an FP8 "
+            "transpose of every layer GEMM weight (2 B per element, cached across micro-batches, in weights_bytes); "
+            "GEMM inputs saved for backward in FP8. MFU and HFU are against the dense bf16 peak. Sources: Transformer "
+            "Engine Common API (transformer_engine.common.recipe, release 2.x docs) and Micikevicius et al. 2022."
         )
     if s.precision == "fp8" and s.fp8_recipe == "mxfp8" and arch.is_moe:
         g = grouped_gemm_training

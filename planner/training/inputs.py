@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from planner.arrays import Flag, Number
 from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.hardware.catalog import Accelerator
-from planner.physics import attention_efficiency, gemm_efficiency
+from planner.physics import attention_efficiency, fp8_casts, gemm_efficiency
 from planner.physics.energy import accelerator_power
 from planner.training.activations import loss_bytes_per_logit
 from planner.training.precision import PRECISIONS, PrecisionBytes
@@ -168,6 +168,7 @@ class RecipeInputs:
     zero_bubble: Flag = False  # ZB-H1: weight gradients deferred into the pipeline bubble
     node_deduplicated_dispatch: Flag = False  # DeepEP: one RDMA copy of a token per remote node
     overlap_expert_all_to_all: Flag = False  # dispatch/combine under another micro-batch's compute
+    fp8_cast_bytes_per_element: Number = 0.0  # HBM bytes an FP8 recipe's casts move per GEMM operand element; 0: none
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,6 +252,9 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             zero_bubble=scenario.pipeline_schedule == "zb-h1",
             node_deduplicated_dispatch=scenario.expert_dispatch == "deepep",
             overlap_expert_all_to_all=scenario.overlap_expert_all_to_all,
+            fp8_cast_bytes_per_element=(
+                fp8_casts.cast_bytes_per_element(scenario.fp8_recipe) if scenario.precision == "fp8" else 0.0
+            ),
         ),
         precision=PRECISIONS[scenario.precision],
         lora=lora,

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from planner.arrays import maximum, where
 from planner.model.architecture import ModelArchitecture
-from planner.physics import grouped_gemm_training, roofline
+from planner.physics import fp8_casts, grouped_gemm_training, roofline
 from planner.physics.efficiency import EfficiencyFigures
-from planner.physics.projections import layer_matrices
+from planner.physics.projections import layer_matrices, local_shape
 from planner.training.inputs import TrainingHardware, TrainingInputs
+from planner.training.recompute import Recompute
 
 
 def mxfp8_routed_experts(
@@ -94,6 +95,64 @@ def routed_token_copy_seconds(
         return 0.0
     copied = stage_moe_layers * routed_token_copy_bytes(arch, inputs, forward_passes, load_imbalance)
     return roofline.memory_seconds(copied, hw.bandwidth_bytes_per_second, efficiency.memory_bandwidth)
+
+
+def fp8_cast_elements(arch: ModelArchitecture, inputs: TrainingInputs, moe_layer: bool, routed: bool, load_imbalance):
+    """(input elements cast per forward, output-gradient elements per backward, weight elements) of one layer's FP8
+    GEMMs on one GPU (`physics.fp8_casts`): its routed experts' (`routed`) or the rest's. Megatron's fused modules
+    cast each input once: q/k/v read one input (linear_qkv), gate/up another (linear_fc1); each GEMM's output
+    gradient is cast in the backward. Routed experts see tokens x k x `load_imbalance` rows over the rank's experts;
+    the router stays in 16 bits."""
+    lay = inputs.layout
+    tokens = inputs.tokens_per_microbatch
+    inputs_seen: set[tuple] = set()
+    forward, backward, weights = 0.0, 0.0, 0.0
+    for m in layer_matrices(arch, moe_layer):
+        if m.module == "router" or m.expert != routed:
+            continue
+        d_in, d_out, copies = local_shape(m, arch, lay.tensor_parallel, lay.expert_parallel)
+        rows = tokens * arch.experts_per_token * load_imbalance if m.expert else tokens * m.count
+        key = (m.module in ("q", "k", "v", "o"), m.d_in, m.module in ("o", "down"))
+        if key not in inputs_seen:
+            inputs_seen.add(key)
+            forward = forward + rows * d_in
+        backward = backward + rows * d_out
+        weights = weights + d_in * d_out * copies
+    return forward, backward, weights
+
+
+def fp8_cast_seconds(arch: ModelArchitecture, hw: TrainingHardware, efficiency: EfficiencyFigures, inputs, flops):
+    """Seconds of a micro-batch's FP8 casts on the stage (`physics.fp8_casts`): each layer's inputs once per forward
+    (recomputation repeats them), its output gradients once, its weights once per step; the routed experts' only
+    where no MXFP8 grouped-GEMM term prices them (`mxfp8_routed_experts`); 0 without an FP8 recipe or FP8 GEMMs. `flops` is the
+    step's `TrainingFlops` (the stage's layers, the experts' forward passes and load imbalance)."""
+    per_element = inputs.recipe.fp8_cast_bytes_per_element
+    dense_passes = 1.0 + where(inputs.recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
+    moe_layers = flops.stage_moe_layers
+    experts_here = where(hw.mxfp8_grouped_gemm_flops_per_second > 0, 0.0, 1.0)
+    parts = [(False, False, flops.stage_layers - moe_layers, dense_passes, 1.0)]
+    if arch.num_moe_layers:
+        parts += [
+            (True, False, moe_layers, dense_passes, 1.0),
+            (True, True, moe_layers, flops.routed_expert_forward_passes, experts_here),
+        ]
+    activations, weights = 0.0, 0.0
+    for moe_layer, routed, layers, passes, share in parts:
+        forward, backward, layer_weights = fp8_cast_elements(
+            arch, inputs, moe_layer, routed, flops.expert_load_imbalance
+        )
+        activations = activations + share * layers * (forward * passes + backward)
+        weights = weights + share * layers * layer_weights
+    seconds = fp8_casts.cast_seconds(
+        activations,
+        weights,
+        inputs.microbatches,
+        per_element,
+        hw.bandwidth_bytes_per_second,
+        efficiency.memory_bandwidth,
+    )
+    fp8_gemms = hw.gemm_peak_flops_per_second > hw.peak_flops_per_second  # not on a GPU without FP8 tensor cores
+    return where((per_element > 0) & fp8_gemms, seconds, 0.0)
 
 
 def named_kernel_attention(hw: TrainingHardware, attention_flops):

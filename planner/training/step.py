@@ -101,20 +101,13 @@ class MicrobatchTime:
             self.tensor_parallel_exposed_seconds
             + self.expert_parallel_exposed_seconds
             + c.pipeline_p2p_seconds
-            + (self.overlapped_exposed_seconds)
+            + self.overlapped_exposed_seconds
         )
 
     @property
     def slot_seconds(self) -> Number:
         """The micro-batch's slot in the schedule: the slower roofline plus its exposed communication."""
-        c = self.communication
-        return (
-            maximum(self.compute_seconds, self.memory_seconds)
-            + self.tensor_parallel_exposed_seconds
-            + self.expert_parallel_exposed_seconds
-            + c.pipeline_p2p_seconds
-            + self.overlapped_exposed_seconds
-        )
+        return maximum(self.compute_seconds, self.memory_seconds) + self.exposed_communication_seconds
 
 
 @dataclass(frozen=True, slots=True)
@@ -460,6 +453,7 @@ def microbatch_time(
         + attention_seconds
         + expert_seconds
         + kernels.routed_token_copy_seconds(arch, hw, efficiency, inputs, *experts)
+        + kernels.fp8_cast_seconds(arch, hw, efficiency, inputs, flops)
     )
     stage_bytes = step_time.microbatch_memory_bytes(
         states.param_bytes,

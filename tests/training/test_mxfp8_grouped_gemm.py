@@ -9,10 +9,11 @@ import pytest
 from planner import PlanningError, plan
 from planner.model.architecture import parameter_counts
 from planner.physics import grouped_gemm_training as ggt
+from planner.physics.efficiency import Efficiency
 from planner.scenario import parse_scenario
 from planner.search.sweep import evaluate_training, training_grid, training_scenario_for_row
 from planner.training.inputs import training_hardware, training_inputs
-from planner.training.named_kernels import mxfp8_routed_experts
+from planner.training.named_kernels import fp8_cast_seconds, mxfp8_routed_experts
 from planner.training.scenario import TrainingScenario
 from planner.training.step import training_flops
 
@@ -81,7 +82,12 @@ def test_mxfp8_moves_exactly_the_experts_from_the_flat_rate_to_the_published_ker
         m_mx.step_breakdown_seconds["forward_backward_seconds"]
         - m_cur.step_breakdown_seconds["forward_backward_seconds"]
     )
-    assert delta == pytest.approx(microbatches * (expert_seconds - expert_flops / flat_rate), rel=1e-9)
+    # and the casts the two recipes run beside the GEMMs (MXFP8's routed experts cast inside their own term)
+    cur_inputs, cur_hw = training_inputs(cur), training_hardware(cur, cur.accelerator())
+    casts = fp8_cast_seconds(arch, hw, Efficiency(), inputs, flops) - fp8_cast_seconds(
+        arch, cur_hw, Efficiency(), cur_inputs, training_flops(arch, counts, cur_inputs)
+    )
+    assert delta == pytest.approx(microbatches * (expert_seconds - expert_flops / flat_rate + casts), rel=1e-9)
     assert m_mx.tokens_per_second_per_gpu < m_cur.tokens_per_second_per_gpu
     assert any("MXFP8 routed experts" in a for a in plan(mx).assumptions)
 
@@ -90,7 +96,16 @@ def test_dense_models_and_other_recipes_are_unchanged():
     dense = dict(model="llama-3.1-8b", gpu="b200", num_gpus=8, precision="fp8", global_batch_size=64)
     a = plan(TrainingScenario.model_validate({**dense, "fp8_recipe": "mxfp8"})).performance
     b = plan(TrainingScenario.model_validate({**dense, "fp8_recipe": "current"})).performance
-    assert a.step_seconds == b.step_seconds
+    # a dense model differs only by its casts: 4 + 2/32 B per element against current scaling's 6
+    fb = "forward_backward_seconds"
+    ratio = (4 + 2 / 32) / 6
+    d = TrainingScenario.model_validate({**dense, "fp8_recipe": "current"})
+    di, dh = training_inputs(d), training_hardware(d, d.accelerator())
+    dflops = training_flops(d.architecture(), parameter_counts(d.architecture()), di)
+    cur_casts = fp8_cast_seconds(d.architecture(), dh, Efficiency(), di, dflops) * di.microbatches
+    assert a.step_breakdown_seconds[fb] - b.step_breakdown_seconds[fb] == pytest.approx(
+        cur_casts * (ratio - 1), rel=1e-9
+    )
     s = _qwen(fp8_recipe="current")
     arch = s.architecture()
     inputs = training_inputs(s)
