@@ -1,5 +1,5 @@
-"""Routed-expert grouped GEMMs of MXFP8 training on Blackwell, from a published per-kernel breakdown: the scaled
-grouped GEMMs' own rate and the quantization and scale-layout kernels each of them needs.
+"""Routed-expert grouped GEMMs in training, from published kernel times: MXFP8 on Blackwell (the scaled grouped
+GEMMs' own rate and the quantization and scale-layout kernels each of them needs) and 16-bit on any GPU.
 
 Why a term of its own: a MoE layer's routed experts run as grouped GEMMs whose inputs are quantized to MXFP8 (1 x 32
 blocks, E8M0 scales) just before each GEMM, in every pass and in both directions for the weight gradient. Those
@@ -50,6 +50,23 @@ published; rows per expert in the thousands, as in the source (16,384), so the G
 Not here: the permutation and combine copies around the experts (priced beside this term,
 `planner.training.named_kernels.routed_token_copy_seconds`); the expert activation is not modelled.
 
+**16-bit routed experts** (every recipe but FP8) run the same grouped GEMMs in BF16, and the same README publishes
+their forward + backward time (`torch._grouped_mm`, "Autograd function" tables, at 36027d8 and since ff16308; B200,
+torch 2.10.0a0+gitf6de195, torchao 0.14.0+gitc7b8e13da), M = 128,000 token rows over G local experts, in us:
+
+| shapes | N | K | G = 1 | G = 2 | G = 4 | G = 8 |
+|---|---|---|---|---|---|---|
+| Llama4 Scout | 8192 | 5120 | 43140.2 | 39487.6 | 39189.2 | 37700.7 |
+| DeepSeek-V3 671B | 2048 | 7168 | 13064.8 | 14900.2 | 15823.6 | 14966.8 |
+
+Read as 3 x 2MNK FLOPs over the time: 747-863 TFLOP/s, 0.33-0.38 of B200's 2250 TFLOP/s BF16 peak, well below a
+dense GEMM's (`gemm_efficiency`: B200 BF16 MAMF 1745 TFLOP/s = 0.776 of it). Their mean share of the BF16 MAMF
+(`BF16_GROUPED_GEMM_OF_MAMF`, 0.453; 0.41-0.49 by cell) prices 16-bit routed experts on every GPU at that share of its own BF16 MAMF.
+Assumed, and said in the plan: Megatron's grouped GEMM (Transformer Engine GroupedLinear / cuBLAS) runs at the same
+share as PyTorch's, and other generations at the same share of their MAMF (no figure of their own is published);
+rows per expert as in the source (16,000-128,000). FP8 experts under delayed or current scaling have no published
+grouped figure and stay in the flat-efficiency compute.
+
 Everything broadcasts over numpy arrays (DESIGN rule 4).
 """
 
@@ -90,6 +107,28 @@ INPUT_GRADIENT_REARRANGE_SECONDS_PER_ROW = (192.5 + 11.0) * 1e-6 / _ROWS
 WEIGHT_GRADIENT_REARRANGE_SECONDS_PER_ROW = (17.4 + 31.6) * 1e-6 / _ROWS
 
 
+# BF16 grouped GEMMs forward + backward on B200 (table above): {(N, K): [us at G = 1, 2, 4, 8]}, M = 128,000 rows.
+_BF16_ROWS = 128_000
+_BF16_FWD_BWD_US = {
+    (8192, 5120): (43140.2, 39487.6, 39189.2, 37700.7),
+    (2048, 7168): (13064.8, 14900.2, 15823.6, 14966.8),
+}
+_B200_BF16_MAMF_FLOPS = 1745.0e12
+_bf16_shares = [
+    3 * 2.0 * _BF16_ROWS * n * k / (us * 1e-6) / _B200_BF16_MAMF_FLOPS
+    for (n, k), times in _BF16_FWD_BWD_US.items()
+    for us in times
+]
+# Their mean rate as a share of the BF16 MAMF: what 16-bit routed experts run at, forward and backward.
+BF16_GROUPED_GEMM_OF_MAMF = sum(_bf16_shares) / len(_bf16_shares)
+
+
+def bf16_grouped_gemm_seconds(rows, n, k, forward_passes, bf16_grouped_flops_per_second):
+    """Forward and backward of one 16-bit grouped GEMM (rows x k) @ (groups, k, n) on one GPU: `forward_passes`
+    forwards and both gradients at `bf16_grouped_flops_per_second` (`BF16_GROUPED_GEMM_OF_MAMF` x the BF16 MAMF)."""
+    return 2.0 * rows * n * k * (forward_passes + 2) / bf16_grouped_flops_per_second
+
+
 @dataclass(frozen=True, slots=True)
 class Mxfp8GroupedGemmTime:
     """One grouped GEMM's forward and backward on one GPU, seconds: the scaled GEMMs, the quantization kernels
@@ -126,6 +165,7 @@ def mxfp8_grouped_gemm_time(
 
 
 __all__ = [
+    "BF16_GROUPED_GEMM_OF_MAMF",
     "BYTES_PER_QUANTIZED_ELEMENT",
     "COLWISE_QUANTIZE_OF_HBM",
     "FORWARD_GEMM_OF_MAMF",
@@ -134,5 +174,6 @@ __all__ = [
     "WEIGHT_GRADIENT_GEMM_OF_MAMF",
     "WEIGHT_QUANTIZE_OF_HBM",
     "Mxfp8GroupedGemmTime",
+    "bf16_grouped_gemm_seconds",
     "mxfp8_grouped_gemm_time",
 ]

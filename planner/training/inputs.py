@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from planner.arrays import Flag, Number
 from planner.calibration_record import CalibrationRecord, device_terms_for
 from planner.hardware.catalog import Accelerator
-from planner.physics import attention_efficiency, fp8_casts, gemm_efficiency
+from planner.physics import attention_efficiency, fp8_casts, gemm_efficiency, grouped_gemm_training
 from planner.physics.energy import accelerator_power
 from planner.training.activations import loss_bytes_per_logit
 from planner.training.precision import PRECISIONS, PrecisionBytes
@@ -50,6 +50,9 @@ class TrainingHardware:
     # MXFP8 recipe on a GPU whose tensor cores take its block scales: the FP8 MAMF the routed experts' grouped GEMMs
     # are priced on (planner.physics.grouped_gemm_training); 0: they stay in the flat-efficiency compute.
     mxfp8_grouped_gemm_flops_per_second: Number = 0.0
+    # A 16-bit recipe: the rate its routed experts' grouped GEMMs run at (`BF16_GROUPED_GEMM_OF_MAMF` x the BF16 MAMF,
+    # planner.physics.grouped_gemm_training); 0: they stay in the flat-efficiency compute (FP8, fp32, no GPU).
+    bf16_grouped_gemm_flops_per_second: Number = 0.0
 
     @classmethod
     def from_accelerator(
@@ -283,7 +286,23 @@ def training_hardware(
         hardware,
         attention_efficiency=attention_efficiency.planner_attention_efficiency(accel.id, scenario.attention_kernel),
         mxfp8_grouped_gemm_flops_per_second=mxfp8_grouped_gemm_flops(scenario, accel),
+        bf16_grouped_gemm_flops_per_second=bf16_grouped_gemm_flops(scenario, accel),
     )
+
+
+def bf16_grouped_gemm_flops(scenario: TrainingScenario, accel: Accelerator) -> float:
+    """The rate a 16-bit recipe's routed-expert grouped GEMMs run at on a GPU: `BF16_GROUPED_GEMM_OF_MAMF` of its
+    16-bit MAMF (`gemm_efficiency.gemm_ceiling` x the peak); 0 for FP8 and fp32 recipes and off GPUs."""
+    compute = PRECISIONS[scenario.precision]
+    if (
+        compute.gemm_dtype is not None
+        or compute.compute_dtype not in ("bf16", "fp16")
+        or accel.vendor in ("cpu", "apple")
+    ):
+        return 0.0
+    dtype = accel.gemm_dtype(compute.compute_dtype)
+    ceiling = gemm_efficiency.gemm_ceiling(accel.id, dtype) * accel.peak_flops(compute.compute_dtype)
+    return grouped_gemm_training.BF16_GROUPED_GEMM_OF_MAMF * ceiling
 
 
 def mxfp8_grouped_gemm_flops(scenario: TrainingScenario, accel: Accelerator) -> float:

@@ -1,9 +1,10 @@
 """Micro-batch compute priced by named kernels at their published rates instead of the flat training efficiency
 (`Efficiency.training_compute`): a named fused-attention kernel (`planner.physics.attention_efficiency`) and the
-routed experts' MXFP8 grouped GEMMs (`planner.physics.grouped_gemm_training`). Each returns (FLOPs taken out of the
-flat-efficiency compute, their seconds), zeros where no figure applies; `fp8_equivalent_flops` states what stays in
-the flat compute in units of the 16-bit peak. Beside them, the MoE token-permutation copies a dense layer does not
-have (`routed_token_copy_seconds`: memory-bound, at the HBM roofline). Broadcasts over numpy arrays."""
+routed experts' grouped GEMMs, MXFP8 or 16-bit (`planner.physics.grouped_gemm_training`). Each returns (FLOPs taken
+out of the flat-efficiency compute, their seconds), zeros where no figure applies; `fp8_equivalent_flops` states what
+stays in the flat compute in units of the 16-bit peak. Beside them, memory-bound kernels at the HBM roofline: the MoE
+token-permutation copies a dense layer does not have (`routed_token_copy_seconds`) and an FP8 recipe's casts
+(`fp8_cast_seconds`). Broadcasts over numpy arrays."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from planner.training.inputs import TrainingHardware, TrainingInputs
 from planner.training.recompute import Recompute
 
 
-def mxfp8_routed_experts(
+def routed_expert_grouped_gemms(
     arch: ModelArchitecture,
     hw: TrainingHardware,
     inputs: TrainingInputs,
@@ -25,12 +26,13 @@ def mxfp8_routed_experts(
     load_imbalance,
 ):
     """(FLOPs taken out of the flat-efficiency compute, their seconds) for a micro-batch's routed-expert grouped GEMMs
-    under an MXFP8 recipe on Blackwell (`hw.mxfp8_grouped_gemm_flops_per_second` > 0): per MoE layer of the stage the
-    fused gate/up GEMM (K = hidden, N = the column-split experts' outputs / TP) and the down GEMM (K = its input / TP,
-    N = hidden), over tokens x k x `load_imbalance` (the busiest rank's) rows and the rank's experts / EP, in
-    `forward_passes` forwards (recomputation included) and both gradients, at the published kernel rates with their
-    quantization and scale-layout kernels (`physics.grouped_gemm_training`); (0, 0) otherwise, the experts then
-    staying in the flat-efficiency compute."""
+    at a published grouped-GEMM rate (`physics.grouped_gemm_training`): per MoE layer of the stage the fused gate/up
+    GEMM (K = hidden, N = the column-split experts' outputs / TP) and the down GEMM (K = its input / TP, N = hidden),
+    over tokens x k x `load_imbalance` (the busiest rank's) rows and the rank's experts / EP, in `forward_passes`
+    forwards (recomputation included) and both gradients. Under an MXFP8 recipe on Blackwell
+    (`hw.mxfp8_grouped_gemm_flops_per_second` > 0) at the MXFP8 kernels' rates with their quantization and
+    scale-layout kernels; under a 16-bit recipe (`hw.bf16_grouped_gemm_flops_per_second` > 0) at the BF16 grouped
+    rate; (0, 0) otherwise (FP8 with delayed or current scaling), the experts then staying in the flat compute."""
     if not arch.num_moe_layers:
         return 0.0, 0.0
     lay = inputs.layout
@@ -41,24 +43,22 @@ def mxfp8_routed_experts(
     shapes = [(sum(m.d_out for m in column) / tp, arch.hidden_size)] + [(m.d_out, m.d_in / tp) for m in row]
     rows = inputs.tokens_per_microbatch * arch.experts_per_token * load_imbalance
     groups = arch.num_experts / lay.expert_parallel
-    passes = forward_passes
-    seconds, expert_flops = 0.0, 0.0
+    mxfp8_rate, bf16_rate = hw.mxfp8_grouped_gemm_flops_per_second, hw.bf16_grouped_gemm_flops_per_second
+    mxfp8, bf16, expert_flops = 0.0, 0.0, 0.0
     for n, k in shapes:
-        seconds = (
-            seconds
+        mxfp8 = (
+            mxfp8
             + grouped_gemm_training.mxfp8_grouped_gemm_time(
-                rows,
-                n,
-                k,
-                groups,
-                passes,
-                maximum(hw.mxfp8_grouped_gemm_flops_per_second, 1.0),
-                hw.bandwidth_bytes_per_second,
+                rows, n, k, groups, forward_passes, maximum(mxfp8_rate, 1.0), hw.bandwidth_bytes_per_second
             ).total_seconds
         )
-        expert_flops = expert_flops + 2.0 * rows * n * k * (passes + 2)
-    applies = hw.mxfp8_grouped_gemm_flops_per_second > 0
-    return where(applies, stage_moe_layers * expert_flops, 0.0), where(applies, stage_moe_layers * seconds, 0.0)
+        bf16 = bf16 + grouped_gemm_training.bf16_grouped_gemm_seconds(
+            rows, n, k, forward_passes, maximum(bf16_rate, 1.0)
+        )
+        expert_flops = expert_flops + 2.0 * rows * n * k * (forward_passes + 2)
+    seconds = where(mxfp8_rate > 0, mxfp8, where(bf16_rate > 0, bf16, 0.0))
+    applies = (mxfp8_rate > 0) | (bf16_rate > 0)
+    return where(applies, stage_moe_layers * expert_flops, 0.0), stage_moe_layers * seconds
 
 
 def routed_token_copy_bytes(arch: ModelArchitecture, inputs: TrainingInputs, forward_passes, load_imbalance):
@@ -124,7 +124,7 @@ def fp8_cast_elements(arch: ModelArchitecture, inputs: TrainingInputs, moe_layer
 def fp8_cast_seconds(arch: ModelArchitecture, hw: TrainingHardware, efficiency: EfficiencyFigures, inputs, flops):
     """Seconds of a micro-batch's FP8 casts on the stage (`physics.fp8_casts`): each layer's inputs once per forward
     (recomputation repeats them), its output gradients once, its weights once per step; the routed experts' only
-    where no MXFP8 grouped-GEMM term prices them (`mxfp8_routed_experts`); 0 without an FP8 recipe or FP8 GEMMs. `flops` is the
+    where no MXFP8 grouped-GEMM term prices them (`routed_expert_grouped_gemms`); 0 without an FP8 recipe or FP8 GEMMs. `flops` is the
     step's `TrainingFlops` (the stage's layers, the experts' forward passes and load imbalance)."""
     per_element = inputs.recipe.fp8_cast_bytes_per_element
     dense_passes = 1.0 + where(inputs.recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)

@@ -436,7 +436,7 @@ def microbatch_time(
     attention = tokens * flops.stage_attention_flops_per_token / tp
     attention_flops, attention_seconds = kernels.named_kernel_attention(hw, attention)
     experts = (flops.stage_moe_layers, flops.routed_expert_forward_passes, flops.expert_load_imbalance)
-    expert_flops, expert_seconds = kernels.mxfp8_routed_experts(arch, hw, inputs, *experts)
+    expert_flops, expert_seconds = kernels.routed_expert_grouped_gemms(arch, hw, inputs, *experts)
     compute = (
         roofline.shaped_compute_seconds(
             kernels.fp8_equivalent_flops(

@@ -13,7 +13,7 @@ from planner.physics.efficiency import Efficiency
 from planner.scenario import parse_scenario
 from planner.search.sweep import evaluate_training, training_grid, training_scenario_for_row
 from planner.training.inputs import training_hardware, training_inputs
-from planner.training.named_kernels import fp8_cast_seconds, mxfp8_routed_experts
+from planner.training.named_kernels import fp8_cast_seconds, routed_expert_grouped_gemms
 from planner.training.scenario import TrainingScenario
 from planner.training.step import training_flops
 
@@ -72,7 +72,7 @@ def test_mxfp8_moves_exactly_the_experts_from_the_flat_rate_to_the_published_ker
     counts = parameter_counts(arch)
     hw, inputs = training_hardware(mx, mx.accelerator()), training_inputs(mx)
     flops = training_flops(arch, counts, inputs)
-    expert_flops, expert_seconds = mxfp8_routed_experts(arch, hw, inputs, *_expert_work(flops))
+    expert_flops, expert_seconds = routed_expert_grouped_gemms(arch, hw, inputs, *_expert_work(flops))
     # hand count: 48 MoE layers, rows = 16384 tokens x 8, gate/up 2048 -> 1536, down 768 -> 2048, 3 passes
     assert expert_flops == pytest.approx(48 * 2 * 16384 * 8 * (2048 * 1536 + 768 * 2048) * 3)
     flat_rate = hw.gemm_peak_flops_per_second * 0.55 * hw.gemm_ceiling_ratio
@@ -110,7 +110,10 @@ def test_dense_models_and_other_recipes_are_unchanged():
     arch = s.architecture()
     inputs = training_inputs(s)
     flops = training_flops(arch, parameter_counts(arch), inputs)
-    assert mxfp8_routed_experts(arch, training_hardware(s, s.accelerator()), inputs, *_expert_work(flops)) == (0.0, 0.0)
+    assert routed_expert_grouped_gemms(arch, training_hardware(s, s.accelerator()), inputs, *_expert_work(flops)) == (
+        0.0,
+        0.0,
+    )
 
 
 @pytest.mark.parametrize("gpu", ["h100-sxm", "h200", "mi300x", "a100-80gb"])
