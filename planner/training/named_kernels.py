@@ -124,8 +124,8 @@ def fp8_cast_elements(arch: ModelArchitecture, inputs: TrainingInputs, moe_layer
 def fp8_cast_seconds(arch: ModelArchitecture, hw: TrainingHardware, efficiency: EfficiencyFigures, inputs, flops):
     """Seconds of a micro-batch's FP8 casts on the stage (`physics.fp8_casts`): each layer's inputs once per forward
     (recomputation repeats them), its output gradients once, its weights once per step; the routed experts' only
-    where no MXFP8 grouped-GEMM term prices them (`routed_expert_grouped_gemms`); 0 without an FP8 recipe or FP8 GEMMs. `flops` is the
-    step's `TrainingFlops` (the stage's layers, the experts' forward passes and load imbalance)."""
+    where no MXFP8 grouped-GEMM term prices them (`routed_expert_grouped_gemms`); 0 without an FP8 recipe or FP8
+    GEMMs. `flops` is the step's `TrainingFlops` (the stage's layers, the experts' forward passes, load imbalance)."""
     per_element = inputs.recipe.fp8_cast_bytes_per_element
     dense_passes = 1.0 + where(inputs.recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
     moe_layers = flops.stage_moe_layers
