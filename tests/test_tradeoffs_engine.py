@@ -15,6 +15,8 @@ from planner.cli.main import main
 from planner.inference.scenario import InferenceScenario
 from planner.inference.traffic import TrafficEngine
 from planner.inference.workload import Traffic
+from planner.model.architecture import parameter_counts
+from planner.physics.efficiency import DEFAULT_EFFICIENCY
 from planner.search.alternatives import alternatives, catalog_sizes
 from planner.search.checklist import QUESTIONS, checklist
 from planner.search.constraints import (
@@ -30,7 +32,10 @@ from planner.search.inference_tradeoffs import inference_techniques
 from planner.search.report import TradeoffReport, tradeoff_report
 from planner.search.sweep import evaluate_inference, inference_grid
 from planner.search.training_tradeoffs import training_techniques
+from planner.training.elementwise_kernels import elementwise_seconds
+from planner.training.inputs import training_hardware, training_inputs
 from planner.training.scenario import TrainingScenario
+from planner.training.step import training_flops
 
 BASE = InferenceScenario()
 
@@ -182,6 +187,12 @@ LLAMA8_EMBEDDING = 128_256 * 4_096
 LLAMA8_MATMUL_PARAMS = LLAMA8_PARAMS - LLAMA8_EMBEDDING - 65 * 4_096  # the head is a matmul; norms are not
 
 
+def _elementwise_seconds(s: TrainingScenario) -> float:
+    arch, inputs = s.architecture(), training_inputs(s)
+    flops = training_flops(arch, parameter_counts(arch), inputs)
+    return elementwise_seconds(arch, training_hardware(s, s.accelerator()), DEFAULT_EFFICIENCY, inputs, flops)
+
+
 def test_training_technique_deltas_match_the_arithmetic():
     """The default training scenario (Llama 3.1 8B, 8 x H100, ZeRO-1, mixed bf16, 4096 tokens, micro-batch
     1) against numbers worked by hand from the parameter count and the layer shapes."""
@@ -214,9 +225,17 @@ def test_training_technique_deltas_match_the_arithmetic():
     forward_layers = 2 * (LLAMA8_MATMUL_PARAMS - LLAMA8_EMBEDDING) + attention
     step = 6 * LLAMA8_MATMUL_PARAMS + 3 * attention
     assert base.performance.model_flops_per_token == pytest.approx(step, rel=1e-4)
+    # The elementwise kernels (norms, adds, rotary, SwiGLU, loss: planner.training.elementwise_kernels) are
+    # bytes, not FLOPs: recomputation repeats their forward apart.
     full = effect(activation_checkpointing="full")
-    compute = base.performance.step_breakdown_seconds["forward_backward_seconds"]
-    assert full.delta_time_seconds == pytest.approx(compute * forward_layers / step, rel=1e-3)
+    microbatches = base.layout.gradient_accumulation_steps
+    elementwise = [
+        microbatches * _elementwise_seconds(s)
+        for s in (scenario, TrainingScenario.model_validate({**start, "activation_checkpointing": "full"}))
+    ]
+    flat = base.performance.step_breakdown_seconds["forward_backward_seconds"] - elementwise[0]
+    expected = flat * forward_layers / step + elementwise[1] - elementwise[0]
+    assert full.delta_time_seconds == pytest.approx(expected, rel=1e-3)
     # ... and keeps only each layer's bf16 input (s x h x 2 bytes) plus one layer being recomputed.
     kept = base.memory.components["activations_bytes"] + full.delta_memory_bytes
     assert layers * s * h * 2 < kept < layers * s * h * 2 + 2 * base.memory.components["activations_bytes"] / layers

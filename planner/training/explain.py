@@ -9,7 +9,7 @@ from planner.calibration_record import CalibrationRecord
 from planner.model.architecture import ModelArchitecture, ParameterCounts
 from planner.model.notes import architecture_assumptions
 from planner.physics import attention_efficiency, gemm_efficiency
-from planner.physics.efficiency import Efficiency
+from planner.physics.efficiency import REFERENCE_ELEMENTWISE_SHARE, TRAINING_EFFICIENCY_END_TO_END, Efficiency
 from planner.physics.memory import stage_layers
 from planner.results import Bottleneck, Equation, HardwareSummary, MemoryBreakdown
 from planner.training import activations as tact
@@ -141,7 +141,11 @@ def _general_assumptions(s: TrainingScenario, efficiency: Efficiency) -> list[st
         f"Step time: hardware FLOPs at {percent(efficiency.training_compute)} of the dense "
         f"{p.compute_dtype} peak ({efficiency.source}), stated for A100 GEMMs: x this GPU's GEMM ceiling relative to "
         "A100's (published MAMF, planner.physics.gemm_efficiency), plus a fixed 6.6 us per GEMM kernel; "
-        "backward = 2 x forward; recomputation adds a forward; the pipeline adds "
+        "backward = 2 x forward; recomputation adds a forward. Norms, residual adds, rotary, the MLP activation and "
+        "the loss run apart at the memory roofline, fused (each tensor read or written once per kernel; eager PyTorch "
+        f"moves more: planner.training.elementwise_kernels); the efficiency is Megatron's end-to-end "
+        f"{percent(TRAINING_EFFICIENCY_END_TO_END)} with those kernels' {REFERENCE_ELEMENTWISE_SHARE:.1%} share of its "
+        "reference runs (Narayanan et al. 2021 Table 1) taken out. The pipeline adds "
         + (
             "the ZB-H1 bubble (p - 1)(F + B - 2W), W the weight-gradient GEMMs deferred into it (Qi et al. 2024)."
             if s.pipeline_schedule == "zb-h1"
@@ -522,6 +526,7 @@ def _time_equations(
         Equation(
             name="Micro-batch compute on one GPU",
             formula="stage hardware FLOPs / (peak x efficiency x GEMM ceiling ratio) + GEMM kernels x fixed time"
+            + " + elementwise kernels' bytes / (HBM bandwidth x memory efficiency)"
             + ("; layer GEMMs count peak / FP8 peak of their FLOPs" if s.precision == "fp8" else ""),
             substituted=f"{count(perf.forward_backward.flops)}FLOP / "
             f"({rate(hardware.peak_flops_per_second, 'FLOP/s')} x {eff.training_compute:g} x {ratio:.3g}) + "

@@ -27,9 +27,9 @@ from planner.physics.communication import overlapped_exposed_seconds as overlapp
 from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.memory import stage_layers, stage_moe_layers
 from planner.physics.projections import stage_layer_split
+from planner.training import elementwise_kernels, step_time
 from planner.training import memory as tmem
 from planner.training import named_kernels as kernels
-from planner.training import step_time
 from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
 from planner.training.inputs import TrainingHardware, TrainingInputs
 from planner.training.recompute import Recompute, full_recompute_fraction
@@ -454,6 +454,7 @@ def microbatch_time(
         + expert_seconds
         + kernels.routed_token_copy_seconds(arch, hw, efficiency, inputs, *experts)
         + kernels.fp8_cast_seconds(arch, hw, efficiency, inputs, flops)
+        + elementwise_kernels.elementwise_seconds(arch, hw, efficiency, inputs, flops)
     )
     stage_bytes = step_time.microbatch_memory_bytes(
         states.param_bytes,

@@ -233,6 +233,9 @@ def test_te_cross_entropy_keeps_one_16_bit_copy_of_the_logits():
     te = plan(TrainingScenario(num_gpus=8, micro_batch_size=2, sequence_length=4096, loss_kernel="te"))
     assert te.memory.components["logits_bytes"] == pytest.approx(unfused.memory.components["logits_bytes"] / 6)
     assert te.memory.total_bytes < unfused.memory.total_bytes
-    assert te.performance.step_seconds == unfused.performance.step_seconds
+    # and moves fewer bytes: per token over the vocabulary, logits read and gradient written (2 x 2 B) plus the
+    # loss's own copies written and read (2 x 2 B against 2 x 12 B), at 0.80 of H100's HBM, on 2 x 4096 tokens
+    saved = 2 * 4096 * 128_256 * 2 * (12 - 2) / (3.35e12 * 0.80) * te.layout.gradient_accumulation_steps
+    assert unfused.performance.step_seconds - te.performance.step_seconds == pytest.approx(saved, rel=1e-9)
     logits = next(e for e in te.equations if e.name == "Logits and loss")
     assert " x 2 x " in logits.substituted
