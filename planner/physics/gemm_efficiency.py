@@ -17,10 +17,15 @@ Two published effects, one function each:
    | B200 SXM   | 1745.0 / 2250 = 77.6 % | 3432.5 / 4500 = 76.3 % |
    | B300 SXM   | 1769.0 / 2250 = 78.6 % | 3353.3 / 4500 = 74.5 % |
    | GB200      | 1822.0 / 2500 = 72.9 % | 3615.6 / 5000 = 72.3 % |
-   | MI300X     | 668.4 / 1300 = 51.4 % | - |
-   | MI325X     | 784.9 / 1300 = 60.4 % | - |
+   | MI300X     | 668.4 / 1300 = 51.4 % | 51.4 % x 1273 / 708 / 2 = 46.2 % (a) |
+   | MI325X     | 784.9 / 1300 = 60.4 % | 60.4 % x 1519 / 843 / 2 = 54.4 % (a) |
    | MI355X     | 1565.0 / 2300 = 68.0 % | - |
    | Gaudi 3    | 1243.0 / 1677 = 74.1 % | 1289.5 / 1677 = 76.9 % |
+
+   (a) AMD publishes the Max-Achievable FLOPs of both formats on one stack (ROCm blog "Measuring Max-Achievable
+   FLOPs - Part 2", 2025-02-28, Table 1, hipBLASLt-bench at the best shape: MI300X BF16 708, FP8 1273 TFLOPs;
+   MI325X 843 and 1519); its FP8 / BF16 ratio carries the table's BF16 figure to FP8, whose dense peak is twice
+   BF16's.
 
    and NVFP4 on B200: 6624 / 9000 = 73.6 % (Bekman, ml-engineering training/dtype.md "FP4 formats", torch 2.14).
    A format that runs at the same tensor-core rate as a measured one reads its figure (fp16 -> BF16, int8 ->
@@ -70,8 +75,8 @@ MAMF_FRACTIONS: dict[str, dict[str, float]] = {
     "b200": {"bf16": 1745.0 / 2250.0, "fp8": 3432.5 / 4500.0, "fp4": 6624.0 / 9000.0},
     "b300": {"bf16": 1769.0 / 2250.0, "fp8": 3353.3 / 4500.0},
     "gb200-nvl72": {"bf16": 1822.0 / 2500.0, "fp8": 3615.6 / 5000.0},
-    "mi300x": {"bf16": 668.4 / 1300.0},
-    "mi325x": {"bf16": 784.9 / 1300.0},
+    "mi300x": {"bf16": 668.4 / 1300.0, "fp8": 668.4 / 1300.0 * (1273.0 / 708.0) / 2},
+    "mi325x": {"bf16": 784.9 / 1300.0, "fp8": 784.9 / 1300.0 * (1519.0 / 843.0) / 2},
     "mi355x": {"bf16": 1565.0 / 2300.0},
     "gaudi3": {"bf16": 1243.0 / 1677.0, "fp8": 1289.5 / 1677.0},
 }
@@ -129,7 +134,7 @@ def gemm_ceiling(gpu_id: str, compute_dtype: str) -> float:
     """MAMF / dense peak of `gpu_id` for GEMMs in `compute_dtype` (the tensor-core format: "bf16", "fp8", ...).
 
     fp16 reads the BF16 figure and int8 the FP8 one (the same tensor-core rate); a format without a published
-    figure (fp8 on AMD, fp4 but on B200) or a device without any falls back to BF16, then to `REFERENCE_CEILING`."""
+    figure (fp8 on MI355X, fp4 but on B200) or a device without any falls back to BF16, then to `REFERENCE_CEILING`."""
     fractions = MAMF_FRACTIONS.get(gpu_id, {})
     key = {"fp16": "bf16", "int8": "fp8"}.get(compute_dtype, compute_dtype)
     return fractions.get(key, fractions.get("bf16", REFERENCE_CEILING))

@@ -41,6 +41,9 @@ class TrainingHardware:
     # fixed time per GEMM kernel (planner.physics.gemm_efficiency).
     gemm_ceiling_ratio: Number = 1.0
     gemm_tail_seconds: Number = 0.0
+    # The layer GEMMs' format's MAMF share of its peak over the 16-bit one's (H100: FP8 70.9 % / BF16 80.3 %): what an
+    # FP8 recipe's GEMMs reach of the FP8 peak beside what 16-bit GEMMs reach of theirs; 1 for every other recipe.
+    gemm_format_ceiling_ratio: Number = 1.0
     # Power per GPU (planner.physics.energy.accelerator_power): the board's and an idle device's, in watts.
     board_watts: Number = 0.0
     idle_watts: Number = 0.0
@@ -85,6 +88,10 @@ class TrainingHardware:
             gemm_ceiling_ratio=gemm_efficiency.training_ceiling_ratio(
                 accel.id, ceiling_dtype, fitted.ceiling if fitted is not None else None
             ),
+            gemm_format_ceiling_ratio=gemm_efficiency.gemm_ceiling(
+                accel.id, accel.gemm_dtype(gemm_dtype or compute_dtype)
+            )
+            / gemm_efficiency.gemm_ceiling(accel.id, ceiling_dtype),
             gemm_tail_seconds=gemm_efficiency.gemm_tail_seconds(
                 accel.vendor not in ("cpu", "apple"), fitted.tail_seconds if fitted is not None else None
             ),

@@ -166,7 +166,9 @@ def named_kernel_attention(hw: TrainingHardware, attention_flops):
 
 def fp8_equivalent_flops(stage_flops, gemm_flops, hw: TrainingHardware):
     """The stage's FLOPs in units of the 16-bit peak: the layer GEMMs run at `gemm_peak_flops_per_second` (the FP8
-    peak with an FP8 recipe), so they count peak / gemm_peak of their FLOPs; everything else (attention, head)
-    counts whole. Equal to `stage_flops` when the GEMM peak is the peak (every recipe but FP8, or a GPU without
-    FP8 tensor cores)."""
-    return stage_flops - gemm_flops * (1 - hw.peak_flops_per_second / hw.gemm_peak_flops_per_second)
+    peak with an FP8 recipe) x their format's MAMF share over the 16-bit one's (`gemm_format_ceiling_ratio`,
+    planner.physics.gemm_efficiency), so they count peak / (gemm_peak x that ratio) of their FLOPs; everything else
+    (attention, head) counts whole. Equal to `stage_flops` when the GEMM peak is the peak (every recipe but FP8, or
+    a GPU without FP8 tensor cores)."""
+    gemm_rate = hw.gemm_peak_flops_per_second * hw.gemm_format_ceiling_ratio
+    return stage_flops - gemm_flops * (1 - hw.peak_flops_per_second / gemm_rate)

@@ -75,7 +75,12 @@ def test_mxfp8_moves_exactly_the_experts_from_the_flat_rate_to_the_published_ker
     expert_flops, expert_seconds = routed_expert_grouped_gemms(arch, hw, inputs, *_expert_work(flops))
     # hand count: 48 MoE layers, rows = 16384 tokens x 8, gate/up 2048 -> 1536, down 768 -> 2048, 3 passes
     assert expert_flops == pytest.approx(48 * 2 * 16384 * 8 * (2048 * 1536 + 768 * 2048) * 3)
-    flat_rate = hw.gemm_peak_flops_per_second * Efficiency().training_compute * hw.gemm_ceiling_ratio
+    flat_rate = (
+        hw.gemm_peak_flops_per_second
+        * hw.gemm_format_ceiling_ratio
+        * Efficiency().training_compute
+        * hw.gemm_ceiling_ratio
+    )
     m_mx, m_cur = plan(mx).performance, plan(cur).performance
     microbatches = 512 // (8 * 4)
     delta = (
