@@ -207,6 +207,8 @@ def scenario_fields(row: dict) -> dict:
         # Megatron-core runs (Megatron-Bridge, DGX Cloud and Together's DGXC recipes, Korthikanti et al. 2022):
         # the backward's TP collectives run under the weight-gradient GEMMs, Megatron-core's default
         "overlap_tp_backward": "overlap_tp_backward",
+        # Transformer Engine userbuffers (Megatron-Bridge / NeMo recipes' tp_comm_overlap) and torchtitan's async TP
+        "tp_comm_overlap": "tp_comm_overlap",
         "overlap_expert_all_to_all": "overlap_expert_all_to_all",
     }
     for column, name in optional_bools.items():

@@ -52,6 +52,7 @@ TRAINING_SPECS: tuple[Spec, ...] = (
         Spec("loss_kernel", "Cross-entropy kernel", "select", section="more"),
         Spec("overlap_grad_reduce", "Overlap gradient reduction with backward", "toggle", section="more"),
         Spec("overlap_tp_backward", "Overlap TP backward collectives (Megatron-core)", "toggle", section="more"),
+        Spec("tp_comm_overlap", "Pipeline TP collectives with GEMMs (TE userbuffers)", "toggle", section="more"),
         Spec("expert_dispatch", "MoE dispatch", "select", section="more"),
         Spec("overlap_expert_all_to_all", "Overlap MoE all-to-all (Megatron-core)", "toggle", section="more"),
         Spec(

@@ -100,6 +100,19 @@ def recompute_assumption(s: TrainingScenario, arch: ModelArchitecture) -> str | 
     return None
 
 
+def _tensor_parallel_overlap(s: TrainingScenario) -> str:
+    if s.tp_comm_overlap:
+        return (
+            "tensor-parallel all-gathers and reduce-scatters are split into TP chunks pipelined with their GEMMs "
+            "(Transformer Engine userbuffers, tp_comm_overlap): one chunk of each stays exposed"
+        )
+    if s.overlap_tp_backward:
+        return (
+            "the backward's tensor-parallel collectives run under the weight-gradient GEMMs, the forward's are exposed"
+        )
+    return "tensor-parallel collectives are exposed"
+
+
 def assumptions_for(
     s: TrainingScenario, arch: ModelArchitecture, efficiency: Efficiency, calibration: CalibrationRecord | None
 ) -> list[str]:
@@ -156,7 +169,7 @@ def _general_assumptions(s: TrainingScenario, efficiency: Efficiency) -> list[st
         "between nodes, each GPU with its own NIC: a tensor-parallel group spanning nodes moves its data over its "
         "members' NICs together and so do data-parallel and ZeRO/FSDP collectives (NCCL rings, one per NIC), an "
         "expert all-to-all sends its off-node share over each GPU's own. "
-        "Overlap: tensor-parallel, expert all-to-all and pipeline sends are exposed; data-parallel gradient "
+        f"Overlap: {_tensor_parallel_overlap(s)}; expert all-to-all and pipeline sends are exposed; data-parallel gradient "
         "reduction hides behind the last micro-batch's backward; ZeRO-2/3 per-micro-batch collectives, ring-attention "
         "K/V exchange and parameter-offload fetches hide behind each micro-batch's compute; the parameter all-gather "
         "after a sharded optimizer step and optimizer-offload transfers are exposed. Compute that runs beside a "

@@ -169,6 +169,7 @@ class RecipeInputs:
     megatron_gradient_buffer: Flag = False
     loss_bytes_per_logit: Number = 12.0  # the cross-entropy's peak per vocabulary entry (`loss_bytes_per_logit`)
     overlap_tp_backward: Flag = False  # the backward's TP collectives under the weight-gradient GEMMs (Megatron-core)
+    tp_comm_overlap: Flag = False  # every TP collective chunked and pipelined with its GEMM (TE userbuffers, async TP)
     # Which modules selective recomputation recomputes (Megatron-core names); Megatron's default is core_attn.
     recompute_modules: tuple[str, ...] = ("core_attn",)
     recompute_method: str = "uniform"  # full recomputation: uniform groups or a block of layers per stage
@@ -255,6 +256,7 @@ def training_inputs(scenario: TrainingScenario, runtime_overhead_correction_byte
             megatron_gradient_buffer=scenario.distributed_optimizer,
             loss_bytes_per_logit=loss_bytes_per_logit(scenario.loss_kernel, PRECISIONS[scenario.precision].activation),
             overlap_tp_backward=scenario.overlap_tp_backward,
+            tp_comm_overlap=scenario.tp_comm_overlap,
             recompute_modules=tuple(m for m in scenario.recompute_modules.split(",") if m),
             recompute_method=scenario.recompute_method,
             recompute_num_layers=scenario.recompute_num_layers,

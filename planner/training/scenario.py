@@ -210,6 +210,12 @@ class TrainingScenario(ScenarioBase):
         "asynchronous input-gradient all-reduce / reduce-scatter, on by default there; torchtitan and plain PyTorch "
         "TP do not)",
     )
+    tp_comm_overlap: bool = Field(
+        default=False,
+        description="every tensor-parallel all-gather and reduce-scatter, forward and backward, split into TP chunks "
+        "pipelined with its GEMM's (Transformer Engine userbuffers, Megatron --tp-comm-overlap; torchtitan's async "
+        "TP): one chunk of each stays exposed",
+    )
     expert_dispatch: Literal["nccl", "deepep"] = Field(
         default="nccl",
         description="MoE dispatch/combine: nccl (an all-to-all: each routed copy of a token crosses to its expert's "

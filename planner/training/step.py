@@ -481,20 +481,24 @@ def microbatch_time(
 
 
 def tensor_parallel_hidden_seconds(inputs: TrainingInputs, flops: TrainingFlops, communication, compute_seconds):
-    """The backward's tensor-parallel collectives that run under the weight-gradient GEMMs (Megatron-core's
-    `LinearWithGradAccumulationAndAsyncCommunication`: the input gradient's all-reduce, or its reduce-scatter under
-    sequence parallelism, is launched asynchronously and the weight-gradient GEMM runs meanwhile; Korthikanti et
-    al. 2022 Sec. 6.2; torchtitan does not). At most the backward's 2 of the layer's collectives, and at most the
-    weight-gradient GEMMs' time: one of the GEMM passes (forward, input gradient, weight gradient, and the forward
-    again for the share full recomputation repeats) of the stage's GEMM share of the compute; net of the slowdown
-    the GEMMs suffer while the collectives run beside them (`overlapped_exposed`)."""
+    """The tensor-parallel collectives hidden under GEMMs. Megatron-core (`overlap_tp_backward`) launches the
+    backward's input-gradient all-reduce (reduce-scatter under SP) asynchronously beside the weight-gradient GEMM
+    (Korthikanti et al. 2022 Sec. 6.2): at most those 2 of the layer's collectives and that GEMM pass's time (one
+    of forward, input and weight gradient, and the recomputed forward). With `tp_comm_overlap` (TE userbuffers,
+    torchtitan's async TP) every collective is split into TP chunks pipelined with its GEMM's: all but one chunk
+    hide under the layer GEMMs. Both net of the GEMMs' slowdown beside them (`overlapped_exposed`)."""
     recipe = inputs.recipe
     again_tp, _, _ = step_time.recomputed_collectives(
         recipe.recompute, recipe.recompute_modules, flops.recompute_fraction
     )
-    backward = communication.tensor_parallel_seconds * 2 / (step_time.TENSOR_PARALLEL_COLLECTIVES_PER_LAYER + again_tp)
+    collectives = communication.tensor_parallel_seconds
+    backward = collectives * 2 / (step_time.TENSOR_PARALLEL_COLLECTIVES_PER_LAYER + again_tp)
     weight_gradient = weight_gradient_seconds(inputs, flops, compute_seconds)
-    return where(recipe.overlap_tp_backward, backward - overlapped_exposed(weight_gradient, backward), 0.0)
+    async_backward = where(recipe.overlap_tp_backward, backward - overlapped_exposed(weight_gradient, backward), 0.0)
+    chunked = collectives * (1 - 1 / inputs.layout.tensor_parallel)
+    gemms = compute_seconds * flops.stage_gemm_flops_per_token / flops.stage_hardware_flops_per_token
+    pipelined = chunked - overlapped_exposed(gemms, chunked)
+    return where(recipe.tp_comm_overlap, maximum(pipelined, async_backward), async_backward)
 
 
 def weight_gradient_seconds(inputs: TrainingInputs, flops: TrainingFlops, compute_seconds):
