@@ -6,7 +6,13 @@ bandwidth, all-reduces), the proxy's phase times, its memory, and the runtime's 
 
 from __future__ import annotations
 
-from planner.calibration.predict import GemmShape, ProxyGeometry, optimizer_seconds, predicted_seconds
+from planner.calibration.predict import (
+    GemmShape,
+    ProxyGeometry,
+    optimizer_seconds,
+    predicted_seconds,
+    predicted_train_seconds,
+)
 from planner.calibration.reference import Reference, fit_allreduce
 from planner.calibration_record import Ceilings, ComparisonRow, GemmShapeFit, PhaseMeasurement
 from planner.physics import communication, gemm_efficiency
@@ -201,11 +207,9 @@ def _train_rows(
                 unit="s",
                 role="fit",
                 measured=fb,
-                predicted=predicted_seconds("train", work["flops"], work["bytes"], peak, bw, d, shape, ph.layers),
-                predicted_calibrated=predicted_seconds(
-                    "train", work["flops"], work["bytes"], peak, bw, efficiency, shape, ph.layers
-                ),
-                note="training.step_time hardware FLOPs; microbatch_memory_bytes",
+                predicted=predicted_train_seconds(work, peak, bw, d, shape, ph.layers),
+                predicted_calibrated=predicted_train_seconds(work, peak, bw, efficiency, shape, ph.layers),
+                note="training.step_time hardware FLOPs; elementwise_kernels bytes; microbatch_memory_bytes",
             )
         )
     if opt > 0:

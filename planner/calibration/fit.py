@@ -241,8 +241,11 @@ def _fit_training(basis: FitBasis, train, geometry: ProxyGeometry | None, e_mem:
     if train is not None and geometry is not None:
         fb = train.breakdown_seconds.get("forward", 0.0) + train.breakdown_seconds.get("backward", 0.0)
         work = geometry.train_work(train.batch, train.context_tokens)
-        if fb > 0 and work["bytes"] / (basis.bw * e_mem) < fb:
-            e_train = clamp(basis.train_shape.efficiency_for(work["flops"], basis.peak, fb, train.layers))
+        # the elementwise kernels run apart at the memory roofline (training.elementwise_kernels): off first
+        elementwise = work["elementwise_bytes"] / (basis.bw * e_mem)
+        if fb > elementwise and work["bytes"] / (basis.bw * e_mem) < fb:
+            gemm_seconds = fb - elementwise
+            e_train = clamp(basis.train_shape.efficiency_for(work["flops"], basis.peak, gemm_seconds, train.layers))
             notes["training_compute"] = "fitted to the training step's forward + backward"
     return e_train
 

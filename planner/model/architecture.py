@@ -536,17 +536,23 @@ def _mlp_parameters(hidden: int, width: int, gated: bool, bias: bool) -> tuple[i
     return matrices, (2 if gated else 1) * width, hidden
 
 
-def _sublayer_norms(arch: ModelArchitecture, layer: LayerSpec) -> int:
+def sublayers(layer: LayerSpec) -> int:
+    """Residual branches of one layer: its token mixer and its feed-forward block, each where present."""
+    return (layer.mixer != "none") + (layer.mlp != "none")
+
+
+def sublayer_norm_count(arch: ModelArchitecture, layer: LayerSpec) -> int:
     """Hidden-size norms of one layer: `norms_per_layer` when it has both a mixer and an MLP; half of them
     when one is missing (a Nemotron-H block has one pre-norm; Nemotron-NAS drops the norm of a no-op)."""
-    present = (layer.mixer != "none") + (layer.mlp != "none")
+    present = sublayers(layer)
     if present == 2:
-        count = arch.norms_per_layer
-    elif present == 1:
-        count = max(arch.norms_per_layer // 2, 1)
-    else:
-        count = 0
-    return count * arch.hidden_size * (2 if arch.norm_has_bias else 1)
+        return arch.norms_per_layer
+    return max(arch.norms_per_layer // 2, 1) if present == 1 else 0
+
+
+def _sublayer_norms(arch: ModelArchitecture, layer: LayerSpec) -> int:
+    """Parameter elements of one layer's hidden-size norms (`sublayer_norm_count`)."""
+    return sublayer_norm_count(arch, layer) * arch.hidden_size * (2 if arch.norm_has_bias else 1)
 
 
 def layer_spec_parameters(arch: ModelArchitecture, layer: LayerSpec) -> LayerParameters:

@@ -48,7 +48,8 @@ Transformer Engine path (the published MXFP8 training runs) performs the same qu
 FP8 GEMM input, rowwise and columnwise for the weight gradient) at the same rates, and no figure of its own is
 published; rows per expert in the thousands, as in the source (16,384), so the GEMM runs at its large-shape rate.
 Not here: the permutation and combine copies around the experts (priced beside this term,
-`planner.training.named_kernels.routed_token_copy_seconds`); the expert activation is not modelled.
+`planner.training.named_kernels.routed_token_copy_seconds`) and the expert activation
+(`planner.training.elementwise_kernels`).
 
 **16-bit routed experts** (every recipe but FP8) run the same grouped GEMMs in BF16, and the same README publishes
 their forward + backward time (`torch._grouped_mm`, "Autograd function" tables, at 36027d8 and since ff16308; B200,

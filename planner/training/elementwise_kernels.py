@@ -12,14 +12,16 @@ Counted per layer on one GPU, each tensor read or written once per kernel (fused
 and Megatron-core's, or torch.compile's, run them; eager PyTorch moves more, which is not credited here), in the
 16-bit activation dtype:
 
-- each of the layer's `norms_per_layer` normalisations: forward reads its input, writes its output (2 x hidden);
-  backward reads the input and the output gradient, writes the input gradient (3 x hidden);
-- two residual adds: forward reads both operands, writes the sum (3 x hidden each); backward, the residual stream's
-  gradient accumulates the branch's (the same 3 x hidden each);
-- rotary embedding of q and k (models without learned position tables): read and write each, forward and backward;
-- the MLP activation (dense, shared and routed experts): gated (SwiGLU) reads gate and up, writes their product
-  (3 x width); backward reads gate, up and the output gradient, writes both gradients (5 x width); an ungated one
-  (GeLU, squared ReLU) 2 x width forward, 3 x width backward;
+- each of the layer's hidden-size norms (`norms_per_layer`, half of them in a block with only a mixer or only an
+  MLP, as Nemotron-H's): forward reads its input, writes its output (2 x hidden); backward reads the input and the
+  output gradient, writes the input gradient (3 x hidden);
+- one residual add per branch (mixer, MLP): forward reads both operands, writes the sum (3 x hidden each);
+  backward, the residual stream's gradient accumulates the branch's (the same 3 x hidden each);
+- rotary embedding of q and k in softmax-attention layers that use it (not NoPE layers, not models with learned
+  position tables): read and write each, forward and backward; partial rotary counted whole;
+- the MLP activation (dense, shared and routed experts; none in a block without an MLP): gated (SwiGLU) reads gate
+  and up, writes their product (3 x width); backward reads gate, up and the output gradient, writes both
+  gradients (5 x width); an ungated one (GeLU, squared ReLU) 2 x width forward, 3 x width backward;
 - dropout (where the recipe keeps it): a one-byte mask per residual-add output, written forward, read backward;
 - the loss on the last stage: the 16-bit logits read, their gradient written, and the loss kernel's own copies
   (`RecipeInputs.loss_bytes_per_logit`) written and read once, over vocabulary / TP.
@@ -27,17 +29,22 @@ and Megatron-core's, or torch.compile's, run them; eager PyTorch moves more, whi
 Widths follow Megatron's split: the norms and residual adds run over tokens / TP under sequence parallelism and over
 all tokens otherwise; q, k and the MLP width are column-split over TP; routed experts see the busiest rank's
 tokens x k x `load_imbalance` rows. Recomputation repeats forwards: full recomputation every forward kernel of the
-share of layers it recomputes, torchtitan's op-level checkpointing every one (it saves only matmul and attention
-outputs), Megatron's selective `layernorm` the norms and `moe_act` / `mlp` / `moe` / `shared_experts` their
-activations. Not counted: the router's softmax and top-k over the experts, the embedding lookup and its gradient,
-Mamba / linear-attention mixers' scans and convolutions (only their norms and residuals are), the fp32
-gradient-accumulation buffers (a weight-gradient GEMM epilogue). Broadcasts over numpy arrays (the sweep).
+share of layers it recomputes, torchtitan's op-level checkpointing every one but the routed experts' (it saves
+matmul, attention and expert outputs), Megatron's selective `layernorm` each branch's pre-norm, `mlp` the dense
+activation, `moe_act` the routed experts', `shared_experts` the shared experts', `moe` both. Not counted: the
+router's softmax and top-k, q/k norms, the embedding lookup and its gradient, Mamba / linear-attention mixers'
+scans and convolutions (only their norms and residuals are), the fp32 gradient-accumulation buffers (a
+weight-gradient GEMM epilogue). Layers are averaged by kind (the stage's dense and MoE layers, as the rest of the
+step counts them). Broadcasts over numpy arrays (the sweep).
 """
 
 from __future__ import annotations
 
-from planner.arrays import where
-from planner.model.architecture import ModelArchitecture
+from collections import Counter
+from dataclasses import dataclass, fields
+
+from planner.arrays import Number, where
+from planner.model.architecture import ATTENTION_MIXERS, LayerSpec, ModelArchitecture, sublayer_norm_count, sublayers
 from planner.physics import roofline
 from planner.physics.efficiency import EfficiencyFigures
 from planner.training.inputs import TrainingHardware, TrainingInputs
@@ -49,61 +56,128 @@ RESIDUAL_ADD_ACCESSES = (3, 3)
 ROTARY_ACCESSES = (2, 2)
 GATED_ACTIVATION_ACCESSES = (3, 5)
 ACTIVATION_ACCESSES = (2, 3)
-RESIDUAL_ADDS_PER_LAYER = 2
 DROPOUT_MASK_BYTES_PER_ELEMENT = 1.0
 
 
-def activation_elements(rows, width, gated: bool) -> tuple:
-    """(forward, backward) element accesses of one MLP activation over `rows` x `width`."""
+@dataclass(frozen=True, slots=True)
+class TokenShape:
+    """What the kernels' sizes depend on, per micro-batch on one GPU."""
+
+    tokens: Number  # the micro-batch's tokens on this GPU (context parallelism already split)
+    tensor_parallel: Number = 1
+    sequence_parallel: bool | Number = False
+    activation_bytes: float = 2.0
+    dropout: bool | Number = False
+    load_imbalance: Number = 1.0  # the busiest expert-parallel rank's routed rows over the mean
+
+    @classmethod
+    def of(cls, inputs: TrainingInputs, load_imbalance) -> TokenShape:
+        lay = inputs.layout
+        return cls(
+            inputs.tokens_per_microbatch,
+            lay.tensor_parallel,
+            lay.sequence_parallel,
+            inputs.precision.activation,
+            inputs.recipe.dropout,
+            load_imbalance,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class LayerBytes:
+    """One layer's elementwise HBM bytes in a micro-batch, (forward, backward) per family, so recomputation can
+    repeat each on its own: the residual stream's (norms, adds, rotary, dropout masks), its pre-norms', and the
+    dense, routed-expert and shared-expert activations'."""
+
+    stream: tuple = (0.0, 0.0)
+    pre_norms: tuple = (0.0, 0.0)
+    dense_activation: tuple = (0.0, 0.0)
+    routed_activation: tuple = (0.0, 0.0)
+    shared_activation: tuple = (0.0, 0.0)
+
+    @staticmethod
+    def mean(weighted: list[tuple[LayerBytes, int]]) -> LayerBytes:
+        """The family-by-family mean of layers given as (bytes, how many such layers); zeros for none."""
+        count = sum(n for _, n in weighted)
+        if not count:
+            return LayerBytes()
+        return LayerBytes(
+            *(
+                tuple(sum(getattr(x, f.name)[i] * n for x, n in weighted) / count for i in (0, 1))
+                for f in fields(LayerBytes)
+            )
+        )
+
+
+def activation_bytes(rows, width, gated: bool, element_bytes) -> tuple:
+    """(forward, backward) bytes of one MLP activation over `rows` x `width`."""
     forward, backward = GATED_ACTIVATION_ACCESSES if gated else ACTIVATION_ACCESSES
-    return forward * rows * width, backward * rows * width
+    return forward * rows * width * element_bytes, backward * rows * width * element_bytes
 
 
-def rotary_width(arch: ModelArchitecture, tensor_parallel):
-    """Per token, the q and k elements rotary embedding rewrites on one GPU; 0 with learned position tables."""
-    if arch.learned_position_embeddings:
+def rotary_width(arch: ModelArchitecture, layer: LayerSpec, tensor_parallel):
+    """Per token, the q and k elements rotary embedding rewrites on one GPU in `layer`; 0 where it has none."""
+    if arch.learned_position_embeddings or not layer.rope or layer.mixer not in ATTENTION_MIXERS:
         return 0.0
     if arch.uses_mla:  # only the decoupled rope dimensions: every q head's and the one shared k
         return arch.num_attention_heads * arch.qk_rope_head_dim / tensor_parallel + arch.qk_rope_head_dim
-    heads = arch.num_attention_heads + arch.num_kv_heads
+    heads = arch.num_attention_heads + (layer.num_kv_heads or arch.num_kv_heads)
     return heads * arch.head_dim / tensor_parallel
 
 
-def layer_elementwise_bytes(arch: ModelArchitecture, inputs: TrainingInputs, moe_layer: bool, load_imbalance):
-    """(stream bytes forward, stream bytes backward, activation bytes forward, activation bytes backward, norm bytes
-    forward) of one layer's elementwise kernels on one GPU in a micro-batch: the residual stream's (norms, residual
-    adds, rotary, dropout masks) apart from the MLP activations', so recomputation can repeat each on its own."""
-    lay, a = inputs.layout, inputs.precision.activation
-    tp, tokens = lay.tensor_parallel, inputs.tokens_per_microbatch
-    stream_tokens = where(lay.sequence_parallel, tokens / tp, tokens)
-    hidden = stream_tokens * arch.hidden_size
-    norm_f, norm_b = (n * arch.norms_per_layer * hidden for n in NORM_ACCESSES)
-    add_f, add_b = (n * RESIDUAL_ADDS_PER_LAYER * hidden for n in RESIDUAL_ADD_ACCESSES)
-    rope_f, rope_b = (n * tokens * rotary_width(arch, tp) for n in ROTARY_ACCESSES)
-    mask = where(inputs.recipe.dropout, RESIDUAL_ADDS_PER_LAYER * hidden * DROPOUT_MASK_BYTES_PER_ELEMENT, 0.0)
-    if moe_layer:
-        routed = activation_elements(
-            tokens * arch.experts_per_token * load_imbalance, arch.expert_intermediate_size / tp, arch.experts_gated
-        )
-        shared = activation_elements(tokens, arch.shared_expert_intermediate_size / tp, arch.experts_gated)
-        act_f, act_b = routed[0] + shared[0], routed[1] + shared[1]
-    else:
-        act_f, act_b = activation_elements(tokens, arch.intermediate_size / tp, arch.mlp_gated)
-    return (
-        (norm_f + add_f + rope_f) * a + mask,
-        (norm_b + add_b + rope_b) * a + mask,
-        act_f * a,
-        act_b * a,
-        norm_f * a,
+def layer_bytes(arch: ModelArchitecture, layer: LayerSpec, shape: TokenShape) -> LayerBytes:
+    """One layer's elementwise bytes on one GPU (module docstring)."""
+    tp, tokens, a = shape.tensor_parallel, shape.tokens, shape.activation_bytes
+    hidden = where(shape.sequence_parallel, tokens / tp, tokens) * arch.hidden_size
+    branches = sublayers(layer)
+    norms = sublayer_norm_count(arch, layer)
+    mask = where(shape.dropout, branches * hidden * DROPOUT_MASK_BYTES_PER_ELEMENT, 0.0)
+    rope = tokens * rotary_width(arch, layer, tp)
+    stream = tuple(
+        (n * norms * hidden + r * branches * hidden + q * rope) * a + mask
+        for n, r, q in zip(NORM_ACCESSES, RESIDUAL_ADD_ACCESSES, ROTARY_ACCESSES, strict=True)
     )
+    pre_norms = tuple(n * min(norms, branches) * hidden * a for n in NORM_ACCESSES)
+    if layer.mlp == "dense":
+        width = (layer.intermediate_size or arch.intermediate_size) / tp
+        return LayerBytes(stream, pre_norms, dense_activation=activation_bytes(tokens, width, arch.mlp_gated, a))
+    if layer.mlp == "moe":
+        routed_rows = tokens * arch.experts_per_token * shape.load_imbalance
+        return LayerBytes(
+            stream,
+            pre_norms,
+            routed_activation=activation_bytes(routed_rows, arch.expert_intermediate_size / tp, arch.experts_gated, a),
+            shared_activation=activation_bytes(
+                tokens, arch.shared_expert_intermediate_size / tp, arch.experts_gated, a
+            ),
+        )
+    return LayerBytes(stream, pre_norms)
 
 
-def _activation_recomputed(inputs: TrainingInputs, moe_layer: bool) -> bool:
-    """Whether Megatron's selective recomputation repeats this layer's MLP activation."""
-    modules = set(inputs.recipe.recompute_modules)
-    if moe_layer:
-        return bool(modules & {"moe_act", "moe", "shared_experts"})
-    return "mlp" in modules
+def mean_layer_bytes(arch: ModelArchitecture, shape: TokenShape, moe_layer: bool) -> LayerBytes:
+    """`layer_bytes` averaged over the model's MoE layers (`moe_layer`) or its other layers; zeros if none."""
+    kinds = Counter(x for x in arch.layers if (x.mlp == "moe") == moe_layer)
+    return LayerBytes.mean([(layer_bytes(arch, x, shape), n) for x, n in kinds.items()])
+
+
+def forward_backward_bytes(arch: ModelArchitecture, shape: TokenShape):
+    """Every layer's elementwise bytes, forward and backward, without recomputation or loss: a calibration
+    proxy's (`planner.calibration.predict.ProxyGeometry.train_work`)."""
+    total = 0.0
+    for x, n in Counter(arch.layers).items():
+        b = layer_bytes(arch, x, shape)
+        families = (b.stream, b.dense_activation, b.routed_activation, b.shared_activation)
+        total = total + n * sum(sum(pair) for pair in families)
+    return total
+
+
+def _again(recipe, every_forward_again, *modules: str, op_repeats: bool = True):
+    """How many more times recomputation runs a kernel family's forward: once where a named selective module
+    covers it, else the full / op-level share (op-level only where `op_repeats`)."""
+    selective = recipe.recompute == Recompute.SELECTIVE
+    named = bool(set(modules) & set(recipe.recompute_modules))
+    base = every_forward_again if op_repeats else where(recipe.recompute == Recompute.OP, 0.0, every_forward_again)
+    return where(selective, 1.0 if named else 0.0, base)
 
 
 def stage_elementwise_bytes(arch: ModelArchitecture, inputs: TrainingInputs, flops, vocab_size=None):
@@ -112,20 +186,21 @@ def stage_elementwise_bytes(arch: ModelArchitecture, inputs: TrainingInputs, flo
     recipe = inputs.recipe
     full = where(recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
     every_forward_again = where(recipe.recompute == Recompute.OP, 1.0, full)
-    selective = recipe.recompute == Recompute.SELECTIVE
-    norms_again = where(selective & ("layernorm" in recipe.recompute_modules), 1.0, 0.0)
+    shape = TokenShape.of(inputs, flops.expert_load_imbalance)
     total = 0.0
-    parts = [(False, flops.stage_layers - flops.stage_moe_layers)]
-    if arch.num_moe_layers:
-        parts.append((True, flops.stage_moe_layers))
-    for moe_layer, layers in parts:
-        stream_f, stream_b, act_f, act_b, norm_f = layer_elementwise_bytes(
-            arch, inputs, moe_layer, flops.expert_load_imbalance
+    for moe_layer, layers in ((False, flops.stage_layers - flops.stage_moe_layers), (True, flops.stage_moe_layers)):
+        if moe_layer and not arch.num_moe_layers:
+            continue
+        b = mean_layer_bytes(arch, shape, moe_layer)
+        activations = (
+            (b.dense_activation, _again(recipe, every_forward_again, "mlp")),
+            (b.routed_activation, _again(recipe, every_forward_again, "moe_act", "moe", op_repeats=False)),
+            (b.shared_activation, _again(recipe, every_forward_again, "shared_experts", "moe")),
         )
-        act_again = where(selective & _activation_recomputed(inputs, moe_layer), 1.0, every_forward_again)
-        layer = (
-            stream_f * (1.0 + every_forward_again) + stream_b + norm_f * norms_again + act_f * (1.0 + act_again) + act_b
-        )
+        layer = b.stream[0] * (1.0 + every_forward_again) + b.stream[1]
+        layer = layer + b.pre_norms[0] * _again(recipe, 0.0, "layernorm")
+        for (forward, backward), again in activations:
+            layer = layer + forward * (1.0 + again) + backward
         total = total + layers * layer
     vocab = arch.vocab_size if vocab_size is None else vocab_size
     logits = inputs.tokens_per_microbatch * vocab / inputs.layout.tensor_parallel
@@ -143,4 +218,13 @@ def elementwise_seconds(
     )
 
 
-__all__ = ["elementwise_seconds", "layer_elementwise_bytes", "rotary_width", "stage_elementwise_bytes"]
+__all__ = [
+    "LayerBytes",
+    "TokenShape",
+    "elementwise_seconds",
+    "forward_backward_bytes",
+    "layer_bytes",
+    "mean_layer_bytes",
+    "rotary_width",
+    "stage_elementwise_bytes",
+]

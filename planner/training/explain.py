@@ -72,8 +72,8 @@ def recompute_assumption(s: TrainingScenario, arch: ModelArchitecture) -> str | 
             "and recomputes the norms (output-discarding checkpoint; assumes norms not fused into the QKV/FC1 "
             "linear); mlp / moe / shared_experts checkpoint that block (keep its input, repeat its matmuls and its "
             "tensor-parallel reduction); moe_act discards the experts' activation output; mla_up_proj discards MLA's "
-            "q, k and kv up-projection outputs and repeats those matmuls. Elementwise recomputation is not charged "
-            "FLOPs."
+            "q, k and kv up-projection outputs and repeats those matmuls. Recomputed norms and activations are charged "
+            "as bytes at the memory roofline, not FLOPs."
         )
     if mode == "op":
         return (
@@ -539,11 +539,12 @@ def _time_equations(
         Equation(
             name="Micro-batch compute on one GPU",
             formula="stage hardware FLOPs / (peak x efficiency x GEMM ceiling ratio) + GEMM kernels x fixed time"
-            + " + elementwise kernels' bytes / (HBM bandwidth x memory efficiency)"
+            + " + named kernels at their own rates (attention, grouped experts) + memory-bound kernels' bytes / (HBM "
+            "bandwidth x memory efficiency) (FP8 casts, token copies, norms, residual adds, activations, loss)"
             + ("; layer GEMMs count peak / FP8 peak of their FLOPs" if s.precision == "fp8" else ""),
             substituted=f"{count(perf.forward_backward.flops)}FLOP / "
             f"({rate(hardware.peak_flops_per_second, 'FLOP/s')} x {eff.training_compute:g} x {ratio:.3g}) + "
-            f"{kernels:,} x {seconds(tail)}",
+            f"{kernels:,} x {seconds(tail)} + named and memory-bound kernels",
             value=perf.forward_backward.compute_seconds,
             unit="seconds",
         ),

@@ -43,6 +43,6 @@ def named_kernel_assumptions(s: TrainingScenario, arch: ModelArchitecture) -> li
             f"gradient) and {percent(g.WEIGHT_GRADIENT_GEMM_OF_MAMF)} (weight gradient), their inputs quantized in every "
             f"pass at {percent(g.ROWWISE_QUANTIZE_OF_HBM)} of HBM ({percent(g.COLWISE_QUANTIZE_OF_HBM)} colwise) and "
             "their scales laid out, as torchao's MXFP8 kernels on B200 (MoE training README, 'MXFP8 Kernel Breakdown by "
-            "Pass'). Assumed: Transformer Engine runs alike, GB200 / B300 at the same shares; the expert activation not charged."
+            "Pass'). Assumed: Transformer Engine runs alike, GB200 / B300 at the same shares; the expert activation runs apart at the memory roofline."
         )
     return out

@@ -40,8 +40,12 @@ def _llama8b(**fields) -> TrainingScenario:
     return TrainingScenario.model_validate({**base, **fields})
 
 
-def _layer_bytes(s: TrainingScenario, moe_layer: bool = False):
-    return ek.layer_elementwise_bytes(s.architecture(), training_inputs(s), moe_layer, 1.0)
+def _shape(s: TrainingScenario, load_imbalance: float = 1.0) -> ek.TokenShape:
+    return ek.TokenShape.of(training_inputs(s), load_imbalance)
+
+
+def _mean(s: TrainingScenario, moe_layer: bool = False, load_imbalance: float = 1.0) -> ek.LayerBytes:
+    return ek.mean_layer_bytes(s.architecture(), _shape(s, load_imbalance), moe_layer)
 
 
 def _stage_bytes(s: TrainingScenario) -> float:
@@ -53,36 +57,40 @@ def _stage_bytes(s: TrainingScenario) -> float:
 def test_one_llama_layer_by_hand():
     """Per token, in bf16: two RMSNorms 2 x (2 + 3) x 4096, two residual adds 2 x (3 + 3) x 4096, rotary on q and k
     (2 + 2) x (4096 + 1024), SwiGLU (3 + 5) x 14336: 225,280 elements, 450,560 B."""
-    stream_f, stream_b, act_f, act_b, norm_f = _layer_bytes(_llama8b())
-    assert stream_f / TOKENS == 2 * (2 * 2 * H + 2 * 3 * H + 2 * (Q + KV))
-    assert stream_b / TOKENS == 2 * (2 * 3 * H + 2 * 3 * H + 2 * (Q + KV))
-    assert (act_f, act_b) == (2 * 3 * MLP * TOKENS, 2 * 5 * MLP * TOKENS)
-    assert norm_f == 2 * 2 * 2 * H * TOKENS
-    assert (stream_f + stream_b + act_f + act_b) / TOKENS == 450_560
+    b = _mean(_llama8b())
+    assert b.stream[0] / TOKENS == 2 * (2 * 2 * H + 2 * 3 * H + 2 * (Q + KV))
+    assert b.stream[1] / TOKENS == 2 * (2 * 3 * H + 2 * 3 * H + 2 * (Q + KV))
+    assert b.dense_activation == (2 * 3 * MLP * TOKENS, 2 * 5 * MLP * TOKENS)
+    assert b.pre_norms[0] == 2 * 2 * 2 * H * TOKENS
+    assert b.routed_activation == b.shared_activation == (0.0, 0.0)
+    assert (sum(b.stream) + sum(b.dense_activation)) / TOKENS == 450_560
 
 
 def test_tensor_and_sequence_parallel_split():
     """TP4 column-splits q, k and the MLP; the norms and residual adds see every token on each rank unless sequence
     parallelism splits the tokens too."""
-    tp1 = _layer_bytes(_llama8b())
-    tp4 = _layer_bytes(_llama8b(tensor_parallel=4, sequence_parallel=False))
-    sp4 = _layer_bytes(_llama8b(tensor_parallel=4, sequence_parallel=True))
+    tp1 = _mean(_llama8b())
+    tp4 = _mean(_llama8b(tensor_parallel=4, sequence_parallel=False))
+    sp4 = _mean(_llama8b(tensor_parallel=4, sequence_parallel=True))
     rope_f = 2 * 2 * (Q + KV) * TOKENS
-    assert tp4[0] == pytest.approx(tp1[0] - rope_f * 3 / 4)
-    assert tp4[2:4] == pytest.approx((tp1[2] / 4, tp1[3] / 4))
-    assert sp4[0] == pytest.approx((tp1[0] - rope_f) / 4 + rope_f / 4)
-    assert sp4[4] == pytest.approx(tp1[4] / 4)
+    assert tp4.stream[0] == pytest.approx(tp1.stream[0] - rope_f * 3 / 4)
+    assert tp4.dense_activation == pytest.approx((tp1.dense_activation[0] / 4, tp1.dense_activation[1] / 4))
+    assert sp4.stream[0] == pytest.approx((tp1.stream[0] - rope_f) / 4 + rope_f / 4)
+    assert sp4.pre_norms[0] == pytest.approx(tp1.pre_norms[0] / 4)
 
 
 def test_recomputation_repeats_forwards():
     """Full and torchtitan's op-level recomputation run every forward kernel again; Megatron's selective layernorm
-    only the norms; core_attn none of these."""
+    only the pre-norms; core_attn none of these."""
     none = _stage_bytes(_llama8b())
-    stream_f, _, act_f, _, norm_f = _layer_bytes(_llama8b())
-    assert _stage_bytes(_llama8b(activation_checkpointing="full")) == pytest.approx(none + LAYERS * (stream_f + act_f))
-    assert _stage_bytes(_llama8b(activation_checkpointing="op")) == pytest.approx(none + LAYERS * (stream_f + act_f))
+    b = _mean(_llama8b())
+    forward = b.stream[0] + b.dense_activation[0]
+    assert _stage_bytes(_llama8b(activation_checkpointing="full")) == pytest.approx(none + LAYERS * forward)
+    assert _stage_bytes(_llama8b(activation_checkpointing="op")) == pytest.approx(none + LAYERS * forward)
     layernorm = _llama8b(activation_checkpointing="selective", recompute_modules="core_attn,layernorm")
-    assert _stage_bytes(layernorm) == pytest.approx(none + LAYERS * norm_f)
+    assert _stage_bytes(layernorm) == pytest.approx(none + LAYERS * b.pre_norms[0])
+    mlp = _llama8b(activation_checkpointing="selective", recompute_modules="core_attn,mlp")
+    assert _stage_bytes(mlp) == pytest.approx(none + LAYERS * b.dense_activation[0])
     assert _stage_bytes(_llama8b(activation_checkpointing="selective")) == pytest.approx(none)
 
 
@@ -93,18 +101,42 @@ def test_the_loss_reads_logits_and_writes_their_gradient():
     assert _stage_bytes(_llama8b(loss_kernel="unfused")) == pytest.approx(layers + TOKENS * VOCAB * 2 * (2 + 12))
 
 
+def _qwen30b(**fields) -> TrainingScenario:
+    return TrainingScenario.model_validate(
+        {**_llama8b().model_dump(), "model": "qwen3-30b-a3b", "expert_parallel": 8, "data_parallel": 8, **fields}
+    )
+
+
 def test_moe_layer_routes_k_rows_through_the_expert_activation():
     """Qwen3-30B-A3B (hidden 2048, 32 q and 4 KV heads of 128, 128 experts of 768, top 8, no shared expert): the
-    stream terms as a dense layer's; the SwiGLU over tokens x 8 rows of 768, scaled by the busiest rank's load."""
-    s = TrainingScenario.model_validate(
-        {**_llama8b().model_dump(), "model": "qwen3-30b-a3b", "expert_parallel": 8, "data_parallel": 8}
+    stream terms as a dense layer's; the SwiGLU over tokens x 8 rows of 768, scaled by the busiest rank's load;
+    moe_act recomputes the routed activation, op-level checkpointing keeps the experts' outputs."""
+    balanced, skewed = _mean(_qwen30b(), True), _mean(_qwen30b(), True, 1.5)
+    assert balanced.routed_activation == (2 * 3 * 768 * 8 * TOKENS, 2 * 5 * 768 * 8 * TOKENS)
+    assert balanced.stream[0] / TOKENS == 2 * (2 * 2 * 2048 + 2 * 3 * 2048 + 2 * (32 + 4) * 128)
+    assert balanced.dense_activation == balanced.shared_activation == (0.0, 0.0)
+    assert skewed.routed_activation[0] == pytest.approx(1.5 * balanced.routed_activation[0])
+    assert skewed.stream == balanced.stream
+    none = _stage_bytes(_qwen30b())
+    act = _qwen30b(activation_checkpointing="selective", recompute_modules="moe_act")
+    assert _stage_bytes(act) == pytest.approx(none + 48 * balanced.routed_activation[0])
+    op = _qwen30b(activation_checkpointing="op")
+    assert _stage_bytes(op) == pytest.approx(none + 48 * balanced.stream[0])
+
+
+def test_hybrid_blocks_count_only_what_they_have():
+    """Nemotron-H 56B (118 blocks: 54 Mamba, 10 attention, 54 squared-ReLU MLP of 32768; hidden 8192): each block
+    one pre-norm and one residual add, rotary only in the attention blocks, the activation only in the MLP ones."""
+    ref = training_accuracy.model_reference("hf_config:nemotron-h-56b-base-8k.json")
+    s = TrainingScenario(
+        model=ref, gpu="b200", num_gpus=8, micro_batch_size=1, global_batch_size=8, sequence_length=TOKENS
     )
-    arch, inputs = s.architecture(), training_inputs(s)
-    balanced = ek.layer_elementwise_bytes(arch, inputs, True, 1.0)
-    skewed = ek.layer_elementwise_bytes(arch, inputs, True, 1.5)
-    assert balanced[2:4] == (2 * 3 * 768 * 8 * TOKENS, 2 * 5 * 768 * 8 * TOKENS)
-    assert balanced[0] / TOKENS == 2 * (2 * 2 * 2048 + 2 * 3 * 2048 + 2 * (32 + 4) * 128)
-    assert skewed[2] == pytest.approx(1.5 * balanced[2]) and skewed[0] == balanced[0]
+    arch = s.architecture()
+    qk = (arch.num_attention_heads + arch.num_kv_heads) * arch.head_dim
+    per_token = 118 * (2 + 3 + 3 + 3) * 8192 + 10 * (2 + 2) * qk + 54 * (2 + 3) * 32768
+    assert ek.forward_backward_bytes(arch, _shape(s)) == pytest.approx(2 * per_token * TOKENS)
+    mean = _mean(s)
+    assert sum(mean.dense_activation) == pytest.approx(2 * 54 / 118 * 5 * 32768 * TOKENS)
 
 
 def test_seconds_at_the_memory_roofline_inside_the_step():
