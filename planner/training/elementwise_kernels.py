@@ -48,7 +48,7 @@ from planner.model.architecture import ATTENTION_MIXERS, LayerSpec, ModelArchite
 from planner.physics import roofline
 from planner.physics.efficiency import EfficiencyFigures
 from planner.training.inputs import TrainingHardware, TrainingInputs
-from planner.training.recompute import Recompute
+from planner.training.recompute import Recompute, recomputed_forwards
 
 # Accesses per element, (forward, backward), of each kernel family (module docstring).
 NORM_ACCESSES = (2, 3)
@@ -184,7 +184,7 @@ def stage_elementwise_bytes(arch: ModelArchitecture, inputs: TrainingInputs, flo
     """HBM bytes of a micro-batch's elementwise kernels on one GPU of the last stage (`flops`: the step's
     `TrainingFlops`): its dense and MoE layers with the forwards recomputation repeats, and the loss."""
     recipe = inputs.recipe
-    full = where(recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
+    full = recomputed_forwards(recipe.recompute, flops.recompute_fraction)
     every_forward_again = where(recipe.recompute == Recompute.OP, 1.0, full)
     shape = TokenShape.of(inputs, flops.expert_load_imbalance)
     total = 0.0

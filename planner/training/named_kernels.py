@@ -14,7 +14,7 @@ from planner.physics import fp8_casts, grouped_gemm_training, roofline
 from planner.physics.efficiency import EfficiencyFigures
 from planner.physics.projections import layer_matrices, local_shape
 from planner.training.inputs import TrainingHardware, TrainingInputs
-from planner.training.recompute import Recompute
+from planner.training.recompute import recomputed_forwards
 
 
 def routed_expert_grouped_gemms(
@@ -127,7 +127,7 @@ def fp8_cast_seconds(arch: ModelArchitecture, hw: TrainingHardware, efficiency: 
     where no MXFP8 grouped-GEMM term prices them (`routed_expert_grouped_gemms`); 0 without an FP8 recipe or FP8
     GEMMs. `flops` is the step's `TrainingFlops` (the stage's layers, the experts' forward passes, load imbalance)."""
     per_element = inputs.recipe.fp8_cast_bytes_per_element
-    dense_passes = 1.0 + where(inputs.recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
+    dense_passes = 1.0 + recomputed_forwards(inputs.recipe.recompute, flops.recompute_fraction)
     moe_layers = flops.stage_moe_layers
     experts_here = where(hw.mxfp8_grouped_gemm_flops_per_second > 0, 0.0, 1.0)
     parts = [(False, False, flops.stage_layers - moe_layers, dense_passes, 1.0)]

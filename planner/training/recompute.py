@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import IntEnum
 
-from planner.arrays import Number, minimum
+from planner.arrays import Number, minimum, where
 
 
 class Recompute(IntEnum):
@@ -31,3 +31,10 @@ def full_recompute_fraction(
         return 1.0
     per_chunk = stage_layers / virtual_stages
     return minimum(recompute_num_layers, per_chunk) / per_chunk
+
+
+def recomputed_forwards(recompute, recompute_fraction: Number = 1.0):
+    """Extra forwards per layer that full recomputation runs: the share of layers it recomputes
+    (`full_recompute_fraction`), 0 at every other level. What a micro-batch's GEMM passes, weight reads, FP8 casts
+    and elementwise kernels repeat."""
+    return where(recompute == Recompute.FULL, recompute_fraction, 0.0)

@@ -32,7 +32,7 @@ from planner.training import memory as tmem
 from planner.training import named_kernels as kernels
 from planner.training.footprint import ModelStateShard, TrainingMemory, stage_layer_counts
 from planner.training.inputs import TrainingHardware, TrainingInputs
-from planner.training.recompute import Recompute, full_recompute_fraction
+from planner.training.recompute import full_recompute_fraction, recomputed_forwards
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,7 +506,7 @@ def weight_gradient_seconds(inputs: TrainingInputs, flops: TrainingFlops, comput
     gradient, weight gradient, and the forward again for the share full recomputation repeats) of the stage's GEMM
     share. What async TP hides collectives under, and what ZB-H1 defers into the bubble."""
     gemm_share = flops.stage_gemm_flops_per_token / flops.stage_hardware_flops_per_token
-    passes = 3 + where(inputs.recipe.recompute == Recompute.FULL, flops.recompute_fraction, 0.0)
+    passes = 3 + recomputed_forwards(inputs.recipe.recompute, flops.recompute_fraction)
     return compute_seconds * gemm_share / passes
 
 
@@ -515,9 +515,7 @@ def microbatch_gemm_kernels(layers, recompute, recompute_fraction):
     three times (forward, input gradient, weight gradient), plus the forward again for the layers full
     recomputation repeats. Each pays the fixed kernel time of `physics.gemm_efficiency` (small per-GPU GEMMs
     reach less of the peak)."""
-    passes = gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM + where(
-        recompute == Recompute.FULL, recompute_fraction, 0.0
-    )
+    passes = gemm_efficiency.TRAINING_GEMMS_PER_FORWARD_GEMM + recomputed_forwards(recompute, recompute_fraction)
     return layers * gemm_efficiency.GEMMS_PER_LAYER * passes
 
 

@@ -26,7 +26,7 @@ from planner.physics.flops import head_forward_flops_per_token, layer_matmul_par
 from planner.physics.lora import lora_forward_flops_per_token
 from planner.physics.projections import layer_matrices, over_layers, stage_layer_split, stage_layers_total
 from planner.training.activations import op_recomputed_matrices
-from planner.training.recompute import Recompute
+from planner.training.recompute import Recompute, recomputed_forwards
 
 # ---------------------------------------------------------------------------------------------
 # FLOPs per token
@@ -106,7 +106,7 @@ def busiest_rank_extra_expert_flops_per_token(counts: ParameterCounts, moe_layer
     """What the busiest expert-parallel rank executes beyond the mean in one MoE layer, per token: (imbalance - 1)
     x the routed experts' forward FLOPs x `passes` (forward, backward GEMMs, and the forward again where full
     recomputation repeats it). The step waits for that rank; model FLOPs (the useful work) do not change."""
-    full_again = where(work.recompute == Recompute.FULL, work.recompute_fraction, 0.0)
+    full_again = recomputed_forwards(work.recompute, work.recompute_fraction)
     extra = work.expert_load_imbalance - 1.0
     return extra * routed_expert_forward_flops_per_token(counts, moe_layer) * (passes + full_again)
 
@@ -421,7 +421,7 @@ def microbatch_memory_bytes(
     (forward, input gradient, weight gradient; four with full recomputation of the recomputed share), the saved
     activations written and read once, the gradients accumulated (read and written). A lower bound for the
     memory roofline."""
-    extra = where(recompute == Recompute.FULL, recompute_fraction, 0)
+    extra = recomputed_forwards(recompute, recompute_fraction)
     return stage_param_bytes * (3 + extra) + 2 * stored_activation_bytes + 2 * grad_bytes
 
 
