@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from planner.calibration.reference import Reference
 from planner.inference import steps
 from planner.model.architecture import ModelArchitecture, ParameterCounts, parameter_counts
-from planner.physics import gemm_efficiency
+from planner.physics import elementwise, gemm_efficiency
 from planner.physics import memory as base_memory
 from planner.physics.efficiency import Efficiency
 from planner.physics.roofline import (
@@ -24,9 +24,9 @@ from planner.physics.roofline import (
     shaped_compute_seconds,
 )
 from planner.training import activations as tact
-from planner.training import elementwise_kernels, step_time
 from planner.training import memory as tmem
 from planner.training import precision as tprec
+from planner.training import step_time
 
 ELEMENT_BYTES = {"fp32": 4.0, "bf16": 2.0, "fp16": 2.0}
 TRAINING_PRECISION = {"fp32": "fp32", "bf16": "mixed_bf16", "fp16": "mixed_fp16"}
@@ -123,13 +123,13 @@ class ProxyGeometry:
         mem = self.training_memory(micro_batch, tokens)
         bytes_mb = step_time.microbatch_memory_bytes(mem["weights"], mem["saved_activations"], n * p.grad, 0)
         opt = step_time.optimizer_step_bytes(mem["optimizer_states"], n, p.grad, p.param, p.master)
-        shape = elementwise_kernels.TokenShape(micro_batch * tokens, activation_bytes=p.activation)
-        elementwise = elementwise_kernels.forward_backward_bytes(self.arch, shape)
+        shape = elementwise.TokenShape(micro_batch * tokens, activation_bytes=p.activation)
+        elementwise_bytes = elementwise.forward_backward_bytes(self.arch, shape)
         return {
             "flops": float(flops),
             "bytes": float(bytes_mb),
             "optimizer_bytes": float(opt),
-            "elementwise_bytes": float(elementwise),
+            "elementwise_bytes": float(elementwise_bytes),
         }
 
 
@@ -209,7 +209,7 @@ def predicted_train_seconds(
 ) -> float:
     """A training forward + backward as `training.step.microbatch_time` plans it (`work`: `ProxyGeometry.
     train_work`): `predicted_seconds`' compute plus the elementwise kernels at the memory roofline
-    (`training.elementwise_kernels`), against the memory roofline."""
+    (`physics.elementwise`), against the memory roofline."""
     memory = memory_seconds(work["bytes"], bandwidth, efficiency.memory_bandwidth)
     compute = shape.compute_seconds(work["flops"], peak, efficiency.training_compute, layers)
     elementwise = memory_seconds(work["elementwise_bytes"], bandwidth, efficiency.memory_bandwidth)

@@ -12,6 +12,17 @@ CPU_PROFILE_SECONDS = 3.0
 CPU_PROFILE_MODEL = "qwen2.5-0.5b"
 
 
+@pytest.fixture(scope="session", autouse=True)
+def session_data_dir(tmp_path_factory):
+    """Session- and module-scoped profiles (`cpu_record`, the GPU path's records) run before any test's own
+    directory exists: each pytest worker gets a private one, so two workers' profiles never meet at the user's
+    machine-wide profile lock (they did, at random, under `-n 2`: 'a calibration profile is already running')."""
+    patch = pytest.MonkeyPatch()
+    patch.setenv(DATA_DIR_ENV, str(tmp_path_factory.mktemp("headroom-session-data")))
+    yield
+    patch.undo()
+
+
 @pytest.fixture(autouse=True)
 def data_dir(tmp_path, monkeypatch):
     """Every test stores calibrations in its own temporary data directory, never in the user's."""

@@ -15,6 +15,7 @@ import pytest
 from planner import plan
 from planner.model.architecture import parameter_counts
 from planner.physics import efficiency as eff
+from planner.physics import elementwise as pe
 from planner.training import elementwise_kernels as ek
 from planner.training.inputs import training_hardware, training_inputs
 from planner.training.metrics import training_metrics
@@ -40,12 +41,12 @@ def _llama8b(**fields) -> TrainingScenario:
     return TrainingScenario.model_validate({**base, **fields})
 
 
-def _shape(s: TrainingScenario, load_imbalance: float = 1.0) -> ek.TokenShape:
-    return ek.TokenShape.of(training_inputs(s), load_imbalance)
+def _shape(s: TrainingScenario, load_imbalance: float = 1.0) -> pe.TokenShape:
+    return ek.token_shape(training_inputs(s), load_imbalance)
 
 
-def _mean(s: TrainingScenario, moe_layer: bool = False, load_imbalance: float = 1.0) -> ek.LayerBytes:
-    return ek.mean_layer_bytes(s.architecture(), _shape(s, load_imbalance), moe_layer)
+def _mean(s: TrainingScenario, moe_layer: bool = False, load_imbalance: float = 1.0) -> pe.LayerBytes:
+    return pe.mean_layer_bytes(s.architecture(), _shape(s, load_imbalance), moe_layer)
 
 
 def _stage_bytes(s: TrainingScenario) -> float:
@@ -134,7 +135,7 @@ def test_hybrid_blocks_count_only_what_they_have():
     arch = s.architecture()
     qk = (arch.num_attention_heads + arch.num_kv_heads) * arch.head_dim
     per_token = 118 * (2 + 3 + 3 + 3) * 8192 + 10 * (2 + 2) * qk + 54 * (2 + 3) * 32768
-    assert ek.forward_backward_bytes(arch, _shape(s)) == pytest.approx(2 * per_token * TOKENS)
+    assert pe.forward_backward_bytes(arch, _shape(s)) == pytest.approx(2 * per_token * TOKENS)
     mean = _mean(s)
     assert sum(mean.dense_activation) == pytest.approx(2 * 54 / 118 * 5 * 32768 * TOKENS)
 
