@@ -21,6 +21,7 @@ from planner.training.inputs import training_hardware, training_inputs
 from planner.training.metrics import training_metrics
 from planner.training.scenario import TrainingScenario
 from planner.training.step import training_flops
+from tests.training.scenarios import llama8b_h100
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import training_accuracy
@@ -30,15 +31,7 @@ TOKENS = 8192  # one sequence of 8192 per micro-batch
 
 
 def _llama8b(**fields) -> TrainingScenario:
-    base = {
-        "model": "llama-3.1-8b",
-        "gpu": "h100-sxm",
-        "num_gpus": 8,
-        "micro_batch_size": 1,
-        "global_batch_size": 8,
-        "sequence_length": TOKENS,
-    }
-    return TrainingScenario.model_validate({**base, **fields})
+    return llama8b_h100(**fields)
 
 
 def _shape(s: TrainingScenario, load_imbalance: float = 1.0) -> pe.TokenShape:

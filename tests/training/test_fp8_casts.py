@@ -14,6 +14,7 @@ from planner.training.inputs import training_hardware, training_inputs
 from planner.training.named_kernels import fp8_cast_elements, fp8_cast_seconds
 from planner.training.scenario import TrainingScenario
 from planner.training.step import training_flops
+from tests.training.scenarios import llama8b_h100
 
 H = 4096  # Llama-3.1-8B: hidden 4096, 32 heads of 128, 8 KV heads, MLP 14336, 32 layers
 KV = 8 * 128
@@ -21,17 +22,7 @@ MLP = 14336
 
 
 def _llama8b(**fields) -> TrainingScenario:
-    base = {
-        "model": "llama-3.1-8b",
-        "gpu": "h100-sxm",
-        "num_gpus": 8,
-        "micro_batch_size": 1,
-        "global_batch_size": 8,
-        "sequence_length": 8192,
-        "precision": "fp8",
-        "zero_stage": 3,
-    }
-    return TrainingScenario.model_validate({**base, **fields})
+    return llama8b_h100(**{"precision": "fp8", "zero_stage": 3, **fields})
 
 
 def test_bytes_per_element_by_recipe():
