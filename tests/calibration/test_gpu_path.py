@@ -28,6 +28,7 @@ from planner.calibration.profile import run_profile
 from planner.calibration_record import AllReduceMeasurement, ProfileSettings
 from planner.inference.scenario import InferenceScenario
 from planner.physics.memory import CUDA_CONTEXT_BYTES
+from tests.calibration.profiling import run_profile_privately
 
 from .fakes import GIB, FakeCuda, fake_backend
 
@@ -112,9 +113,9 @@ def test_fp8_matmuls_run_through_scaled_mm_where_the_device_has_fp8():
 
 
 @pytest.fixture(scope="module")
-def gpu_record():
+def gpu_record(tmp_path_factory):
     backend, cuda = fake_backend()
-    record = run_profile(ProfileSettings(device="cuda", **FAST), backend=backend)
+    record = run_profile_privately(tmp_path_factory, ProfileSettings(device="cuda", **FAST), backend=backend)
     return record, cuda
 
 
